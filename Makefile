@@ -1,0 +1,50 @@
+# The README's two commands: `make demo` and `make test`. Both install what they need.
+SHELL := /bin/bash
+APT_PACKAGES := qemu-utils qemu-system-x86 qemu-block-extra nbdkit nbdkit-plugin-python \
+	libnbd-bin libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
+	libvirt-clients libvirt-dev pkg-config gcc bubblewrap xfsprogs curl util-linux
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: setup apt test lint pytest demo bench clean
+
+setup: apt $(STAMP)
+
+# Debian packages, only those missing, without recommends (they pull in GUI bits).
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+pytest: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint pytest
+
+demo: setup
+	$(PY) -m rootdisk.demo
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,1 @@
+"""Image sources behind one protocol, one module each, chosen from a registry."""

@@ -1,0 +1,1 @@
+"""An in-process server speaking the Kubernetes REST API (objects in SQLite)."""

@@ -1,0 +1,1 @@
+"""StorageClasses, the local dynamic provisioner and the PV binder."""

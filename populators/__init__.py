@@ -1,0 +1,1 @@
+"""Volume populators (import, clone, upload) and the twin-PVC (PVC') flow."""

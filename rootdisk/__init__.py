@@ -1,0 +1,1 @@
+"""The ``rootdisk`` command line: what virtctl is to KubeVirt."""

@@ -1,0 +1,5 @@
+import sys
+
+from rootdisk.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""KubeVirt API (kubevirt.io/v1): VM and VMI controllers, domain model, launcher."""
