@@ -1,0 +1,40 @@
+"""Fixtures for the volume layer: a data dir whose mounts and loop devices are always
+undone, even when a test fails half-way."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from localcluster.storage import system
+from localcluster.storage.volumes import GiB, VolumeManager
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="volumes need root (mount, losetup)")
+
+
+def leftovers(root: str) -> tuple[list[str], list[str]]:
+    """Mounts and loop devices that still point into ``root``."""
+    root = os.path.realpath(root) + os.sep
+    mounts = [p for p in system.mounted_paths() if p.startswith(root)]
+    loops = [d.name for d in system.list_loop_devices() if d.backing_file.startswith(root)]
+    return mounts, loops
+
+
+@pytest.fixture
+def data_dir(tmp_path: os.PathLike[str]) -> Iterator[str]:
+    path = str(tmp_path)
+    yield path
+    VolumeManager(path).cleanup()
+    assert leftovers(path) == ([], [])
+
+
+@pytest.fixture
+def volumes(data_dir: str) -> Iterator[VolumeManager]:
+    mgr = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
+    mgr.start()
+    try:
+        yield mgr
+    finally:
+        mgr.stop()

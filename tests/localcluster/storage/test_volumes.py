@@ -1,0 +1,218 @@
+"""The volume layer against the real tools: sizes, modes, expansion, clones, restarts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from localcluster.storage import classes
+from localcluster.storage.errors import InvalidRequest, VolumeExists, VolumeNotFound
+from localcluster.storage.volumes import (
+    BLOCK,
+    FILESYSTEM,
+    REFLINK,
+    STANDARD,
+    GiB,
+    MiB,
+    VolumeManager,
+    round_capacity,
+)
+from tests.localcluster.storage.conftest import leftovers
+
+
+def avail_fraction(path: str, size: int) -> float:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / size
+
+
+def test_round_capacity() -> None:
+    assert round_capacity(1) == 8 * MiB
+    assert round_capacity(100 * MiB + 1) == 101 * MiB
+    with pytest.raises(InvalidRequest, match="capacity must be positive"):
+        round_capacity(0)
+
+
+@pytest.mark.parametrize("pool", [STANDARD, REFLINK])
+def test_filesystem_volume_is_its_own_sized_filesystem(volumes: VolumeManager, pool: str) -> None:
+    vol = volumes.create("fs1", capacity=64 * MiB, mode=FILESYSTEM, pool=pool)
+    assert os.path.ismount(vol.path)
+    st = os.statvfs(vol.path)
+    assert st.f_blocks * st.f_frsize <= 64 * MiB
+    # The overhead the storage class advertises holds for this size.
+    assert 1 - avail_fraction(vol.path, 64 * MiB) <= float(classes.FILESYSTEM_OVERHEAD)
+    with open(os.path.join(vol.path, "hello"), "w") as fh:
+        fh.write("hi")
+    # Sparse: the image allocates far less than its size.
+    assert os.stat(vol.image).st_blocks * 512 < 16 * MiB
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [64 * MiB, 256 * MiB, GiB, 10 * GiB])
+def test_filesystem_overhead_is_bounded(volumes: VolumeManager, size: int) -> None:
+    vol = volumes.create("ovh", capacity=size, mode=FILESYSTEM)
+    assert 1 - avail_fraction(vol.path, size) <= float(classes.FILESYSTEM_OVERHEAD)
+
+
+@pytest.mark.parametrize("pool", [STANDARD, REFLINK])
+def test_block_volume_is_a_loop_device(volumes: VolumeManager, pool: str) -> None:
+    vol = volumes.create("blk1", capacity=32 * MiB, mode=BLOCK, pool=pool)
+    dev = os.path.realpath(vol.path)
+    assert dev.startswith("/dev/loop")
+    size = int(subprocess.check_output(["blockdev", "--getsize64", dev]))
+    assert size == 32 * MiB
+
+
+def test_expand_grows_filesystem_and_block_online(volumes: VolumeManager) -> None:
+    fs = volumes.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
+    blk = volumes.create("blk", capacity=16 * MiB, mode=BLOCK)
+    before = os.statvfs(fs.path).f_blocks * os.statvfs(fs.path).f_frsize
+    volumes.expand("fs", 128 * MiB)
+    volumes.expand("blk", 48 * MiB)
+    after = os.statvfs(fs.path).f_blocks * os.statvfs(fs.path).f_frsize
+    assert after > before + 60 * MiB
+    dev = os.path.realpath(blk.path)
+    assert int(subprocess.check_output(["blockdev", "--getsize64", dev])) == 48 * MiB
+    assert volumes.get("fs").capacity == 128 * MiB
+    assert not volumes.resize_pending("fs")
+    with pytest.raises(InvalidRequest, match="shrinking"):
+        volumes.expand("fs", 64 * MiB)
+
+
+def fs_size(path: str) -> int:
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize
+
+
+def test_expand_of_a_volume_in_use_waits_for_it_to_be_free(data_dir: str) -> None:
+    busy = {"fs"}
+    mgr = VolumeManager(data_dir, reflink_pool_size=4 * GiB, in_use=lambda n: n in busy)
+    mgr.start()
+    try:
+        fs = mgr.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
+        with open(os.path.join(fs.path, "keep"), "w") as fh:
+            fh.write("x")
+        before = fs_size(fs.path)
+        mgr.expand("fs", 128 * MiB)
+        # Either the kernel allowed an online resize, or the resize waits for the pod.
+        if mgr.resize_pending("fs"):
+            assert fs_size(fs.path) == before
+            busy.clear()
+            mgr.finish_resize("fs")
+        assert not mgr.resize_pending("fs")
+        assert fs_size(fs.path) > before + 60 * MiB
+        with open(os.path.join(fs.path, "keep")) as fh:
+            assert fh.read() == "x"
+    finally:
+        mgr.stop()
+
+
+def test_reflink_clone_is_instant_and_independent(volumes: VolumeManager) -> None:
+    src = volumes.create("src", capacity=512 * MiB, mode=FILESYSTEM, pool=REFLINK)
+    with open(os.path.join(src.path, "data"), "wb") as fh:
+        fh.write(os.urandom(1024) * 20 * 1024)  # 20 MiB
+    clone = volumes.create("dst", capacity=GiB, mode=FILESYSTEM, pool=REFLINK, source="src")
+    with open(os.path.join(clone.path, "data"), "rb") as fh:
+        assert len(fh.read()) == 20 * MiB
+    # Grown to the requested size, and independent of its source.
+    st = os.statvfs(clone.path)
+    assert st.f_blocks * st.f_frsize > 900 * MiB
+    os.unlink(os.path.join(clone.path, "data"))
+    assert os.path.exists(os.path.join(src.path, "data"))
+    # Reflinked: the pool holds the 20 MiB once (plus metadata), not twice.
+    pool_used = os.statvfs(os.path.dirname(src.image))
+    used = (pool_used.f_blocks - pool_used.f_bfree) * pool_used.f_frsize
+    assert used < 38 * MiB
+
+
+def test_clone_block_standard_pool_copies(volumes: VolumeManager) -> None:
+    src = volumes.create("bsrc", capacity=16 * MiB, mode=BLOCK)
+    with open(os.path.realpath(src.path), "r+b") as fh:
+        fh.write(b"marker")
+    dst = volumes.create("bdst", capacity=16 * MiB, mode=BLOCK, source="bsrc")
+    with open(os.path.realpath(dst.path), "rb") as fh:
+        assert fh.read(6) == b"marker"
+
+
+def test_bad_requests_name_what_is_wrong(volumes: VolumeManager) -> None:
+    volumes.create("a", capacity=16 * MiB, mode=BLOCK)
+    with pytest.raises(VolumeExists):
+        volumes.create("a", capacity=16 * MiB, mode=BLOCK)
+    with pytest.raises(InvalidRequest, match="volumeMode"):
+        volumes.create("b", capacity=16 * MiB, mode="Tape")
+    with pytest.raises(InvalidRequest, match="is Block, the claim asks Filesystem"):
+        volumes.create("c", capacity=16 * MiB, mode=FILESYSTEM, source="a")
+    with pytest.raises(InvalidRequest, match="larger than"):
+        volumes.create("d", capacity=8 * MiB, mode=BLOCK, source="a")
+    with pytest.raises(VolumeNotFound):
+        volumes.create("e", capacity=16 * MiB, mode=BLOCK, source="nope")
+    assert not volumes.exists("c") and not volumes.exists("d") and not volumes.exists("e")
+    with pytest.raises(InvalidRequest, match="invalid volume name"):
+        volumes.get("../x")
+
+
+def test_delete_removes_everything(volumes: VolumeManager, data_dir: str) -> None:
+    fs = volumes.create("gone", capacity=16 * MiB, mode=FILESYSTEM, pool=REFLINK)
+    volumes.delete("gone")
+    assert not os.path.exists(fs.image) and not os.path.exists(fs.path)
+    mounts, loops = leftovers(data_dir)
+    assert [m for m in mounts if "gone" in m] == []
+    assert len(loops) == 1  # only the reflink pool's
+    with pytest.raises(VolumeNotFound):
+        volumes.get("gone")
+
+
+def test_data_survives_stop_and_start(data_dir: str) -> None:
+    mgr = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
+    mgr.start()
+    try:
+        fs = mgr.create("keep", capacity=32 * MiB, mode=FILESYSTEM, pool=REFLINK)
+        blk = mgr.create("keepb", capacity=16 * MiB, mode=BLOCK)
+        with open(os.path.join(fs.path, "f"), "w") as fh:
+            fh.write("persisted")
+        with open(os.path.realpath(blk.path), "r+b") as fh:
+            fh.write(b"blockdata")
+    finally:
+        mgr.stop()
+    assert leftovers(data_dir) == ([], [])
+    again = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
+    again.start()
+    try:
+        with open(os.path.join(again.get("keep").path, "f")) as fh:
+            assert fh.read() == "persisted"
+        with open(os.path.realpath(again.get("keepb").path), "rb") as fh:
+            assert fh.read(9) == b"blockdata"
+    finally:
+        again.stop()
+
+
+KILLED_CHILD = """
+import os, sys
+from localcluster.storage.volumes import VolumeManager, GiB, MiB
+mgr = VolumeManager(sys.argv[1], reflink_pool_size=4 * GiB)
+mgr.start()
+mgr.create("a", capacity=16 * MiB, mode="Filesystem", pool="reflink")
+mgr.create("b", capacity=16 * MiB, mode="Block")
+mgr.create("c", capacity=16 * MiB, mode="Filesystem")
+print("ready", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_killed_process_leaves_nothing_after_next_start(data_dir: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", KILLED_CHILD, data_dir], capture_output=True,
+                          text=True, timeout=120, cwd=os.getcwd(), check=False)
+    assert proc.returncode == -9 and "ready" in proc.stdout, proc.stderr
+    mounts, loops = leftovers(data_dir)
+    assert len(mounts) == 3 and len(loops) == 4  # pool + a, c mounted; pool, a, b, c loops
+    mgr = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
+    mgr.start()
+    try:
+        mounts, loops = leftovers(data_dir)
+        assert len(mounts) == 3 and len(loops) == 4  # re-attached once, not twice
+        assert {v.name for v in mgr.list()} == {"a", "b", "c"}
+    finally:
+        mgr.stop()
+    assert leftovers(data_dir) == ([], [])
