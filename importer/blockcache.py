@@ -1,0 +1,93 @@
+"""Large aligned reads with read-ahead, in front of a ranged-read source.
+
+qemu-img reads a qcow2 image in cluster-sized pieces (often 64 KiB); one HTTP request per
+piece would spend the transfer on round trips. The cache fetches whole blocks (4 MiB),
+keeps a few, and fetches the next blocks in the background while qemu-img works on this
+one, so the link stays busy. Concurrent readers of one block wait for a single fetch.
+Memory is bounded by ``(capacity + prefetch) * block_size``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+BLOCK_SIZE = 4 * 1024 * 1024
+
+
+class BlockCache:
+    def __init__(
+        self,
+        fetch: Callable[[int, int], bytes],
+        *,
+        size: int,
+        block_size: int = BLOCK_SIZE,
+        capacity: int = 8,
+        prefetch: int = 2,
+    ) -> None:
+        self._fetch = fetch
+        self.size = size
+        self.block_size = block_size
+        self.capacity = capacity
+        self.prefetch = prefetch
+        self._lock = threading.Lock()
+        self._blocks: OrderedDict[int, Future[bytes]] = OrderedDict()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, prefetch), thread_name_prefix="fetch")
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset < 0 or offset + length > self.size:
+            raise ValueError(f"read [{offset}, {offset + length}) outside [0, {self.size})")
+        parts = []
+        end = offset + length
+        while offset < end:
+            index = offset // self.block_size
+            block = self._block(index)
+            start = offset - index * self.block_size
+            take = min(end - offset, len(block) - start)
+            parts.append(block[start : start + take])
+            offset += take
+        for ahead in range(1, self.prefetch + 1):
+            self._block_future(index + ahead, wait=False)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _block(self, index: int) -> bytes:
+        future = self._block_future(index, wait=True)
+        assert future is not None
+        try:
+            return future.result()
+        except BaseException:
+            with self._lock:  # a failed fetch is not cached: the next read tries again
+                if self._blocks.get(index) is future:
+                    del self._blocks[index]
+            raise
+
+    def _block_future(self, index: int, *, wait: bool) -> Future[bytes] | None:
+        start = index * self.block_size
+        if start >= self.size:
+            return None
+        with self._lock:
+            future = self._blocks.get(index)
+            if future is not None:
+                self._blocks.move_to_end(index)
+                return future
+            length = min(self.block_size, self.size - start)
+            if wait:
+                future = Future()
+                future.set_running_or_notify_cancel()
+                self._blocks[index] = future
+            else:
+                future = self._pool.submit(self._fetch, start, length)
+                self._blocks[index] = future
+            while len(self._blocks) > self.capacity + self.prefetch:
+                self._blocks.popitem(last=False)
+        if wait:
+            try:
+                future.set_result(self._fetch(start, length))
+            except BaseException as err:
+                future.set_exception(err)
+        return future

@@ -1,0 +1,270 @@
+"""The importer's configuration, read once into a frozen value.
+
+Two front doors build the same ``ImporterConfig``: ``from_env`` reads upstream CDI's
+environment variables (so an importer pod spec written for CDI works unchanged), and the
+``rootdisk import`` command builds it from flags. Every validation error names the
+variable (or flag) and what is wrong with it. Secrets are kept out of ``repr``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from importer.checksum import Checksum, parse_checksum
+from importer.errors import ConfigError
+from importer.sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
+
+FILESYSTEM_DEST = Path("/data/disk.img")
+BLOCK_DEST = Path("/dev/cdi-block-volume")
+TERMINATION_LOG = Path("/dev/termination-log")
+METRICS_PORT = 8443
+
+
+class SourceKind(StrEnum):
+    HTTP = "http"
+    S3 = "s3"
+    BLANK = "blank"
+
+
+class ContentType(StrEnum):
+    KUBEVIRT = "kubevirt"
+    ARCHIVE = "archive"
+
+
+_URL_SCHEMES = {
+    SourceKind.HTTP: ("http", "https"),
+    SourceKind.S3: ("http", "https", "s3"),
+}
+
+
+@dataclass(frozen=True)
+class ImporterConfig:
+    source: SourceKind
+    endpoint: str = ""
+    """The image URL (http/https), or the S3 object (s3://bucket/key, or path-style
+    http(s)://host/bucket/key as upstream takes it)."""
+    dest: Path = FILESYSTEM_DEST
+    image_size: int | None = None
+    """The volume's requested size in bytes (the PVC request); None: as large as the image."""
+    content_type: ContentType = ContentType.KUBEVIRT
+    checksum: Checksum | None = None
+    cert_dir: Path | None = None
+    insecure_tls: bool = False
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    s3_endpoint: str | None = None
+    """For s3:// URLs: a custom S3 endpoint (path-style addressing is used then)."""
+    filesystem_overhead: Fraction = DEFAULT_OVERHEAD
+    preallocation: bool = False
+    owner_uid: str = ""
+    termination_log: Path | None = TERMINATION_LOG
+    metrics_port: int | None = None
+    scratch_dir: Path | None = None
+    """Where a compressed convertible image is decompressed before conversion.
+    None: beside the destination file (Filesystem), or the temp dir (Block)."""
+    retry_attempts: int = 6
+    """Tries of one read (the first included) before a transfer error is final."""
+    retry_delay: float = 1.0
+    """First backoff delay in seconds; doubles per try up to 30 s."""
+
+    def __post_init__(self) -> None:
+        if self.source is SourceKind.BLANK:
+            if self.image_size is None:
+                raise ConfigError("IMPORTER_IMAGE_SIZE: a blank volume needs a size")
+            return
+        check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
+        if self.retry_attempts < 1:
+            raise ConfigError("retry_attempts: must be at least 1")
+
+
+def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
+    """Only http, https and s3 URLs, with a host (or bucket)."""
+    if not url:
+        raise ConfigError(f"{field_name}: an image URL is required")
+    parts = urlsplit(url)
+    allowed = _URL_SCHEMES[source]
+    if parts.scheme not in allowed:
+        raise ConfigError(
+            f"{field_name}: scheme {parts.scheme!r} is not allowed for a {source} source"
+            f" (allowed: {', '.join(allowed)})"
+        )
+    if not parts.netloc:
+        raise ConfigError(f"{field_name}: {url!r} has no host")
+    if parts.scheme == "s3" or source is SourceKind.S3:
+        path = parts.path.lstrip("/")
+        if parts.scheme == "s3" and not path:
+            raise ConfigError(f"{field_name}: {url!r} names a bucket but no object key")
+        if parts.scheme != "s3" and "/" not in path:
+            raise ConfigError(f"{field_name}: {url!r} must be path-style: /BUCKET/KEY")
+
+
+def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
+    """Build the config from upstream CDI's importer environment variables."""
+    source_text = env.get("IMPORTER_SOURCE", "http")
+    try:
+        source = SourceKind(source_text)
+    except ValueError:
+        raise ConfigError(
+            f"IMPORTER_SOURCE: unknown source {source_text!r}"
+            f" (supported: {', '.join(s.value for s in SourceKind)})"
+        ) from None
+    dest = env.get("IMPORTER_DESTINATION")
+    return ImporterConfig(
+        source=source,
+        endpoint=env.get("IMPORTER_ENDPOINT", ""),
+        dest=Path(dest) if dest else default_dest(),
+        image_size=_size(env, "IMPORTER_IMAGE_SIZE"),
+        content_type=_content_type(env.get("IMPORTER_CONTENTTYPE", "kubevirt"),
+                                   "IMPORTER_CONTENTTYPE"),
+        checksum=_checksum(env.get("IMPORTER_CHECKSUM", ""), "IMPORTER_CHECKSUM"),
+        cert_dir=_cert_dir(env.get("IMPORTER_CERT_DIR", ""), "IMPORTER_CERT_DIR"),
+        insecure_tls=_bool(env, "INSECURE_TLS"),
+        access_key_id=env.get("IMPORTER_ACCESS_KEY_ID") or None,
+        secret_key=env.get("IMPORTER_SECRET_KEY") or None,
+        extra_headers=_env_headers(env),
+        s3_endpoint=env.get("IMPORTER_S3_ENDPOINT") or None,
+        filesystem_overhead=_overhead(env.get("FILESYSTEM_OVERHEAD", ""), "FILESYSTEM_OVERHEAD"),
+        preallocation=_bool(env, "PREALLOCATION"),
+        owner_uid=env.get("OWNER_UID", ""),
+        termination_log=Path(env.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG))),
+        metrics_port=_port(env.get("IMPORTER_METRICS_PORT", str(METRICS_PORT))),
+        scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
+        retry_attempts=_int(env, "IMPORTER_RETRY_ATTEMPTS", 6),
+        retry_delay=_float(env, "IMPORTER_RETRY_DELAY", 1.0),
+    )
+
+
+def source_env(config: ImporterConfig) -> dict[str, str]:
+    """The variables ``from_env`` reads to open the same source: how the NBD plugin,
+    a separate process, gets its configuration (in its environment, never its argv)."""
+    env = {
+        "IMPORTER_SOURCE": config.source.value,
+        "IMPORTER_ENDPOINT": config.endpoint,
+        "IMPORTER_DESTINATION": str(config.dest),
+        "IMPORTER_RETRY_ATTEMPTS": str(config.retry_attempts),
+        "IMPORTER_RETRY_DELAY": repr(config.retry_delay),
+        "IMPORTER_METRICS_PORT": "0",
+        "INSECURE_TLS": "true" if config.insecure_tls else "false",
+    }
+    optional = {
+        "IMPORTER_ACCESS_KEY_ID": config.access_key_id,
+        "IMPORTER_SECRET_KEY": config.secret_key,
+        "IMPORTER_CERT_DIR": str(config.cert_dir) if config.cert_dir else None,
+        "IMPORTER_S3_ENDPOINT": config.s3_endpoint,
+    }
+    env.update({k: v for k, v in optional.items() if v})
+    for n, (name, value) in enumerate(config.extra_headers):
+        env[f"IMPORTER_EXTRA_HEADER_{n}"] = f"{name}: {value}"
+    return env
+
+
+def default_dest() -> Path:
+    """The block device when the pod has one, else the Filesystem volume's disk.img."""
+    return BLOCK_DEST if BLOCK_DEST.exists() else FILESYSTEM_DEST
+
+
+def parse_header(text: str, *, field_name: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or any(c in name for c in " \t\r\n"):
+        raise ConfigError(f"{field_name}: {text.split(':')[0]!r}... is not a 'Name: value' header")
+    if "\n" in value or "\r" in value:
+        raise ConfigError(f"{field_name}: header {name!r} has a line break in its value")
+    return name.strip(), value.strip()
+
+
+def parse_size(text: str, *, field_name: str) -> int:
+    try:
+        size = parse_bytes(text)
+    except ValueError as err:
+        raise ConfigError(f"{field_name}: {err}") from None
+    if size <= 0:
+        raise ConfigError(f"{field_name}: size must be positive, got {text!r}")
+    return size
+
+
+def _env_headers(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    keys = sorted(
+        (k for k in env if k.startswith("IMPORTER_EXTRA_HEADER_")),
+        key=lambda k: (len(k), k),
+    )
+    return tuple(parse_header(env[k], field_name=k) for k in keys)
+
+
+def _size(env: Mapping[str, str], name: str) -> int | None:
+    text = env.get(name, "")
+    return parse_size(text, field_name=name) if text else None
+
+
+def _content_type(text: str, name: str) -> ContentType:
+    try:
+        return ContentType(text or "kubevirt")
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not 'kubevirt' or 'archive'") from None
+
+
+def _checksum(text: str, name: str) -> Checksum | None:
+    if not text:
+        return None
+    try:
+        return parse_checksum(text, field=name)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _cert_dir(text: str, name: str) -> Path | None:
+    if not text:
+        return None
+    path = Path(text)
+    if not path.is_dir():
+        raise ConfigError(f"{name}: {text!r} is not a directory")
+    return path
+
+
+def _overhead(text: str, name: str) -> Fraction:
+    if not text:
+        return DEFAULT_OVERHEAD
+    try:
+        return parse_overhead(text)
+    except ValueError as err:
+        raise ConfigError(f"{name}: {err}") from None
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    text = env.get(name, "").strip().lower()
+    if text in ("", "false", "0", "no"):
+        return False
+    if text in ("true", "1", "yes"):
+        return True
+    raise ConfigError(f"{name}: {text!r} is not a boolean (true or false)")
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name, "")
+    if not text:
+        return default
+    if not text.isdigit():
+        raise ConfigError(f"{name}: {text!r} is not a whole number")
+    return int(text)
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name, "")
+    try:
+        return float(text) if text else default
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a number") from None
+
+
+def _port(text: str) -> int | None:
+    if text in ("", "0"):
+        return None
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ConfigError(f"IMPORTER_METRICS_PORT: {text!r} is not a port number")
+    return int(text)

@@ -1,0 +1,72 @@
+"""The protocol every image source speaks, and the retry policy they share.
+
+A source answers three questions: how big is the object and can it be read at random
+(``probe``), give me bytes ``[start, start+length)`` (``read_range``), and give me the
+bytes in order from an offset (``stream``). The processor picks the route from those
+answers; random access is what lets qemu-img convert while the image streams.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import tenacity
+
+from importer.config import ImporterConfig
+from importer.errors import TransferError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Probe:
+    size: int | None
+    """Bytes of the object as stored (compressed if it is); None when the source won't say."""
+    ranged: bool
+    """Whether byte ranges can be read at random (Range requests work)."""
+    head: bytes
+    """The first bytes of the object (up to formats.HEAD_BYTES)."""
+
+
+class Source(Protocol):
+    """An image source. Implementations raise ``importer.errors`` types only."""
+
+    def probe(self) -> Probe: ...
+
+    def read_range(self, start: int, length: int) -> bytes: ...
+
+    def stream(self, offset: int = 0) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...
+
+
+SourceFactory = Callable[[ImporterConfig], Source]
+
+
+def retrying(config: ImporterConfig, what: str) -> tenacity.Retrying:
+    """Bounded exponential backoff over ``TransferError`` only: permanent errors
+    (NotFound, Unauthorized, …) go straight through."""
+
+    def log(state: tenacity.RetryCallState) -> None:
+        err = state.outcome.exception() if state.outcome else None
+        logger.warning("%s failed (try %d of %d): %s; retrying",
+                       what, state.attempt_number, config.retry_attempts, err)
+
+    return tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(config.retry_attempts),
+        wait=tenacity.wait_exponential(multiplier=config.retry_delay, max=30),
+        retry=tenacity.retry_if_exception_type(TransferError),
+        before_sleep=log,
+        reraise=True,
+    )
+
+
+def call_with_retries(config: ImporterConfig, what: str, func: Callable[[], T]) -> T:
+    result: T = retrying(config, what)(func)
+    return result

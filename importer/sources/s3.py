@@ -1,0 +1,159 @@
+"""S3 objects, read with boto3 ranged GETs (so S3 imports convert while they stream and
+report progress, which upstream's S3 source can't).
+
+The object is named as upstream takes it — path-style ``http(s)://host[:port]/bucket/key``
+— or as ``s3://bucket/key`` with an optional custom endpoint. Without credentials the
+requests go unsigned (public buckets).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import boto3
+import botocore.config
+import botocore.exceptions
+from botocore import UNSIGNED
+
+from importer.config import ImporterConfig
+from importer.errors import ImporterError, InvalidImage, NotFound, TransferError, Unauthorized
+from importer.formats import HEAD_BYTES
+from importer.sources.base import CHUNK, Probe, call_with_retries
+from importer.sources.http import ca_bundle
+
+_REGION = re.compile(r"s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
+_NOT_FOUND = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
+_DENIED = {"401", "403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+           "ExpiredToken", "InvalidToken", "Forbidden"}
+_TRANSIENT = (
+    botocore.exceptions.EndpointConnectionError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectTimeoutError,
+    botocore.exceptions.ResponseStreamingError,
+    botocore.exceptions.IncompleteReadError,
+)
+
+
+@dataclass(frozen=True)
+class ObjectLocation:
+    endpoint: str | None
+    bucket: str
+    key: str
+    region: str
+
+
+def locate(url: str, *, endpoint: str | None = None) -> ObjectLocation:
+    parts = urlsplit(url)
+    if parts.scheme == "s3":
+        bucket, key = parts.netloc, unquote(parts.path.lstrip("/"))
+        host = urlsplit(endpoint).hostname if endpoint else None
+    else:
+        bucket, _, key = unquote(parts.path.lstrip("/")).partition("/")
+        endpoint = f"{parts.scheme}://{parts.netloc}"
+        host = parts.hostname
+    match = _REGION.search(host or "")
+    return ObjectLocation(endpoint, bucket, key, match.group(1) if match else "us-east-1")
+
+
+class S3Source:
+    def __init__(self, config: ImporterConfig) -> None:
+        self.config = config
+        self.location = locate(config.endpoint, endpoint=config.s3_endpoint)
+        self._bundle = None
+        verify: bool | str = True
+        if config.insecure_tls:
+            verify = False
+        elif config.cert_dir is not None:
+            self._bundle = ca_bundle(config.cert_dir)
+            verify = self._bundle.name
+        options: dict[str, Any] = {
+            "s3": {"addressing_style": "path"},
+            "retries": {"total_max_attempts": 1},  # retries are the importer's own, resuming
+            "connect_timeout": 10,
+            "read_timeout": 60,
+        }
+        if not config.access_key_id:
+            options["signature_version"] = UNSIGNED
+        self.client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.location.endpoint,
+            region_name=self.location.region,
+            aws_access_key_id=config.access_key_id,
+            aws_secret_access_key=config.secret_key,
+            verify=verify,
+            config=botocore.config.Config(**options),
+        )
+        self._name = f"s3://{self.location.bucket}/{self.location.key}"
+
+    def probe(self) -> Probe:
+        def attempt() -> Probe:
+            body, total = self._get(f"bytes=0-{HEAD_BYTES - 1}")
+            return Probe(size=total, ranged=True, head=self._read(body))
+
+        return call_with_retries(self.config, f"probe {self._name}", attempt)
+
+    def read_range(self, start: int, length: int) -> bytes:
+        def attempt() -> bytes:
+            body, _ = self._get(f"bytes={start}-{start + length - 1}")
+            return self._read(body)
+
+        return call_with_retries(self.config, f"read {length} bytes at {start}", attempt)
+
+    def stream(self, offset: int = 0) -> Iterator[bytes]:
+        body, _ = self._get(f"bytes={offset}-" if offset else None)
+        try:
+            yield from body.iter_chunks(CHUNK)
+        except _TRANSIENT as err:
+            raise TransferError(f"reading {self._name}: {err}", cause=err) from err
+        finally:
+            body.close()
+
+    def close(self) -> None:
+        self.client.close()
+        if self._bundle is not None:
+            self._bundle.close()
+
+    def _get(self, byte_range: str | None) -> tuple[Any, int | None]:
+        args = {"Bucket": self.location.bucket, "Key": self.location.key}
+        if byte_range:
+            args["Range"] = byte_range
+        try:
+            response = self.client.get_object(**args)
+        except botocore.exceptions.ClientError as err:
+            raise self._client_error(err) from err
+        except _TRANSIENT as err:
+            raise TransferError(f"connecting to {self._name}: {err}", cause=err) from err
+        content_range = response.get("ContentRange", "")
+        total = int(content_range.rsplit("/", 1)[1]) if "/" in content_range else None
+        if total is None and not byte_range:
+            total = response.get("ContentLength")
+        return response["Body"], total
+
+    def _read(self, body: Any) -> bytes:
+        try:
+            data: bytes = body.read()
+        except _TRANSIENT as err:
+            raise TransferError(f"reading {self._name}: {err}", cause=err) from err
+        finally:
+            body.close()
+        return data
+
+    def _client_error(self, err: botocore.exceptions.ClientError) -> ImporterError:
+        error = err.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        message = f"S3 {self._name}: {code or status} {error.get('Message', '')}".strip()
+        if code in _NOT_FOUND or status == 404:
+            return NotFound(message)
+        if code in _DENIED or status in (401, 403):
+            return Unauthorized(message)
+        if code == "InvalidRange":
+            return InvalidImage(f"{self._name} is empty")
+        if status >= 500 or code in ("SlowDown", "RequestTimeout", "ServiceUnavailable"):
+            return TransferError(message)
+        return ImporterError(message)

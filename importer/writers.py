@@ -1,0 +1,161 @@
+"""Writing raw bytes into a volume: sparse, and never looking good when it failed.
+
+A Filesystem volume gets a fresh file whose zero runs stay holes; a Block volume is
+zeroed once up front (a discard on devices that can, such as loop devices over sparse
+files) so only data is written. On failure the destination is wiped: a half-written or
+unverified disk must not look like a good one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import logging
+import os
+import stat
+from pathlib import Path
+
+from importer.sources.base import CHUNK
+
+logger = logging.getLogger(__name__)
+
+ZERO_BLOCK_SIZE = 32 * 1024
+_ZERO = bytes(ZERO_BLOCK_SIZE)
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+
+
+def is_block_device(path: Path) -> bool:
+    try:
+        return stat.S_ISBLK(path.stat().st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def device_size(path: Path) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Deallocate (and so zero) a range; False where the device or filesystem can't."""
+    if length <= 0:
+        return True
+    flags = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+    if _libc.fallocate(fd, flags, offset, length) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EOPNOTSUPP, errno.ENOTTY, errno.EINVAL, errno.ENODEV):
+        return False
+    raise OSError(err, os.strerror(err))
+
+
+def zero_device(path: Path) -> bool:
+    """Zero a whole block device by discard; False where only writing zeros would do."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        return punch_hole(fd, 0, os.lseek(fd, 0, os.SEEK_END))
+    finally:
+        os.close(fd)
+
+
+class SparseWriter:
+    """Sequential writes at increasing offsets; zero blocks become holes."""
+
+    def __init__(self, path: Path, *, preallocate: bool = False) -> None:
+        self.path = path
+        self.block = is_block_device(path)
+        self.preallocate = preallocate
+        self.offset = 0
+        self.allocated = 0
+        if self.block:
+            self._fd = os.open(path, os.O_WRONLY)
+            self.capacity: int | None = os.lseek(self._fd, 0, os.SEEK_END)
+            self._zeroed = punch_hole(self._fd, 0, self.capacity)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o660)
+            self.capacity = None
+            self._zeroed = True
+
+    def write(self, data: bytes) -> None:
+        end = self.offset + len(data)
+        if self.capacity is not None and end > self.capacity:
+            raise OSError(errno.ENOSPC, f"no space left on {self.path} ({self.capacity} bytes)")
+        if self.preallocate or not self._zeroed:
+            self._pwrite_all(data, self.offset)
+        else:
+            self._write_sparse(data)
+        self.offset = end
+
+    def _write_sparse(self, data: bytes) -> None:
+        start = None  # start of the pending data run within ``data``
+        for pos in range(0, len(data), ZERO_BLOCK_SIZE):
+            block = data[pos : pos + ZERO_BLOCK_SIZE]
+            if block == _ZERO[: len(block)]:
+                if start is not None:
+                    self._pwrite_all(data[start:pos], self.offset + start)
+                    start = None
+            elif start is None:
+                start = pos
+        if start is not None:
+            self._pwrite_all(data[start:], self.offset + start)
+
+    def _pwrite_all(self, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view, offset = view[written:], offset + written
+            self.allocated += written
+
+    def finish(self, size: int | None = None) -> int:
+        """Set the final size (files only; never shrinks), sync, close. Returns the size."""
+        final = max(self.offset, size or 0)
+        if not self.block:
+            os.ftruncate(self._fd, final)
+            if self.preallocate:
+                os.posix_fallocate(self._fd, 0, final)
+        elif self.capacity is not None:
+            final = self.capacity
+            if not self._zeroed:
+                self._write_zeros(self.offset, self.capacity)
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+        return final
+
+    def _write_zeros(self, start: int, end: int) -> None:
+        zeros = bytes(CHUNK)
+        while start < end:
+            self._pwrite_all(zeros[: min(CHUNK, end - start)], start)
+            start += min(CHUNK, end - start)
+
+    def discard(self) -> None:
+        """Close and wipe after a failure."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        wipe(self.path)
+
+
+def wipe(path: Path) -> None:
+    """Make a failed destination unmistakably empty: remove a file; zero the head of a
+    device (where partition tables and filesystem signatures live)."""
+    if is_block_device(path):
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            if not punch_hole(fd, 0, size):
+                os.pwrite(fd, bytes(min(size, 4 * CHUNK)), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    else:
+        path.unlink(missing_ok=True)
+        logger.info("removed %s", path)
