@@ -1,0 +1,57 @@
+"""Addresses in 127.0.0.0/8 for pods and Services, so servers in pods don't collide.
+
+Every 127.x.y.z address is local on Linux without configuration, so a server in a pod
+binds its pod IP and another pod's server on the same port does not clash. Pods get
+addresses from 127.1.0.0/16 and Services from 127.2.0.0/16 by default; addresses are
+handed out lowest first and returned on release.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+
+
+class AddressExhausted(Exception):
+    """Every address of the range is in use."""
+
+
+class AddressPool:
+    def __init__(self, cidr: str) -> None:
+        self.network = ipaddress.ip_network(cidr)
+        if not self.network.subnet_of(ipaddress.ip_network("127.0.0.0/8")):  # type: ignore[arg-type]
+            raise ValueError(f"{cidr} is not inside 127.0.0.0/8")
+        self._used: dict[str, str] = {}  # address -> owner
+        self._lock = threading.Lock()
+
+    def allocate(self, owner: str) -> str:
+        """The owner's address (the same one if it already has one)."""
+        with self._lock:
+            for addr, who in self._used.items():
+                if who == owner:
+                    return addr
+            for host in self.network.hosts():
+                addr = str(host)
+                if addr not in self._used and not addr.endswith(".0"):
+                    self._used[addr] = owner
+                    return addr
+        raise AddressExhausted(f"no free address left in {self.network}")
+
+    def reserve(self, addr: str, owner: str) -> bool:
+        """Claim a known address (one recorded before a restart); False if taken."""
+        with self._lock:
+            if ipaddress.ip_address(addr) not in self.network:
+                return False
+            if self._used.get(addr, owner) != owner:
+                return False
+            self._used[addr] = owner
+            return True
+
+    def release(self, owner: str) -> None:
+        with self._lock:
+            for addr in [a for a, who in self._used.items() if who == owner]:
+                del self._used[addr]
+
+    def in_use(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._used)

@@ -1,0 +1,295 @@
+"""One container as a local process in its own mount and PID namespace (bubblewrap).
+
+The sandbox sees the host's /usr and /etc read-only, the project checkout and its
+Python read-only (so ``python -m importer`` runs the checkout's code), a private /tmp,
+/proc and /dev, and exactly the pod's volumes: directories bound at their
+``mountPath``, loop devices at their ``devicePath``. The network is the host's (pods
+bind their own 127.x address). Output (stdout and stderr, interleaved as a runtime
+would) goes to a bounded log file; the termination message is a host file bound at
+``terminationMessagePath``.
+
+Stopping follows Kubernetes: SIGTERM to the container's main process, SIGKILL to all of
+it after the grace period. Exit codes of signalled processes are 128+signal (137, 143).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
+
+logger = logging.getLogger(__name__)
+
+BWRAP = "bwrap"
+LOG_MAX_BYTES = 10 * 1024 * 1024
+"""A container log rotates once past this (one previous file is kept, as ``.1``)."""
+TERMINATION_MESSAGE_MAX = 4096
+"""Bytes of termination message Kubernetes keeps."""
+
+
+def project_root() -> str:
+    """The checkout this code runs from (holds importer/, vm/, localcluster/…)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def python_paths() -> list[str]:
+    """Directories the sandboxed Python needs: the venv and the interpreter's prefix."""
+    paths = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    return sorted(p for p in paths if p not in ("/", "/usr"))
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    path: str
+    """Where it appears in the sandbox."""
+    read_only: bool = False
+    device: bool = False
+    """A block device (bound with ``--dev-bind``)."""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    log_path: str
+    mounts: Sequence[Mount] = ()
+    cwd: str | None = None
+    termination_host_file: str | None = None
+    termination_path: str = "/dev/termination-log"
+    limits: Limits = field(default_factory=Limits)
+    hostname: str | None = None
+
+
+def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None) -> list[str]:
+    """The bubblewrap command line for ``spec`` (pure)."""
+    argv = [
+        BWRAP,
+        "--ro-bind", "/usr", "/usr",
+        "--ro-bind", "/etc", "/etc",
+        "--symlink", "usr/bin", "/bin",
+        "--symlink", "usr/sbin", "/sbin",
+        "--symlink", "usr/lib", "/lib",
+        "--symlink", "usr/lib64", "/lib64",
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",  # noqa: S108 - the sandbox's own private /tmp
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--die-with-parent",
+    ]
+    if spec.hostname:
+        argv += ["--unshare-uts", "--hostname", spec.hostname]
+    for path in [project_root(), *python_paths()]:
+        argv += ["--ro-bind", path, path]
+    for m in spec.mounts:
+        if m.device:
+            argv += ["--dev-bind", m.host, m.path]
+        else:
+            argv += ["--ro-bind" if m.read_only else "--bind", m.host, m.path]
+    if spec.termination_host_file:
+        argv += ["--bind", spec.termination_host_file, spec.termination_path]
+    if spec.cwd:
+        argv += ["--chdir", spec.cwd]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+    argv += ["--", *spec.argv]
+    return argv
+
+
+class LogWriter(threading.Thread):
+    """Copies a pipe to a log file, rotating it once past ``max_bytes``."""
+
+    def __init__(self, pipe: int, path: str, max_bytes: int = LOG_MAX_BYTES) -> None:
+        super().__init__(daemon=True, name=f"log:{os.path.basename(path)}")
+        self.pipe = pipe
+        self.path = path
+        self.max_bytes = max_bytes
+
+    def run(self) -> None:
+        out = open(self.path, "ab")  # noqa: SIM115 - reopened on rotation
+        try:
+            while True:
+                try:
+                    chunk = os.read(self.pipe, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out.write(chunk)
+                out.flush()
+                if out.tell() > self.max_bytes:
+                    out.close()
+                    os.replace(self.path, self.path + ".1")
+                    out = open(self.path, "ab")  # noqa: SIM115
+        finally:
+            out.close()
+            os.close(self.pipe)
+
+
+def read_log(path: str, *, tail_bytes: int | None = None) -> bytes:
+    """The container's log (the rotated part first), optionally only its last bytes."""
+    data = b""
+    for p in (path + ".1", path):
+        with contextlib.suppress(FileNotFoundError), open(p, "rb") as fh:
+            data += fh.read()
+    if tail_bytes is not None:
+        data = data[-tail_bytes:]
+    return data
+
+
+class SandboxError(Exception):
+    """The sandbox could not be started (bwrap missing, bad mount…)."""
+
+
+class Container:
+    """A started sandbox. ``wait``/``poll`` give the exit code; ``stop`` ends it."""
+
+    def __init__(self, spec: SandboxSpec, *, cgroups: CgroupManager | None = None,
+                 name: str = "container") -> None:
+        self.spec = spec
+        self.name = name
+        self._cgroups = cgroups
+        self._cgroup: Cgroup | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: LogWriter | None = None
+        self._init_pid: int | None = None
+        self.started_at = 0.0
+
+    def start(self) -> None:
+        if shutil.which(BWRAP) is None:
+            raise SandboxError("bubblewrap (bwrap) is not installed")
+        if self._cgroups is not None:
+            self._cgroup = self._cgroups.create(self.name, self.spec.limits)
+        log_r, log_w = os.pipe()
+        info_r, info_w = os.pipe()
+        cgroup = self._cgroup
+
+        def child_setup() -> None:
+            if cgroup is not None:
+                cgroup.join()
+
+        os.makedirs(os.path.dirname(self.spec.log_path), exist_ok=True)
+        try:
+            self._proc = subprocess.Popen(
+                bwrap_argv(self.spec, info_fd=info_w),
+                stdin=subprocess.DEVNULL, stdout=log_w, stderr=log_w,
+                env=dict(self.spec.env), pass_fds=(info_w,),
+                preexec_fn=child_setup if cgroup is not None else None,
+                start_new_session=True,
+            )
+        except OSError as err:
+            for fd in (log_r, log_w, info_r, info_w):
+                os.close(fd)
+            raise SandboxError(f"cannot start bwrap: {err}") from err
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(log_w)
+            with contextlib.suppress(OSError):
+                os.close(info_w)
+        self.started_at = time.time()
+        self._log = LogWriter(log_r, self.spec.log_path)
+        self._log.start()
+        threading.Thread(target=self._read_info, args=(info_r,), daemon=True).start()
+
+    def _read_info(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read()
+        with contextlib.suppress(ValueError):
+            self._init_pid = int(json.loads(raw)["child-pid"])
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def poll(self) -> int | None:
+        assert self._proc is not None
+        return self._proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code, or None if still running after ``timeout`` seconds."""
+        assert self._proc is not None
+        try:
+            code = self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        if self._log is not None:
+            self._log.join(5)
+        return code
+
+    def _main_pid(self) -> int | None:
+        """The container's own process: the child of bwrap's init in the PID namespace."""
+        if self._init_pid is None:
+            return None
+        try:
+            with open(f"/proc/{self._init_pid}/task/{self._init_pid}/children") as fh:
+                children = fh.read().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+
+    def signal(self, sig: int) -> None:
+        deadline = time.monotonic() + 2.0
+        while self._init_pid is None and self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # bwrap reports its child's pid right after it forks
+        pid = self._main_pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the whole sandbox (bwrap dies, and the namespace with it)."""
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+
+    def stop(self, grace: float) -> int:
+        """SIGTERM, then SIGKILL after ``grace`` seconds; returns the exit code."""
+        if self.poll() is None:
+            self.signal(signal.SIGTERM)
+            code = self.wait(max(grace, 0.0))
+            if code is None:
+                logger.info("%s did not stop in %.1fs: killing it", self.name, grace)
+                self.kill()
+        code = self.wait()
+        assert code is not None
+        return code
+
+    def oom_killed(self) -> bool:
+        return self._cgroup is not None and self._cgroup.oom_killed()
+
+    def cleanup(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.remove()
+
+    def exit_code(self) -> int:
+        """Exit code as Kubernetes reports it (128+signal for a signalled process)."""
+        code = self.wait()
+        assert code is not None
+        return 128 - code if code < 0 else code
+
+    def termination_message(self, *, fallback_to_logs: bool) -> str:
+        """The message the container left, or (FallbackToLogsOnError) its log's tail."""
+        msg = b""
+        if self.spec.termination_host_file:
+            with contextlib.suppress(FileNotFoundError), open(
+                self.spec.termination_host_file, "rb"
+            ) as fh:
+                msg = fh.read(TERMINATION_MESSAGE_MAX)
+        if not msg and fallback_to_logs:
+            lines = read_log(self.spec.log_path, tail_bytes=TERMINATION_MESSAGE_MAX)
+            msg = b"\n".join(lines.splitlines()[-80:])[-TERMINATION_MESSAGE_MAX:]
+        return msg.decode("utf-8", errors="replace")

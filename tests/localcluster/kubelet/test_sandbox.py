@@ -1,0 +1,184 @@
+"""Containers as bubblewrap sandboxes: mounts, env, logs, signals, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from localcluster.kubelet.cgroups import CgroupManager, Limits
+from localcluster.kubelet.sandbox import (
+    Container,
+    LogWriter,
+    Mount,
+    SandboxSpec,
+    bwrap_argv,
+    read_log,
+)
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("bwrap") is None, reason="needs root and bubblewrap")
+
+TESTBOX = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testbox.py")
+
+
+def spec(tmp_path, *words: str, **kw) -> SandboxSpec:
+    env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "POD_NAME": "box"}
+    env.update(kw.pop("env", {}))
+    return SandboxSpec(argv=["python", TESTBOX, *words], env=env,
+                       log_path=str(tmp_path / "logs" / "c.log"), **kw)
+
+
+def run(s: SandboxSpec, timeout: float = 30) -> tuple[int, str]:
+    c = Container(s)
+    c.start()
+    code = c.wait(timeout)
+    assert code is not None, "container did not finish"
+    return c.exit_code(), read_log(s.log_path).decode()
+
+
+def test_exit_code_env_and_logs(tmp_path) -> None:
+    code, log = run(spec(tmp_path, "print", "hello", "stderr", "oops", "env", "FOO", "exit", "3",
+                         env={"FOO": "bar"}))
+    assert code == 3
+    assert log.splitlines() == ["hello", "oops", "FOO=bar"]
+
+
+def test_host_environment_does_not_leak(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SECRET_OF_HOST", "x")
+    _, log = run(spec(tmp_path, "env", "SECRET_OF_HOST"))
+    assert log.strip() == "SECRET_OF_HOST=<unset>"
+
+
+def test_volume_dir_and_device_at_their_paths(tmp_path) -> None:
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "in").write_text("from host")
+    img = tmp_path / "blk.img"
+    img.write_bytes(b"\0" * 1024 * 1024)
+    dev = subprocess.check_output(["losetup", "--find", "--show", str(img)], text=True).strip()
+    try:
+        s = spec(tmp_path, "read", "/data/in", "write", "/data/out", "from pod",
+                 "blocksize", "/dev/xvda", "statfs", "/data",
+                 mounts=[Mount(str(vol), "/data"), Mount(dev, "/dev/xvda", device=True)])
+        code, log = run(s)
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=True)
+    assert code == 0, log
+    lines = log.splitlines()
+    assert lines[0] == "read: from host"
+    assert lines[1] == f"blocksize {1024 * 1024}"
+    assert json.loads(lines[2])["path"] == "/data"
+    assert (vol / "out").read_text() == "from pod"
+
+
+def test_readonly_mount_refuses_writes(tmp_path) -> None:
+    vol = tmp_path / "cfg"
+    vol.mkdir()
+    code, log = run(spec(tmp_path, "write", "/cfg/x", "y",
+                         mounts=[Mount(str(vol), "/cfg", read_only=True)]))
+    assert code == 1 and "Read-only file system" in log
+
+
+def test_termination_message_file_and_fallback(tmp_path) -> None:
+    msg = tmp_path / "termination"
+    msg.touch()
+    s = spec(tmp_path, "message", '{"reason": "NotFound"}', "exit", "1",
+             termination_host_file=str(msg))
+    c = Container(s)
+    c.start()
+    assert c.wait(30) == 1
+    assert c.termination_message(fallback_to_logs=True) == '{"reason": "NotFound"}'
+    msg2 = tmp_path / "termination2"
+    msg2.touch()
+    s2 = spec(tmp_path, "print", "last words", "exit", "2", termination_host_file=str(msg2))
+    c2 = Container(s2)
+    c2.start()
+    assert c2.wait(30) == 2
+    assert c2.termination_message(fallback_to_logs=False) == ""
+    assert c2.termination_message(fallback_to_logs=True).endswith("last words")
+
+
+def test_sigterm_then_sigkill_after_grace(tmp_path) -> None:
+    polite = Container(spec(tmp_path, "trap-term", "0", "print", "up", "sleep", "60"))
+    polite.start()
+    time.sleep(0.5)
+    assert polite.stop(grace=10) == 0
+    assert "got SIGTERM" in read_log(polite.spec.log_path).decode()
+
+    stubborn = Container(spec(tmp_path / "s", "ignore-term", "print", "up", "sleep", "60"))
+    stubborn.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    stubborn.stop(grace=1)
+    assert stubborn.exit_code() == 128 + signal.SIGKILL
+    assert 0.9 < time.monotonic() - t0 < 5
+
+
+def test_default_sigterm_exit_code(tmp_path) -> None:
+    c = Container(spec(tmp_path, "sleep", "60"))
+    c.start()
+    time.sleep(0.3)
+    c.stop(grace=10)
+    assert c.exit_code() == 128 + signal.SIGTERM
+
+
+def test_missing_program_fails_like_a_crash(tmp_path) -> None:
+    s = SandboxSpec(argv=["python", "-m", "no_such_module_here"],
+                    env={"PATH": os.path.dirname(sys.executable) + ":/usr/bin"},
+                    log_path=str(tmp_path / "l.log"))
+    code, log = run(s)
+    assert code == 1 and "No module named no_such_module_here" in log
+
+
+def test_bwrap_argv_binds_volumes_after_system_paths(tmp_path) -> None:
+    argv = bwrap_argv(spec(tmp_path, "exit", "0", mounts=[Mount("/h", "/c", read_only=True)],
+                           cwd="/c"))
+    assert argv[0] == "bwrap"
+    assert argv.index("--ro-bind") < argv.index("/h")
+    assert argv[argv.index("/h") - 1] == "--ro-bind"
+    assert argv[argv.index("--chdir") + 1] == "/c"
+    assert argv[argv.index("--") + 1] == "python"
+
+
+def test_log_rotation_bounds_the_log(tmp_path) -> None:
+    r, w = os.pipe()
+    path = str(tmp_path / "rot.log")
+    writer = LogWriter(r, path, max_bytes=1000)
+    writer.start()
+    for i in range(50):
+        os.write(w, f"line {i:04d} ".encode() * 10 + b"\n")
+    os.close(w)
+    writer.join(5)
+    assert os.path.getsize(path) <= 1000 + 200
+    assert os.path.exists(path + ".1")
+    assert read_log(path).decode().splitlines()[-1].startswith("line 0049")
+
+
+def test_memory_limit_applies_where_cgroups_are_writable(tmp_path) -> None:
+    mgr = CgroupManager(prefix=f"localcluster-test-{os.getpid()}")
+    if mgr.version == 0:
+        pytest.skip("no writable cgroup hierarchy on this machine")
+    s = SandboxSpec(
+        argv=["python", "-c", "x = bytearray(256 * 1024 * 1024); print('allocated')"],
+        env={"PATH": os.path.dirname(sys.executable) + ":/usr/bin"},
+        log_path=str(tmp_path / "m.log"), limits=Limits(memory=64 * 1024 * 1024))
+    c = Container(s, cgroups=mgr, name="memhog")
+    c.start()
+    assert c.wait(60) is not None
+    try:
+        assert c.exit_code() == 137
+        assert c.oom_killed()
+        assert "allocated" not in read_log(s.log_path).decode()
+    finally:
+        c.cleanup()
+        for sub in ("", "memory", "cpu"):
+            d = os.path.join(mgr.root, sub, mgr.prefix)
+            if os.path.isdir(d):
+                os.rmdir(d)
