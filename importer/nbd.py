@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from importer.config import ImporterConfig, source_env
-from importer.errors import ImporterError, TransferError
+from importer.errors import ImporterError, TransferError, from_reason
 
 PLUGIN = Path(__file__).with_name("nbd_plugin.py")
 PROJECT_ROOT = PLUGIN.parent.parent
@@ -38,13 +38,7 @@ class Export:
             data = json.loads(self.errors.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
-        from importer import errors  # the one table of reasons
-
-        for kind in vars(errors).values():
-            if isinstance(kind, type) and issubclass(kind, ImporterError) \
-                    and kind.reason == data.get("reason"):
-                return kind(data.get("message", ""))
-        return ImporterError(data.get("message", ""))
+        return from_reason(str(data.get("reason")), str(data.get("message", "")))
 
 
 def _python_path() -> str:

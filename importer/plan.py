@@ -1,0 +1,91 @@
+"""Which way an import goes, and how much the volume can take: pure decisions.
+
+Routes, fastest first:
+- ``stream``: raw bytes (decompressed on the fly if wrapped) go straight into the volume;
+- ``nbd-convert``: qemu-img converts a remote qcow2/vmdk/… while it streams, reading it
+  through NBD with ranged requests: one pass, no scratch space;
+- ``scratch-convert``: the image is first written whole to a scratch file, then
+  converted. Only when it must be: a compressed convertible image (qcow2.xz: no random
+  access into a compressed stream), a server without Range support, or a checksum
+  over a convertible image (the hash needs every byte in order, qemu-img reads out of
+  order and skips what it does not need);
+- ``archive``: a tar is extracted into the Filesystem volume;
+- ``blank``: an empty disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+
+from importer.config import ContentType
+from importer.errors import InvalidImage, TooSmall
+from importer.formats import Compression, Image
+from importer.sizes import usable_space
+
+
+class Route(StrEnum):
+    STREAM = "stream"
+    NBD_CONVERT = "nbd-convert"
+    SCRATCH_CONVERT = "scratch-convert"
+    ARCHIVE = "archive"
+    BLANK = "blank"
+
+
+@dataclass(frozen=True)
+class Decision:
+    route: Route
+    why: str
+
+
+def choose_route(
+    *,
+    content_type: ContentType,
+    compressions: tuple[Compression, ...],
+    image: Image,
+    ranged: bool,
+    checksum: bool,
+) -> Decision:
+    if content_type is ContentType.ARCHIVE:
+        if not image.tar:
+            raise InvalidImage("content type archive needs a tar archive, and this is not one")
+        return Decision(Route.ARCHIVE, "tar archive extracted into the volume")
+    if not image.format.convertible:
+        return Decision(Route.STREAM, "raw data streams straight into the volume")
+    if compressions:
+        return Decision(Route.SCRATCH_CONVERT,
+                        f"{image.format} wrapped in {'+'.join(compressions)} has no random access")
+    if not ranged:
+        return Decision(Route.SCRATCH_CONVERT, "the server does not answer Range requests")
+    if checksum:
+        return Decision(Route.SCRATCH_CONVERT,
+                        "a checksum needs every byte in order; qemu-img reads out of order")
+    return Decision(Route.NBD_CONVERT, f"{image.format} converted while it streams")
+
+
+def usable_bytes(
+    *,
+    block_device_size: int | None,
+    requested: int | None,
+    available: int,
+    overhead: Fraction,
+) -> int:
+    """The most bytes of raw disk the destination can take.
+
+    Block: the device, whole. Filesystem: the request less the filesystem overhead (the
+    file system needs room for itself), and never more than is free.
+    """
+    if block_device_size is not None:
+        return block_device_size
+    if requested is None:
+        return available
+    return min(usable_space(capacity=requested, overhead=overhead), available)
+
+
+def check_fits(*, virtual_size: int | None, usable: int) -> None:
+    if virtual_size is not None and virtual_size > usable:
+        raise TooSmall(
+            f"DataVolume too small to contain image: virtual size {virtual_size} bytes"
+            f" > usable {usable} bytes"
+        )

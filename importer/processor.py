@@ -1,0 +1,379 @@
+"""The import as a phase machine: a table from phase to step, each step naming the next.
+
+``Info`` probes the source, sniffs wrapper and format, checks the size against the
+volume (before any bulk transfer) and picks the route (``plan.choose_route``); one step
+per route moves the data; ``Resize`` grows the raw disk to the usable size. A failure
+anywhere wipes the destination, so a broken import never looks like a good disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from importer import nbd, plan, qemu_img
+from importer.config import ImporterConfig, SourceKind
+from importer.errors import ChecksumMismatch, ImporterError, InvalidImage, TooSmall
+from importer.formats import (
+    HEAD_BYTES,
+    Compression,
+    Image,
+    gzip_size_hint,
+    sniff_compression,
+    sniff_image,
+    xz_uncompressed_size,
+)
+from importer.progress import Progress
+from importer.sources.base import Probe, Source
+from importer.streams import IterReader, bounded, decompressed, observed, peek, resumable
+from importer.writers import SparseWriter, device_size, is_block_device, wipe, zero_device
+
+logger = logging.getLogger(__name__)
+
+
+class Phase(StrEnum):
+    INFO = "Info"
+    STREAM = "TransferDataFile"
+    NBD_CONVERT = "ConvertWhileStreaming"
+    SCRATCH_CONVERT = "TransferScratch"
+    ARCHIVE = "TransferDataDir"
+    BLANK = "Blank"
+    RESIZE = "Resize"
+    COMPLETE = "Complete"
+
+
+_ROUTE_PHASE = {
+    plan.Route.STREAM: Phase.STREAM,
+    plan.Route.NBD_CONVERT: Phase.NBD_CONVERT,
+    plan.Route.SCRATCH_CONVERT: Phase.SCRATCH_CONVERT,
+    plan.Route.ARCHIVE: Phase.ARCHIVE,
+    plan.Route.BLANK: Phase.BLANK,
+}
+
+
+@dataclass
+class Result:
+    """What was imported: the success termination message and the CLI's summary."""
+
+    route: str = ""
+    why: str = ""
+    format: str = ""
+    compression: list[str] = field(default_factory=list)
+    virtual_size: int | None = None
+    size: int = 0
+    allocated_bytes: int = 0
+    fetched_bytes: int = 0
+    checksum: str | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "route": self.route, "why": self.why, "format": self.format,
+            "compression": self.compression, "virtualSize": self.virtual_size,
+            "size": self.size, "allocatedBytes": self.allocated_bytes,
+            "fetchedBytes": self.fetched_bytes, "checksum": self.checksum,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class Processor:
+    def __init__(self, config: ImporterConfig, source: Source, progress: Progress) -> None:
+        self.config = config
+        self.source = source
+        self.progress = progress
+        self.result = Result()
+        self.block = is_block_device(config.dest)
+        self.hasher = config.checksum.hasher() if config.checksum else None
+        self._probe: Probe | None = None
+        self._image: Image | None = None
+        self._chunks: Iterator[bytes] | None = None  # a stream opened by Info, to go on with
+        self._usable = 0
+        self.steps: dict[Phase, Callable[[], Phase]] = {
+            Phase.INFO: self.info,
+            Phase.STREAM: self.stream,
+            Phase.NBD_CONVERT: self.nbd_convert,
+            Phase.SCRATCH_CONVERT: self.scratch_convert,
+            Phase.ARCHIVE: self.archive,
+            Phase.BLANK: self.blank,
+            Phase.RESIZE: self.resize,
+        }
+
+    def run(self) -> Result:
+        started = time.monotonic()
+        phase, visited = Phase.INFO, set()
+        try:
+            while phase is not Phase.COMPLETE:
+                if phase in visited:
+                    raise ImporterError(f"phase {phase} reached twice")
+                visited.add(phase)
+                logger.info("phase %s", phase)
+                phase = self.steps[phase]()
+        except OSError as err:
+            self._wipe_destination()
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise TooSmall(f"DataVolume too small to contain image: {err}", cause=err) from err
+            raise ImporterError(f"{phase}: {err}", cause=err) from err
+        except BaseException:
+            self._wipe_destination()
+            raise
+        self.result.seconds = time.monotonic() - started
+        self.progress.set_percent(100.0)
+        return self.result
+
+    # -- Info -----------------------------------------------------------------------------
+
+    def info(self) -> Phase:
+        self._usable = self._usable_bytes()
+        if self.config.source is SourceKind.BLANK:
+            self.result.route = plan.Route.BLANK
+            return Phase.BLANK
+        probe = self._probe = self.source.probe()
+        head = probe.head
+        compressions: list[Compression] = []
+        while (compression := sniff_compression(head)) is not None:
+            if not compressions:
+                self._precheck_compressed(compression, probe)
+                self._chunks = self._fetched()
+            compressions.append(compression)
+            assert self._chunks is not None
+            head, self._chunks = peek(decompressed(self._chunks, compression), HEAD_BYTES)
+            if len(compressions) > 3:
+                raise InvalidImage("more than three nested compression wrappers")
+        image = self._image = sniff_image(head)
+        decision = plan.choose_route(
+            content_type=self.config.content_type,
+            compressions=tuple(compressions),
+            image=image,
+            ranged=probe.ranged,
+            checksum=self.hasher is not None,
+        )
+        virtual = image.virtual_size
+        if virtual is None and not compressions and not image.format.convertible:
+            virtual = probe.size
+        if decision.route is not plan.Route.ARCHIVE:
+            plan.check_fits(virtual_size=virtual, usable=self._usable)
+        self.result.route, self.result.why = decision.route, decision.why
+        self.progress.set_span(start=0, end=self._fetch_share())
+        self.result.format = "iso" if image.iso else image.format.value
+        self.result.compression = [c.value for c in compressions]
+        self.result.virtual_size = virtual
+        logger.info("%s image%s, virtual size %s, usable %d: %s", self.result.format,
+                    f" in {'+'.join(self.result.compression)}" if compressions else "",
+                    virtual, self._usable, decision.why)
+        return _ROUTE_PHASE[decision.route]
+
+    def _usable_bytes(self) -> int:
+        dest = self.config.dest
+        if self.block:
+            return plan.usable_bytes(block_device_size=device_size(dest), requested=None,
+                                     available=0, overhead=self.config.filesystem_overhead)
+        directory = dest if dest.is_dir() else dest.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        stat = os.statvfs(directory)
+        existing = dest.stat().st_blocks * 512 if dest.is_file() else 0
+        return plan.usable_bytes(
+            block_device_size=None,
+            requested=self.config.image_size,
+            available=stat.f_bavail * stat.f_frsize + existing,
+            overhead=self.config.filesystem_overhead,
+        )
+
+    def _precheck_compressed(self, compression: Compression, probe: Probe) -> None:
+        """The decompressed size, where the wrapper tells it cheaply, against the volume."""
+        hint: int | None = None
+        if compression is Compression.ZSTD:
+            size = zstandard.frame_content_size(probe.head)
+            hint = size if size >= 0 else None
+        elif probe.ranged and probe.size:
+            tail_length = min(probe.size, HEAD_BYTES)
+            tail = self.source.read_range(probe.size - tail_length, tail_length)
+            hint = (gzip_size_hint(tail) if compression is Compression.GZIP
+                    else xz_uncompressed_size(tail))
+        if hint is not None and hint > self._usable:
+            plan.check_fits(virtual_size=hint, usable=self._usable)
+
+    def _fetched(self) -> Iterator[bytes]:
+        """The source's bytes in order, hashed and counted as fetched."""
+        assert self._probe is not None
+        self.progress.stage(start=0, end=self._fetch_share(), total_bytes=self._probe.size)
+        chunks = resumable(self.source, self.config, size=self._probe.size)
+        if self.hasher is not None:
+            chunks = observed(chunks, self.hasher.update)
+        return observed(chunks, self._count)
+
+    def _fetch_share(self) -> float:
+        return 90.0 if self.result.route == plan.Route.SCRATCH_CONVERT else 100.0
+
+    def _count(self, chunk: bytes) -> None:
+        self.result.fetched_bytes += len(chunk)
+        self.progress.advance(len(chunk))
+
+    def _verify_checksum(self) -> None:
+        expected = self.config.checksum
+        if expected is None or self.hasher is None:
+            return
+        actual = self.hasher.hexdigest()
+        if not expected.matches(actual):
+            raise ChecksumMismatch(
+                f"checksum mismatch: expected {expected}, got {expected.algorithm}:{actual}")
+        self.result.checksum = str(expected)
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def stream(self) -> Phase:
+        chunks = self._chunks if self._chunks is not None else self._fetched()
+        if self.result.compression:
+            chunks = bounded(chunks, limit=self._usable, what="decompressed data")
+        writer = SparseWriter(self.config.dest, preallocate=self.config.preallocation)
+        try:
+            for chunk in chunks:
+                if writer.offset + len(chunk) > self._usable:
+                    raise TooSmall(
+                        "DataVolume too small to contain image: more than the usable"
+                        f" {self._usable} bytes of data")
+                writer.write(chunk)
+            self._verify_checksum()
+            self.result.virtual_size = writer.offset
+            self.result.size = writer.finish()
+        except BaseException:
+            writer.discard()
+            raise
+        return Phase.RESIZE
+
+    def nbd_convert(self) -> Phase:
+        assert self._probe is not None and self._probe.size is not None and self._image
+        with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
+                nbd.export(self.config, size=self._probe.size, workdir=Path(workdir)) as export:
+            try:
+                self._convert(export.uri, progress_from=0)
+            except ImporterError as err:
+                raise (export.failure() or err) from err
+        return Phase.RESIZE
+
+    def scratch_convert(self) -> Phase:
+        assert self._image is not None
+        chunks = self._chunks if self._chunks is not None else self._fetched()
+        virtual = self._image.virtual_size
+        limit = (virtual + virtual // 64 + 64 * 1024 * 1024) if virtual else self._usable
+        chunks = bounded(chunks, limit=limit, what=f"{self._image.format} image data")
+        with tempfile.TemporaryDirectory(prefix="rootdisk-scratch-", dir=self._scratch_dir()) as d:
+            scratch = Path(d) / "image"
+            writer = SparseWriter(scratch)
+            try:
+                for chunk in chunks:
+                    writer.write(chunk)
+                writer.finish()
+            except BaseException:
+                writer.discard()
+                raise
+            self._verify_checksum()
+            self._convert(str(scratch), progress_from=self._fetch_share())
+        return Phase.RESIZE
+
+    def _convert(self, image: str, *, progress_from: float) -> None:
+        assert self._image is not None
+        fmt = self._image.format
+        info = qemu_img.info(image, fmt)
+        self.result.virtual_size = info.virtual_size
+        plan.check_fits(virtual_size=info.virtual_size, usable=self._usable)
+        zeroed = zero_device(self.config.dest) if self.block else False
+        self.progress.stage(start=progress_from, end=100)
+        qemu_img.convert(
+            image, fmt, self.config.dest,
+            virtual_size=info.virtual_size, dest_is_block=self.block, dest_is_zero=zeroed,
+            preallocate=self.config.preallocation, progress=self.progress.stage_percent,
+        )
+        self.result.size = info.virtual_size if not self.block else device_size(self.config.dest)
+
+    def _scratch_dir(self) -> Path | None:
+        if self.config.scratch_dir is not None:
+            return self.config.scratch_dir
+        return None if self.block else self.config.dest.parent
+
+    def archive(self) -> Phase:
+        target = self.config.dest if self.config.dest.is_dir() else self.config.dest.parent
+        chunks = self._chunks if self._chunks is not None else self._fetched()
+        extracted: list[Path] = []
+        total = 0
+        try:
+            with tarfile.open(fileobj=IterReader(chunks), mode="r|") as tar:
+                for member in tar:
+                    total += member.size
+                    if total > self._usable:
+                        raise TooSmall(f"DataVolume too small to contain archive: more than"
+                                       f" {self._usable} bytes of files")
+                    tar.extract(member, target, filter="data")
+                    extracted.append(target / member.name)
+            self._verify_checksum()
+        except tarfile.TarError as err:
+            _remove_all(extracted)
+            raise InvalidImage(f"bad tar archive: {err}", cause=err) from err
+        except BaseException:
+            _remove_all(extracted)
+            raise
+        self.result.size = total
+        return Phase.COMPLETE
+
+    def blank(self) -> Phase:
+        if self.block:
+            if not zero_device(self.config.dest):
+                writer = SparseWriter(self.config.dest)
+                writer.finish()
+            self.result.size = device_size(self.config.dest)
+            return Phase.COMPLETE
+        writer = SparseWriter(self.config.dest, preallocate=self.config.preallocation)
+        self.result.size = writer.finish(self._usable)
+        self.result.virtual_size = self.result.size
+        return Phase.COMPLETE
+
+    def resize(self) -> Phase:
+        """Grow a Filesystem volume's raw disk to the usable size (never shrink)."""
+        if self.block or self.config.image_size is None:
+            self._record_allocation()
+            return Phase.COMPLETE
+        size = self.config.dest.stat().st_size
+        if self._usable > size:
+            os.truncate(self.config.dest, self._usable)
+            if self.config.preallocation:
+                fd = os.open(self.config.dest, os.O_WRONLY)
+                try:
+                    os.posix_fallocate(fd, size, self._usable - size)
+                finally:
+                    os.close(fd)
+            logger.info("resized %s from %d to %d bytes", self.config.dest, size, self._usable)
+        self.result.size = max(size, self._usable)
+        self._record_allocation()
+        return Phase.COMPLETE
+
+    def _record_allocation(self) -> None:
+        if not self.block:
+            self.result.allocated_bytes = self.config.dest.stat().st_blocks * 512
+
+    def _wipe_destination(self) -> None:
+        if self.result.route != plan.Route.ARCHIVE:
+            try:
+                wipe(self.config.dest)
+            except OSError as err:
+                logger.warning("could not wipe %s after the failure: %s", self.config.dest, err)
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for path in reversed(paths):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:
+            logger.warning("could not remove %s", path)
