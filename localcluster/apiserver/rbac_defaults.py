@@ -1,0 +1,99 @@
+"""The RBAC objects a fresh cluster ships, created by the server at bootstrap.
+
+The subset of kube-apiserver's bootstrap policy that clients here rely on: cluster-admin
+for ``system:masters``; discovery, version and OpenAPI for every authenticated user (so
+kubectl and the Python client can start); self access reviews (``kubectl auth can-i``);
+token/access review for delegated auth; and the aggregated admin/edit/view roles that
+operators' manifests extend through ``aggregate-to-*`` labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_API = "rbac.authorization.k8s.io/v1"
+_BOOTSTRAP = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+_AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+
+
+def _role(name: str, rules: list[dict[str, Any]], *, labels: dict[str, str] | None = None,
+          aggregate_from: list[str] | None = None) -> dict[str, Any]:
+    role: dict[str, Any] = {
+        "apiVersion": _API,
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": {**_BOOTSTRAP, **(labels or {})},
+                     "annotations": dict(_AUTOUPDATE)},
+        "rules": rules,
+    }
+    if aggregate_from is not None:
+        role["aggregationRule"] = {"clusterRoleSelectors": [
+            {"matchLabels": {label: "true"}} for label in aggregate_from]}
+    return role
+
+
+def _binding(name: str, role: str, groups: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": _API,
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": dict(_BOOTSTRAP), "annotations": dict(_AUTOUPDATE)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}
+                     for g in groups],
+    }
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+_CORE_WORKLOAD = ["pods", "pods/log", "pods/status", "configmaps", "secrets", "services",
+                  "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status",
+                  "serviceaccounts", "events"]
+_APPS = ["deployments", "deployments/status", "daemonsets", "daemonsets/status",
+         "replicasets", "statefulsets"]
+_AGG = "rbac.authorization.k8s.io/aggregate-to-"
+
+DEFAULT_RBAC_OBJECTS: list[dict[str, Any]] = [
+    _role("cluster-admin", [_rule(["*"], ["*"], ["*"]),
+                            {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
+    _role("system:discovery", [{"nonResourceURLs": [
+        "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
+        "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+    _role("system:public-info-viewer", [{"nonResourceURLs": [
+        "/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+    _role("system:basic-user", [
+        _rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+              ["create"]),
+        _rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"]),
+    ]),
+    _role("system:auth-delegator", [
+        _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+        _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+    ]),
+    # The user-facing roles are empty shells that aggregate the labelled roles below (and
+    # any a manifest adds with the same labels), as in Kubernetes.
+    _role("admin", [], aggregate_from=[f"{_AGG}admin"]),
+    _role("edit", [], labels={f"{_AGG}admin": "true"}, aggregate_from=[f"{_AGG}edit"]),
+    _role("view", [], labels={f"{_AGG}edit": "true"}, aggregate_from=[f"{_AGG}view"]),
+    _role("system:aggregate-to-admin", [
+        _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], _READ + _WRITE),
+        _rule(["authorization.k8s.io"], ["localsubjectaccessreviews"], ["create"]),
+    ], labels={f"{_AGG}admin": "true"}),
+    _role("system:aggregate-to-edit", [
+        _rule([""], _CORE_WORKLOAD, _WRITE),
+        _rule(["apps"], _APPS, _WRITE),
+        _rule(["coordination.k8s.io"], ["leases"], _READ + _WRITE),
+    ], labels={f"{_AGG}edit": "true"}),
+    _role("system:aggregate-to-view", [
+        _rule([""], [*_CORE_WORKLOAD, "namespaces", "namespaces/status"], _READ),
+        _rule(["apps"], _APPS, _READ),
+        _rule(["events.k8s.io"], ["events"], _READ),
+    ], labels={f"{_AGG}view": "true"}),
+    _binding("cluster-admin", "cluster-admin", ["system:masters"]),
+    _binding("system:discovery", "system:discovery", ["system:authenticated"]),
+    _binding("system:basic-user", "system:basic-user", ["system:authenticated"]),
+    _binding("system:public-info-viewer", "system:public-info-viewer",
+             ["system:authenticated", "system:unauthenticated"]),
+]
