@@ -1,0 +1,153 @@
+"""Table tests of provisioning and binding decisions (no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from localcluster.storage import classes, decisions, quantity
+from localcluster.storage.decisions import ClaimPlan, Provision, Refuse, Skip, VolumePlan
+
+P = classes.PROVISIONER
+CLASSES = {sc["metadata"]["name"]: sc for sc in classes.storage_classes()}
+CLASSES["other"] = {"metadata": {"name": "other"}, "provisioner": "example.com/other"}
+
+
+def pvc(name: str = "c", *, uid: str = "u1", sc: str | None = "local-immediate",
+        size: Any = "1Gi", mode: str | None = None, annotations: dict | None = None,
+        volume: str | None = None, phase: str | None = None, **spec: Any) -> dict:
+    s: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], **spec}
+    if size is not None:
+        s["resources"] = {"requests": {"storage": size}}
+    if sc is not None:
+        s["storageClassName"] = sc
+    if mode:
+        s["volumeMode"] = mode
+    if volume:
+        s["volumeName"] = volume
+    obj = {"metadata": {"name": name, "namespace": "ns", "uid": uid,
+                        "annotations": annotations or {}}, "spec": s}
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+SEL = {decisions.SELECTED_NODE: "node1"}
+IMPORT_REF = {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "x"}
+PVC_REF = {"kind": "PersistentVolumeClaim", "name": "golden"}
+
+
+@pytest.mark.parametrize(("claim", "expected"), [
+    (pvc(), Provision("pvc-u1", 2**30, "Filesystem", "local-immediate")),
+    (pvc(mode="Block", size="100Mi"), Provision("pvc-u1", 100 * 2**20, "Block",
+                                                "local-immediate")),
+    (pvc(sc=None), Skip("ns/c: waiting for first consumer to be scheduled")),
+    (pvc(sc="local"), Skip("ns/c: waiting for first consumer to be scheduled")),
+    (pvc(sc="local", annotations=SEL), Provision("pvc-u1", 2**30, "Filesystem", "local")),
+    (pvc(sc=None, annotations=SEL), Provision("pvc-u1", 2**30, "Filesystem", "local")),
+    (pvc(sc="other"), Skip("ns/c: class 'other' is not served by " + P)),
+    (pvc(sc="missing"), Skip("ns/c: class 'missing' is not served by " + P)),
+    (pvc(volume="pv1"), Skip("ns/c already names volume pv1")),
+    (pvc(dataSourceRef=IMPORT_REF),
+     Skip("ns/c: dataSourceRef VolumeImportSource belongs to a volume populator")),
+    (pvc(dataSourceRef=PVC_REF, sc="local-reflink"),
+     Provision("pvc-u1", 2**30, "Filesystem", "local-reflink", clone_from="golden")),
+    (pvc(dataSource=PVC_REF), Provision("pvc-u1", 2**30, "Filesystem", "local-immediate",
+                                        clone_from="golden")),
+    (pvc(dataSourceRef={"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
+                        "name": "s"}),
+     Refuse("ProvisioningFailed", f"volume snapshots are not supported by {P}")),
+    (pvc(size=None), Refuse("ProvisioningFailed", "spec.resources.requests.storage is required")),
+    (pvc(size="lots"), Refuse("ProvisioningFailed",
+                              "spec.resources.requests.storage: invalid quantity 'lots'")),
+    (pvc(mode="Tape"), Refuse("ProvisioningFailed", "spec.volumeMode 'Tape' is not supported")),
+])
+def test_provision(claim: dict, expected: object) -> None:
+    assert decisions.provision(claim=claim, classes=CLASSES, provisioner=P) == expected
+
+
+def test_deleted_claim_is_not_provisioned() -> None:
+    claim = pvc()
+    claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert isinstance(decisions.provision(claim=claim, classes=CLASSES, provisioner=P), Skip)
+
+
+def pv(name: str = "pv1", *, ref: dict | None = None, size: str = "1Gi",
+       policy: str = "Delete") -> dict:
+    spec: dict[str, Any] = {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                            "persistentVolumeReclaimPolicy": policy}
+    if ref is not None:
+        spec["claimRef"] = ref
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+REF_C = {"namespace": "ns", "name": "c", "uid": "u1"}
+REF_C_NO_UID = {"namespace": "ns", "name": "c"}
+REF_OTHER = {"namespace": "ns", "name": "other", "uid": "u9"}
+BOUND = ClaimPlan(phase="Bound", capacity="1Gi", access_modes=("ReadWriteOnce",),
+                  annotations={decisions.BIND_COMPLETED: "yes"})
+
+
+@pytest.mark.parametrize(("claim", "volumes", "plan"), [
+    (pvc(), {}, ClaimPlan(phase="Pending")),
+    (pvc(), {"pv1": pv(ref=REF_C)},
+     ClaimPlan(phase="Bound", volume_name="pv1", capacity="1Gi",
+               access_modes=("ReadWriteOnce",),
+               annotations={decisions.BIND_COMPLETED: "yes",
+                            decisions.BOUND_BY_CONTROLLER: "yes"})),
+    (pvc(), {"pv1": pv(ref=REF_C_NO_UID)},  # pre-bound by name: binds
+     ClaimPlan(phase="Bound", volume_name="pv1", capacity="1Gi",
+               access_modes=("ReadWriteOnce",),
+               annotations={decisions.BIND_COMPLETED: "yes",
+                            decisions.BOUND_BY_CONTROLLER: "yes"})),
+    (pvc(), {"pv1": pv(ref={**REF_C, "uid": "old"})}, ClaimPlan(phase="Pending")),
+    (pvc(volume="pv1"), {"pv1": pv(ref=REF_C)}, BOUND),
+    (pvc(volume="pv1", phase="Bound"), {}, ClaimPlan(phase="Lost")),
+    (pvc(volume="pv1"), {}, ClaimPlan(phase="Pending")),
+    # The populator rebind: PV' now names the target, so the prime claim is Lost.
+    (pvc(volume="pv1", phase="Bound"), {"pv1": pv(ref=REF_OTHER)}, ClaimPlan(phase="Lost")),
+    (pvc(volume="pv1"), {"pv1": pv()}, ClaimPlan(phase="Pending")),
+])
+def test_claim_plan(claim: dict, volumes: dict, plan: ClaimPlan) -> None:
+    assert decisions.claim_plan(claim=claim, volumes=volumes) == plan
+
+
+@pytest.mark.parametrize(("volume", "claims", "plan"), [
+    (pv(), {}, VolumePlan(phase="Available")),
+    (pv(ref=REF_C), {("ns", "c"): pvc()}, VolumePlan(phase="Bound")),
+    (pv(ref=REF_C), {("ns", "c"): pvc(volume="pv1")}, VolumePlan(phase="Bound")),
+    (pv(ref=REF_C_NO_UID), {("ns", "c"): pvc()}, VolumePlan(phase="Bound", claim_uid="u1")),
+    (pv(ref=REF_C), {}, VolumePlan(phase="Released", delete=True)),
+    (pv(ref=REF_C, policy="Retain"), {}, VolumePlan(phase="Released")),
+    (pv(ref=REF_C), {("ns", "c"): pvc(uid="new")}, VolumePlan(phase="Released", delete=True)),
+    (pv(ref=REF_C), {("ns", "c"): pvc(volume="pv2")}, VolumePlan(phase="Released", delete=True)),
+])
+def test_volume_plan(volume: dict, claims: dict, plan: VolumePlan) -> None:
+    assert decisions.volume_plan(volume=volume, claims=claims) == plan
+
+
+def test_expansion() -> None:
+    assert decisions.expansion(claim=pvc(size="2Gi"), volume=pv(size="1Gi")) == 2 * 2**30
+    assert decisions.expansion(claim=pvc(size="1Gi"), volume=pv(size="1Gi")) is None
+    assert decisions.expansion(claim=pvc(size="512Mi"), volume=pv(size="1Gi")) is None
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("1Gi", 2**30), ("1.5G", 1_500_000_000), ("512M", 512_000_000), ("100", 100),
+    ("1e3", 1000), ("0.5Ki", 512), ("1.1", 2), (2048, 2048), ("1k", 1000),
+])
+def test_quantity_to_bytes(text: str, value: int) -> None:
+    assert quantity.to_bytes(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "1 Gi", "1Gb", "Gi", "1.2.3", "-"])
+def test_quantity_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid quantity"):
+        quantity.parse(text)
+
+
+def test_quantity_cpu_and_format() -> None:
+    assert quantity.to_millis("500m") == 500 and quantity.to_millis("2") == 2000
+    assert quantity.format_bytes(2**30) == "1Gi" and quantity.format_bytes(1000) == "1000"
+    assert quantity.format_bytes(3 * 2**20) == "3Mi" and quantity.format_bytes(0) == "0"
