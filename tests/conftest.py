@@ -2,4 +2,5 @@
 ``tests/fixtures`` on 127.0.0.1 and torn down after use."""
 
 pytest_plugins = [
+    "tests.fixtures.plugin",
 ]
