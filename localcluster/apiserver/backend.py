@@ -1,0 +1,553 @@
+"""The verbs on stored objects, independent of HTTP: what a request does to the store.
+
+``handlers.py`` turns HTTP requests into calls here; ``controllers.py`` (garbage
+collector, namespace and CRD cleanup) calls the internal helpers directly. Everything runs
+on the server's event loop: reading, deciding and writing an object happen without an
+``await`` in between, so optimistic concurrency needs no lock. The only awaits are
+admission webhooks, after which the stored resourceVersion is checked again.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import crds, defaults, deletion, gc, immutability, meta, patches, schema
+from .auth import ADMIN, UserInfo
+from .builtin_types import REVIEW_RESOURCES
+from .errors import (
+    STALE,
+    APIError,
+    Cause,
+    already_exists,
+    bad_request,
+    conflict,
+    forbidden,
+    invalid,
+    method_not_allowed,
+    not_found,
+    unsupported_media_type,
+)
+from .names import dropped_fields, generated_name
+from .registry import Registry, ResourceType
+from .store import Event, Store, Stored
+from .watchcache import WatchCache
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+NS_GR = "/namespaces"
+CRD_GR = "apiextensions.k8s.io/customresourcedefinitions"
+SA_GR = "/serviceaccounts"
+MUTATING_GR = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
+VALIDATING_GR = "admissionregistration.k8s.io/validatingwebhookconfigurations"
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+ServiceResolver = Callable[[str, str, int], tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    user: UserInfo = ADMIN
+    dry_run: bool = False
+    strict_fields: bool = False
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class Backend:
+    def __init__(self, *, store: Store, registry: Registry, watchcache: WatchCache) -> None:
+        self.store = store
+        self.registry = registry
+        self.watchcache = watchcache
+        self.clock: Callable[[], datetime.datetime] = _now
+        self.resolve_service: ServiceResolver = self._resolve_service_from_store
+        # ownerReference index: owner uid -> keys of its dependents; uid -> key.
+        self._dependents: dict[str, set[tuple[str, str, str]]] = {}
+        self._uids: dict[str, tuple[str, str, str]] = {}
+        self._listeners: list[Callable[[Event], None]] = []
+        for gr, stored in store.all():
+            self._index(gr, None, stored.obj)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[Event], None]) -> None:
+        self._listeners.append(listener)
+
+    def _index(self, gr: str, old: Obj | None, new: Obj | None) -> None:
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            m = obj["metadata"]
+            key = (gr, m.get("namespace", ""), m["name"])
+            uid = m.get("uid")
+            if uid:
+                if add:
+                    self._uids[uid] = key
+                else:
+                    self._uids.pop(uid, None)
+            for owner in gc.owner_uids(obj):
+                deps = self._dependents.setdefault(owner, set())
+                if add:
+                    deps.add(key)
+                else:
+                    deps.discard(key)
+                    if not deps:
+                        del self._dependents[owner]
+
+    def uid_alive(self, uid: str) -> bool:
+        return uid in self._uids
+
+    def dependents_of(self, uid: str) -> list[tuple[str, str, str]]:
+        return sorted(self._dependents.get(uid, ()))
+
+    def _emit(self, event: Event) -> None:
+        self.watchcache.append(event)
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # a listener must never fail a write
+                logger.exception("watch listener failed on %s", event.type)
+
+    def _commit(self, gr: str, ns: str, name: str, new: Obj, previous: Obj | None) -> Stored:
+        """Store ``new`` (or remove it when its deletion is complete) and fan the event out."""
+        if previous is not None and meta.ready_to_remove(new):
+            event = self.store.remove(gr, ns, name, new)
+            self._index(gr, previous, None)
+        else:
+            event = self.store.put(gr, ns, name, new, previous=previous)
+            self._index(gr, previous, new)
+        self._emit(event)
+        return event.stored
+
+    # -- views ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(rt: ResourceType, ns: str | None, name: str) -> tuple[str, str, str]:
+        return rt.group_resource, (ns or "") if rt.namespaced else "", name
+
+    def view(self, rt: ResourceType, stored: Stored) -> Obj:
+        """The stored object as the client's version of ``rt`` shows it (a fresh copy)."""
+        obj = stored.copy()
+        if rt.from_storage is not None:
+            obj = rt.from_storage(obj)
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        return obj
+
+    def view_raw(self, rt: ResourceType, stored: Stored) -> str:
+        """Like :meth:`view` as JSON text; no copy when the stored shape already fits."""
+        if rt.from_storage is None and stored.obj.get("apiVersion") == rt.api_version \
+                and stored.obj.get("kind") == rt.kind:
+            return stored.raw
+        return json.dumps(self.view(rt, stored), separators=(",", ":"))
+
+    def _to_storage(self, rt: ResourceType, obj: Obj) -> Obj:
+        return rt.to_storage(obj) if rt.to_storage is not None else obj
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get_stored(self, rt: ResourceType, ns: str | None, name: str) -> Stored:
+        stored = self.store.get(*self._key(rt, ns, name))
+        if stored is None:
+            raise not_found(resource=rt.resource, group=rt.group, name=name)
+        return stored
+
+    def list_stored(self, rt: ResourceType, ns: str | None) -> list[tuple[tuple[str, str], Stored]]:
+        return self.store.items(rt.group_resource, ns if rt.namespaced else None)
+
+    def namespace_check(self, ns: str, *, creating: bool) -> None:
+        stored = self.store.get(NS_GR, "", ns)
+        if stored is None:
+            raise not_found(resource="namespaces", group="", name=ns)
+        if creating and stored.obj["metadata"].get("deletionTimestamp"):
+            raise forbidden(f"unable to create new content in namespace {ns} because it is "
+                            "being terminated", resource="namespaces", name=ns)
+
+    # -- body checks ------------------------------------------------------------------------
+
+    @staticmethod
+    def check_body(rt: ResourceType, body: Any, *, ns: str | None, name: str | None) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request(f"the body of the request must be a JSON object describing a "
+                              f"{rt.kind}, got {type(body).__name__}")
+        kind = body.get("kind")
+        if kind is not None and kind != rt.kind:
+            raise bad_request(f"the kind in the data ({kind}) does not match the expected "
+                              f"kind ({rt.kind}) for {rt.resource}")
+        api_version = body.get("apiVersion")
+        if api_version is not None and api_version != rt.api_version:
+            raise bad_request(f"the API version in the data ({api_version}) does not match the "
+                              f"expected API version ({rt.api_version})")
+        metadata = body.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise bad_request("metadata must be an object")
+        if rt.namespaced and ns is not None:
+            body_ns = metadata.get("namespace")
+            if body_ns and body_ns != ns:
+                raise bad_request("the namespace of the provided object does not match the "
+                                  "namespace sent on the request")
+        if name is not None and metadata.get("name") and metadata["name"] != name:
+            raise bad_request(f"the name of the object ({metadata['name']}) does not match "
+                              f"the name on the URL ({name})")
+        body = dict(body)
+        body["apiVersion"] = rt.api_version
+        body["kind"] = rt.kind
+        return body
+
+    def _invalid(self, rt: ResourceType, obj: Obj, causes: list[Cause]) -> APIError:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        return invalid(kind=rt.kind, group=rt.group, name=str(name), causes=causes)
+
+    def _validate(self, rt: ResourceType, obj: Obj, *, old: Obj | None,
+                  options: WriteOptions) -> Obj:
+        """Schema pruning/defaulting/validation and kind rules; returns the object to store."""
+        causes = meta.validate_metadata(obj, label_names=rt.name_is_label,
+                                        creating=old is None)
+        if rt.schema is not None:
+            pruned = schema.prune(obj, rt.schema)
+            if options.strict_fields:
+                unknown = dropped_fields(obj, pruned)
+                if unknown:
+                    raise bad_request("strict decoding error: " + ", ".join(
+                        f'unknown field "{path}"' for path in unknown))
+            obj = schema.apply_defaults(pruned, rt.schema)
+            for err in schema.validate(obj, rt.schema):
+                text = str(err)
+                if err.path and text.startswith(err.path + ": "):
+                    text = text[len(err.path) + 2:]
+                causes.append(Cause(err.type, text, err.path))
+        if rt.group_resource == CRD_GR:
+            causes += crds.validate_crd(obj)
+            if old is not None and not causes:
+                causes += crds.immutable_changes(old, obj)
+        if old is not None:
+            causes += immutability.immutable_changes(rt.kind, old, obj)
+            err_text = meta.finalizer_additions_error(old, obj)
+            if err_text:
+                causes.append(Cause("FieldValueForbidden", "Forbidden: " + err_text,
+                                    "metadata.finalizers"))
+        if causes:
+            raise self._invalid(rt, obj, causes)
+        return obj
+
+    # -- admission --------------------------------------------------------------------------
+
+    def _webhooks(self) -> tuple[list[Obj], list[Obj]]:
+        return ([s.obj for _, s in self.store.items(MUTATING_GR)],
+                [s.obj for _, s in self.store.items(VALIDATING_GR)])
+
+    def _resolve_service_from_store(self, namespace: str, name: str,
+                                     port: int) -> tuple[str, int]:
+        """Service -> 127.0.0.1:targetPort (pods here are local processes)."""
+        svc = self.store.get("/services", namespace, name)
+        if svc is None:
+            raise not_found(resource="services", group="", name=name)
+        for p in (svc.obj.get("spec") or {}).get("ports") or []:
+            if int(p.get("port", 0)) == port:
+                target = p.get("targetPort", port)
+                return "127.0.0.1", int(target) if isinstance(target, int) else port
+        return "127.0.0.1", port
+
+    async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
+                     obj: Obj | None, old: Obj | None, options: WriteOptions,
+                     subresource: str = "") -> Obj | None:
+        if rt.group == "admissionregistration.k8s.io":
+            return obj  # webhooks never intercept their own configuration
+        mutating, validating = self._webhooks()
+        if not mutating and not validating:
+            return obj
+        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        gvr = {"group": rt.group, "version": rt.version, "resource": rt.resource}
+        request = {
+            "uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": gvk,
+            "requestResource": gvr, "name": name, "operation": operation,
+            "userInfo": options.user.to_dict(), "object": obj, "oldObject": old,
+            "dryRun": options.dry_run, "options": None,
+        }
+        from . import admission  # B's module: only needed once a webhook is registered
+
+        if subresource:
+            request["subResource"] = subresource
+            request["requestSubResource"] = subresource
+        if ns:
+            request["namespace"] = ns
+        try:
+            return await admission.admit(mutating=mutating, validating=validating,
+                                         request=request, obj=obj,
+                                         resolve_service=self.resolve_service)
+        except admission.AdmissionDenied as err:
+            code = int(getattr(err, "code", 403) or 403)
+            reason = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
+                      422: "Invalid"}.get(code, "InternalError")
+            raise APIError(code, reason, str(getattr(err, "message", err)), name=name,
+                           group=rt.group, kind=rt.resource) from err
+
+    # -- create -----------------------------------------------------------------------------
+
+    async def create(self, rt: ResourceType, ns: str | None, body: Any,
+                     options: WriteOptions = WriteOptions()) -> Obj:
+        if "create" not in rt.verbs:
+            raise method_not_allowed(f"create is not supported on {rt.resource}")
+        body = self.check_body(rt, body, ns=ns, name=None)
+        if rt.namespaced:
+            if not ns:
+                raise bad_request("the namespace of the object must be given in the URL")
+            self.namespace_check(ns, creating=True)
+        metadata = body.setdefault("metadata", {})
+        name = metadata.get("name")
+        if not name and isinstance(metadata.get("generateName"), str):
+            causes = meta.validate_metadata(body, label_names=rt.name_is_label, creating=True)
+            if causes:
+                raise self._invalid(rt, body, causes)
+            for _ in range(8):
+                name = generated_name(metadata["generateName"])
+                if self.store.get(*self._key(rt, ns, name)) is None:
+                    break
+        obj = meta.prepare_create(body, namespace=ns if rt.namespaced else None,
+                                  name=name or "", uid=str(uuid.uuid4()), now=self.clock())
+        if not name:
+            obj["metadata"].pop("name", None)
+        keep_status = not rt.has_status or rt.kind == "Node"
+        if not keep_status:
+            obj.pop("status", None)
+        defaults.on_create(rt.kind, obj, keep_status=keep_status)
+        obj = self._validate(rt, obj, old=None, options=options)
+        if rt.group_resource == CRD_GR:
+            obj["status"] = crds.crd_status(obj, now=meta.format_time(self.clock()))
+        key = self._key(rt, ns, obj["metadata"]["name"])
+        if self.store.get(*key) is not None:
+            raise already_exists(resource=rt.resource, group=rt.group, name=key[2])
+        admitted = await self._admit(rt, "CREATE", ns=ns, name=key[2], obj=obj, old=None,
+                                     options=options)
+        if admitted is not obj and admitted is not None:
+            obj = self._validate(rt, self._keep_system_meta(obj, admitted), old=None,
+                                 options=WriteOptions())
+        if self.store.get(*key) is not None:
+            raise already_exists(resource=rt.resource, group=rt.group, name=key[2])
+        if options.dry_run:
+            return obj
+        stored = self._commit(*key, self._to_storage(rt, obj), None)
+        return self.view(rt, stored)
+
+    @staticmethod
+    def _keep_system_meta(before: Obj, after: Obj) -> Obj:
+        """Webhooks may not rewrite identity or server-owned metadata."""
+        out = copy.deepcopy(after)
+        out["apiVersion"], out["kind"] = before["apiVersion"], before["kind"]
+        m = out.setdefault("metadata", {})
+        for fld in (*meta.SYSTEM_FIELDS, "name", "namespace", "resourceVersion"):
+            if fld in before["metadata"]:
+                m[fld] = before["metadata"][fld]
+        return out
+
+    # -- update / patch ---------------------------------------------------------------------
+
+    def _prepare_update(self, rt: ResourceType, current: Stored, body: Obj, *,
+                        subresource: str, options: WriteOptions) -> Obj:
+        old = self.view(rt, current)
+        new = meta.carry_over(old, body, has_status=rt.has_status, subresource=subresource)
+        if subresource == "finalize":
+            new = copy.deepcopy(old)
+            new.setdefault("spec", {})["finalizers"] = list(
+                (body.get("spec") or {}).get("finalizers") or [])
+        defaults.normalize(rt.kind, new)
+        new = self._validate(rt, new, old=old, options=options)
+        if rt.group_resource == CRD_GR:
+            new["status"] = crds.crd_status(new, now=meta.format_time(self.clock()))
+        return new
+
+    @staticmethod
+    def _same(a: Obj, b: Obj) -> bool:
+        a_meta = {k: v for k, v in a.get("metadata", {}).items() if k != "resourceVersion"}
+        b_meta = {k: v for k, v in b.get("metadata", {}).items() if k != "resourceVersion"}
+        return a_meta == b_meta and {k: v for k, v in a.items() if k != "metadata"} == {
+            k: v for k, v in b.items() if k != "metadata"}
+
+    async def _write_update(self, rt: ResourceType, key: tuple[str, str, str],
+                            current: Stored, new: Obj, *, subresource: str,
+                            options: WriteOptions) -> Obj | None:
+        """Admission then commit; None when the object changed during admission."""
+        old = self.view(rt, current)
+        admitted = await self._admit(rt, "UPDATE", ns=key[1] or None, name=key[2], obj=new,
+                                     old=old, options=options, subresource=subresource)
+        if admitted is not None and admitted is not new:
+            new = self._validate(rt, self._keep_system_meta(new, admitted), old=old,
+                                 options=WriteOptions())
+        latest = self.store.get(*key)
+        if latest is None:
+            raise not_found(resource=rt.resource, group=rt.group, name=key[2])
+        if latest.rv != current.rv:
+            return None
+        if self._same(old, new) or options.dry_run:
+            return new if options.dry_run else old
+        stored = self._commit(*key, self._to_storage(rt, new), current.obj)
+        return self.view(rt, stored)
+
+    async def update(self, rt: ResourceType, ns: str | None, name: str, body: Any, *,
+                     subresource: str = "", options: WriteOptions = WriteOptions()) -> Obj:
+        if "update" not in rt.verbs:
+            raise method_not_allowed(f"update is not supported on {rt.resource}")
+        body = self.check_body(rt, body, ns=ns, name=name)
+        key = self._key(rt, ns, name)
+        current = self.get_stored(rt, ns, name)
+        wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted_rv and str(wanted_rv) != str(current.rv):
+            raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
+        new = self._prepare_update(rt, current, body, subresource=subresource, options=options)
+        result = await self._write_update(rt, key, current, new, subresource=subresource,
+                                          options=options)
+        if result is None:
+            raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
+        return result
+
+    def _apply_patch(self, rt: ResourceType, current: Obj, content_type: str,
+                     patch: Any) -> Obj:
+        if content_type == MERGE_PATCH:
+            if not isinstance(patch, dict):
+                raise bad_request("a merge patch must be a JSON object")
+            result: Obj = patches.merge_patch(current, patch)
+        elif content_type == JSON_PATCH:
+            if not isinstance(patch, list):
+                raise bad_request("a JSON patch must be a JSON array of operations")
+            try:
+                result = patches.json_patch(current, patch)
+            except patches.PatchError as err:
+                code = int(getattr(err, "status_code", 422) or 422)
+                reason = {409: "Conflict", 400: "BadRequest"}.get(code, "Invalid")
+                raise APIError(code, reason, f"the JSON patch could not be applied: {err}",
+                               name=current["metadata"].get("name", ""), group=rt.group,
+                               kind=rt.resource) from err
+        elif content_type == STRATEGIC_PATCH:
+            if rt.custom:
+                raise APIError(415, "UnsupportedMediaType",
+                               f"strategic merge patch is not supported for {rt.kind}: use "
+                               "application/merge-patch+json or application/json-patch+json")
+            if not isinstance(patch, dict):
+                raise bad_request("a strategic merge patch must be a JSON object")
+            try:
+                result = patches.strategic_merge_patch(current, patch, kind=rt.kind)
+            except patches.PatchError as err:
+                raise bad_request(f"the strategic merge patch could not be applied: {err}") \
+                    from err
+        else:
+            raise unsupported_media_type(content_type)
+        if not isinstance(result, dict):
+            raise bad_request("the patch did not produce an object")
+        return result
+
+    async def patch(self, rt: ResourceType, ns: str | None, name: str, content_type: str,
+                    patch: Any, *, subresource: str = "",
+                    options: WriteOptions = WriteOptions()) -> Obj:
+        if "patch" not in rt.verbs:
+            raise method_not_allowed(f"patch is not supported on {rt.resource}")
+        key = self._key(rt, ns, name)
+        for _ in range(16):
+            current = self.get_stored(rt, ns, name)
+            view = self.view(rt, current)
+            patched = self._apply_patch(rt, view, content_type, patch)
+            wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
+            if wanted_rv and str(wanted_rv) != str(current.rv):
+                raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
+            body = self.check_body(rt, patched, ns=ns, name=name)
+            new = self._prepare_update(rt, current, body, subresource=subresource,
+                                       options=options)
+            result = await self._write_update(rt, key, current, new, subresource=subresource,
+                                              options=options)
+            if result is not None:
+                return result
+        raise conflict(resource=rt.resource, group=rt.group, name=name,
+                       why="too many concurrent writes, try again")
+
+    # -- delete -----------------------------------------------------------------------------
+
+    async def delete(self, rt: ResourceType, ns: str | None, name: str, *,
+                     delete_options: Obj | None = None,
+                     options: WriteOptions = WriteOptions()) -> tuple[Obj, bool]:
+        """Delete one object; returns (its last state, whether it left the store)."""
+        if "delete" not in rt.verbs:
+            raise method_not_allowed(f"delete is not supported on {rt.resource}")
+        opts = delete_options or {}
+        key = self._key(rt, ns, name)
+        current = self.get_stored(rt, ns, name)
+        why = deletion.precondition_error(current.obj, opts.get("preconditions"))
+        if why:
+            raise conflict(resource=rt.resource, group=rt.group, name=name, why=why)
+        propagation = opts.get("propagationPolicy")
+        if propagation is None and opts.get("orphanDependents") is not None:
+            propagation = "Orphan" if opts["orphanDependents"] else "Background"
+        if propagation is not None and propagation not in deletion.PROPAGATIONS:
+            raise bad_request(f'propagationPolicy: Unsupported value: "{propagation}": '
+                              'supported values: "Background", "Foreground", "Orphan"')
+        grace = opts.get("gracePeriodSeconds")
+        if grace is not None and not isinstance(grace, int):
+            raise bad_request("gracePeriodSeconds must be an integer")
+        old = self.view(rt, current)
+        await self._admit(rt, "DELETE", ns=ns, name=name, obj=None, old=old, options=options)
+        current = self.get_stored(rt, ns, name)
+        plan = deletion.plan_delete(current.obj, propagation=propagation, grace_seconds=grace,
+                                    now=self.clock())
+        if options.dry_run:
+            return self.view(rt, current), plan.remove
+        if plan.remove:
+            event = self.store.remove(*key, plan.obj)
+            self._index(key[0], current.obj, None)
+            self._emit(event)
+            return self.view(rt, event.stored), True
+        if plan.obj == current.obj:
+            return old, False
+        stored = self._commit(*key, plan.obj, current.obj)
+        return self.view(rt, stored), self.store.get(*key) is None
+
+    # -- internal writes (controllers) -------------------------------------------------------
+
+    def delete_internal(self, gr: str, ns: str, name: str, *,
+                        propagation: str | None = None) -> None:
+        current = self.store.get(gr, ns, name)
+        if current is None:
+            return
+        plan = deletion.plan_delete(current.obj, propagation=propagation, grace_seconds=None,
+                                    now=self.clock())
+        if plan.remove:
+            event = self.store.remove(gr, ns, name, plan.obj)
+            self._index(gr, current.obj, None)
+            self._emit(event)
+        elif plan.obj != current.obj:
+            self._commit(gr, ns, name, plan.obj, current.obj)
+
+    def mutate_internal(self, gr: str, ns: str, name: str,
+                        change: Callable[[Obj], Obj]) -> None:
+        current = self.store.get(gr, ns, name)
+        if current is None:
+            return
+        new = change(current.copy())
+        if not self._same(current.obj, new):
+            self._commit(gr, ns, name, new, current.obj)
+
+    def create_internal(self, rt: ResourceType, ns: str | None, obj: Obj) -> None:
+        """Create without admission or authorization (bootstrap objects)."""
+        key = self._key(rt, ns, obj["metadata"]["name"])
+        if self.store.get(*key) is not None:
+            return
+        new = meta.prepare_create(obj, namespace=ns if rt.namespaced else None, name=key[2],
+                                  uid=str(uuid.uuid4()), now=self.clock())
+        defaults.on_create(rt.kind, new, keep_status=not rt.has_status)
+        self._commit(*key, new, None)
+
+    # -- reviews ----------------------------------------------------------------------------
+
+    def is_review(self, rt: ResourceType) -> bool:
+        return rt.group_resource in REVIEW_RESOURCES
+

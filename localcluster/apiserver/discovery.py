@@ -1,0 +1,81 @@
+"""Discovery documents (/version, /api, /apis, group and group-version resource lists).
+
+Built from the registry on every request, so CRDs appear and disappear at once. Aggregated
+discovery (apidiscovery.k8s.io/v2) is not offered: clients that ask for it also accept
+the plain documents, and the response's Content-Type tells them which one they got.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import Registry, ResourceType
+
+Obj = dict[str, Any]
+
+_SUBRESOURCE_VERBS = {
+    "status": ["get", "patch", "update"],
+    "log": ["get"],
+    "token": ["create"],
+    "binding": ["create"],
+    "finalize": ["update"],
+}
+
+
+def version_info(override: dict[str, str] | None = None) -> Obj:
+    info = {"major": "1", "minor": "32", "gitVersion": "v1.32.0+localcluster",
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.23.0", "compiler": "gc", "platform": "linux/amd64"}
+    info.update(override or {})
+    return info
+
+
+def api_versions() -> Obj:
+    return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+        {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+
+
+def _group(name: str, versions: list[str]) -> Obj:
+    gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def api_group_list(registry: Registry) -> Obj:
+    groups = [_group(g, vs) for g, vs in sorted(registry.groups().items()) if g and vs]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def api_group(registry: Registry, name: str) -> Obj | None:
+    versions = registry.groups().get(name)
+    if not name or not versions:
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)}
+
+
+def _resource_entry(rt: ResourceType) -> Obj:
+    entry: Obj = {"name": rt.resource, "singularName": rt.singular or rt.kind.lower(),
+                  "namespaced": rt.namespaced, "kind": rt.kind, "verbs": list(rt.verbs)}
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    return entry
+
+
+def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
+    types = sorted(registry.in_group_version(group, version), key=lambda rt: rt.resource)
+    if not types:
+        return None
+    resources: list[Obj] = []
+    for rt in types:
+        resources.append(_resource_entry(rt))
+        for sub in rt.subresources:
+            resources.append({"name": f"{rt.resource}/{sub}", "singularName": "",
+                              "namespaced": rt.namespaced,
+                              "kind": {"token": "TokenRequest", "binding": "Binding"}.get(
+                                  sub, rt.kind),
+                              "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])})
+    return {"kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources}

@@ -1,0 +1,751 @@
+"""HTTP: from a Kubernetes REST request to a backend call and back.
+
+One catch-all route parses the URL the way kube-apiserver lays it out
+(``/api/v1[/namespaces/NS]/RESOURCE[/NAME[/SUBRESOURCE]]`` and the same under
+``/apis/GROUP/VERSION``), authenticates the bearer token, authorizes with RBAC, and
+dispatches on method and shape. Lists and watches are written from the stored JSON text
+(no re-serialization) so that a busy watch costs little.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import datetime
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from . import authz, discovery, openapi, selectors
+from .auth import Authenticator, UserInfo
+from .backend import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    SA_GR,
+    STRATEGIC_PATCH,
+    Backend,
+    WriteOptions,
+)
+from .errors import (
+    APIError,
+    bad_request,
+    forbidden,
+    method_not_allowed,
+    not_found,
+    too_large,
+    unauthorized,
+    unsupported_media_type,
+)
+from .meta import format_time
+from .registry import Registry, ResourceType
+from .store import Event, Stored
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+LogProvider = Callable[..., AsyncIterator[bytes]]
+JSON_TYPE = "application/json"
+PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
+DEFAULT_WATCH_TIMEOUT = 1800
+
+
+@dataclass(frozen=True)
+class Target:
+    rt: ResourceType
+    namespace: str | None
+    name: str
+    subresource: str
+
+
+@dataclass
+class Settings:
+    max_body_bytes: int = 3 * 1024 * 1024
+    bookmark_interval: float = 10.0
+    version: dict[str, str] | None = None
+
+
+def _json_response(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(obj, separators=(",", ":")), status=status,
+                        content_type=JSON_TYPE)
+
+
+def _raw_response(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type=JSON_TYPE)
+
+
+def error_response(err: APIError) -> web.Response:
+    return _json_response(err.to_status(), err.code)
+
+
+def _wants_table(request: web.Request) -> bool:
+    accept = request.headers.get("Accept", "")
+    first = accept.split(",")[0]
+    return "as=Table" in first
+
+
+def _flag(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1")
+
+
+def _int_param(query: Any, name: str) -> int | None:
+    value = query.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise bad_request(f'{name}: Invalid value: "{value}": must be an integer') from None
+
+
+def _encode_continue(rv: int, ns: str, name: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": [ns, name]}).encode()
+                                    ).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        ns, name = data["start"]
+        return str(ns), str(name)
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise bad_request("continue: Invalid value: the continue token is not valid") from None
+
+
+class Handlers:
+    def __init__(self, *, backend: Backend, registry: Registry, authenticator: Authenticator,
+                 settings: Settings) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.auth = authenticator
+        self.settings = settings
+        self.log_provider: LogProvider | None = None
+        self.closing = asyncio.Event()
+        self.stats = {"requests": 0}
+
+    # -- entry ------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.stats["requests"] += 1
+        try:
+            return await self._handle(request)
+        except APIError as err:
+            if err.code >= 500:
+                logger.warning("%s %s: %s", request.method, request.path, err.message)
+            return error_response(err)
+        except web.HTTPRequestEntityTooLarge:
+            return error_response(too_large(self.settings.max_body_bytes))
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as err:  # a bug must still answer with a Status
+            logger.exception("%s %s failed", request.method, request.path)
+            return error_response(APIError(500, "InternalError", f"internal error: {err}"))
+
+    def _user(self, request: web.Request) -> UserInfo:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise unauthorized()
+        user = self.auth.authenticate(token.strip())
+        if user is None:
+            raise unauthorized()
+        if user.service_account is not None:
+            ns, name = user.service_account
+            if self.backend.store.get(SA_GR, ns, name) is None:
+                raise unauthorized()
+        return user
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        if path in PUBLIC_PATHS:
+            return web.Response(text="ok")
+        user = self._user(request)
+        if request.method == "GET" and (path == "/version" or path == "/"
+                                        or path.startswith("/openapi")
+                                        or path in ("/api", "/apis")):
+            self._authorize_path(user, path)
+            return self._discovery(request, path)
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        elif parts[0] == "apis" and len(parts) == 2 and request.method == "GET":
+            self._authorize_path(user, path)
+            doc = discovery.api_group(self.registry, parts[1])
+            if doc is None:
+                raise not_found(resource="", group="", name=parts[1])
+            return _json_response(doc)
+        else:
+            raise not_found(resource="", group="", name=path)
+        if not rest:
+            if request.method != "GET":
+                raise method_not_allowed(f"{request.method} is not allowed on {path}")
+            self._authorize_path(user, path)
+            doc = discovery.resource_list(self.registry, group, version)
+            if doc is None:
+                raise not_found(resource="", group=group, name=version)
+            return _json_response(doc)
+        watch_path = rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
+        target = self._target(group, version, rest)
+        return await self._resource(request, user, target, watch_path)
+
+    def _discovery(self, request: web.Request, path: str) -> web.StreamResponse:
+        if path == "/version":
+            return _json_response(discovery.version_info(self.settings.version))
+        if path == "/api":
+            return _json_response(discovery.api_versions())
+        if path == "/apis":
+            return _json_response(discovery.api_group_list(self.registry))
+        if path.startswith("/openapi"):
+            doc = openapi.document(self.registry, path, request.query)
+            if doc is None:
+                raise not_found(resource="", group="", name=path)
+            return _json_response(doc)
+        return _json_response({"paths": sorted({"/api", "/apis", "/version", "/openapi/v3",
+                                                "/healthz", "/livez", "/readyz"})})
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            ns_rt = self.registry.get("", "v1", "namespaces")
+            sub_of_namespace = group == "" and ns_rt is not None and len(rest) == 3 and \
+                rest[2] in ns_rt.subresources
+            if not sub_of_namespace:
+                namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise not_found(resource="", group=group, name="/".join(rest))
+        rt = self.registry.get(group, version, rest[0])
+        if rt is None:
+            raise APIError(404, "NotFound", "the server could not find the requested resource "
+                                            f"({group or 'core'}/{version}, {rest[0]})")
+        if namespace is not None and not rt.namespaced:
+            raise APIError(404, "NotFound", f"{rt.resource} is not namespaced")
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in rt.subresources:
+            raise APIError(404, "NotFound", f"the server could not find the requested "
+                                            f"resource ({rt.resource}/{sub})")
+        return Target(rt, namespace, name, sub)
+
+    # -- authorization ----------------------------------------------------------------------
+
+    def _authorize(self, user: UserInfo, verb: str, t: Target) -> None:
+        if user.is_admin:
+            return
+        attrs = {"verb": verb, "api_group": t.rt.group, "resource": t.rt.resource,
+                 "subresource": t.subresource, "name": t.name, "namespace": t.namespace or ""}
+        allowed, _ = authz.allowed_for(self.backend.store, user, **attrs)
+        if not allowed:
+            raise forbidden(authz.forbidden_message(user=user.username, **attrs),
+                            resource=t.rt.resource, group=t.rt.group, name=t.name)
+
+    def _authorize_path(self, user: UserInfo, path: str) -> None:
+        if user.is_admin:
+            return
+        allowed, _ = authz.allowed_for(self.backend.store, user, verb="get", path=path)
+        if not allowed:
+            raise forbidden(authz.forbidden_message(user=user.username, verb="get", path=path))
+
+    # -- request bodies ---------------------------------------------------------------------
+
+    async def _body(self, request: web.Request) -> Any:
+        if request.content_type not in ("application/json", "application/octet-stream", "",
+                                        MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH):
+            raise unsupported_media_type(request.content_type)
+        limit = self.settings.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise too_large(limit)
+        raw = await request.read()
+        if len(raw) > limit:
+            raise too_large(limit)
+        if not raw.strip():
+            raise bad_request("the request body is empty")
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as err:
+            raise bad_request(f"the request body is not valid JSON: {err}") from None
+
+    @staticmethod
+    def _write_options(request: web.Request, user: UserInfo) -> WriteOptions:
+        dry = request.query.getall("dryRun", [])
+        for value in dry:
+            if value != "All":
+                raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: '
+                                  '"All"')
+        validation = request.query.get("fieldValidation", "")
+        if validation not in ("", "Strict", "Warn", "Ignore"):
+            raise bad_request(f'fieldValidation: Unsupported value: "{validation}"')
+        return WriteOptions(user=user, dry_run=bool(dry), strict_fields=validation == "Strict")
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    async def _resource(self, request: web.Request, user: UserInfo, t: Target,
+                        watch_path: bool) -> web.StreamResponse:
+        method = request.method
+        rt = t.rt
+        if rt.namespaced and t.namespace is None and method not in ("GET",):
+            raise APIError(404, "NotFound", f"{rt.resource} is namespaced: use "
+                                            f"/namespaces/NAMESPACE/{rt.resource}")
+        if not t.name:
+            if method == "GET":
+                watching = watch_path or _flag(request.query.get("watch"))
+                verb = "watch" if watching else "list"
+                self._check_verb(rt, verb)
+                self._authorize(user, verb, t)
+                if watching:
+                    return await self._watch(request, t)
+                return self._list(request, t)
+            if method == "POST":
+                self._authorize(user, "create", t)
+                return await self._create(request, user, t)
+            if method == "DELETE":
+                self._check_verb(rt, "deletecollection")
+                self._authorize(user, "deletecollection", t)
+                return await self._delete_collection(request, user, t)
+            raise method_not_allowed(f"{method} is not allowed on a collection")
+        if watch_path:
+            self._check_verb(rt, "watch")
+            self._authorize(user, "watch", t)
+            return await self._watch(request, t, only_name=t.name)
+        if t.subresource in ("log", "token", "binding"):
+            return await self._special_subresource(request, user, t)
+        if method == "GET":
+            self._check_verb(rt, "get")
+            self._authorize(user, "get", t)
+            stored = self.backend.get_stored(rt, t.namespace, t.name)
+            if _wants_table(request):
+                return _json_response(self._table([stored], rt, {
+                    "resourceVersion": str(stored.rv)}, request))
+            return _raw_response(self.backend.view_raw(rt, stored))
+        if method == "PUT":
+            self._authorize(user, "update", t)
+            body = await self._body(request)
+            obj = await self.backend.update(rt, t.namespace, t.name, body,
+                                            subresource=t.subresource,
+                                            options=self._write_options(request, user))
+            return _json_response(obj)
+        if method == "PATCH":
+            self._authorize(user, "patch", t)
+            content_type = request.content_type
+            if content_type == APPLY_PATCH:
+                raise APIError(415, "UnsupportedMediaType",
+                               "server-side apply is not supported by this server; use "
+                               "client-side apply (kubectl apply without --server-side)")
+            if content_type not in (MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH):
+                raise unsupported_media_type(content_type)
+            body = await self._body(request)
+            obj = await self.backend.patch(rt, t.namespace, t.name, content_type, body,
+                                           subresource=t.subresource,
+                                           options=self._write_options(request, user))
+            return _json_response(obj)
+        if method == "DELETE":
+            if t.subresource:
+                raise method_not_allowed(f"DELETE is not allowed on {rt.resource}/"
+                                         f"{t.subresource}")
+            self._authorize(user, "delete", t)
+            return await self._delete(request, user, t)
+        raise method_not_allowed(f"{method} is not allowed on {rt.resource}")
+
+    @staticmethod
+    def _check_verb(rt: ResourceType, verb: str) -> None:
+        if verb not in rt.verbs:
+            raise method_not_allowed(f"{verb} is not supported on {rt.resource}")
+
+    # -- create / delete ---------------------------------------------------------------------
+
+    async def _create(self, request: web.Request, user: UserInfo, t: Target) -> web.Response:
+        body = await self._body(request)
+        options = self._write_options(request, user)
+        if self.backend.is_review(t.rt):
+            body = self.backend.check_body(t.rt, body, ns=t.namespace, name=None)
+            requester = user if t.rt.resource == "selfsubjectaccessreviews" else None
+            if t.rt.resource == "localsubjectaccessreviews":
+                ra = (body.get("spec") or {}).get("resourceAttributes") or {}
+                if ra.get("namespace") and ra["namespace"] != t.namespace:
+                    raise bad_request("spec.resourceAttributes.namespace must match the "
+                                      "namespace of the request")
+            result = authz.review(self.backend.store, body, requester=requester,
+                                  namespace=t.namespace if t.rt.namespaced else None)
+            result.setdefault("metadata", {})["creationTimestamp"] = None
+            return _json_response(result, 201)
+        obj = await self.backend.create(t.rt, t.namespace, body, options)
+        return _json_response(obj, 201)
+
+    async def _delete_options(self, request: web.Request) -> Obj:
+        opts: Obj = {}
+        if request.can_read_body:
+            raw = await request.read()
+            if len(raw) > self.settings.max_body_bytes:
+                raise too_large(self.settings.max_body_bytes)
+            if raw.strip():
+                try:
+                    opts = json.loads(raw)
+                except ValueError as err:
+                    raise bad_request(f"the DeleteOptions body is not valid JSON: {err}") \
+                        from None
+                if not isinstance(opts, dict):
+                    raise bad_request("DeleteOptions must be a JSON object")
+        grace = _int_param(request.query, "gracePeriodSeconds")
+        if grace is not None:
+            opts["gracePeriodSeconds"] = grace
+        if "propagationPolicy" in request.query:
+            opts["propagationPolicy"] = request.query["propagationPolicy"]
+        if "orphanDependents" in request.query:
+            opts["orphanDependents"] = _flag(request.query["orphanDependents"])
+        return opts
+
+    async def _delete(self, request: web.Request, user: UserInfo, t: Target) -> web.Response:
+        opts = await self._delete_options(request)
+        obj, removed = await self.backend.delete(t.rt, t.namespace, t.name,
+                                                 delete_options=opts,
+                                                 options=self._write_options(request, user))
+        if not removed:
+            return _json_response(obj, 202 if t.rt.custom else 200)
+        if t.rt.custom:
+            return _json_response(obj)
+        return _json_response({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": t.name, "group": t.rt.group, "kind": t.rt.resource,
+                        "uid": obj["metadata"].get("uid", "")}})
+
+    async def _delete_collection(self, request: web.Request, user: UserInfo,
+                                 t: Target) -> web.Response:
+        opts = await self._delete_options(request)
+        options = self._write_options(request, user)
+        label_sel, field_sel = self._selectors(request)
+        deleted = []
+        for _, stored in self.backend.list_stored(t.rt, t.namespace):
+            view = self.backend.view(t.rt, stored)
+            if not self._matches(view, label_sel, field_sel):
+                continue
+            m = view["metadata"]
+            try:
+                obj, _ = await self.backend.delete(t.rt, m.get("namespace"), m["name"],
+                                                   delete_options=opts, options=options)
+            except APIError as err:
+                if err.code == 404:
+                    continue
+                raise
+            deleted.append(obj)
+        return _json_response({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version,
+                               "metadata": {"resourceVersion": str(self.backend.store.rv)},
+                               "items": deleted})
+
+    # -- list -------------------------------------------------------------------------------
+
+    def _selectors(self, request: web.Request) -> tuple[Any, Any]:
+        try:
+            label = request.query.get("labelSelector")
+            field = request.query.get("fieldSelector")
+            return (selectors.parse_label_selector(label) if label else None,
+                    selectors.parse_field_selector(field) if field else None)
+        except selectors.SelectorError as err:
+            raise bad_request(f"invalid selector: {err}") from None
+
+    @staticmethod
+    def _matches(obj: Obj, label_sel: Any, field_sel: Any) -> bool:
+        if label_sel is not None and not label_sel.matches(
+                (obj.get("metadata") or {}).get("labels") or {}):
+            return False
+        return field_sel is None or bool(field_sel.matches(obj))
+
+    def _list(self, request: web.Request, t: Target) -> web.Response:
+        rt = t.rt
+        if self.backend.is_review(rt):
+            raise method_not_allowed(f"list is not supported on {rt.resource}")
+        label_sel, field_sel = self._selectors(request)
+        limit = _int_param(request.query, "limit") or 0
+        if limit < 0:
+            raise bad_request("limit: Invalid value: must be non-negative")
+        token = request.query.get("continue")
+        start = _decode_continue(token) if token else None
+        rv = self.backend.store.rv
+        selected: list[tuple[tuple[str, str], Stored]] = []
+        more = False
+        needs_view = rt.from_storage is not None
+        for key, stored in self.backend.list_stored(rt, t.namespace):
+            if start is not None and key <= start:
+                continue
+            if label_sel is not None or field_sel is not None:
+                obj = self.backend.view(rt, stored) if needs_view or field_sel else stored.obj
+                if not self._matches(obj, label_sel, field_sel):
+                    continue
+            if limit and len(selected) == limit:
+                more = True
+                break
+            selected.append((key, stored))
+        list_meta: Obj = {"resourceVersion": str(rv)}
+        if more:
+            last = selected[-1][0]
+            list_meta["continue"] = _encode_continue(rv, *last)
+        if _wants_table(request):
+            return _json_response(self._table([s for _, s in selected], rt, list_meta, request))
+        items = ",".join(self.backend.view_raw(rt, s) for _, s in selected)
+        head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
+                           "metadata": list_meta}, separators=(",", ":"))
+        return _raw_response(head[:-1] + ',"items":[' + items + "]}")
+
+    def _table(self, stored: list[Stored], rt: ResourceType, list_meta: Obj,
+               request: web.Request) -> Obj:
+        from . import tables  # B's module
+
+        objects = [self.backend.view(rt, s) for s in stored]
+        columns = list(rt.printer_columns) if rt.printer_columns is not None else None
+        table: Obj = tables.to_table(objects, columns=columns, kind=rt.kind,
+                                     list_meta=list_meta)
+        include = request.query.get("includeObject", "Metadata")
+        for row, obj in zip(table.get("rows") or [], objects, strict=False):
+            if include == "None":
+                row.pop("object", None)
+            elif include == "Object":
+                row["object"] = obj
+            elif "object" not in row:
+                row["object"] = {"kind": "PartialObjectMetadata",
+                                 "apiVersion": "meta.k8s.io/v1",
+                                 "metadata": obj.get("metadata", {})}
+        return table
+
+    # -- watch ------------------------------------------------------------------------------
+
+    def _event_line(self, t: Target, etype: str, stored: Stored, table: Obj | None) -> str:
+        if table is not None:
+            return json.dumps({"type": etype, "object": table}, separators=(",", ":")) + "\n"
+        return '{"type":"' + etype + '","object":' + self.backend.view_raw(t.rt, stored) + \
+            "}\n"
+
+    async def _watch(self, request: web.Request, t: Target, *,
+                     only_name: str = "") -> web.StreamResponse:
+        rt = t.rt
+        label_sel, field_sel = self._selectors(request)
+        timeout = _int_param(request.query, "timeoutSeconds")
+        deadline = time.monotonic() + (timeout if timeout and timeout > 0
+                                       else DEFAULT_WATCH_TIMEOUT)
+        bookmarks = _flag(request.query.get("allowWatchBookmarks"))
+        as_table = _wants_table(request)
+        rv_text = request.query.get("resourceVersion", "")
+        store = self.backend.store
+        ns = t.namespace if rt.namespaced else None
+        initial: list[tuple[str, Stored]] = []
+        error: APIError | None = None
+        watcher = None
+        if rv_text in ("", "0"):
+            initial = [("ADDED", s) for _, s in self.backend.list_stored(rt, ns)]
+        else:
+            try:
+                since = int(rv_text)
+            except ValueError:
+                raise bad_request(f'resourceVersion: Invalid value: "{rv_text}": must be an '
+                                  "integer") from None
+            try:
+                events = self.backend.watchcache.since(since, gr=rt.group_resource, ns=ns,
+                                                       current_rv=store.rv)
+                initial = [(e.type, e.stored) for e in events]
+            except APIError as err:
+                error = err
+        if error is None:
+            watcher = self.backend.watchcache.subscribe(rt.group_resource, ns)
+        response = web.StreamResponse(headers={"Content-Type": JSON_TYPE})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            if error is not None:
+                await response.write((json.dumps({"type": "ERROR", "object": error.to_status()})
+                                      + "\n").encode())
+                return response
+            assert watcher is not None
+            chunk = []
+            for etype, stored in initial:
+                line = self._filtered(t, etype, stored, None, label_sel, field_sel,
+                                      only_name, as_table)
+                if line:
+                    chunk.append(line)
+            if chunk:
+                await response.write("".join(chunk).encode())
+            last_sent = time.monotonic()
+            while not self.closing.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                wait = min(remaining, self.settings.bookmark_interval) if bookmarks \
+                    else remaining
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+                except TimeoutError:
+                    if bookmarks and time.monotonic() - last_sent >= \
+                            self.settings.bookmark_interval * 0.9:
+                        await response.write(self._bookmark(rt).encode())
+                        last_sent = time.monotonic()
+                    continue
+                batch: list[Event | None] = [event]
+                while not watcher.queue.empty():
+                    batch.append(watcher.queue.get_nowait())
+                lines = []
+                stop = False
+                for ev in batch:
+                    if ev is None:
+                        stop = True
+                        break
+                    line = self._filtered(t, ev.type, ev.stored, ev.previous, label_sel,
+                                          field_sel, only_name, as_table)
+                    if line:
+                        lines.append(line)
+                if lines:
+                    await response.write("".join(lines).encode())
+                    last_sent = time.monotonic()
+                if stop:
+                    break
+            if bookmarks and not self.closing.is_set():
+                await response.write(self._bookmark(rt).encode())
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            if watcher is not None:
+                self.backend.watchcache.unsubscribe(watcher)
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await response.write_eof()
+        return response
+
+    def _bookmark(self, rt: ResourceType) -> str:
+        return json.dumps({"type": "BOOKMARK", "object": {
+            "kind": rt.kind, "apiVersion": rt.api_version,
+            "metadata": {"resourceVersion": str(self.backend.store.rv),
+                         "annotations": {"k8s.io/initial-events-end": "true"}}}},
+            separators=(",", ":")) + "\n"
+
+    def _filtered(self, t: Target, etype: str, stored: Stored, previous: Obj | None,
+                  label_sel: Any, field_sel: Any, only_name: str, as_table: bool) -> str:
+        rt = t.rt
+        if only_name and stored.obj["metadata"].get("name") != only_name:
+            return ""
+        if label_sel is not None or field_sel is not None:
+            now_obj = self.backend.view(rt, stored) if rt.from_storage or field_sel \
+                else stored.obj
+            now_match = self._matches(now_obj, label_sel, field_sel)
+            if previous is not None and etype == "MODIFIED":
+                prev = rt.from_storage(previous) if rt.from_storage else previous
+                was = self._matches(prev, label_sel, field_sel)
+                if was and not now_match:
+                    etype, now_match = "DELETED", True
+                elif now_match and not was:
+                    etype = "ADDED"
+            if not now_match:
+                return ""
+        table = self._table([stored], rt, {"resourceVersion": str(stored.rv)}, _NO_QUERY) \
+            if as_table else None
+        return self._event_line(t, etype, stored, table)
+
+    # -- subresources with their own bodies ------------------------------------------------
+
+    async def _special_subresource(self, request: web.Request, user: UserInfo,
+                                   t: Target) -> web.StreamResponse:
+        if t.subresource == "log":
+            if request.method != "GET":
+                raise method_not_allowed("only GET is allowed on pods/log")
+            self._authorize(user, "get", t)
+            return await self._logs(request, t)
+        if request.method != "POST":
+            raise method_not_allowed(f"only POST is allowed on {t.rt.resource}/"
+                                     f"{t.subresource}")
+        self._authorize(user, "create", t)
+        body = await self._body(request)
+        if not isinstance(body, dict):
+            raise bad_request("the body must be a JSON object")
+        if t.subresource == "token":
+            self.backend.get_stored(t.rt, t.namespace, t.name)
+            spec = body.get("spec") or {}
+            seconds = int(spec.get("expirationSeconds") or 3600)
+            token = self.auth.mint_service_account_token(t.namespace or "", t.name)
+            expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+            return _json_response({
+                "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": t.name, "namespace": t.namespace,
+                             "creationTimestamp": None},
+                "spec": {"audiences": spec.get("audiences") or [],
+                         "expirationSeconds": seconds,
+                         "boundObjectRef": spec.get("boundObjectRef")},
+                "status": {"token": token, "expirationTimestamp": format_time(expires)}}, 201)
+        # pods/binding
+        target = body.get("target") or {}
+        node = target.get("name")
+        if not node:
+            raise bad_request("target.name: Required value")
+        stored = self.backend.get_stored(t.rt, t.namespace, t.name)
+        current = (stored.obj.get("spec") or {}).get("nodeName")
+        if current:
+            raise APIError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
+                                            f'"{t.name}": pod {t.name} is already assigned to '
+                                            f'node "{current}"', name=t.name, kind="pods")
+        await self.backend.patch(t.rt, t.namespace, t.name, MERGE_PATCH,
+                                 {"spec": {"nodeName": node}},
+                                 options=WriteOptions(user=user))
+        return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                               "status": "Success", "code": 201}, 201)
+
+    async def _logs(self, request: web.Request, t: Target) -> web.StreamResponse:
+        stored = self.backend.get_stored(t.rt, t.namespace, t.name)
+        spec = stored.obj.get("spec") or {}
+        names = [c.get("name") for c in (spec.get("initContainers") or []) +
+                 (spec.get("containers") or [])]
+        container = request.query.get("container")
+        if not container:
+            main = [c.get("name") for c in spec.get("containers") or []]
+            if len(main) != 1:
+                raise bad_request(f"a container name must be specified for pod {t.name}, "
+                                  f"choose one of: [{' '.join(str(n) for n in main)}]")
+            container = str(main[0])
+        elif container not in names:
+            raise bad_request(f"container {container} is not valid for pod {t.name}")
+        if self.log_provider is None:
+            raise bad_request(f'container "{container}" in pod "{t.name}" is waiting to '
+                              "start: no node runs this pod")
+        try:
+            chunks = self.log_provider(
+                namespace=t.namespace, pod=t.name, container=container,
+                follow=_flag(request.query.get("follow")),
+                tail_lines=_int_param(request.query, "tailLines"),
+                previous=_flag(request.query.get("previous")),
+                timestamps=_flag(request.query.get("timestamps")),
+                since_seconds=_int_param(request.query, "sinceSeconds"),
+                limit_bytes=_int_param(request.query, "limitBytes"))
+            iterator = chunks.__aiter__()
+            first = await iterator.__anext__()
+        except StopAsyncIteration:
+            first = b""
+            iterator = None
+        except (LookupError, FileNotFoundError) as err:
+            raise bad_request(f'container "{container}" in pod "{t.name}" has no logs: '
+                              f"{err}") from None
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            if first:
+                await response.write(first)
+            if iterator is not None:
+                async for chunk in iterator:
+                    await response.write(chunk)
+        except (ConnectionResetError, ConnectionError):
+            pass
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await response.write_eof()
+        return response
+
+
+class _NoQuery:
+    query: dict[str, str] = {}
+
+
+_NO_QUERY: Any = _NoQuery()
+
+AsyncHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+__all__ = ["AsyncHandler", "Handlers", "LogProvider", "Settings", "error_response"]

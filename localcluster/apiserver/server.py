@@ -1,0 +1,179 @@
+"""The embedded API server: wiring of store, registry, controllers and HTTP, and its
+Python API for the rest of localcluster.
+
+Use::
+
+    server = APIServer(data_dir, port=0)
+    await server.start()          # https://127.0.0.1:<port>, kubeconfig in data_dir
+    token = server.token_for_service_account("ns", "default")
+    server.set_log_provider(provider)   # kubelet: serves GET pods/<name>/log
+    await server.stop()
+
+``threaded.running_server`` runs the same in a background thread for synchronous code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from . import kubeconfig, rbac_defaults
+from .auth import Authenticator
+from .backend import Backend, ServiceResolver
+from .builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
+from .controllers import Controllers
+from .errors import APIServerError
+from .handlers import Handlers, LogProvider, Settings
+from .registry import Registry
+from .store import Store
+from .tls import TLSFiles, ensure_tls
+from .watchcache import WatchCache
+
+logger = logging.getLogger(__name__)
+
+
+
+class APIServer:
+    def __init__(self, data_dir: Path | str, *, port: int = 0, host: str = "127.0.0.1",
+                 bookmark_interval: float = 10.0, history_limit: int = 20000,
+                 max_body_bytes: int = 3 * 1024 * 1024) -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.port = port
+        self.settings = Settings(max_body_bytes=max_body_bytes,
+                                 bookmark_interval=bookmark_interval)
+        self.history_limit = history_limit
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.tls: TLSFiles | None = None
+        self.store: Store | None = None
+        self.registry = Registry()
+        self.handlers: Handlers | None = None
+        self.backend: Backend | None = None
+        self.authenticator: Authenticator | None = None
+        self._log_provider: LogProvider | None = None
+        self._service_resolver: ServiceResolver | None = None
+
+    # -- public attributes ---------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.data_dir / "kubeconfig"
+
+    @property
+    def ca_path(self) -> Path:
+        return self.data_dir / "pki" / "ca.crt"
+
+    @property
+    def admin_token(self) -> str:
+        if self.authenticator is None:
+            raise APIServerError("the server is not started")
+        return self.authenticator.admin_token
+
+    def token_for_service_account(self, namespace: str, name: str) -> str:
+        """A bearer token for ``system:serviceaccount:<namespace>:<name>`` (valid while the
+        ServiceAccount exists). Safe to call from any thread."""
+        if self.authenticator is None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.authenticator = Authenticator(self.data_dir)
+        return self.authenticator.mint_service_account_token(namespace, name)
+
+    def set_log_provider(self, provider: LogProvider | None) -> None:
+        """Serve ``GET pods/<pod>/log`` from ``provider(namespace=, pod=, container=,
+        follow=, tail_lines=, previous=, timestamps=, since_seconds=, limit_bytes=)``, an
+        async iterator of bytes. Raise LookupError/FileNotFoundError for "no logs"."""
+        self._log_provider = provider
+        if self.handlers is not None:
+            self.handlers.log_provider = provider
+
+    def set_service_resolver(self, resolver: ServiceResolver | None) -> None:
+        """How admission webhooks' ``service`` references become (host, port)."""
+        self._service_resolver = resolver
+        if self.backend is not None and resolver is not None:
+            self.backend.resolve_service = resolver
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.tls = ensure_tls(self.data_dir / "pki")
+        if self.authenticator is None:
+            self.authenticator = Authenticator(self.data_dir)
+        self.store = Store(self.data_dir / "store.db", history_limit=self.history_limit)
+        for rt in BUILTIN_TYPES:
+            self.registry.add(rt)
+        watchcache = WatchCache(self.store, capacity=self.history_limit)
+        self.backend = Backend(store=self.store, registry=self.registry, watchcache=watchcache)
+        if self._service_resolver is not None:
+            self.backend.resolve_service = self._service_resolver
+        controllers = Controllers(self.backend, self.registry)
+        self._bootstrap(self.backend)
+        self.handlers = Handlers(backend=self.backend, registry=self.registry,
+                                 authenticator=self.authenticator, settings=self.settings)
+        self.handlers.log_provider = self._log_provider
+        app = web.Application(client_max_size=self.settings.max_body_bytes + 64 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handlers.handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                     shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port,
+                           ssl_context=self.tls.server_context(), backlog=1024)
+        await site.start()
+        server = site._server
+        if server is not None and getattr(server, "sockets", None):
+            self.port = server.sockets[0].getsockname()[1]
+        kubeconfig.write(self.kubeconfig_path, kubeconfig.render(
+            server=self.url, ca_pem=self.tls.ca_pem(), token=self.authenticator.admin_token))
+        self._tasks.append(asyncio.get_running_loop().create_task(controllers.run()))
+        logger.info("API server at %s (kubeconfig %s)", self.url, self.kubeconfig_path)
+
+    def _bootstrap(self, backend: Backend) -> None:
+        ns_rt = self.registry.get("", "v1", "namespaces")
+        sa_rt = self.registry.get("", "v1", "serviceaccounts")
+        role_rt = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterroles")
+        binding_rt = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+        assert ns_rt and sa_rt and role_rt and binding_rt
+        for name in SYSTEM_NAMESPACES:
+            backend.create_internal(ns_rt, None, {"metadata": {"name": name}})
+        for _, stored in backend.store.items(ns_rt.group_resource):
+            name = stored.obj["metadata"]["name"]
+            if not stored.obj["metadata"].get("deletionTimestamp"):
+                backend.create_internal(sa_rt, name, {"metadata": {"name": "default"}})
+        for obj in rbac_defaults.DEFAULT_RBAC_OBJECTS:
+            rt = binding_rt if obj["kind"] == "ClusterRoleBinding" else role_rt
+            backend.create_internal(rt, None, copy.deepcopy(obj))
+
+    async def stop(self) -> None:
+        if self.handlers is not None:
+            self.handlers.closing.set()
+        if self.backend is not None:
+            self.backend.watchcache.close_all()
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        logger.info("API server at %s stopped", self.url)
+
+    async def __aenter__(self) -> APIServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
