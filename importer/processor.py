@@ -287,6 +287,7 @@ class Processor:
         info = qemu_img.info(image, fmt)
         self.result.virtual_size = info.virtual_size
         plan.check_fits(virtual_size=info.virtual_size, usable=self._usable)
+        qemu_img.check(image, fmt)
         zeroed = zero_device(self.config.dest) if self.block else False
         self.progress.stage(start=progress_from, end=100)
         qemu_img.convert(
@@ -309,6 +310,7 @@ class Processor:
         try:
             with tarfile.open(fileobj=IterReader(chunks), mode="r|") as tar:
                 for member in tar:
+                    extracted.extend(_new_parents(target, member.name))
                     total += member.size
                     if total > self._usable:
                         raise TooSmall(f"DataVolume too small to contain archive: more than"
@@ -366,6 +368,17 @@ class Processor:
                 wipe(self.config.dest)
             except OSError as err:
                 logger.warning("could not wipe %s after the failure: %s", self.config.dest, err)
+
+
+def _new_parents(root: Path, name: str) -> list[Path]:
+    """Directories extracting ``name`` will create, outermost first."""
+    created = []
+    path = root
+    for part in Path(name).parts[:-1]:
+        path = path / part
+        if not path.exists():
+            created.append(path)
+    return created
 
 
 def _remove_all(paths: list[Path]) -> None:

@@ -40,11 +40,13 @@ class HTTPSource:
         if config.access_key_id or config.secret_key:
             self.session.auth = (config.access_key_id or "", config.secret_key or "")
         self._bundle: tempfile._TemporaryFileWrapper[bytes] | None = None
+        # Passed with each request: a session-wide setting would lose to REQUESTS_CA_BUNDLE.
+        self.verify: bool | str = True
         if config.insecure_tls:
-            self.session.verify = False
+            self.verify = False
         elif config.cert_dir is not None:
             self._bundle = ca_bundle(config.cert_dir)
-            self.session.verify = self._bundle.name
+            self.verify = self._bundle.name
 
     def probe(self) -> Probe:
         def attempt() -> Probe:
@@ -95,7 +97,8 @@ class HTTPSource:
         if start or end is not None:
             headers["Range"] = f"bytes={start}-{'' if end is None else end}"
         try:
-            response = self.session.get(self.url, headers=headers, stream=True, timeout=TIMEOUT)
+            response = self.session.get(self.url, headers=headers, stream=True, timeout=TIMEOUT,
+                                        verify=self.verify)
         except requests.exceptions.SSLError as err:
             raise ImporterError(f"TLS verification of {self._safe_url()} failed: {err}",
                                 cause=err) from err
