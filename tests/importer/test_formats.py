@@ -10,7 +10,12 @@ import pytest
 
 from importer.errors import BackingFileRejected, InvalidImage
 from importer.formats import (
-    HEAD_BYTES, Compression, ImageFormat, gzip_size_hint, sniff_compression, sniff_image,
+    HEAD_BYTES,
+    Compression,
+    ImageFormat,
+    gzip_size_hint,
+    sniff_compression,
+    sniff_image,
     xz_uncompressed_size,
 )
 from tests.fixtures.images import ImageFactory

@@ -11,12 +11,22 @@ import pytest
 from importer.checksum import parse_checksum
 from importer.config import ContentType
 from importer.errors import (
-    BackingFileRejected, ChecksumMismatch, InvalidImage, NotFound, TooSmall, TransferError,
+    BackingFileRejected,
+    ChecksumMismatch,
+    InvalidImage,
+    NotFound,
+    TooSmall,
+    TransferError,
     Unauthorized,
 )
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import (
-    ARCHIVE_FILES, SECRET_MARKER, ImageFactory, allocated_bytes, compare, sha256,
+    ARCHIVE_FILES,
+    SECRET_MARKER,
+    ImageFactory,
+    allocated_bytes,
+    compare,
+    sha256,
 )
 from tests.importer.conftest import ImportFn
 

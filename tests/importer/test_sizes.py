@@ -5,7 +5,12 @@ from fractions import Fraction
 import pytest
 
 from importer.sizes import (
-    align_down, align_up, parse_bytes, parse_overhead, parse_quantity, required_space,
+    align_down,
+    align_up,
+    parse_bytes,
+    parse_overhead,
+    parse_quantity,
+    required_space,
     usable_space,
 )
 
