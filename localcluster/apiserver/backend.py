@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import crds, defaults, deletion, gc, immutability, meta, patches, schema
+from . import admission, crds, defaults, deletion, gc, immutability, meta, patches, schema
 from .auth import ADMIN, UserInfo
 from .builtin_types import REVIEW_RESOURCES
 from .errors import (
@@ -274,25 +274,30 @@ class Backend:
         request = {
             "uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": gvk,
             "requestResource": gvr, "name": name, "operation": operation,
-            "userInfo": options.user.to_dict(), "object": obj, "oldObject": old,
+            "userInfo": options.user.to_dict(), "oldObject": old,
             "dryRun": options.dry_run, "options": None,
         }
-        from . import admission  # B's module: only needed once a webhook is registered
-
         if subresource:
             request["subResource"] = subresource
             request["requestSubResource"] = subresource
+        namespace_labels: dict[str, str] | None = None
         if ns:
             request["namespace"] = ns
+            ns_obj = self.store.get(NS_GR, "", ns)
+            namespace_labels = dict((ns_obj.obj["metadata"].get("labels") or {})
+                                    if ns_obj is not None else {})
+            namespace_labels.setdefault("kubernetes.io/metadata.name", ns)
+        elif rt.group_resource == NS_GR:
+            source = obj if obj is not None else old
+            namespace_labels = dict(((source or {}).get("metadata") or {}).get("labels") or {})
+            namespace_labels.setdefault("kubernetes.io/metadata.name", name)
         try:
             return await admission.admit(mutating=mutating, validating=validating,
                                          request=request, obj=obj,
-                                         resolve_service=self.resolve_service)
+                                         resolve_service=self.resolve_service,
+                                         namespace_labels=namespace_labels)
         except admission.AdmissionDenied as err:
-            code = int(getattr(err, "code", 403) or 403)
-            reason = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
-                      422: "Invalid"}.get(code, "InternalError")
-            raise APIError(code, reason, str(getattr(err, "message", err)), name=name,
+            raise APIError(err.code, err.reason or "InternalError", err.message, name=name,
                            group=rt.group, kind=rt.resource) from err
 
     # -- create -----------------------------------------------------------------------------

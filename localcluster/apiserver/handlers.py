@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import authz, discovery, openapi, selectors
+from . import authz, discovery, openapi, selectors, tables
 from .auth import Authenticator, UserInfo
 from .backend import (
     APPLY_PATCH,
@@ -497,22 +497,14 @@ class Handlers:
 
     def _table(self, stored: list[Stored], rt: ResourceType, list_meta: Obj,
                request: web.Request) -> Obj:
-        from . import tables  # B's module
-
         objects = [self.backend.view(rt, s) for s in stored]
         columns = list(rt.printer_columns) if rt.printer_columns is not None else None
-        table: Obj = tables.to_table(objects, columns=columns, kind=rt.kind,
-                                     list_meta=list_meta)
-        include = request.query.get("includeObject", "Metadata")
-        for row, obj in zip(table.get("rows") or [], objects, strict=False):
-            if include == "None":
-                row.pop("object", None)
-            elif include == "Object":
-                row["object"] = obj
-            elif "object" not in row:
-                row["object"] = {"kind": "PartialObjectMetadata",
-                                 "apiVersion": "meta.k8s.io/v1",
-                                 "metadata": obj.get("metadata", {})}
+        try:
+            table: Obj = tables.to_table(objects, columns=columns, kind=rt.kind,
+                                         list_meta=list_meta, include_object=request.query.get(
+                                             "includeObject", "Metadata"))
+        except tables.TableError as err:
+            raise bad_request(str(err)) from None
         return table
 
     # -- watch ------------------------------------------------------------------------------
@@ -535,11 +527,11 @@ class Handlers:
         rv_text = request.query.get("resourceVersion", "")
         store = self.backend.store
         ns = t.namespace if rt.namespaced else None
-        initial: list[tuple[str, Stored]] = []
+        initial: list[tuple[str, Stored, Obj | None]] = []
         error: APIError | None = None
         watcher = None
         if rv_text in ("", "0"):
-            initial = [("ADDED", s) for _, s in self.backend.list_stored(rt, ns)]
+            initial = [("ADDED", s, None) for _, s in self.backend.list_stored(rt, ns)]
         else:
             try:
                 since = int(rv_text)
@@ -549,7 +541,7 @@ class Handlers:
             try:
                 events = self.backend.watchcache.since(since, gr=rt.group_resource, ns=ns,
                                                        current_rv=store.rv)
-                initial = [(e.type, e.stored) for e in events]
+                initial = [(e.type, e.stored, e.previous) for e in events]
             except APIError as err:
                 error = err
         if error is None:
@@ -564,8 +556,8 @@ class Handlers:
                 return response
             assert watcher is not None
             chunk = []
-            for etype, stored in initial:
-                line = self._filtered(t, etype, stored, None, label_sel, field_sel,
+            for etype, stored, previous in initial:
+                line = self._filtered(t, etype, stored, previous, label_sel, field_sel,
                                       only_name, as_table)
                 if line:
                     chunk.append(line)

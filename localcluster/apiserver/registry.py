@@ -36,8 +36,8 @@ class ResourceType:
     printer_columns: tuple[dict[str, Any], ...] | None = None
     custom: bool = False
     # Another stored shape (events.k8s.io Events are stored as core Events).
-    storage_group: str = ""
-    storage_resource: str = ""
+    storage_group: str | None = None
+    storage_resource: str | None = None
     to_storage: Converter | None = field(default=None, compare=False, hash=False)
     from_storage: Converter | None = field(default=None, compare=False, hash=False)
     # Kinds named with DNS-1123 labels rather than subdomains (Namespace, Service).
@@ -50,8 +50,8 @@ class ResourceType:
     @property
     def group_resource(self) -> str:
         """Storage key of the type: objects are shared by all its versions."""
-        group = self.storage_group or self.group
-        resource = self.storage_resource or self.resource
+        group = self.group if self.storage_group is None else self.storage_group
+        resource = self.resource if self.storage_resource is None else self.storage_resource
         return f"{group}/{resource}"
 
     @property

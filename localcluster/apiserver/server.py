@@ -164,8 +164,16 @@ class APIServer:
                 await task
         self._tasks.clear()
         if self._runner is not None:
+            await asyncio.sleep(0.05)  # let closing watch streams send their last bytes
+            server = self._runner.server
+            for conn in list(getattr(server, "connections", []) if server else []):
+                transport = conn.transport
+                if transport is not None:
+                    # Idle keep-alive clients would hold a TLS shutdown open past the loop.
+                    transport.abort()
             await self._runner.cleanup()
             self._runner = None
+            await asyncio.sleep(0)
         if self.store is not None:
             self.store.close()
             self.store = None
