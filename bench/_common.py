@@ -1,0 +1,298 @@
+"""Shared parts of the import benchmarks: images, timing, memory sampling, the table.
+
+Why it exists: every benchmark runs rootdisk and a reference tool side by side on the
+same image, in the same run, several times, and prints medians and ratios; this module
+holds what they share so each script only lists its cases.
+
+Timing is wall-clock from process start to exit (the whole command, as a user or a pod
+would see it). Runs of different cases are interleaved (A B C, A B C, ...) so that drift
+on a noisy machine hits all cases alike; ``sync`` runs before each timed command so the
+previous case's dirty pages are not flushed on the next one's clock. The page cache is
+not dropped (not allowed here, and not reliable): the served image is warm in memory,
+which makes the "network" a loopback link with no disk behind it — the throttled runs
+are the realistic ones.
+
+Memory: a sampler thread sums VmRSS (and RssAnon) over the command's whole process tree
+(the command and all its descendants: qemu-img, nbdkit, ...) every few milliseconds
+and keeps the peak. RSS counts shared library pages once per process, so the sum
+overstates a little; page cache is not in it (a cgroup's memory.peak would include the
+written disk's cache, and creating cgroups is not ours to do on this machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.fixtures.images import (  # noqa: E402 - needs REPO on sys.path first
+    GiB,
+    MiB,
+    build_patterned_raw,
+    convert,
+)
+
+DEFAULT_WORKDIR = REPO / ".bench"
+GOAL_RSS = 100 * MiB
+
+
+def parse_size(text: str) -> int:
+    """``1G``, ``1GiB``, ``512M``, ``64MiB``, ``1073741824`` → bytes (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"size {text!r}: expected a number with an optional K/M/G/T suffix")
+    power = " KMGT".index(m.group(2).upper() or " ")
+    return int(m.group(1)) * 1024**power
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def rootdisk_argv() -> list[str]:
+    script = Path(sys.executable).parent / "rootdisk"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "rootdisk"]
+
+
+# ----------------------------------------------------------------------- images
+@dataclass(frozen=True)
+class BenchImages:
+    raw: Path
+    qcow2: Path
+    raw_gz: Path
+    size: int
+
+
+def prepare_images(workdir: Path, size: int, *, data_ratio: float = 0.5) -> BenchImages:
+    """The benchmark images, built once into ``workdir`` and reused across runs."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    tag = f"{size // MiB}M-{int(data_ratio * 100)}pct"
+    raw = workdir / f"bench-{tag}.raw"
+    qcow2 = workdir / f"bench-{tag}.qcow2"
+    raw_gz = workdir / f"bench-{tag}.raw.gz"
+    if not raw.exists():
+        print(f"building {raw.name} ({human(size)}, {data_ratio:.0%} random data)...", flush=True)
+        tmp = raw.with_name(raw.name + ".tmp")
+        build_patterned_raw(tmp, size=size, data_ratio=data_ratio)
+        tmp.rename(raw)
+    if not qcow2.exists():
+        print(f"building {qcow2.name}...", flush=True)
+        tmp = qcow2.with_name(qcow2.name + ".tmp")
+        convert(raw, "raw", tmp, ["-O", "qcow2"])
+        tmp.rename(qcow2)
+    if not raw_gz.exists():
+        print(f"building {raw_gz.name} (gzip -6, takes a while once)...", flush=True)
+        tmp = raw_gz.with_name(raw_gz.name + ".tmp")
+        with raw.open("rb") as fin, tmp.open("wb") as fout:
+            subprocess.run(["gzip", "-6", "-n", "-c"], stdin=fin, stdout=fout, check=True)
+        tmp.rename(raw_gz)
+    return BenchImages(raw=raw, qcow2=qcow2, raw_gz=raw_gz, size=size)
+
+
+# ------------------------------------------------------------------ measuring
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                kids += [
+                    int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+                ]
+    return kids
+
+
+def _tree(pid: int) -> list[int]:
+    seen, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo += _children(p)
+    return seen
+
+
+def _memory(pid: int) -> tuple[str, int, int]:
+    """(name, VmRSS, RssAnon) of one process, bytes; zeros if it is gone."""
+    name, rss, anon = "?", 0, 0
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Name:"):
+                name = line.split(None, 1)[1].strip()
+            elif line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("RssAnon:"):
+                anon = int(line.split()[1]) * 1024
+    return name, rss, anon
+
+
+class TreeMemorySampler:
+    """Peak of the summed RSS over a process tree, sampled every ``interval`` seconds."""
+
+    def __init__(self, pid: int, interval: float = 0.005) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_rss = 0
+        self.peak_anon = 0
+        self.max_processes = 0
+        self.peak_by_name: dict[str, int] = {}  # peak summed RSS per process name
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pids = _tree(self.pid)
+            rss = anon = 0
+            by_name: dict[str, int] = {}
+            for p in pids:
+                name, r, a = _memory(p)
+                rss += r
+                anon += a
+                by_name[name] = by_name.get(name, 0) + r
+            for name, r in by_name.items():
+                self.peak_by_name[name] = max(self.peak_by_name.get(name, 0), r)
+            self.peak_rss = max(self.peak_rss, rss)
+            self.peak_anon = max(self.peak_anon, anon)
+            self.max_processes = max(self.max_processes, len(pids))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> TreeMemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class Case:
+    """One thing to time: a command (argv, or a shell line) and what to clean up after."""
+
+    label: str
+    argv: Sequence[str] | str
+    outputs: Sequence[Path] = ()
+    memory: bool = False
+    env: dict[str, str] | None = None
+    times: list[float] = field(default_factory=list)
+    peak_rss: list[int] = field(default_factory=list)
+    peak_anon: list[int] = field(default_factory=list)
+    peak_by_name: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    def run(self) -> None:
+        for out in self.outputs:
+            out.unlink(missing_ok=True)
+        os.sync()
+        shell = isinstance(self.argv, str)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            self.argv,
+            shell=shell,  # the benchmark's own pipelines (curl | gunzip)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            executable="/bin/bash" if shell else None,
+        )
+        if self.memory:
+            with TreeMemorySampler(proc.pid) as sampler:
+                out, err = proc.communicate()
+        else:
+            out, err = proc.communicate()
+        elapsed = time.monotonic() - start
+        if proc.returncode != 0:
+            tail = out.decode(errors="replace")[-2000:] + err.decode(errors="replace")[-2000:]
+            raise RuntimeError(f"{self.label}: exit {proc.returncode}\n{tail}")
+        self.times.append(elapsed)
+        if self.memory:
+            self.peak_rss.append(sampler.peak_rss)
+            self.peak_anon.append(sampler.peak_anon)
+            for name, r in sampler.peak_by_name.items():
+                self.peak_by_name[name] = max(self.peak_by_name.get(name, 0), r)
+        for path in self.outputs:
+            path.unlink(missing_ok=True)
+
+
+def run_interleaved(cases: Sequence[Case], runs: int) -> None:
+    for i in range(runs):
+        for case in cases:
+            case.run()
+            print(f"  run {i + 1}/{runs} {case.label:<42} {case.times[-1]:7.2f} s", flush=True)
+
+
+def print_cases(title: str, cases: Sequence[Case]) -> None:
+    print(f"\n{title}")
+    print(f"  {'case':<42} {'median':>8} {'min':>8} {'max':>8}  peak RSS (anon)")
+    for c in cases:
+        mem = ""
+        if c.peak_rss:
+            mem = f"  {human(max(c.peak_rss))} ({human(max(c.peak_anon))})"
+        print(f"  {c.label:<42} {c.median:7.2f}s {min(c.times):7.2f}s {max(c.times):7.2f}s{mem}")
+        if c.peak_by_name:
+            parts = sorted(c.peak_by_name.items(), key=lambda kv: -kv[1])
+            detail = ", ".join(f"{name} {human(rss)}" for name, rss in parts)
+            print(f"  {'':<42} peak RSS by process: {detail}")
+
+
+def ratio_line(label: str, ours: Case, theirs: Case, goal: float | None) -> str:
+    r = ours.median / theirs.median
+    verdict = ""
+    if goal is not None:
+        verdict = f"  goal <= {goal:.2f}: {'met' if r <= goal else 'NOT met'}"
+    return f"  {label:<58} {r:6.2f}{verdict}"
+
+
+def memory_line(case: Case) -> str:
+    peak = max(case.peak_rss)
+    verdict = "met" if peak <= GOAL_RSS else "NOT met"
+    return (
+        f"  peak RSS of the importer's process tree ({case.label}): {human(peak)}, "
+        f"anon {human(max(case.peak_anon))}  goal <= {human(GOAL_RSS)}: {verdict}"
+    )
+
+
+def require_tools(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        sys.exit(f"missing tools: {', '.join(missing)} (run make setup)")
+
+
+__all__ = [
+    "DEFAULT_WORKDIR",
+    "GOAL_RSS",
+    "REPO",
+    "BenchImages",
+    "Case",
+    "GiB",
+    "MiB",
+    "TreeMemorySampler",
+    "human",
+    "memory_line",
+    "parse_size",
+    "prepare_images",
+    "print_cases",
+    "ratio_line",
+    "require_tools",
+    "rootdisk_argv",
+    "run_interleaved",
+]

@@ -1,0 +1,136 @@
+"""Benchmark: rootdisk's one-pass HTTP import against the ways it replaces.
+
+Why it exists: the importer's reason to be is beating upstream CDI's download-to-scratch-
+then-convert path without a scratch volume; this prints the ratios that say whether it
+does, measured side by side in one run (see bench/README.md for the method).
+
+    python bench/import_http.py [--size 1G] [--runs 3] [--rate 125000000]
+
+Cases, each over loopback from the test image server, unthrottled then throttled to
+``--rate`` bytes/s (125 MB/s = 1 Gbit/s, like a real link):
+- qcow2 (``--size`` virtual, half random data): ``rootdisk import`` vs ``curl -o scratch
+  && qemu-img convert -f qcow2 -O raw`` (upstream's path) vs plain ``curl -o`` (the link's
+  limit) vs ``qemu-img convert`` of the local file (no network at all);
+- raw.gz of the same disk: ``rootdisk import`` vs ``curl | gunzip > file``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from _common import (
+    DEFAULT_WORKDIR,
+    Case,
+    human,
+    memory_line,
+    parse_size,
+    prepare_images,
+    print_cases,
+    ratio_line,
+    require_tools,
+    rootdisk_argv,
+    run_interleaved,
+)
+
+from tests.fixtures.httpserver import Faults, HttpServer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="1G", help="virtual size of the image (default 1G)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per case (median; >= 3)")
+    parser.add_argument(
+        "--rate", type=int, default=125_000_000, help="throttled link, bytes/s (1 Gbit/s)"
+    )
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    parser.add_argument("--data-ratio", type=float, default=0.5)
+    parser.add_argument("--skip-throttled", action="store_true")
+    args = parser.parse_args()
+    require_tools("curl", "gunzip", "qemu-img", "nbdkit")
+    size = parse_size(args.size)
+    images = prepare_images(args.workdir, size, data_ratio=args.data_ratio)
+    out = args.workdir / "out"
+    out.mkdir(exist_ok=True)
+    dest, scratch = out / "disk.img", out / "scratch.img"
+    q = shlex.quote
+    print(
+        f"image: {images.qcow2.name} ({human(images.qcow2.stat().st_size)} qcow2, "
+        f"{human(images.raw_gz.stat().st_size)} raw.gz, {human(size)} virtual); "
+        f"{args.runs} runs per case"
+    )
+
+    local = Case(
+        "qemu-img convert, local qcow2",
+        ["qemu-img", "convert", "-f", "qcow2", "-O", "raw", str(images.qcow2), str(dest)],
+        outputs=[dest],
+    )
+    summary: list[str] = []
+    modes = [("unthrottled", None)]
+    if not args.skip_throttled:
+        modes.append((f"throttled to {args.rate * 8 / 1e9:.2f} Gbit/s", args.rate))
+    with HttpServer(args.workdir) as server:
+        for mode, rate in modes:
+            for image in (images.qcow2, images.raw_gz):
+                if rate:
+                    server.set_faults(image.name, Faults(rate=rate))
+                else:
+                    server.clear_faults(image.name)
+            qurl, gzurl = server.url_for(images.qcow2.name), server.url_for(images.raw_gz.name)
+            ours = Case(
+                "rootdisk import (qcow2)",
+                [*rootdisk_argv(), "import", qurl, str(dest)],
+                outputs=[dest],
+                memory=True,
+            )
+            dtc = Case(
+                "curl -o scratch; qemu-img convert",
+                f"curl -sSf -o {q(str(scratch))} {q(qurl)} && "
+                f"qemu-img convert -f qcow2 -O raw {q(str(scratch))} {q(str(dest))}",
+                outputs=[scratch, dest],
+                memory=True,
+            )
+            curl = Case(
+                "curl -o (qcow2 file)", ["curl", "-sSf", "-o", str(dest), qurl], outputs=[dest]
+            )
+            ours_gz = Case(
+                "rootdisk import (raw.gz)",
+                [*rootdisk_argv(), "import", gzurl, str(dest)],
+                outputs=[dest],
+                memory=True,
+            )
+            gunzip = Case(
+                "curl | gunzip > file",
+                f"set -o pipefail; curl -sSf {q(gzurl)} | gunzip > {q(str(dest))}",
+                outputs=[dest],
+            )
+            cases = [ours, dtc, curl, ours_gz, gunzip]
+            if rate is None:
+                cases.insert(3, local)
+            print(f"\n== {mode}", flush=True)
+            run_interleaved(cases, args.runs)
+            server.clear_requests()
+            print_cases(f"{mode}: medians of {args.runs}", cases)
+            throttled = rate is not None
+            summary += [
+                f"{mode}:",
+                ratio_line(
+                    "rootdisk / download-then-convert (upstream)",
+                    ours,
+                    dtc,
+                    0.8 if throttled else 0.7,
+                ),
+                ratio_line("rootdisk / curl -o (the link)", ours, curl, 1.1 if throttled else None),
+                ratio_line("rootdisk / qemu-img convert of the local file", ours, local, None),
+                ratio_line("rootdisk raw.gz / curl | gunzip", ours_gz, gunzip, 1.1),
+                memory_line(ours),
+                memory_line(ours_gz),
+                f"  (download-then-convert peak RSS: {human(max(dtc.peak_rss))})",
+            ]
+    print("\nratios (median / median):")
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    main()
