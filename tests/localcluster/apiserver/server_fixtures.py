@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -93,7 +94,12 @@ def raw(shared_server: APIServer) -> Raw:
 @pytest.fixture
 def namespace(api: k8s.ApiClient) -> str:
     name = "t-" + uuid.uuid4().hex[:8]
-    k8s.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    core = k8s.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}})
+    deadline = time.monotonic() + 5  # the server adds the default ServiceAccount
+    while not core.list_namespaced_service_account(name).items:
+        assert time.monotonic() < deadline, "no default ServiceAccount"
+        time.sleep(0.01)
     return name
 
 

@@ -10,15 +10,7 @@ import time
 import pytest
 from kubernetes import client as k8s
 
-from .server_fixtures import (  # noqa: F401
-    WIDGET_CRD,
-    Raw,
-    api,
-    namespace,
-    raw,
-    shared_server,
-    widgets,
-)
+from .server_fixtures import WIDGET_CRD, Raw
 
 G, V = "example.com", "v1"
 

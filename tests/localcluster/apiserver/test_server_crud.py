@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes import client as k8s
 
-from .server_fixtures import Raw, api, namespace, raw, shared_server  # noqa: F401
+from .server_fixtures import Raw
 
 
 def _status(err: k8s.ApiException) -> dict:

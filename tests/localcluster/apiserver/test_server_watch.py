@@ -11,7 +11,7 @@ from kubernetes import watch
 
 from localcluster.apiserver.threaded import ServerThread
 
-from .server_fixtures import api, fresh_server, make_client, namespace, shared_server  # noqa: F401
+from .server_fixtures import make_client
 
 
 def _collect(stream, until, limit=50):
