@@ -1,0 +1,101 @@
+"""The environment as upstream's importer pod gets it, parsed once; errors name the field."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from importer.config import (
+    ContentType,
+    ImporterConfig,
+    SourceKind,
+    from_env,
+    source_env,
+)
+from importer.errors import ConfigError
+
+BASE = {"IMPORTER_SOURCE": "http", "IMPORTER_ENDPOINT": "https://example.test/disk.qcow2",
+        "IMPORTER_DESTINATION": "/data/disk.img"}
+
+
+def test_upstream_variables() -> None:
+    config = from_env({
+        **BASE,
+        "IMPORTER_IMAGE_SIZE": "10Gi",
+        "IMPORTER_CHECKSUM": "sha256:" + "ab" * 32,
+        "IMPORTER_CONTENTTYPE": "kubevirt",
+        "IMPORTER_ACCESS_KEY_ID": "user",
+        "IMPORTER_SECRET_KEY": "pw",
+        "IMPORTER_EXTRA_HEADER_0": "X-A: 1",
+        "IMPORTER_EXTRA_HEADER_10": "X-C: 3",
+        "IMPORTER_EXTRA_HEADER_2": "X-B: 2",
+        "FILESYSTEM_OVERHEAD": "0.055",
+        "PREALLOCATION": "true",
+        "OWNER_UID": "uid-1",
+    })
+    assert config.image_size == 10 * 1024**3
+    assert config.checksum is not None and config.checksum.algorithm == "sha256"
+    assert config.extra_headers == (("X-A", "1"), ("X-B", "2"), ("X-C", "3"))
+    assert config.filesystem_overhead == Fraction(55, 1000)
+    assert config.preallocation and config.owner_uid == "uid-1"
+    assert config.dest == Path("/data/disk.img")
+
+
+def test_secrets_stay_out_of_repr() -> None:
+    config = from_env({**BASE, "IMPORTER_ACCESS_KEY_ID": "AKIDSECRET",
+                       "IMPORTER_SECRET_KEY": "topsecret", "IMPORTER_EXTRA_HEADER_0": "A: tok"})
+    assert "topsecret" not in repr(config) and "AKIDSECRET" not in repr(config)
+    assert "tok" not in repr(config)
+
+
+def test_source_env_round_trips() -> None:
+    config = from_env({**BASE, "IMPORTER_ACCESS_KEY_ID": "a", "IMPORTER_SECRET_KEY": "b",
+                       "IMPORTER_EXTRA_HEADER_0": "X-A: 1", "INSECURE_TLS": "true"})
+    again = from_env(source_env(config))
+    for name in ("source", "endpoint", "access_key_id", "secret_key", "extra_headers",
+                 "insecure_tls", "retry_attempts", "retry_delay"):
+        assert getattr(again, name) == getattr(config, name), name
+
+
+@pytest.mark.parametrize(("env", "field", "words"), [
+    ({"IMPORTER_SOURCE": "ftp"}, "IMPORTER_SOURCE", "unknown source 'ftp'"),
+    ({"IMPORTER_ENDPOINT": "file:///etc/passwd"}, "IMPORTER_ENDPOINT", "scheme 'file'"),
+    ({"IMPORTER_ENDPOINT": "ftp://host/x"}, "IMPORTER_ENDPOINT", "not allowed"),
+    ({"IMPORTER_ENDPOINT": ""}, "IMPORTER_ENDPOINT", "required"),
+    ({"IMPORTER_ENDPOINT": "http:///x"}, "IMPORTER_ENDPOINT", "no host"),
+    ({"IMPORTER_IMAGE_SIZE": "ten"}, "IMPORTER_IMAGE_SIZE", "quantity"),
+    ({"IMPORTER_IMAGE_SIZE": "0"}, "IMPORTER_IMAGE_SIZE", "positive"),
+    ({"IMPORTER_CHECKSUM": "crc32:abcd"}, "IMPORTER_CHECKSUM", "unsupported algorithm"),
+    ({"IMPORTER_CHECKSUM": "sha256:abc"}, "IMPORTER_CHECKSUM", "64 hex digits"),
+    ({"IMPORTER_CHECKSUM": "abc"}, "IMPORTER_CHECKSUM", "ALGORITHM:HEX"),
+    ({"IMPORTER_CONTENTTYPE": "iso"}, "IMPORTER_CONTENTTYPE", "'kubevirt' or 'archive'"),
+    ({"FILESYSTEM_OVERHEAD": "6%"}, "FILESYSTEM_OVERHEAD", "fraction"),
+    ({"PREALLOCATION": "maybe"}, "PREALLOCATION", "boolean"),
+    ({"IMPORTER_EXTRA_HEADER_0": "no colon"}, "IMPORTER_EXTRA_HEADER_0", "header"),
+    ({"IMPORTER_CERT_DIR": "/nonexistent/certs"}, "IMPORTER_CERT_DIR", "not a directory"),
+    ({"IMPORTER_METRICS_PORT": "99999"}, "IMPORTER_METRICS_PORT", "port"),
+    ({"IMPORTER_SOURCE": "s3", "IMPORTER_ENDPOINT": "s3://bucket"}, "IMPORTER_ENDPOINT",
+     "no object key"),
+    ({"IMPORTER_SOURCE": "s3", "IMPORTER_ENDPOINT": "http://host/bucketonly"},
+     "IMPORTER_ENDPOINT", "path-style"),
+    ({"IMPORTER_SOURCE": "blank", "IMPORTER_ENDPOINT": ""}, "IMPORTER_IMAGE_SIZE", "size"),
+])
+def test_errors_name_the_field(env: dict[str, str], field: str, words: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        from_env({**BASE, **env})
+    assert raised.value.message.startswith(field + ":")
+    assert words in raised.value.message
+
+
+def test_blank_needs_no_url() -> None:
+    config = from_env({"IMPORTER_SOURCE": "blank", "IMPORTER_IMAGE_SIZE": "1Gi",
+                       "IMPORTER_DESTINATION": "/data/disk.img"})
+    assert config.source is SourceKind.BLANK
+
+
+def test_archive_content_type() -> None:
+    config = ImporterConfig(source=SourceKind.HTTP, endpoint="http://h/x.tar",
+                            content_type=ContentType.ARCHIVE)
+    assert config.content_type is ContentType.ARCHIVE

@@ -1,0 +1,225 @@
+"""The importer as its users run it: ``python -m importer`` in a pod (environment, exit
+code, termination message, metrics) and ``rootdisk import`` in a shell; and onto a
+real block device."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.fixtures.httpserver import Faults, HttpServer
+from tests.fixtures.images import ImageFactory, compare
+
+MiB = 1024 * 1024
+ROOT = Path(__file__).resolve().parents[2]
+ROOTDISK = Path(sys.executable).with_name("rootdisk")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pod_env(tmp_path: Path, **env: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "IMPORTER_DESTINATION": str(tmp_path / "disk.img"),
+            "IMPORTER_TERMINATION_LOG": str(tmp_path / "termination-log"),
+            "IMPORTER_METRICS_PORT": "0", "IMPORTER_RETRY_DELAY": "0.01", **env}
+
+
+def run_pod(env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "importer"], env=env, cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout, check=False)
+
+
+def test_pod_success(images: ImageFactory, http_server: HttpServer, tmp_path: Path) -> None:
+    url = http_server.publish(images.get("qcow2").path)
+    done = run_pod(pod_env(tmp_path, IMPORTER_ENDPOINT=url, IMPORTER_IMAGE_SIZE="32Mi"))
+    assert done.returncode == 0, done.stderr
+    message = json.loads((tmp_path / "termination-log").read_text())
+    assert message["reason"] == "Completed" and message["message"] == "Import Complete"
+    assert message["format"] == "qcow2" and message["route"] == "nbd-convert"
+    assert compare(images.reference, tmp_path / "disk.img")
+
+
+def test_pod_not_found_is_permanent(http_server: HttpServer, tmp_path: Path) -> None:
+    done = run_pod(pod_env(tmp_path, IMPORTER_ENDPOINT=http_server.url_for("gone.qcow2")))
+    assert done.returncode == 2
+    message = json.loads((tmp_path / "termination-log").read_text())
+    assert message == {"reason": "NotFound", "retryable": False,
+                       "message": message["message"]}
+    assert "got 404" in message["message"]
+
+
+def test_pod_bad_config_names_the_variable(tmp_path: Path) -> None:
+    done = run_pod(pod_env(tmp_path, IMPORTER_ENDPOINT="http://h/x", IMPORTER_IMAGE_SIZE="big"))
+    assert done.returncode == 2
+    message = json.loads((tmp_path / "termination-log").read_text())
+    assert message["reason"] == "InvalidConfig"
+    assert message["message"].startswith("IMPORTER_IMAGE_SIZE:")
+
+
+@pytest.fixture
+def slow_private_image(images: ImageFactory, http_server: HttpServer) -> Iterator[str]:
+    """The 16 MiB reference behind basic auth, at 8 MB/s: an import takes a few seconds."""
+    url = http_server.publish(images.get("raw").path, "slow.img")
+    http_server.set_faults("slow.img", Faults(rate=8_000_000,
+                                                basic_auth=("user", "pw-in-no-argv")))
+    yield url
+
+
+@pytest.mark.slow
+def test_metrics_and_no_credentials_in_argv(slow_private_image: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = pod_env(tmp_path, IMPORTER_ENDPOINT=slow_private_image, OWNER_UID="owner-123",
+                  IMPORTER_ACCESS_KEY_ID="user", IMPORTER_SECRET_KEY="pw-in-no-argv",
+                  IMPORTER_METRICS_PORT=str(port))
+    proc = subprocess.Popen([sys.executable, "-m", "importer"], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    values: list[float] = []
+    leaked: list[str] = []
+
+    def watch() -> None:
+        pattern = re.compile(r'kubevirt_cdi_import_progress_total\{ownerUID="owner-123"\} (\S+)')
+        while proc.poll() is None:
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    if b"pw-in-no-argv" in cmdline.read_bytes():
+                        leaked.append(str(cmdline))
+                except OSError:
+                    pass
+            try:
+                text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=1).text
+                if match := pattern.search(text):
+                    values.append(float(match.group(1)))
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    output, _ = proc.communicate(timeout=120)
+    watcher.join()
+    assert proc.returncode == 0, output
+    assert not leaked
+    assert "pw-in-no-argv" not in output
+    assert any(0 < v < 100 for v in values), values
+    assert values == sorted(values)
+
+
+def test_cli_json(images: ImageFactory, http_server: HttpServer, tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("accessKeyId: user\nsecretKey: hunter2\n")
+    url = http_server.publish(images.get("vdi").path)
+    http_server.set_faults("vdi", Faults(basic_auth=("user", "hunter2")))
+    done = subprocess.run([str(ROOTDISK), "import", url, str(tmp_path / "d.img"), "--json",
+                           "--secret-file", str(secret), "--size", "64Mi"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["format"] == "vdi" and result["reason"] == "Completed"
+    assert compare(images.reference, tmp_path / "d.img")
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--checksum", "sha256:xyz"], "--checksum: sha256 digest must be 64 hex digits"),
+    (["--size", "lots"], "--size:"),
+    (["--header", "bad header"], "--header:"),
+    (["--secret-file", "/nonexistent"], "--secret-file: cannot read"),
+])
+def test_cli_errors_name_the_flag(tmp_path: Path, args: list[str], words: str) -> None:
+    done = subprocess.run([str(ROOTDISK), "import", "http://127.0.0.1:9/x.img",
+                           str(tmp_path / "d.img"), *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert words in done.stderr
+
+
+@pytest.fixture
+def loop_device(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.skip("block device tests need root and losetup")
+    backing = tmp_path / "block.img"
+    with backing.open("wb") as f:
+        f.truncate(32 * MiB)
+    try:
+        device = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True,
+                                capture_output=True, text=True).stdout.strip()
+    except subprocess.CalledProcessError as err:
+        pytest.skip(f"no loop device available: {err.stderr.strip()}")
+    try:
+        yield Path(device)
+    finally:
+        subprocess.run(["losetup", "-d", device], check=False)
+
+
+@pytest.mark.parametrize("name", ["qcow2", "raw.gz", "raw"])
+def test_block_device(images: ImageFactory, http_server: HttpServer, loop_device: Path,
+                      tmp_path: Path, name: str) -> None:
+    from tests.importer.conftest import ImportFn  # noqa: F401  (fixture type only)
+
+    with loop_device.open("r+b") as dev:  # garbage that must not survive as "zeros"
+        dev.write(b"\xee" * (32 * MiB))
+    image = images.get(name)
+    done = run_pod(pod_env(tmp_path, IMPORTER_ENDPOINT=http_server.publish(image.path),
+                           IMPORTER_DESTINATION=str(loop_device)))
+    assert done.returncode == 0, done.stderr
+    assert compare(image.expected, loop_device)
+
+
+def test_block_device_too_small(image_factory: ImageFactory, http_server: HttpServer,
+                                loop_device: Path, tmp_path: Path) -> None:
+    image = image_factory.oversized_qcow2(64 * MiB)
+    done = run_pod(pod_env(tmp_path, IMPORTER_ENDPOINT=http_server.publish(image.path),
+                           IMPORTER_DESTINATION=str(loop_device)))
+    assert done.returncode == 2
+    assert json.loads((tmp_path / "termination-log").read_text())["reason"] == "TooSmall"
+
+
+def test_blank(tmp_path: Path) -> None:
+    done = run_pod(pod_env(tmp_path, IMPORTER_SOURCE="blank", IMPORTER_IMAGE_SIZE="100Mi"))
+    assert done.returncode == 0, done.stderr
+    disk = tmp_path / "disk.img"
+    assert disk.stat().st_size == (100 * MiB * 94 // 100) // MiB * MiB
+    assert disk.stat().st_blocks == 0
+
+
+@pytest.mark.slow
+def test_nbdkit_gets_no_credentials_in_argv(images: ImageFactory, http_server: HttpServer,
+                                            tmp_path: Path) -> None:
+    url = http_server.publish(images.get("qcow2").path, "private.qcow2")
+    http_server.set_faults("private.qcow2", Faults(rate=2_000_000,
+                                                   basic_auth=("user", "pw-in-no-argv"),
+                                                   required_headers=(("X-Key", "hdr-secret"),)))
+    env = pod_env(tmp_path, IMPORTER_ENDPOINT=url, IMPORTER_ACCESS_KEY_ID="user",
+                  IMPORTER_SECRET_KEY="pw-in-no-argv", IMPORTER_EXTRA_HEADER_0="X-Key: hdr-secret")
+    proc = subprocess.Popen([sys.executable, "-m", "importer"], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    nbdkit_seen, leaked = False, []
+    while proc.poll() is None:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                argv = cmdline.read_bytes()
+            except OSError:
+                continue
+            nbdkit_seen |= argv.startswith(b"nbdkit\0") and b"nbd_plugin.py" in argv
+            if b"pw-in-no-argv" in argv or b"hdr-secret" in argv:
+                leaked.append(argv.decode(errors="replace"))
+        time.sleep(0.05)
+    output, _ = proc.communicate()
+    assert proc.returncode == 0, output
+    assert nbdkit_seen
+    assert not leaked
+    assert "pw-in-no-argv" not in output and "hdr-secret" not in output
