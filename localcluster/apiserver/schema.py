@@ -34,7 +34,9 @@ from .field_errors import (
     INVALID,
     NOT_SUPPORTED,
     REQUIRED,
+    TOO_LONG,
     TOO_MANY,
+    TYPE_INVALID,
     FieldError,
     index,
     join,
@@ -171,25 +173,27 @@ def _validate(value: Any, schema: Schema, path: str, errors: list[FieldError], *
             return
         if "type" in schema or schema.get("x-kubernetes-int-or-string"):
             wanted = schema.get("type") or "integer or string"
-            errors.append(FieldError(path, INVALID,
+            errors.append(FieldError(path, TYPE_INVALID,
                                      f"{_in_body(path)} must be of type {wanted}: \"null\"",
                                      "null"))
             return
     if schema.get("x-kubernetes-int-or-string"):
         if _json_type(value) not in ("integer", "string"):
             actual = _json_type(value)
-            errors.append(FieldError(path, INVALID, f"{_in_body(path)} must be of type "
+            errors.append(FieldError(path, TYPE_INVALID, f"{_in_body(path)} must be of type "
                                      f"integer or string: {render_value(actual)}", actual))
             return
     elif "type" in schema and not _type_ok(value, schema["type"]):
         # As kube-openapi: the "value" shown for a type error is the JSON type found.
         actual = _json_type(value)
-        errors.append(FieldError(path, INVALID, f"{_in_body(path)} must be of type "
+        errors.append(FieldError(path, TYPE_INVALID, f"{_in_body(path)} must be of type "
                                  f"{schema['type']}: {render_value(actual)}", actual))
         return
 
     if "enum" in schema and not any(_json_equal(value, e) for e in schema["enum"]):
-        supported = ", ".join(render_value(e) for e in schema["enum"])
+        # As Kubernetes: every allowed value is shown quoted, non-strings as their JSON.
+        supported = ", ".join(json.dumps(e if isinstance(e, str) else json.dumps(e))
+                              for e in schema["enum"])
         errors.append(FieldError(path, NOT_SUPPORTED, f"supported values: {supported}", value))
 
     if isinstance(value, str):
@@ -235,8 +239,8 @@ def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldEr
         errors.append(FieldError(path, INVALID, f"{where} should be at least "
                                  f"{schema['minLength']} chars long", value))
     if "maxLength" in schema and length > schema["maxLength"]:
-        errors.append(FieldError(path, INVALID, f"{where} should be at most "
-                                 f"{schema['maxLength']} chars long", value))
+        errors.append(FieldError(path, TOO_LONG, f"may not be longer than "
+                                 f"{schema['maxLength']}", value))
     if "pattern" in schema:
         try:
             matched = re.search(schema["pattern"], value) is not None
@@ -322,8 +326,8 @@ def _validate_object(value: dict[str, Any], schema: Schema, path: str,
         errors.append(FieldError(path, INVALID, f"{where} should have at least "
                                  f"{schema['minProperties']} properties", len(value)))
     if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        errors.append(FieldError(path, INVALID, f"{where} should have at most "
-                                 f"{schema['maxProperties']} properties", len(value)))
+        errors.append(FieldError(path, TOO_MANY, f"must have at most "
+                                 f"{schema['maxProperties']} items", len(value)))
     for name in schema.get("required") or []:
         if name not in value:
             errors.append(FieldError(join(path, name), REQUIRED))

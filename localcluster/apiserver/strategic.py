@@ -93,7 +93,8 @@ def _merge_map(
     if retain is not None:
         if not isinstance(retain, list) or not all(isinstance(k, str) for k in retain):
             raise PatchError("$retainKeys must be a list of field names")
-        extra = sorted(k for k in patch if not _is_directive(k) and k not in retain)
+        extra = sorted(k for k, v in patch.items()
+                       if not _is_directive(k) and v is not None and k not in retain)
         if extra:
             raise PatchError(f"fields {extra} are not listed in $retainKeys {retain}")
         result = {k: v for k, v in result.items() if k in retain}
