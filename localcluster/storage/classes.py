@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-PROVISIONER = "localcluster.rootdisk.io/local"
+PROVISIONER = "local.localcluster.rootdisk.io"
+"""Also the CSIDriver's name, so it must be a DNS subdomain (no slash)."""
 OVERHEAD_ANNOTATION = "localcluster.rootdisk.io/filesystem-overhead"
 FILESYSTEM_OVERHEAD = "0.03"
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"

@@ -1,0 +1,244 @@
+"""The whole single-node cluster in one process: API server, storage, node, controllers.
+
+``Cluster(data_dir).start()`` takes the data dir's lock (a second ``rootdisk up`` on the
+same dir is refused), re-attaches the volumes (undoing what a killed run left), starts
+the API server (kubeconfig at ``<data dir>/kubeconfig``), installs the StorageClasses,
+starts the provisioner/binder, the kubelet, the Service and workload controllers, then
+applies ``manifests/`` through the API as a user would. ``stop()`` undoes it in reverse;
+volume data and API objects stay for the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from localcluster.apiserver.threaded import ServerThread
+from localcluster.controllers import client
+from localcluster.controllers.apply import apply_manifests
+from localcluster.controllers.apps import AppsController
+from localcluster.controllers.client import Kube
+from localcluster.controllers.informer import Informer
+from localcluster.controllers.services import ServiceController
+from localcluster.kubelet import images, restarts
+from localcluster.kubelet.node import Node
+from localcluster.storage.controller import StorageController, install_classes
+from localcluster.storage.volumes import DEFAULT_REFLINK_POOL_SIZE, VolumeManager
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = "rootdisk-up.lock"
+PID_FILE = "rootdisk-up.pid"
+
+
+class ClusterError(Exception):
+    """The cluster cannot start or stop as asked (the message says why)."""
+
+
+def default_data_dir() -> str:
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                              ".local", "state")
+    return os.path.join(state, "rootdisk")
+
+
+def default_manifests_dir() -> str:
+    return str(Path(__file__).resolve().parent.parent / "manifests")
+
+
+@dataclass
+class Options:
+    port: int = 0
+    manifests: str | None = None
+    """Directory with crds/, rbac/, deploy/; None: the checkout's manifests/."""
+    extra_images: dict[str, list[str]] = field(default_factory=dict)
+    backoff: restarts.BackoffSettings = field(default_factory=restarts.BackoffSettings)
+    reflink_pool_size: int = DEFAULT_REFLINK_POOL_SIZE
+    heartbeat: float = 10.0
+    shutdown_grace: float = 5.0
+
+
+class Cluster:
+    def __init__(self, data_dir: str, options: Options | None = None) -> None:
+        self.data_dir = os.path.realpath(data_dir)
+        self.options = options or Options()
+        self._lock_fh: IO[str] | None = None
+        self.api: ServerThread | None = None
+        self.kube: Kube | None = None
+        self.volumes: VolumeManager | None = None
+        self.node: Node | None = None
+        self._informers: list[Informer] = []
+        self._controllers: list[StorageController | ServiceController | AppsController] = []
+
+    @property
+    def kubeconfig(self) -> str:
+        return os.path.join(self.data_dir, "kubeconfig")
+
+    # -- the lock --------------------------------------------------------------------
+
+    def _take_lock(self) -> None:
+        os.makedirs(self.data_dir, exist_ok=True)
+        fh = open(os.path.join(self.data_dir, LOCK_FILE), "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            pid = read_pid(self.data_dir)
+            raise ClusterError(
+                f"a cluster is already running on {self.data_dir}"
+                + (f" (pid {pid})" if pid else "") + "; stop it with `rootdisk down`") from None
+        self._lock_fh = fh
+        with open(os.path.join(self.data_dir, PID_FILE), "w", encoding="ascii") as pf:
+            pf.write(f"{os.getpid()}\n")
+
+    def _release_lock(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.data_dir, PID_FILE))
+        if self._lock_fh is not None:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    # -- start/stop ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._take_lock()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        opts = self.options
+        self.volumes = VolumeManager(self.data_dir, reflink_pool_size=opts.reflink_pool_size,
+                                     in_use=self._volume_in_use)
+        self.volumes.start()
+        self.api = ServerThread(self.data_dir, port=opts.port)
+        server = self.api.start()
+        self.kube = kube = Kube(self.kubeconfig)
+        install_classes(kube)
+
+        def informer(res: client.Resource) -> Informer:
+            inf = Informer(kube, res)
+            self._informers.append(inf)
+            return inf
+
+        pods, pvcs, pvs = informer(client.PODS), informer(client.PVCS), informer(client.PVS)
+        scs = informer(client.STORAGECLASSES)
+        cms, secrets = informer(client.CONFIGMAPS), informer(client.SECRETS)
+        services, eps = informer(client.SERVICES), informer(client.ENDPOINTS)
+        deps, dss, nodes = (informer(client.DEPLOYMENTS), informer(client.DAEMONSETS),
+                            informer(client.NODES))
+        for inf in self._informers:
+            inf.start()
+        extras = images.load_extra_images(os.environ.get(images.ENV_EXTRA_IMAGES))
+        extras.update({k: tuple(v) for k, v in opts.extra_images.items()})
+        url_host, _, url_port = server.url.removeprefix("https://").rpartition(":")
+        self.node = Node(
+            kube, data_dir=self.data_dir, api_host=url_host, api_port=int(url_port),
+            ca_pem=server.ca_path.read_text(), token_for=server.token_for_service_account,
+            pods=pods, claims=pvcs, volumes=pvs, storage_classes=scs, configmaps=cms,
+            secrets=secrets, images=images.ImageTable.with_extras(extras),
+            backoff=opts.backoff, heartbeat=opts.heartbeat,
+            shutdown_grace=opts.shutdown_grace)
+        storage = StorageController(kube, self.volumes, node=self.node.name, claims=pvcs,
+                                    pvs=pvs, storage_classes=scs)
+        svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods)
+        apps = AppsController(kube, deployments=deps, daemonsets=dss, pods=pods, nodes=nodes)
+        self._controllers = [storage, svc, apps]
+        server.set_log_provider(self.node.log_provider)
+        server.set_service_resolver(svc.resolve)
+        self.node.start()
+        for c in self._controllers:
+            c.start()
+        for inf in self._informers:
+            inf.synced.wait(30)
+        manifests = opts.manifests or default_manifests_dir()
+        if os.path.isdir(manifests):
+            applied = apply_manifests(kube, manifests)
+            logger.info("applied %d objects from %s", len(applied), manifests)
+
+    def _volume_in_use(self, name: str) -> bool:
+        return self.node is not None and self.node.in_use(name)
+
+    def stop(self) -> None:
+        if self.node is not None:
+            self.node.stop()
+            self.node = None
+        for c in self._controllers:
+            c.stop()
+        self._controllers = []
+        for inf in self._informers:
+            inf.stop()
+        self._informers = []
+        if self.api is not None:
+            self.api.server.set_log_provider(None)
+            self.api.stop()
+            self.api = None
+        if self.kube is not None:
+            self.kube.close()
+            self.kube = None
+        if self.volumes is not None:
+            self.volumes.stop()
+            self.volumes = None
+        self._release_lock()
+
+    def run_until_signalled(self) -> None:
+        """Block until SIGINT/SIGTERM (main thread only)."""
+        stop = threading.Event()
+        previous = {s: signal.signal(s, lambda *_: stop.set())
+                    for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not stop.wait(1.0):
+                pass
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def read_pid(data_dir: str) -> int | None:
+    try:
+        with open(os.path.join(data_dir, PID_FILE), encoding="ascii") as fh:
+            return int(fh.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def is_running(data_dir: str) -> bool:
+    """Whether some process holds the data dir's lock."""
+    path = os.path.join(os.path.realpath(data_dir), LOCK_FILE)
+    if not os.path.exists(path):
+        return False
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
+def signal_stop(data_dir: str, *, timeout: float = 60.0) -> bool:
+    """SIGTERM the cluster running on ``data_dir`` and wait for it to let go of the lock.
+    Returns False when nothing was running."""
+    data_dir = os.path.realpath(data_dir)
+    if not is_running(data_dir):
+        return False
+    pid = read_pid(data_dir)
+    if pid is None:
+        raise ClusterError(f"a cluster holds {data_dir} but its pid file is missing")
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while is_running(data_dir):
+        if time.monotonic() > deadline:
+            raise ClusterError(f"the cluster (pid {pid}) did not stop within {timeout:.0f}s")
+        time.sleep(0.2)
+    return True

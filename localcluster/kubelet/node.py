@@ -1,0 +1,375 @@
+"""The node: its Node object and heartbeat, a trivial scheduler, and the pod workers.
+
+- The Node (capacity from this machine, condition Ready) is created at start and its
+  Lease in ``kube-node-lease`` renewed every ``heartbeat`` seconds, with the Ready
+  condition's heartbeat time.
+- Scheduler: a pod without ``nodeName`` is bound here (the ``binding`` subresource),
+  after its WaitForFirstConsumer claims got ``volume.kubernetes.io/selected-node``, as
+  the real scheduler's volume binder does.
+- Every pod bound here gets a :class:`~localcluster.kubelet.worker.PodWorker` unless it
+  already finished (Succeeded/Failed).
+- Logs are served to the API server's log-provider hook from the workers' log files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import logging
+import os
+import platform
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from localcluster.controllers import client
+from localcluster.controllers.client import Kube, KubeError, Obj
+from localcluster.controllers.informer import Informer, Loop
+from localcluster.kubelet import podvolumes, restarts
+from localcluster.kubelet.cgroups import CgroupManager
+from localcluster.kubelet.env import referenced_names
+from localcluster.kubelet.images import ImageTable
+from localcluster.kubelet.podips import AddressPool
+from localcluster.kubelet.sandbox import project_root
+from localcluster.kubelet.worker import PodWorker, now_iso
+from localcluster.storage import decisions
+
+logger = logging.getLogger(__name__)
+
+NODE_NAME = "localcluster"
+POD_CIDR = "127.1.0.0/16"
+
+
+def _memory_bytes() -> int:
+    with open("/proc/meminfo", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _micro_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Node:
+    def __init__(
+        self, kube: Kube, *, data_dir: str, api_host: str, api_port: int, ca_pem: str,
+        token_for: Callable[[str, str], str], pods: Informer, claims: Informer,
+        volumes: Informer, storage_classes: Informer, configmaps: Informer, secrets: Informer,
+        images: ImageTable, backoff: restarts.BackoffSettings | None = None,
+        name: str = NODE_NAME, heartbeat: float = 10.0, shutdown_grace: float = 5.0,
+        on_pod_stop: Callable[[str], None] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.name = name
+        self.pods_dir = os.path.join(os.path.realpath(data_dir), "kubelet", "pods")
+        os.makedirs(self.pods_dir, exist_ok=True)
+        self.api_host, self.api_port, self.ca_pem = api_host, api_port, ca_pem
+        self.token_for = token_for
+        self.pods, self.claims, self.pvs = pods, claims, volumes
+        self.storage_classes = storage_classes
+        self.configmaps, self.secrets = configmaps, secrets
+        self.images = images
+        self.backoff = backoff or restarts.BackoffSettings()
+        self.heartbeat = heartbeat
+        self.shutdown_grace = shutdown_grace
+        self.on_pod_stop = on_pod_stop
+        self.host_ip = "127.0.0.1"
+        self.pod_ips = AddressPool(POD_CIDR)
+        self.cgroups = CgroupManager()
+        self.cpu_millis = (os.cpu_count() or 1) * 1000
+        self.memory_bytes = _memory_bytes()
+        self.project_root = project_root()
+        self.python = os.path.join(os.path.dirname(sys.executable), "python")
+        if not os.path.exists(self.python):
+            self.python = sys.executable
+        self.default_path = f"{os.path.dirname(self.python)}:/usr/local/bin:/usr/bin:/bin"
+        self._workers: dict[str, PodWorker] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.loop = Loop("kubelet", self.reconcile, resync=2.0,
+                         informers=(pods, claims, volumes))
+        self._heartbeat = threading.Thread(target=self._beat, daemon=True, name="heartbeat")
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._register()
+        self._heartbeat.start()
+        self.loop.start()
+
+    def stop(self) -> None:
+        """Stop every container (the pods stay in the API, rerun at the next start)."""
+        self._stop.set()
+        self.loop.stop()
+        with self._lock:
+            workers = list(self._workers.values())
+        for w in workers:
+            w.stopping.set()
+        for w in workers:
+            w.finished.wait(self.shutdown_grace + 10)
+
+    def in_use(self, volume_name: str) -> bool:
+        """Whether a running pod uses the PV ``volume_name`` (for offline expansion)."""
+        with self._lock:
+            workers = list(self._workers.values())
+        for w in workers:
+            for claim_name in podvolumes.claim_names(w.pod):
+                claim = self.claims.get(claim_name, w.namespace) or {}
+                if (claim.get("spec") or {}).get("volumeName") == volume_name:
+                    return True
+        return False
+
+    # -- the Node object -------------------------------------------------------------
+
+    def _node_object(self) -> Obj:
+        cap = {"cpu": str(self.cpu_millis // 1000), "memory": f"{self.memory_bytes // 1024}Ki",
+               "pods": "110", "ephemeral-storage": "100Gi"}
+        return {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": self.name, "labels": {
+                "kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": {"x86_64": "amd64", "aarch64": "arm64"}.get(
+                    platform.machine(), platform.machine()),
+                "node-role.kubernetes.io/control-plane": ""}},
+            "spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]},
+            "status": self._node_status(cap),
+        }
+
+    def _node_status(self, cap: Mapping[str, str] | None = None) -> Obj:
+        now = now_iso()
+        cond = [
+            {"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": m,
+             "lastHeartbeatTime": now, "lastTransitionTime": now}
+            for t, r, m in (("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory"),
+                            ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
+                            ("PIDPressure", "SufficientPID", "kubelet has sufficient PID"))
+        ]
+        cond.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                     "message": "localcluster kubelet is posting ready status",
+                     "lastHeartbeatTime": now, "lastTransitionTime": now})
+        st: Obj = {"conditions": cond,
+                   "addresses": [{"type": "InternalIP", "address": self.host_ip},
+                                 {"type": "Hostname", "address": self.name}],
+                   "nodeInfo": {"architecture": platform.machine(), "operatingSystem": "linux",
+                                "kernelVersion": platform.release(),
+                                "kubeletVersion": "v1.32.0-localcluster",
+                                "containerRuntimeVersion": "localcluster://bubblewrap",
+                                "osImage": platform.platform(), "machineID": "", "systemUUID": "",
+                                "bootID": "", "kubeProxyVersion": ""}}
+        if cap is not None:
+            st["capacity"] = dict(cap)
+            st["allocatable"] = dict(cap)
+        return st
+
+    def _register(self) -> None:
+        node = self._node_object()
+        if self.kube.get_or_none(client.NODES, self.name) is None:
+            self.kube.create(client.NODES, node)
+        self.kube.patch(client.NODES, self.name, {"status": node["status"]},
+                        subresource="status")
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": self.name, "namespace": "kube-node-lease"},
+                 "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40,
+                          "renewTime": _micro_now()}}
+        if self.kube.get_or_none(client.LEASES, self.name, "kube-node-lease") is None:
+            self.kube.create(client.LEASES, lease)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat):
+            try:
+                self.kube.patch(client.LEASES, self.name,
+                                {"spec": {"renewTime": _micro_now()}}, "kube-node-lease")
+                self.kube.patch(client.NODES, self.name, {"status": self._node_status()},
+                                subresource="status")
+            except Exception as err:
+                logger.debug("heartbeat failed: %s", err)
+
+    # -- scheduling and pods ---------------------------------------------------------
+
+    def reconcile(self) -> None:
+        for pod in self.pods.list():
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            phase = (pod.get("status") or {}).get("phase")
+            if not spec.get("nodeName"):
+                if not meta.get("deletionTimestamp"):
+                    self._schedule(pod)
+                continue
+            if spec["nodeName"] != self.name:
+                continue
+            if phase in (None, "Pending") and not meta.get("deletionTimestamp"):
+                self._select_node(pod)
+            with self._lock:
+                if meta["uid"] in self._workers or self._stop.is_set():
+                    continue
+                if phase in ("Succeeded", "Failed"):
+                    continue
+                if meta.get("deletionTimestamp") and not (pod.get("status") or {}).get(
+                        "containerStatuses"):
+                    # never ran here: nothing to stop
+                    self.kube.delete(client.PODS, meta["name"], meta["namespace"],
+                                     grace_period=0, uid=meta["uid"])
+                    continue
+                worker = PodWorker(self, pod)
+                self._workers[meta["uid"]] = worker
+            worker.start()
+
+    def _select_node(self, pod: Obj) -> bool:
+        """Set selected-node on the pod's unbound WaitForFirstConsumer claims; False while
+        a claim or its class is not known yet (the pod cannot be placed)."""
+        ns = pod["metadata"]["namespace"]
+        classes = {sc["metadata"]["name"]: sc for sc in self.storage_classes.list()}
+        for claim_name in podvolumes.claim_names(pod):
+            claim = self.claims.get(claim_name, ns)
+            if claim is None:
+                return False
+            if (claim.get("spec") or {}).get("volumeName"):
+                continue
+            sc = classes.get(decisions.claim_class_name(claim, classes) or "")
+            if sc is None:
+                return False
+            ann = claim["metadata"].get("annotations") or {}
+            if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and \
+                    ann.get(decisions.SELECTED_NODE) != self.name:
+                self.kube.patch(client.PVCS, claim_name,
+                                {"metadata": {"annotations": {
+                                    decisions.SELECTED_NODE: self.name}}}, ns)
+        return True
+
+    def _schedule(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        ns = meta["namespace"]
+        if not self._select_node(pod):
+            return
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": meta["name"], "namespace": ns},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": self.name}}
+        try:
+            self.kube.request("POST", client.PODS.path(ns, meta["name"], "binding"),
+                              body=binding)
+            logger.info("scheduled pod %s/%s on %s", ns, meta["name"], self.name)
+        except KubeError as err:
+            logger.debug("binding %s/%s: %s", ns, meta["name"], err)
+
+    def worker_done(self, worker: PodWorker) -> None:
+        with self._lock:
+            self._workers.pop(worker.uid, None)
+        self.loop.wake()
+
+    def worker(self, namespace: str, name: str) -> PodWorker | None:
+        with self._lock:
+            for w in self._workers.values():
+                if (w.namespace, w.name) == (namespace, name):
+                    return w
+        return None
+
+    # -- what workers need -----------------------------------------------------------
+
+    def config_data(self, pod: Mapping[str, Any]) -> tuple[dict[str, dict[str, str]],
+                                                            dict[str, dict[str, str]]]:
+        ns = pod["metadata"]["namespace"]
+        cm_names, secret_names = referenced_names(pod)
+        cms = {}
+        for n in cm_names:
+            cm = self.configmaps.get(n, ns)
+            if cm is not None:
+                data = dict(cm.get("data") or {})
+                for k, v in (cm.get("binaryData") or {}).items():
+                    data[k] = base64.b64decode(v).decode("utf-8", errors="replace")
+                cms[n] = data
+        secrets = {}
+        for n in secret_names:
+            s = self.secrets.get(n, ns)
+            if s is not None:
+                data = {k: base64.b64decode(v).decode("utf-8", errors="replace")
+                        for k, v in (s.get("data") or {}).items()}
+                data.update(s.get("stringData") or {})
+                secrets[n] = data
+        return cms, secrets
+
+    def pod_context(self, worker: PodWorker) -> podvolumes.PodContext:
+        pod = worker.pod
+        ns = worker.namespace
+        cms, secrets = self.config_data(pod)
+        sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        return podvolumes.PodContext(
+            pod_dir=worker.pod_dir, pod_ip=worker.pod_ip, host_ip=self.host_ip,
+            configmaps=cms, secrets=secrets,
+            claims={c["metadata"]["name"]: c for c in self.claims.list(ns)},
+            volumes={v["metadata"]["name"]: v for v in self.pvs.list()},
+            token=lambda: self.token_for(ns, sa), ca_pem=self.ca_pem,
+            node_cpu_millis=self.cpu_millis, node_memory=self.memory_bytes)
+
+    # -- logs ------------------------------------------------------------------------
+
+    def log_provider(
+        self, *, namespace: str, pod: str, container: str, follow: bool = False,
+        tail_lines: int | None = None, previous: bool = False, timestamps: bool = False,
+        since_seconds: int | None = None, limit_bytes: int | None = None,
+    ) -> AsyncIterator[bytes]:
+        """For the API server's ``pods/<name>/log``."""
+        worker = self.worker(namespace, pod)
+        path = self._log_path(namespace, pod, container, previous, worker)
+        return _stream_log(path, worker, container, follow=follow, tail_lines=tail_lines,
+                           limit_bytes=limit_bytes)
+
+    def _log_path(self, namespace: str, pod: str, container: str, previous: bool,
+                  worker: PodWorker | None) -> str:
+        if worker is not None:
+            for slot in worker.init_slots + worker.slots:
+                if slot.spec["name"] == container:
+                    paths = slot.log_paths
+                    index = -2 if previous else -1
+                    if len(paths) < (2 if previous else 1):
+                        raise LookupError("previous terminated container not found" if previous
+                                          else "container has not started")
+                    return paths[index]
+            raise LookupError(f"no container {container}")
+        obj = self.pods.get(pod, namespace)
+        if obj is None:
+            raise LookupError(f"pod {pod} not found")
+        logs = os.path.join(self.pods_dir, obj["metadata"]["uid"], "logs", container)
+        runs = sorted((int(f.split(".")[0]) for f in os.listdir(logs) if f.endswith(".log")),
+                      reverse=True) if os.path.isdir(logs) else []
+        index = 1 if previous else 0
+        if len(runs) <= index:
+            raise LookupError("no logs on this node")
+        return os.path.join(logs, f"{runs[index]}.log")
+
+
+async def _stream_log(path: str, worker: PodWorker | None, container: str, *, follow: bool,
+                      tail_lines: int | None, limit_bytes: int | None) -> AsyncIterator[bytes]:
+    sent = 0
+    with open(path, "rb") as fh:
+        data = fh.read()
+        if tail_lines is not None:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[-tail_lines:]) if tail_lines > 0 else b""
+        if limit_bytes is not None:
+            data = data[:limit_bytes]
+        if data:
+            sent += len(data)
+            yield data
+        while follow and (limit_bytes is None or sent < limit_bytes):
+            chunk = fh.read(65536)
+            if chunk:
+                sent += len(chunk)
+                yield chunk
+                continue
+            if worker is None or worker.finished.is_set() or not _running(worker, container,
+                                                                         path):
+                tail = fh.read()
+                if tail:
+                    yield tail
+                return
+            await asyncio.sleep(0.2)
+
+
+def _running(worker: PodWorker, container: str, path: str) -> bool:
+    for slot in worker.init_slots + worker.slots:
+        if slot.spec["name"] == container:
+            return slot.process is not None and bool(slot.log_paths) and slot.log_paths[-1] == path
+    return False

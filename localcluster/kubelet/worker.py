@@ -1,0 +1,392 @@
+"""One thread per pod: prepare its volumes, run its containers, report its status.
+
+The worker is the kubelet's pod state machine: init containers one after the other,
+then every container; a container that exits is restarted or not per restartPolicy,
+after the crash-loop back-off; the pod's status (restartPolicy-aware phase, container
+states, termination messages) is pushed through the status subresource whenever it
+changes. Deletion is graceful: SIGTERM, the grace period, SIGKILL, then the pod object
+is deleted for good (``gracePeriodSeconds=0``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from localcluster.controllers import client
+from localcluster.controllers.client import KubeError
+from localcluster.kubelet import images, podvolumes, restarts, status
+from localcluster.kubelet.cgroups import Limits
+from localcluster.kubelet.env import ConfigError, container_env
+from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
+from localcluster.storage import quantity
+
+if TYPE_CHECKING:
+    from localcluster.kubelet.node import Node
+
+logger = logging.getLogger(__name__)
+
+TICK = 0.1
+"""Seconds between looks at the containers."""
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Slot:
+    """Everything about one container of the pod across its restarts."""
+
+    spec: Mapping[str, Any]
+    record: status.ContainerRecord
+    init: bool = False
+    process: Container | None = None
+    instance: int = -1
+    """Number of the current/last run; its log is ``logs/<name>/<instance>.log``."""
+    backoff: float | None = None
+    restart_at: float = 0.0
+    image_failures: int = 0
+    log_paths: list[str] = field(default_factory=list)
+
+
+class PodWorker(threading.Thread):
+    def __init__(self, node: Node, pod: Mapping[str, Any]) -> None:
+        meta = pod["metadata"]
+        super().__init__(daemon=True, name=f"pod:{meta['namespace']}/{meta['name']}")
+        self.node = node
+        self.namespace: str = meta["namespace"]
+        self.name: str = meta["name"]
+        self.uid: str = meta["uid"]
+        self.pod_dir = os.path.join(node.pods_dir, self.uid)
+        self.pod: Mapping[str, Any] = pod
+        self.pod_ip = ""
+        self.start_time = now_iso()
+        self.stopping = threading.Event()
+        """Set by the node at shutdown: stop containers, leave the pod object alone."""
+        self.finished = threading.Event()
+        self._last_status: dict[str, Any] | None = None
+        self._message = ""
+        self._reason = ""
+        spec = pod.get("spec") or {}
+        self.policy: str = spec.get("restartPolicy") or restarts.ALWAYS
+        old = {c.get("name"): c for c in (pod.get("status") or {}).get("containerStatuses") or []}
+        self.init_slots = [self._slot(c, init=True) for c in spec.get("initContainers") or []]
+        self.slots = [self._slot(c, old=old.get(c.get("name"))) for c in spec["containers"]]
+        self._volumes: dict[str, podvolumes.HostVolume] | None = None
+        self._env: dict[str, dict[str, str]] = {}
+
+    @staticmethod
+    def _slot(c: Mapping[str, Any], *, init: bool = False,
+              old: Mapping[str, Any] | None = None) -> Slot:
+        rec = status.ContainerRecord(
+            name=c["name"], image=c.get("image", ""),
+            state=status.Waiting(status.CONTAINER_CREATING),
+            restart_count=int((old or {}).get("restartCount") or 0))
+        return Slot(spec=c, record=rec, init=init)
+
+    # -- main loop -------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self.pod_ip = self.node.pod_ips.allocate(self.uid)
+            os.makedirs(self.pod_dir, exist_ok=True)
+            while not self.stopping.is_set():
+                current = self.node.pods.get(self.name, self.namespace)
+                if current is None or current["metadata"]["uid"] != self.uid:
+                    self._kill_all(grace=0)
+                    break
+                self.pod = current
+                if current["metadata"].get("deletionTimestamp"):
+                    self._terminate(current)
+                    break
+                self._step()
+                self._push_status()
+                self.stopping.wait(TICK)
+            else:
+                self._kill_all(grace=self.node.shutdown_grace)
+        except Exception:
+            logger.exception("pod %s/%s: worker failed", self.namespace, self.name)
+            self._kill_all(grace=0)
+        finally:
+            self.node.pod_ips.release(self.uid)
+            for slot in self.init_slots + self.slots:
+                if slot.process is not None:
+                    slot.process.cleanup()
+            self.finished.set()
+            self.node.worker_done(self)
+
+    def _step(self) -> None:
+        if self._volumes is None and not self._prepare():
+            return
+        pending_init = [s for s in self.init_slots if not s.record.done]
+        if pending_init:
+            slot = pending_init[0]
+            self._drive(slot)
+            return
+        for slot in self.slots:
+            self._drive(slot)
+
+    def _prepare(self) -> bool:
+        """Volumes first: until they are ready every container waits ContainerCreating."""
+        try:
+            self._volumes = podvolumes.prepare(self.pod, self.node.pod_context(self))
+            self._message = self._reason = ""
+            return True
+        except podvolumes.VolumeNotReady as err:
+            self._set_waiting_all(status.CONTAINER_CREATING, "")
+            self._message = str(err)
+            self._reason = ""
+        except ConfigError as err:
+            self._set_waiting_all(status.CREATE_CONTAINER_CONFIG_ERROR, str(err))
+        return False
+
+    def _set_waiting_all(self, reason: str, message: str) -> None:
+        for slot in self.init_slots + self.slots:
+            if isinstance(slot.record.state, status.Waiting):
+                slot.record = replace(slot.record, state=status.Waiting(reason, message))
+
+    # -- one container -----------------------------------------------------------------
+
+    def _drive(self, slot: Slot) -> None:
+        rec = slot.record
+        if rec.done:
+            return
+        if slot.process is not None:
+            code = slot.process.poll()
+            if code is None:
+                return
+            self._finished(slot)
+            return
+        if time.monotonic() < slot.restart_at:
+            return
+        self._start(slot)
+
+    def _start(self, slot: Slot) -> None:
+        c = slot.spec
+        try:
+            entry = self.node.images.entry_point(c.get("image", ""))
+        except images.ImageNotFound as err:
+            slot.image_failures += 1
+            reason = status.ERR_IMAGE_PULL if slot.image_failures % 2 else \
+                status.IMAGE_PULL_BACK_OFF
+            slot.record = replace(slot.record, state=status.Waiting(reason, str(err)))
+            slot.backoff = restarts.next_backoff(previous=slot.backoff, ran_for=0,
+                                                 settings=self.node.backoff)
+            slot.restart_at = time.monotonic() + slot.backoff
+            return
+        try:
+            env = self._container_env(c)
+        except ConfigError as err:
+            slot.record = replace(slot.record, state=status.Waiting(
+                status.CREATE_CONTAINER_CONFIG_ERROR, str(err)))
+            slot.restart_at = time.monotonic() + 1.0
+            return
+        argv = images.container_argv(entry_point=entry, command=c.get("command"),
+                                     args=c.get("args"), env=env)
+        if argv and argv[0] == "python":
+            argv[0] = self.node.python
+        slot.instance += 1
+        name = c["name"]
+        log_path = os.path.join(self.pod_dir, "logs", name, f"{slot.instance}.log")
+        term_file = os.path.join(self.pod_dir, "termination", f"{name}-{slot.instance}")
+        os.makedirs(os.path.dirname(term_file), exist_ok=True)
+        open(term_file, "wb").close()
+        spec = SandboxSpec(
+            argv=argv, env=env, log_path=log_path, mounts=self._mounts(c),
+            cwd=c.get("workingDir") or None, termination_host_file=term_file,
+            termination_path=c.get("terminationMessagePath") or "/dev/termination-log",
+            limits=self._limits(c), hostname=self.name[:63],
+        )
+        slot.process = Container(spec, cgroups=self.node.cgroups,
+                                 name=f"{self.uid}-{name}-{slot.instance}")
+        try:
+            slot.process.start()
+        except (SandboxError, OSError) as err:
+            slot.process = None
+            slot.record = replace(slot.record, state=status.Waiting("RunContainerError",
+                                                                    str(err)))
+            slot.restart_at = time.monotonic() + 1.0
+            return
+        slot.log_paths.append(log_path)
+        restarted = slot.instance > 0 or slot.record.last_state is not None
+        slot.record = replace(
+            slot.record, state=status.Running(now_iso()),
+            restart_count=slot.record.restart_count + (1 if restarted else 0),
+            container_id=f"localcluster://{self.uid}/{name}/{slot.instance}")
+        logger.info("pod %s/%s: started container %s (%s)", self.namespace, self.name, name,
+                    " ".join(argv[:4]))
+
+    def _finished(self, slot: Slot) -> None:
+        proc = slot.process
+        assert proc is not None
+        code = proc.exit_code()
+        started = slot.record.state.started_at if isinstance(
+            slot.record.state, status.Running) else now_iso()
+        policy = slot.spec.get("terminationMessagePolicy") or "File"
+        message = proc.termination_message(
+            fallback_to_logs=policy == "FallbackToLogsOnError" and code != 0)
+        terminated = status.Terminated(
+            exit_code=code, started_at=started, finished_at=now_iso(),
+            reason=status.terminated_reason(code, oom_killed=proc.oom_killed()),
+            message=message)
+        ran_for = time.time() - proc.started_at
+        proc.cleanup()
+        slot.process = None
+        policy_restart = restarts.ON_FAILURE if slot.init and self.policy == restarts.ALWAYS \
+            else self.policy
+        logger.info("pod %s/%s: container %s exited %d", self.namespace, self.name,
+                    slot.spec["name"], code)
+        if restarts.should_restart(policy=policy_restart, exit_code=code):
+            slot.backoff = restarts.next_backoff(previous=slot.backoff, ran_for=ran_for,
+                                                 settings=self.node.backoff)
+            slot.restart_at = time.monotonic() + slot.backoff
+            slot.record = replace(slot.record, last_state=terminated, state=status.Waiting(
+                status.CRASH_LOOP_BACK_OFF,
+                f"back-off {slot.backoff:g}s restarting failed container={slot.spec['name']}"
+                f" pod={self.name}_{self.namespace}({self.uid})"))
+        else:
+            slot.record = replace(slot.record, state=terminated, done=True)
+            if slot.init and code != 0:
+                for other in self.slots:  # the pod failed: its containers never run
+                    other.record = replace(other.record, done=True,
+                                           state=status.Waiting("PodInitializing"))
+
+    # -- container inputs --------------------------------------------------------------
+
+    def _container_env(self, c: Mapping[str, Any]) -> dict[str, str]:
+        configmaps, secrets = self.node.config_data(self.pod)
+        extra = {
+            "PATH": self.node.default_path,
+            "HOME": "/root",
+            "HOSTNAME": self.name[:63],
+            "PYTHONPATH": self.node.project_root,
+            "KUBERNETES_SERVICE_HOST": self.node.api_host,
+            "KUBERNETES_SERVICE_PORT": str(self.node.api_port),
+            "KUBERNETES_SERVICE_PORT_HTTPS": str(self.node.api_port),
+            "KUBERNETES_PORT": f"tcp://{self.node.api_host}:{self.node.api_port}",
+            # localcluster extension: pods share the host network, so servers in pods
+            # bind their own address; this tells the project's programs which one.
+            "POD_IP": self.pod_ip,
+        }
+        return container_env(pod=self.pod, container=c, pod_ip=self.pod_ip,
+                             host_ip=self.node.host_ip, configmaps=configmaps, secrets=secrets,
+                             node_cpu_millis=self.node.cpu_millis,
+                             node_memory=self.node.memory_bytes, extra=extra)
+
+    def _mounts(self, c: Mapping[str, Any]) -> list[Mount]:
+        assert self._volumes is not None
+        mounts = []
+        for vm in c.get("volumeMounts") or []:
+            hv = self._volumes.get(vm.get("name", ""))
+            if hv is None:
+                raise ConfigError(f"volumeMount {vm.get('name')!r}: no such volume")
+            host = hv.host
+            if vm.get("subPath"):
+                host = os.path.join(host, vm["subPath"])
+                os.makedirs(host, exist_ok=True)
+            mounts.append(Mount(host, vm["mountPath"],
+                                read_only=hv.read_only or bool(vm.get("readOnly")),
+                                device=hv.device))
+        for vd in c.get("volumeDevices") or []:
+            hv = self._volumes.get(vd.get("name", ""))
+            if hv is None:
+                raise ConfigError(f"volumeDevice {vd.get('name')!r}: no such volume")
+            mounts.append(Mount(hv.host, vd["devicePath"], device=True))
+        sa = self._volumes.get(podvolumes.SA_VOLUME)
+        if sa is not None:
+            mounts.append(Mount(sa.host, podvolumes.SA_PATH, read_only=True))
+        return mounts
+
+    @staticmethod
+    def _limits(c: Mapping[str, Any]) -> Limits:
+        lim = (c.get("resources") or {}).get("limits") or {}
+        memory = quantity.to_bytes(lim["memory"]) if "memory" in lim else None
+        cpu = quantity.to_millis(lim["cpu"]) if "cpu" in lim else None
+        return Limits(memory=memory, cpu_millis=cpu)
+
+    # -- status ------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        st = status.pod_status(
+            policy=self.policy, records=[s.record for s in self.slots], pod_ip=self.pod_ip,
+            host_ip=self.node.host_ip, start_time=self.start_time, now=now_iso(),
+            message=self._message, reason=self._reason)
+        if self.init_slots:
+            st["initContainerStatuses"] = [status.container_status(s.record)
+                                           for s in self.init_slots]
+            if any(not s.record.done for s in self.init_slots):
+                st["phase"] = status.PENDING
+            elif any(isinstance(s.record.state, status.Terminated) and s.record.state.exit_code
+                     for s in self.init_slots):
+                st["phase"] = status.FAILED
+        return st
+
+    @staticmethod
+    def _comparable(st: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(st)
+        out["conditions"] = [{k: v for k, v in c.items() if k != "lastTransitionTime"}
+                             for c in st.get("conditions") or []]
+        return out
+
+    def _push_status(self) -> None:
+        st = self.status()
+        if self._last_status is not None and self._comparable(st) == self._comparable(
+                self._last_status):
+            return
+        patch = dict(st)
+        for key in ("message", "reason", "podIP", "podIPs"):
+            patch.setdefault(key, None)  # merge patch: absent keeps, null removes
+        try:
+            self.node.kube.patch(client.PODS, self.name, {"status": patch}, self.namespace,
+                                 subresource="status")
+            self._last_status = st
+        except KubeError as err:
+            logger.debug("pod %s/%s: status update failed: %s", self.namespace, self.name, err)
+
+    # -- stopping ----------------------------------------------------------------------
+
+    def _kill_all(self, *, grace: float) -> None:
+        running = [s for s in self.init_slots + self.slots if s.process is not None]
+        for s in running:
+            assert s.process is not None
+            s.process.signal(15)
+        deadline = time.monotonic() + grace
+        for s in running:
+            assert s.process is not None
+            if s.process.wait(max(0.0, deadline - time.monotonic())) is None:
+                s.process.kill()
+            s.process.wait()
+            self._finished_for_stop(s)
+
+    def _finished_for_stop(self, slot: Slot) -> None:
+        proc = slot.process
+        assert proc is not None
+        code = proc.exit_code()
+        started = slot.record.state.started_at if isinstance(
+            slot.record.state, status.Running) else now_iso()
+        slot.record = replace(slot.record, done=True, state=status.Terminated(
+            exit_code=code, started_at=started, finished_at=now_iso(),
+            reason=status.terminated_reason(code)))
+        proc.cleanup()
+        slot.process = None
+
+    def _terminate(self, pod: Mapping[str, Any]) -> None:
+        meta = pod["metadata"]
+        grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+        logger.info("pod %s/%s: deleting with grace %.0fs", self.namespace, self.name, grace)
+        self._kill_all(grace=grace)
+        self._push_status()
+        try:
+            self.node.kube.delete(client.PODS, self.name, self.namespace, grace_period=0,
+                                  uid=self.uid)
+        except KubeError as err:
+            logger.warning("pod %s/%s: final delete failed: %s", self.namespace, self.name, err)
+        shutil.rmtree(self.pod_dir, ignore_errors=True)
