@@ -157,8 +157,12 @@ def _check_junctor(sub: Any, path: str, parent: Schema, errors: list[str]) -> No
     if not isinstance(sub, dict):
         errors.append(f"{path}: Invalid value: must be an object")
         return
+    # The one exception: under x-kubernetes-int-or-string, junctors may name the two types
+    # (kubebuilder's "anyOf: [{type: integer}, {type: string}]").
+    int_or_string = parent.get("x-kubernetes-int-or-string") is True
     for key in _NOT_IN_JUNCTORS:
-        if key in sub:
+        if key in sub and not (key == "type" and int_or_string
+                               and sub[key] in ("integer", "string")):
             errors.append(f"{_at(path, key)}: Forbidden: must be empty to be structural")
     parent_props = parent.get("properties") or {}
     for name, prop in (sub.get("properties") or {}).items():

@@ -299,6 +299,13 @@ GOOD = {
             "properties": {
                 "size": {"x-kubernetes-int-or-string": True,
                          "anyOf": [{"minimum": 1}, {"pattern": "^[0-9]+Gi$"}]},
+                # kubebuilder's resource quantities (CDI's DataVolume CRD has these)
+                "requests": {"type": "object", "additionalProperties": {
+                    "anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "pattern": "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))"
+                               "(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|"
+                               "(\\.[0-9]+))))?$",
+                    "x-kubernetes-int-or-string": True}},
                 "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
                 "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                 "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
@@ -320,6 +327,21 @@ GOOD = {
 
 def test_structural_accepts_good_schema() -> None:
     assert validate_structural(GOOD) == []
+
+
+@pytest.mark.parametrize(("requests", "expected"), [
+    ({"storage": "10Gi", "cpu": 2}, []),
+    ({"storage": "ten"}, ['spec.requests.storage: Invalid value: "ten": spec.requests.storage '
+                          'in body should match']),
+    ({"storage": 1.5}, ['spec.requests.storage: Invalid value: "number": spec.requests.storage '
+                        'in body must be of type integer or string: "number"']),
+])
+def test_int_or_string_quantities(requests: dict[str, Any], expected: list[str]) -> None:
+    obj = {"spec": {"size": 1, "requests": requests}}
+    errors = [str(e) for e in validate(obj, GOOD)]
+    assert len(errors) == len(expected)
+    for error, prefix in zip(errors, expected, strict=True):
+        assert error.startswith(prefix), error
 
 
 def _with_spec_field(field: dict[str, Any]) -> dict[str, Any]:
@@ -363,6 +385,9 @@ STRUCTURAL_ERRORS: list[tuple[Any, str]] = [
      "structural part"),
     (_with_spec_field({"type": "string", "not": {"default": "x"}}),
      "not.default: Forbidden"),
+    (_with_spec_field({"x-kubernetes-int-or-string": True,
+                       "anyOf": [{"type": "integer"}, {"type": "boolean"}]}),
+     "anyOf[1].type: Forbidden"),
     (_with_spec_field({"type": "array", "x-kubernetes-list-type": "map",
                        "items": {"type": "object", "properties": {}}}),
      "x-kubernetes-list-map-keys: Required value"),
