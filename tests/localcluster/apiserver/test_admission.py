@@ -101,6 +101,8 @@ class Hooks:
     port: int
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)  # ends /slow at teardown
+    arrived: int = 0  # /barrier answers once two requests are in flight together
+    together: asyncio.Event = field(default_factory=asyncio.Event)
 
     def paths(self) -> list[str]:
         return [p for p, _ in self.calls]
@@ -154,6 +156,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     if path == "/slow":
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(hooks.release.wait(), 5)
+        return _respond(review, allowed=True)
+    if path == "/barrier":
+        hooks.arrived += 1
+        if hooks.arrived == 2:
+            hooks.together.set()
+        await asyncio.wait_for(hooks.together.wait(), 5)
         return _respond(review, allowed=True)
     if path == "/garbage":
         return web.Response(text="<html>oops</html>")
@@ -331,6 +339,16 @@ async def test_validating_denial(pki: Pki, hooks: Hooks, path: str, code: int, m
             "deny.x.io", path, pki, hooks))], request=_request(), obj=POD,
             resolve_service=_resolver(hooks))
     assert (err.value.code, err.value.message, err.value.reason) == (code, message, reason)
+
+
+@pytest.mark.asyncio
+async def test_validating_webhooks_run_concurrently(pki: Pki, hooks: Hooks) -> None:
+    # Each /barrier call waits for the other: sequential calls would time out (1 s).
+    first = _webhook("one.x.io", "/barrier", pki, hooks, timeoutSeconds=1)
+    second = _webhook("two.x.io", "/barrier", pki, hooks, timeoutSeconds=1)
+    out = await admit(mutating=[], validating=[validating("v", first, second)],
+                      request=_request(), obj=POD, resolve_service=_resolver(hooks))
+    assert out == POD and hooks.paths() == ["/barrier", "/barrier"]
 
 
 @pytest.mark.asyncio
