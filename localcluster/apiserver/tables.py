@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .jsonpath import JSONPathError, find, parse
-from .table_printers import NAME_COLUMN, PRINTERS, Column, human_age, parse_time
+from .table_columns import NAME_COLUMN, Column, human_age, parse_time
+from .table_printers import PRINTERS
 
 __all__ = ["TableError", "human_age", "to_table"]
 
