@@ -430,7 +430,11 @@ SELECTABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "Event": ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
               "involvedObject.uid", "involvedObject.apiVersion",
               "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
-              "reportingComponent", "source", "type"),
+              "reportingComponent", "source", "type",
+              # events.k8s.io/v1 names for the same fields
+              "regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+              "regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath",
+              "reportingController"),
     "Secret": ("type",),
     "Namespace": ("status.phase",),
     "Node": ("spec.unschedulable",),

@@ -212,6 +212,8 @@ def test_field_selector_supported_fields() -> None:
     sel.check_supported(selectable_fields("Pod"))
     with pytest.raises(SelectorError, match=r"field label not supported: spec\.nodeName"):
         sel.check_supported(selectable_fields("ConfigMap"))
+    parse_field_selector("involvedObject.uid=u,regarding.name=n").check_supported(
+        selectable_fields("Event"))
     parse_field_selector("spec.color=red").check_supported(
         selectable_fields("Widget", extra=["spec.color"]))
 
