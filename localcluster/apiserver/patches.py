@@ -126,6 +126,11 @@ def _remove(doc: Any, parts: list[str], path: str) -> tuple[Any, Any]:
     raise PatchError(f"path {path!r}: parent is not an object or array", status_code=422)
 
 
+def _missing_key(doc: Any, parts: list[str], path: str) -> bool:
+    parent = _walk(doc, parts[:-1], path)
+    return isinstance(parent, dict) and parts[-1] not in parent
+
+
 def _is_prefix(prefix: list[str], parts: list[str]) -> bool:
     return len(prefix) < len(parts) and parts[: len(prefix)] == prefix
 
@@ -159,6 +164,8 @@ def json_patch(target: dict[str, Any], ops: list[Any]) -> dict[str, Any]:
                 doc, _ = _remove(doc, parts, path)
             doc = _add(doc, parts, copy.deepcopy(op["value"]), path)
         elif name == "test":
+            if op["value"] is None and parts and _missing_key(doc, parts, path):
+                continue  # as Kubernetes' json-patch: an absent key tests equal to null
             actual = _walk(doc, parts, path)
             if not _json_equal(actual, op["value"]):
                 raise PatchError(

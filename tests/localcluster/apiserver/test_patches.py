@@ -91,6 +91,8 @@ JSON_CASES = [
     ([{"op": "test", "path": "/foo", "value": "bar"},
       {"op": "replace", "path": "/foo", "value": "baz"}], {**DOC, "foo": "baz"}),
     ([], DOC),
+    ([{"op": "test", "path": "/absent", "value": None}], DOC),  # absent tests equal to null
+    ([{"op": "test", "path": "/nested/x/absent", "value": None}], DOC),
 ]
 
 
@@ -113,6 +115,8 @@ JSON_FAILURES = [
     # patches that do not apply: 422
     ({"op": "test", "path": "/foo", "value": "nope"}, 422, "test operation failed"),
     ({"op": "test", "path": "/list/0", "value": True}, 422, "test operation failed"),
+    ({"op": "test", "path": "/absent", "value": 1}, 422, "missing key 'absent'"),
+    ({"op": "test", "path": "/nope/absent", "value": None}, 422, "missing key 'nope'"),
     ({"op": "remove", "path": "/missing"}, 422, "nonexistent"),
     ({"op": "replace", "path": "/missing", "value": 1}, 422, "missing"),
     ({"op": "add", "path": "/missing/deep", "value": 1}, 422, "missing"),
