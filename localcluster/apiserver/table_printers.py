@@ -199,11 +199,11 @@ def _storage_class(sc: Obj, now: datetime) -> list[Any]:
         name += " (default)"
     return [name, sc.get("provisioner", ""), sc.get("reclaimPolicy") or "Delete",
             sc.get("volumeBindingMode") or "Immediate",
-            bool(sc.get("allowVolumeExpansion", False)), _created(sc, now)]
+            "true" if sc.get("allowVolumeExpansion") else "false", _created(sc, now)]
 
 
 _SC_COLUMNS = (NAME_COLUMN, Column("Provisioner"), Column("ReclaimPolicy"),
-               Column("VolumeBindingMode"), Column("AllowVolumeExpansion", "boolean"), AGE)
+               Column("VolumeBindingMode"), Column("AllowVolumeExpansion"), AGE)
 
 
 def _csi_driver(d: Obj, now: datetime) -> list[Any]:
@@ -276,7 +276,7 @@ def _event(ev: Obj, now: datetime) -> list[Any]:
 _EVENT_COLUMNS = (Column("Last Seen"), Column("Type"), Column("Reason"), Column("Object"),
                   Column("Subobject", priority=1), Column("Source", priority=1),
                   Column("Message"), Column("First Seen", priority=1),
-                  Column("Count", "integer", priority=1), Column("Name", priority=1))
+                  Column("Count", priority=1), Column("Name", priority=1, format="name"))
 
 # ------------------------------------------------------------------------ workloads
 
@@ -312,8 +312,8 @@ def _deployment(d: Obj, now: datetime) -> list[Any]:
             _created(d, now), containers, images, _selector(d)]
 
 
-_DEPLOYMENT_COLUMNS = (NAME_COLUMN, Column("Ready"), Column("Up-to-date", "integer"),
-                       Column("Available", "integer"), AGE,
+_DEPLOYMENT_COLUMNS = (NAME_COLUMN, Column("Ready"), Column("Up-to-date"),
+                       Column("Available"), AGE,
                        Column("Containers", priority=1), Column("Images", priority=1),
                        Column("Selector", priority=1))
 
@@ -438,9 +438,9 @@ PRINTERS: dict[str, tuple[tuple[Column, ...], Printer]] = {
     "DaemonSet": (_DAEMONSET_COLUMNS, _daemonset),
     "Service": (_SERVICE_COLUMNS, _service),
     "Endpoints": ((NAME_COLUMN, Column("Endpoints"), AGE), _endpoints),
-    "ConfigMap": (_counted("Data"), _configmap),
-    "Secret": ((NAME_COLUMN, Column("Type"), Column("Data", "integer"), AGE), _secret),
-    "ServiceAccount": (_counted("Secrets"), _service_account),
+    "ConfigMap": ((NAME_COLUMN, Column("Data"), AGE), _configmap),
+    "Secret": ((NAME_COLUMN, Column("Type"), Column("Data"), AGE), _secret),
+    "ServiceAccount": ((NAME_COLUMN, Column("Secrets"), AGE), _service_account),
     "Lease": ((NAME_COLUMN, Column("Holder"), AGE), _lease),
     "Role": (_ROLE_COLUMNS, _role),
     "ClusterRole": (_ROLE_COLUMNS, _role),

@@ -296,7 +296,7 @@ BUILTIN_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
          "storageclass.kubernetes.io/is-default-class": "true"}),
       "provisioner": "rootdisk.io/local", "volumeBindingMode": "WaitForFirstConsumer"},
      {"Name": "local (default)", "Provisioner": "rootdisk.io/local", "ReclaimPolicy": "Delete",
-      "VolumeBindingMode": "WaitForFirstConsumer", "AllowVolumeExpansion": False}),
+      "VolumeBindingMode": "WaitForFirstConsumer", "AllowVolumeExpansion": "false"}),
     ("Namespace", {"metadata": meta("default"), "status": {"phase": "Active"}},
      {"Status": "Active"}),
     ("Namespace", {"metadata": meta("gone"), "status": {"phase": "Terminating"}},
@@ -386,6 +386,20 @@ def test_builtin_rows(kind: str, obj: dict[str, Any], expected: dict[str, Any]) 
     got = cells(kind, obj)
     for key, value in expected.items():
         assert got[key] == value, (key, got)
+
+
+def test_column_types_follow_kube_apiserver() -> None:
+    # Counts kube-apiserver declares as strings even though the cells are numbers.
+    def types(kind: str) -> dict[str, str]:
+        table = to_table([], kind=kind, columns=None, list_meta={})
+        return {c["name"]: c["type"] for c in table["columnDefinitions"]}
+
+    assert types("Deployment")["Up-to-date"] == "string"
+    assert types("Event")["Count"] == "string"
+    assert types("Secret")["Data"] == "string"
+    assert types("DaemonSet")["Desired"] == "integer"
+    assert types("ValidatingWebhookConfiguration")["Webhooks"] == "integer"
+    assert types("CSIDriver")["AttachRequired"] == "boolean"
 
 
 def test_every_printer_handles_an_empty_object() -> None:
