@@ -9,6 +9,7 @@ printers show (Pod's READY "1/1" and STATUS reasons, PVC access modes as RWO/ROX
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -59,66 +60,99 @@ def _modes(modes: Any) -> str:
 # ------------------------------------------------------------------------------ Pod
 
 
-def _pod_status(pod: Obj) -> str:
+def _exit_reason(terminated: Mapping[str, Any]) -> str:
+    if terminated.get("signal"):
+        return f"Signal:{terminated['signal']}"
+    return f"ExitCode:{terminated.get('exitCode', 0)}"
+
+
+def _finished_at(status: Mapping[str, Any]) -> datetime | None:
+    value = _get(status, "lastState", "terminated", "finishedAt")
+    return parse_time(value) if isinstance(value, str) else None
+
+
+@dataclass
+class _PodSummary:
+    reason: str
+    ready: int = 0
+    total: int = 0
+    restarts: int = 0
+    last_restart: datetime | None = None
+
+    def restarted(self, status: Mapping[str, Any]) -> None:
+        self.restarts += int(status.get("restartCount") or 0)
+        finished = _finished_at(status)
+        if finished and (self.last_restart is None or finished > self.last_restart):
+            self.last_restart = finished
+
+
+def _summarize_pod(pod: Obj) -> _PodSummary:
+    """READY, STATUS and RESTARTS as kubectl shows them."""
     status = pod.get("status") or {}
-    reason = status.get("reason") or status.get("phase") or ""
+    summary = _PodSummary(reason=str(status.get("reason") or status.get("phase") or ""))
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+           for c in status.get("conditions") or []):
+        summary.reason = "SchedulingGated"
     init_specs = _get(pod, "spec", "initContainers") or []
+    # Sidecars (init containers with restartPolicy Always) count as containers.
+    sidecars = {c.get("name") for c in init_specs if c.get("restartPolicy") == "Always"}
+    summary.total = len(_get(pod, "spec", "containers") or []) + len(sidecars)
+    sidecar_restarts = _PodSummary(reason="")
     initializing = False
     for i, cs in enumerate(status.get("initContainerStatuses") or []):
+        summary.restarted(cs)
+        if cs.get("name") in sidecars:
+            sidecar_restarts.restarted(cs)
         state = cs.get("state") or {}
         terminated, waiting = state.get("terminated"), state.get("waiting")
         if terminated and terminated.get("exitCode") == 0:
             continue
+        if cs.get("name") in sidecars and cs.get("started"):
+            summary.ready += 1 if cs.get("ready") else 0
+            continue
         if terminated:
-            detail = terminated.get("reason") or (
-                f"Signal:{terminated['signal']}" if terminated.get("signal")
-                else f"ExitCode:{terminated.get('exitCode')}")
-            reason = f"Init:{detail}"
+            summary.reason = "Init:" + (terminated.get("reason") or _exit_reason(terminated))
         elif waiting and waiting.get("reason") and waiting["reason"] != "PodInitializing":
-            reason = f"Init:{waiting['reason']}"
+            summary.reason = f"Init:{waiting['reason']}"
         else:
-            reason = f"Init:{i}/{len(init_specs)}"
+            summary.reason = f"Init:{i}/{len(init_specs)}"
         initializing = True
         break
-    if not initializing:
+    initialized = any(c.get("type") == "Initialized" and c.get("status") == "True"
+                      for c in status.get("conditions") or [])
+    if not initializing or initialized:
+        # Past initialization only sidecar and app container restarts count.
+        summary.restarts, summary.last_restart = (sidecar_restarts.restarts,
+                                                  sidecar_restarts.last_restart)
         has_running = False
         for cs in reversed(status.get("containerStatuses") or []):
+            summary.restarted(cs)
             state = cs.get("state") or {}
             waiting, terminated = state.get("waiting"), state.get("terminated")
             if waiting and waiting.get("reason"):
-                reason = waiting["reason"]
-            elif terminated and terminated.get("reason"):
-                reason = terminated["reason"]
+                summary.reason = waiting["reason"]
             elif terminated:
-                reason = (f"Signal:{terminated['signal']}" if terminated.get("signal")
-                          else f"ExitCode:{terminated.get('exitCode')}")
-            elif state.get("running") and cs.get("ready"):
+                summary.reason = terminated.get("reason") or _exit_reason(terminated)
+            elif cs.get("ready") and state.get("running") is not None:
                 has_running = True
-        if reason == "Completed" and has_running:
+                summary.ready += 1
+        if summary.reason == "Completed" and has_running:
             ready = any(c.get("type") == "Ready" and c.get("status") == "True"
                         for c in status.get("conditions") or [])
-            reason = "Running" if ready else "NotReady"
+            summary.reason = "Running" if ready else "NotReady"
     if _meta(pod).get("deletionTimestamp"):
-        reason = "Unknown" if status.get("reason") == "NodeLost" else "Terminating"
-    return str(reason)
-
-
-def _pod_restarts(pod: Obj, now: datetime) -> str:
-    statuses = [*(_get(pod, "status", "initContainerStatuses") or []),
-                *(_get(pod, "status", "containerStatuses") or [])]
-    restarts = sum(int(cs.get("restartCount") or 0) for cs in statuses)
-    last = [parse_time(str(_get(cs, "lastState", "terminated", "finishedAt") or ""))
-            for cs in statuses]
-    finished = [t for t in last if t is not None]
-    if restarts and finished:
-        return f"{restarts} ({human_age(max(finished), now)} ago)"
-    return str(restarts)
+        if status.get("reason") == "NodeLost":
+            summary.reason = "Unknown"
+        elif status.get("phase") not in ("Succeeded", "Failed"):
+            summary.reason = "Terminating"
+    return summary
 
 
 def _pod(pod: Obj, now: datetime) -> list[Any]:
-    containers = _get(pod, "spec", "containers") or []
-    ready = sum(1 for cs in _get(pod, "status", "containerStatuses") or []
-                if cs.get("ready") and (cs.get("state") or {}).get("running") is not None)
+    summary = _summarize_pod(pod)
+    restarts = str(summary.restarts)
+    if summary.restarts and summary.last_restart is not None:
+        restarts += f" ({human_age(summary.last_restart, now)} ago)"
     gates = _get(pod, "spec", "readinessGates") or []
     gate_text = "<none>"
     if gates:
@@ -126,9 +160,10 @@ def _pod(pod: Obj, now: datetime) -> list[Any]:
                       for c in _get(pod, "status", "conditions") or []}
         met = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
         gate_text = f"{met}/{len(gates)}"
-    return [_name(pod), f"{ready}/{len(containers)}", _pod_status(pod),
-            _pod_restarts(pod, now), _created(pod, now),
-            _or_none(_get(pod, "status", "podIP")), _or_none(_get(pod, "spec", "nodeName")),
+    pod_ips = _get(pod, "status", "podIPs") or []
+    pod_ip = pod_ips[0].get("ip") if pod_ips else _get(pod, "status", "podIP")
+    return [_name(pod), f"{summary.ready}/{summary.total}", summary.reason, restarts,
+            _created(pod, now), _or_none(pod_ip), _or_none(_get(pod, "spec", "nodeName")),
             _or_none(_get(pod, "status", "nominatedNodeName")), gate_text]
 
 
@@ -340,18 +375,23 @@ def _service(svc: Obj, now: datetime) -> list[Any]:
     spec = svc.get("spec") or {}
     kind = spec.get("type") or "ClusterIP"
     external = list(spec.get("externalIPs") or [])
-    external += [i.get("ip") or i.get("hostname") for i in
-                 _get(svc, "status", "loadBalancer", "ingress") or []]
-    if kind == "ExternalName":
-        external = [spec.get("externalName", "")]
+    if kind == "LoadBalancer":
+        ingress = [i.get("ip") or i.get("hostname") for i in
+                   _get(svc, "status", "loadBalancer", "ingress") or []]
+        external = [i for i in ingress if i] + external
+        external_text = ",".join(external) or "<pending>"
+    elif kind == "ExternalName":
+        external_text = str(spec.get("externalName", ""))
+    else:
+        external_text = ",".join(external) or "<none>"
     ports = []
     for p in spec.get("ports") or []:
         node_port = f":{p['nodePort']}" if p.get("nodePort") else ""
         ports.append(f"{p.get('port')}{node_port}/{p.get('protocol') or 'TCP'}")
+    cluster_ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP")
+                                             else [])
     selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items()))
-    external_text = ",".join(str(e) for e in external if e) or (
-        "<pending>" if kind == "LoadBalancer" else "<none>")
-    return [_name(svc), kind, spec.get("clusterIP") or "<none>", external_text,
+    return [_name(svc), kind, cluster_ips[0] if cluster_ips else "<none>", external_text,
             ",".join(ports) or "<none>", _created(svc, now), selector or "<none>"]
 
 

@@ -247,6 +247,30 @@ POD_CASES = [
     ({"phase": "Running", "conditions": [{"type": "g1", "status": "True"}]},
      {"readinessGates": [{"conditionType": "g1"}, {"conditionType": "g2"}]},
      {"Readiness Gates": "1/2"}),
+    ({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                          "reason": "SchedulingGated"}]}, {},
+     {"Status": "SchedulingGated"}),
+    # podIPs wins over podIP
+    ({"phase": "Running", "podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.2"}]}, {},
+     {"IP": "10.0.0.2"}),
+    # a sidecar (restartable init container) counts as a container, and its restarts count
+    ({"phase": "Running",
+      "conditions": [{"type": "Initialized", "status": "True"}],
+      "initContainerStatuses": [
+          {"name": "setup", "restartCount": 4, "state": {"terminated": {"exitCode": 0}}},
+          {"name": "proxy", "restartCount": 1, "started": True, "ready": True,
+           "state": RUNNING}],
+      "containerStatuses": [
+          {"name": "a", "ready": True, "state": RUNNING},
+          {"name": "b", "ready": True, "state": RUNNING}]},
+     {"initContainers": [{"name": "setup"}, {"name": "proxy", "restartPolicy": "Always"}]},
+     {"Ready": "3/3", "Status": "Running", "Restarts": "1"}),
+    # while initializing, init container restarts are what counts
+    ({"phase": "Pending", "initContainerStatuses": [
+        {"name": "i1", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1, "finishedAt": ts(minutes=1)}}}]},
+     {"initContainers": [{"name": "i1"}]},
+     {"Status": "Init:CrashLoopBackOff", "Restarts": "3 (60s ago)", "Ready": "0/2"}),
 ]
 
 
@@ -257,6 +281,15 @@ def test_pod_rows(status: dict[str, Any], spec: dict[str, Any],
     assert got["Name"] == "p" and got["Age"] == "5m"
     for key, value in expected.items():
         assert got[key] == value, key
+
+
+def test_finished_pods_are_not_shown_terminating() -> None:
+    pod = _pod({"phase": "Succeeded", "containerStatuses": [
+        {"name": "a", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]})
+    pod["metadata"]["deletionTimestamp"] = ts(seconds=1)
+    assert cells("Pod", pod)["Status"] == "Completed"
+    pod["status"]["reason"] = "NodeLost"
+    assert cells("Pod", pod)["Status"] == "Unknown"
 
 
 def test_terminating_pod_and_wide_columns() -> None:
@@ -350,6 +383,13 @@ BUILTIN_CASES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
       "Port(s)": "80/TCP,443:30443/TCP", "Selector": "app=x"}),
     ("Service", {"metadata": meta("lb"), "spec": {"type": "LoadBalancer"}},
      {"External-IP": "<pending>", "Port(s)": "<none>", "Cluster-IP": "<none>"}),
+    ("Service", {"metadata": meta("lb"), "spec": {"type": "LoadBalancer",
+                                                  "clusterIPs": ["10.96.0.7"],
+                                                  "externalIPs": ["1.2.3.4"]},
+                 "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example"}]}}},
+     {"External-IP": "lb.example,1.2.3.4", "Cluster-IP": "10.96.0.7"}),
+    ("Service", {"metadata": meta("c"), "spec": {"externalIPs": ["5.6.7.8"]}},
+     {"Type": "ClusterIP", "External-IP": "5.6.7.8"}),
     ("Service", {"metadata": meta("en"), "spec": {"type": "ExternalName",
                                                   "externalName": "x.example"}},
      {"External-IP": "x.example"}),
