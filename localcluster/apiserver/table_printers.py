@@ -184,7 +184,7 @@ _POD_COLUMNS = (NAME_COLUMN, Column("Ready", description="The aggregate readines
 
 
 def _pvc(pvc: Obj, now: datetime) -> list[Any]:
-    phase = _get(pvc, "status", "phase") or "Pending"
+    phase = _get(pvc, "status", "phase") or ""
     if _meta(pvc).get("deletionTimestamp"):
         phase = "Terminating"
     volume = _get(pvc, "spec", "volumeName") or ""
@@ -269,8 +269,10 @@ def _node(node: Obj, now: datetime) -> list[Any]:
     if _get(node, "spec", "unschedulable"):
         status += ",SchedulingDisabled"
     prefix = "node-role.kubernetes.io/"
-    roles = sorted(k[len(prefix):] for k in _meta(node).get("labels") or {}
-                   if k.startswith(prefix) and k[len(prefix):])
+    labels = _meta(node).get("labels") or {}
+    roles = {k[len(prefix):] for k in labels if k.startswith(prefix) and k[len(prefix):]}
+    if labels.get("kubernetes.io/role"):
+        roles.add(labels["kubernetes.io/role"])
     addresses = _get(node, "status", "addresses") or []
 
     def address(kind: str) -> str:
@@ -278,7 +280,7 @@ def _node(node: Obj, now: datetime) -> list[Any]:
                              None))
 
     info = _get(node, "status", "nodeInfo") or {}
-    return [_name(node), status, ",".join(roles) or "<none>", _created(node, now),
+    return [_name(node), status, ",".join(sorted(roles)) or "<none>", _created(node, now),
             info.get("kubeletVersion", ""), address("InternalIP"), address("ExternalIP"),
             _or_none(info.get("osImage")), _or_none(info.get("kernelVersion")),
             _or_none(info.get("containerRuntimeVersion"))]
