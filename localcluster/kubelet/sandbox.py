@@ -73,12 +73,29 @@ class SandboxSpec:
     hostname: str | None = None
 
 
+def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
+    """Bind a host system directory read-only. When a volume must appear *inside* it
+    (``/etc/cfg``), bwrap cannot create the mount point in a read-only bind, so the
+    directory becomes a tmpfs holding read-only binds of each of its entries instead."""
+    if not any(t.startswith(path + "/") and not os.path.lexists(t) for t in targets):
+        return ["--ro-bind", path, path]
+    argv = ["--tmpfs", path]
+    for entry in sorted(os.listdir(path)):
+        full = os.path.join(path, entry)
+        if os.path.islink(full):
+            argv += ["--symlink", os.readlink(full), full]
+        else:
+            argv += ["--ro-bind", full, full]
+    return argv
+
+
 def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None) -> list[str]:
-    """The bubblewrap command line for ``spec`` (pure)."""
-    argv = [
-        BWRAP,
-        "--ro-bind", "/usr", "/usr",
-        "--ro-bind", "/etc", "/etc",
+    """The bubblewrap command line for ``spec``."""
+    targets = [m.path for m in spec.mounts] + [spec.termination_path]
+    argv = [BWRAP]
+    for system_dir in ("/usr", "/etc"):
+        argv += _system_dir(system_dir, targets)
+    argv += [
         "--symlink", "usr/bin", "/bin",
         "--symlink", "usr/sbin", "/sbin",
         "--symlink", "usr/lib", "/lib",

@@ -182,3 +182,14 @@ def test_memory_limit_applies_where_cgroups_are_writable(tmp_path) -> None:
             d = os.path.join(mgr.root, sub, mgr.prefix)
             if os.path.isdir(d):
                 os.rmdir(d)
+
+
+def test_volume_inside_etc(tmp_path) -> None:
+    vol = tmp_path / "certs"
+    vol.mkdir()
+    (vol / "tls.crt").write_text("cert")
+    code, log = run(spec(tmp_path, "read", "/etc/webhook/certs/tls.crt", "read", "/etc/hostname",
+                         mounts=[Mount(str(vol), "/etc/webhook/certs", read_only=True)]))
+    assert code == 0, log
+    with open("/etc/hostname") as fh:
+        assert log == f"read: cert\nread: {fh.read()}\n"

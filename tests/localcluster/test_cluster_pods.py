@@ -1,0 +1,275 @@
+"""Pods on the node: restarts, back-off, termination messages, logs, images, deletion,
+environment and volumes from the API, service-account tokens, Services."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.controllers import client
+from localcluster.controllers.client import Kube
+from tests.localcluster.clusterkit import (
+    SCALE,
+    get,
+    logs,
+    main_status,
+    needs_root,
+    pod,
+    running,
+    try_logs,
+    wait_for,
+    wait_phase,
+)
+
+pytestmark = [needs_root, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running(str(tmp_path_factory.mktemp("pods"))) as c:
+        yield c
+
+
+@pytest.fixture
+def kube(cluster: Cluster) -> Kube:
+    assert cluster.kube is not None
+    return cluster.kube
+
+
+def test_node_is_ready_with_capacity_and_heartbeat(kube: Kube) -> None:
+    node = kube.get(client.NODES, "localcluster")
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert ready["Ready"] == "True"
+    assert int(node["status"]["capacity"]["cpu"]) >= 1
+    lease = kube.get(client.LEASES, "localcluster", "kube-node-lease")
+    first = lease["spec"]["renewTime"]
+    wait_for(lambda: kube.get(client.LEASES, "localcluster", "kube-node-lease")["spec"][
+        "renewTime"] != first, timeout=5, what="lease renewal")
+
+
+def test_succeeded_pod_with_logs_and_termination_message(kube: Kube) -> None:
+    kube.create(client.PODS, pod("ok", "print", "hello", "stderr", "to stderr", "message",
+                                 '{"reason": "Done"}', "exit", "0"), "default")
+    p = wait_phase(kube, client.PODS, "ok", "Succeeded")
+    term = main_status(p)["state"]["terminated"]
+    assert term["exitCode"] == 0 and term["reason"] == "Completed"
+    assert term["message"] == '{"reason": "Done"}'
+    assert p["status"]["podIP"].startswith("127.1.")
+    assert logs(kube, "ok") == "hello\nto stderr\n"
+    assert logs(kube, "ok", tailLines="1") == "to stderr\n"
+
+
+def test_fallback_to_logs_on_error(kube: Kube) -> None:
+    kube.create(client.PODS, pod("fallback", "print", "it broke", "exit", "4",
+                                 terminationMessagePolicy="FallbackToLogsOnError"), "default")
+    p = wait_phase(kube, client.PODS, "fallback", "Failed")
+    term = main_status(p)["state"]["terminated"]
+    assert term["exitCode"] == 4 and term["reason"] == "Error"
+    assert term["message"].strip() == "it broke"
+
+
+def test_on_failure_restarts_with_backoff_until_success(kube: Kube, cluster: Cluster) -> None:
+    # An emptyDir survives container restarts: fail twice, then succeed.
+    script = ("import os,sys; p='/scratch/n'; n=int(open(p).read()) if os.path.exists(p)"
+              " else 0; open(p,'w').write(str(n+1)); print('run', n);"
+              " sys.exit(0 if n >= 2 else 1)")
+    p = pod("flaky", restart="OnFailure", command=["python", "-c", script],
+            volumes=[{"name": "w", "emptyDir": {}}],
+            mounts=[{"name": "w", "mountPath": "/scratch"}])
+    t0 = time.monotonic()
+    kube.create(client.PODS, p, "default")
+    done = wait_phase(kube, client.PODS, "flaky", "Succeeded")
+    elapsed = time.monotonic() - t0
+    cs = main_status(done)
+    assert cs["restartCount"] == 2
+    assert cs["lastState"]["terminated"]["exitCode"] == 1
+    # Back-off 10 s then 20 s, scaled: at least 0.2 + 0.4 s between the three runs.
+    assert elapsed >= 30 * SCALE
+    assert logs(kube, "flaky") == "run 2\n"
+    assert logs(kube, "flaky", previous="true") == "run 1\n"
+
+
+def test_always_restarts_into_crash_loop_back_off(kube: Kube) -> None:
+    kube.create(client.PODS, pod("crashy", "exit", "3", restart="Always"), "default")
+
+    def crashloop() -> bool:
+        cs = main_status(get(kube, client.PODS, "crashy"))
+        return cs.get("restartCount", 0) >= 3 and "waiting" in cs.get("state", {})
+
+    wait_for(crashloop, timeout=30, what="CrashLoopBackOff")
+    p = get(kube, client.PODS, "crashy")
+    cs = main_status(p)
+    assert p["status"]["phase"] == "Running"
+    assert cs["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert cs["lastState"]["terminated"]["exitCode"] == 3
+    kube.delete(client.PODS, "crashy", "default")
+
+
+def test_never_does_not_restart(kube: Kube) -> None:
+    kube.create(client.PODS, pod("once", "exit", "2", restart="Never"), "default")
+    p = wait_phase(kube, client.PODS, "once", "Failed")
+    time.sleep(0.5)
+    assert main_status(get(kube, client.PODS, "once"))["restartCount"] == 0
+    assert main_status(p)["state"]["terminated"]["exitCode"] == 2
+
+
+def test_unknown_image_is_err_image_pull(kube: Kube) -> None:
+    kube.create(client.PODS, pod("nginx", image="docker.io/library/nginx:1.27"), "default")
+
+    def waiting() -> dict:
+        return main_status(get(kube, client.PODS, "nginx")).get("state", {}).get("waiting", {})
+
+    w = wait_for(lambda: waiting().get("reason") in ("ErrImagePull", "ImagePullBackOff") and
+                 waiting(), what="ErrImagePull")
+    assert 'image "docker.io/library/nginx:1.27" is not available' in w["message"]
+    assert get(kube, client.PODS, "nginx")["status"]["phase"] == "Pending"
+    wait_for(lambda: waiting().get("reason") == "ImagePullBackOff", what="ImagePullBackOff")
+    kube.delete(client.PODS, "nginx", "default")
+
+
+def test_image_that_names_a_missing_program_crashes(kube: Kube) -> None:
+    kube.create(client.PODS, pod("launcher", image="rootdisk/launcher:v0",
+                                 command=["python", "-m", "no_such_program_yet"]), "default")
+    p = wait_phase(kube, client.PODS, "launcher", "Failed")
+    assert main_status(p)["state"]["terminated"]["exitCode"] == 1
+    assert "No module named no_such_program_yet" in logs(kube, "launcher")
+
+
+def test_graceful_deletion_sigterm_then_final_delete(kube: Kube) -> None:
+    kube.create(client.PODS, pod("polite", "trap-term", "0", "print", "up", "sleep", "600",
+                                 restart="Always"), "default")
+    wait_for(lambda: "up" in try_logs(kube, "polite"), what="pod running")
+    t0 = time.monotonic()
+    kube.delete(client.PODS, "polite", "default", grace_period=30)
+    wait_for(lambda: kube.get_or_none(client.PODS, "polite", "default") is None,
+             what="pod removal")
+    assert time.monotonic() - t0 < 10  # it stopped on SIGTERM, long before 30 s
+
+
+def test_grace_period_ends_in_sigkill(kube: Kube) -> None:
+    kube.create(client.PODS, pod("stubborn", "ignore-term", "print", "up", "sleep", "600",
+                                 restart="Always"), "default")
+    wait_for(lambda: "up" in try_logs(kube, "stubborn"), what="pod running")
+    t0 = time.monotonic()
+    kube.delete(client.PODS, "stubborn", "default", grace_period=2)
+    p = wait_for(lambda: (lambda o: o if o and o["metadata"].get("deletionTimestamp") else None)(
+        kube.get_or_none(client.PODS, "stubborn", "default")), what="deletionTimestamp")
+    assert p["metadata"]["deletionGracePeriodSeconds"] == 2
+    wait_for(lambda: kube.get_or_none(client.PODS, "stubborn", "default") is None,
+             what="pod removal")
+    assert 1.8 <= time.monotonic() - t0 < 10
+
+
+def test_env_and_volumes_from_configmaps_secrets_and_downward_api(kube: Kube) -> None:
+    kube.create(client.CONFIGMAPS, {"metadata": {"name": "cfg"}, "data": {"mode": "fast",
+                                                                          "file.txt": "cm"}},
+                "default")
+    kube.create(client.SECRETS, {"metadata": {"name": "creds"}, "data": {
+        "password": base64.b64encode(b"s3cret").decode()}}, "default")
+    env = [
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "mode"}}},
+        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}},
+        {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory",
+                                                           "divisor": "1Mi"}}},
+        {"name": "COMBINED", "value": "$(MODE)-$(NS)"},
+    ]
+    vols = [{"name": "c", "configMap": {"name": "cfg"}},
+            {"name": "s", "secret": {"secretName": "creds"}},
+            {"name": "d", "downwardAPI": {"items": [
+                {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}]
+    mounts = [{"name": "c", "mountPath": "/etc/cfg"}, {"name": "s", "mountPath": "/secret"},
+              {"name": "d", "mountPath": "/info"}]
+    p = pod("envy", "env", "MODE", "env", "PASSWORD", "env", "NS", "env", "MEM",
+            "env", "COMBINED", "read", "/etc/cfg/file.txt", "read", "/secret/password",
+            "read", "/info/name", "env", "MY_IP", env=env, volumes=vols, mounts=mounts,
+            resources={"limits": {"memory": "256Mi"}})
+    kube.create(client.PODS, p, "default")
+    done = wait_phase(kube, client.PODS, "envy", ("Succeeded", "Failed"))
+    out = logs(kube, "envy").splitlines()
+    assert done["status"]["phase"] == "Succeeded", out
+    assert out[:8] == ["MODE=fast", "PASSWORD=s3cret", "NS=default", "MEM=256",
+                       "COMBINED=fast-default", "read: cm", "read: s3cret", "read: envy"]
+    assert out[8] == f"MY_IP={done['status']['podIP']}"
+
+
+def test_missing_secret_key_is_create_container_config_error(kube: Kube) -> None:
+    env = [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]
+    kube.create(client.PODS, pod("noconf", "exit", "0", env=env), "default")
+
+    def waiting() -> dict:
+        return main_status(get(kube, client.PODS, "noconf")).get("state", {}).get("waiting", {})
+
+    w = wait_for(lambda: waiting().get("reason") == "CreateContainerConfigError" and waiting(),
+                 what="CreateContainerConfigError")
+    assert w["message"] == 'secret "nope" not found'
+    kube.delete(client.PODS, "noconf", "default")
+
+
+def test_pod_talks_to_the_api_with_its_own_token_under_rbac(kube: Kube) -> None:
+    kube.create(client.PODS, pod("denied", "whoami"), "default")
+    wait_phase(kube, client.PODS, "denied", "Succeeded")
+    assert logs(kube, "denied").strip() == "whoami: 403"
+    rbac = client.Resource("rbac.authorization.k8s.io", "v1", "roles")
+    bindings = client.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+    kube.create(rbac, {"metadata": {"name": "pod-reader"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}, "default")
+    kube.create(bindings, {"metadata": {"name": "default-reads-pods"},
+                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                       "name": "pod-reader"},
+                           "subjects": [{"kind": "ServiceAccount", "name": "default",
+                                         "namespace": "default"}]}, "default")
+    kube.create(client.PODS, pod("allowed", "whoami"), "default")
+    wait_phase(kube, client.PODS, "allowed", "Succeeded")
+    assert logs(kube, "allowed").strip() == "whoami: 200 allowed"
+
+
+def test_service_gets_cluster_ip_endpoints_and_resolves(kube: Kube, cluster: Cluster) -> None:
+    for name in ("web-a", "web-b"):
+        p = pod(name, "serve", "8080", restart="Always")
+        p["metadata"]["labels"] = {"app": "web"}
+        p["spec"]["containers"][0]["ports"] = [{"name": "http", "containerPort": 8080}]
+        kube.create(client.PODS, p, "default")
+    kube.create(client.SERVICES, {"metadata": {"name": "web"}, "spec": {
+        "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}}, "default")
+    svc = wait_for(lambda: (lambda s: s if s["spec"].get("clusterIP") else None)(
+        get(kube, client.SERVICES, "web")), what="clusterIP")
+    assert svc["spec"]["clusterIP"].startswith("127.2.")
+
+    def addresses() -> list[str]:
+        ep = kube.get_or_none(client.ENDPOINTS, "web", "default") or {}
+        return sorted(a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or [])
+
+    ips = wait_for(lambda: len(addresses()) == 2 and addresses(), what="two endpoints")
+    assert all(ip.startswith("127.1.") for ip in ips) and ips[0] != ips[1]
+    # Both pods serve port 8080 at once: each on its own pod IP.
+    wait_for(lambda: all("serving" in try_logs(kube, n) for n in ("web-a", "web-b")),
+             what="servers up")
+    bodies = set()
+    for ip in ips:
+        with urllib.request.urlopen(f"http://{ip}:8080/", timeout=5) as resp:
+            bodies.add(resp.read().decode())
+    assert bodies == {"hello from web-a", "hello from web-b"}
+    assert cluster.api is not None
+    host, port = cluster.api.server.backend.resolve_service("default", "web", 80)
+    assert host in ips and port == 8080
+    kube.delete(client.PODS, "web-a", "default", grace_period=1)
+    wait_for(lambda: len(addresses()) == 1, what="endpoint removal")
+    kube.delete(client.PODS, "web-b", "default", grace_period=1)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_logs(kube: Kube, cluster: Cluster) -> None:
+    kube.create(client.PODS, pod("kl", "print", "line one", "print", "line two"), "default")
+    wait_phase(kube, client.PODS, "kl", "Succeeded")
+    out = subprocess.run(["kubectl", "--kubeconfig", cluster.kubeconfig, "logs", "kl"],
+                         capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout == "line one\nline two\n"

@@ -1,0 +1,180 @@
+"""Provisioning, binding, clones and expansion through the API of a running cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.controllers import client
+from localcluster.controllers.client import Kube
+from localcluster.storage import classes
+from tests.localcluster.clusterkit import (
+    claim_volume,
+    get,
+    logs,
+    needs_root,
+    phase,
+    pod,
+    pvc,
+    running,
+    wait_for,
+    wait_phase,
+)
+
+pytestmark = [needs_root, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running(str(tmp_path_factory.mktemp("storage"))) as c:
+        yield c
+
+
+@pytest.fixture
+def kube(cluster: Cluster) -> Kube:
+    assert cluster.kube is not None
+    return cluster.kube
+
+
+def test_classes_and_csidriver_installed(kube: Kube) -> None:
+    scs = {sc["metadata"]["name"]: sc for sc in kube.list(client.STORAGECLASSES)["items"]}
+    assert set(scs) >= {"local", "local-immediate", "local-reflink"}
+    assert scs["local"]["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert scs["local"]["metadata"]["annotations"][classes.DEFAULT_CLASS_ANNOTATION] == "true"
+    assert scs["local-immediate"]["volumeBindingMode"] == "Immediate"
+    for sc in scs.values():
+        assert sc["provisioner"] == classes.PROVISIONER and sc["allowVolumeExpansion"]
+        assert sc["metadata"]["annotations"][classes.OVERHEAD_ANNOTATION] == "0.03"
+    assert kube.get(client.CSIDRIVERS, classes.PROVISIONER)
+
+
+@pytest.mark.parametrize("mode", ["Filesystem", "Block"])
+def test_immediate_binds_without_a_consumer(kube: Kube, cluster: Cluster, mode: str) -> None:
+    name = f"imm-{mode.lower()}"
+    kube.create(client.PVCS, pvc(name, sc="local-immediate", mode=mode, size="32Mi"), "default")
+    claim = wait_phase(kube, client.PVCS, name, "Bound")
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert pv["status"]["phase"] == "Bound" and pv["spec"]["volumeMode"] == mode
+    assert claim["status"]["capacity"]["storage"] == "32Mi"
+    path = pv["spec"]["local"]["path"]
+    if mode == "Filesystem":
+        assert os.path.ismount(path)
+    else:
+        assert os.path.realpath(path).startswith("/dev/loop")
+    # Deleting the claim releases the PV; reclaimPolicy Delete removes volume and PV.
+    kube.delete(client.PVCS, name, "default")
+    wait_for(lambda: kube.get_or_none(client.PVS, pv["metadata"]["name"]) is None,
+             what="PV deletion")
+    assert not os.path.exists(path)
+    assert cluster.volumes is not None and not cluster.volumes.exists(pv["metadata"]["name"])
+
+
+@pytest.mark.parametrize("mode", ["Filesystem", "Block"])
+def test_wait_for_first_consumer_binds_when_a_pod_uses_it(kube: Kube, mode: str) -> None:
+    name = f"wffc-{mode.lower()}"
+    kube.create(client.PVCS, pvc(name, mode=mode, size="64Mi"), "default")
+    time.sleep(1.0)
+    assert phase(kube, client.PVCS, name) == "Pending"  # no consumer yet
+    if mode == "Filesystem":
+        p = pod(f"use-{name}", "statfs", "/data", "write", "/data/f", "x",
+                volumes=[claim_volume("d", name)], mounts=[{"name": "d", "mountPath": "/data"}])
+    else:
+        p = pod(f"use-{name}", "blocksize", "/dev/xvdb", volumes=[claim_volume("d", name)],
+                devices=[{"name": "d", "devicePath": "/dev/xvdb"}])
+    kube.create(client.PODS, p, "default")
+    claim = wait_phase(kube, client.PVCS, name, "Bound")
+    assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == \
+        "localcluster"
+    done = wait_phase(kube, client.PODS, f"use-{name}", ("Succeeded", "Failed"))
+    out = logs(kube, f"use-{name}")
+    assert done["status"]["phase"] == "Succeeded", out
+    if mode == "Filesystem":
+        st = json.loads(out.splitlines()[0])
+        # The pod sees the volume's own filesystem: 64 MiB, within the advertised overhead.
+        assert st["size"] <= 64 * 2**20
+        assert st["avail"] >= 64 * 2**20 * (1 - float(classes.FILESYSTEM_OVERHEAD))
+    else:
+        assert out.strip() == f"blocksize {64 * 2**20}"
+
+
+def test_data_source_ref_to_a_populator_is_left_alone(kube: Kube) -> None:
+    ref = {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "src"}
+    kube.create(client.PVCS, pvc("populated", sc="local-immediate", dataSourceRef=ref),
+                "default")
+    time.sleep(1.5)
+    claim = get(kube, client.PVCS, "populated")
+    assert claim["status"]["phase"] == "Pending" and not claim["spec"].get("volumeName")
+
+
+def test_prebound_claim_ref_rebinds_to_the_target(kube: Kube) -> None:
+    """The populator flow: PV' bound to a prime claim is handed to the target claim."""
+    ref = {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "src"}
+    kube.create(client.PVCS, pvc("target", sc="local-immediate", dataSourceRef=ref), "default")
+    kube.create(client.PVCS, pvc("prime", sc="local-immediate"), "default")
+    prime = wait_phase(kube, client.PVCS, "prime", "Bound")
+    target = get(kube, client.PVCS, "target")
+    pv_name = prime["spec"]["volumeName"]
+    pv_path = kube.get(client.PVS, pv_name)["spec"]["local"]["path"]
+    with open(os.path.join(pv_path, "populated"), "w") as fh:
+        fh.write("data")
+    kube.patch(client.PVS, pv_name, {"spec": {"claimRef": {
+        "namespace": "default", "name": "target", "uid": target["metadata"]["uid"],
+        "resourceVersion": None}}})
+    target = wait_phase(kube, client.PVCS, "target", "Bound")
+    assert target["spec"]["volumeName"] == pv_name
+    wait_phase(kube, client.PVCS, "prime", "Lost")
+    kube.delete(client.PVCS, "prime", "default")
+    time.sleep(1.0)
+    pv = kube.get(client.PVS, pv_name)  # still there: it belongs to the target now
+    assert pv["status"]["phase"] == "Bound"
+    with open(os.path.join(pv_path, "populated")) as fh:
+        assert fh.read() == "data"
+
+
+def test_reflink_clone_from_a_pvc_data_source(kube: Kube, cluster: Cluster) -> None:
+    kube.create(client.PVCS, pvc("golden", sc="local-reflink", size="128Mi"), "default")
+    golden = wait_phase(kube, client.PVCS, "golden", "Bound")
+    src_path = kube.get(client.PVS, golden["spec"]["volumeName"])["spec"]["local"]["path"]
+    with open(os.path.join(src_path, "disk.img"), "wb") as fh:
+        fh.write(b"golden image" * 1000)
+    clone = pvc("copy", sc="local-reflink", size="256Mi",
+                dataSource={"kind": "PersistentVolumeClaim", "name": "golden"})
+    kube.create(client.PVCS, clone, "default")
+    copy = wait_phase(kube, client.PVCS, "copy", "Bound")
+    assert copy["status"]["capacity"]["storage"] == "256Mi"
+    path = kube.get(client.PVS, copy["spec"]["volumeName"])["spec"]["local"]["path"]
+    with open(os.path.join(path, "disk.img"), "rb") as fh:
+        assert fh.read() == b"golden image" * 1000
+    st = os.statvfs(path)
+    assert st.f_blocks * st.f_frsize > 200 * 2**20
+
+
+def test_refused_claim_gets_an_event(kube: Kube) -> None:
+    snap = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s"}
+    kube.create(client.PVCS, pvc("snap", sc="local-immediate", dataSourceRef=snap), "default")
+
+    def event() -> list[str]:
+        items = kube.list(client.EVENTS, "default")["items"]
+        return [e["message"] for e in items if e["involvedObject"]["name"] == "snap"]
+
+    messages = wait_for(event, what="ProvisioningFailed event")
+    assert "volume snapshots are not supported" in messages[0]
+    assert phase(kube, client.PVCS, "snap") == "Pending"
+
+
+def test_expansion_grows_a_bound_volume(kube: Kube) -> None:
+    kube.create(client.PVCS, pvc("grow", sc="local-immediate", size="64Mi"), "default")
+    claim = wait_phase(kube, client.PVCS, "grow", "Bound")
+    kube.patch(client.PVCS, "grow", {"spec": {"resources": {"requests": {"storage": "128Mi"}}}},
+               "default")
+    wait_for(lambda: get(kube, client.PVCS, "grow")["status"]["capacity"]["storage"] ==
+             "128Mi", what="claim capacity 128Mi")
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert pv["spec"]["capacity"]["storage"] == "128Mi"
+    st = os.statvfs(pv["spec"]["local"]["path"])
+    assert st.f_blocks * st.f_frsize > 120 * 2**20
