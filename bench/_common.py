@@ -55,7 +55,7 @@ def parse_size(text: str) -> int:
     if not m:
         raise ValueError(f"size {text!r}: expected a number with an optional K/M/G/T suffix")
     power = " KMGT".index(m.group(2).upper() or " ")
-    return int(m.group(1)) * 1024**power
+    return int(m.group(1)) << (10 * power)
 
 
 def human(n: float) -> str:
@@ -167,7 +167,8 @@ class TreeMemorySampler:
                 anon += a
                 by_name[name] = by_name.get(name, 0) + r
             for name, r in by_name.items():
-                self.peak_by_name[name] = max(self.peak_by_name.get(name, 0), r)
+                if r:  # 0: the process exited between listing and reading
+                    self.peak_by_name[name] = max(self.peak_by_name.get(name, 0), r)
             self.peak_rss = max(self.peak_rss, rss)
             self.peak_anon = max(self.peak_anon, anon)
             self.max_processes = max(self.max_processes, len(pids))
@@ -195,14 +196,15 @@ class Case:
     peak_rss: list[int] = field(default_factory=list)
     peak_anon: list[int] = field(default_factory=list)
     peak_by_name: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
 
     @property
-    def median(self) -> float:
-        return statistics.median(self.times)
+    def median(self) -> float | None:
+        return statistics.median(self.times) if self.times else None
 
     def run(self) -> None:
-        for out in self.outputs:
-            out.unlink(missing_ok=True)
+        for path in self.outputs:
+            path.unlink(missing_ok=True)
         os.sync()
         shell = isinstance(self.argv, str)
         start = time.monotonic()
@@ -221,8 +223,10 @@ class Case:
             out, err = proc.communicate()
         elapsed = time.monotonic() - start
         if proc.returncode != 0:
-            tail = out.decode(errors="replace")[-2000:] + err.decode(errors="replace")[-2000:]
-            raise RuntimeError(f"{self.label}: exit {proc.returncode}\n{tail}")
+            # Recorded, not raised: one broken case must not lose the others' figures.
+            tail = (out.decode(errors="replace") + err.decode(errors="replace")).strip()
+            self.failures.append(f"exit {proc.returncode}: {tail[-600:]}")
+            return
         self.times.append(elapsed)
         if self.memory:
             self.peak_rss.append(sampler.peak_rss)
@@ -236,14 +240,19 @@ class Case:
 def run_interleaved(cases: Sequence[Case], runs: int) -> None:
     for i in range(runs):
         for case in cases:
+            before = len(case.times)
             case.run()
-            print(f"  run {i + 1}/{runs} {case.label:<42} {case.times[-1]:7.2f} s", flush=True)
+            took = f"{case.times[-1]:7.2f} s" if len(case.times) > before else "FAILED"
+            print(f"  run {i + 1}/{runs} {case.label:<42} {took}", flush=True)
 
 
 def print_cases(title: str, cases: Sequence[Case]) -> None:
     print(f"\n{title}")
     print(f"  {'case':<42} {'median':>8} {'min':>8} {'max':>8}  peak RSS (anon)")
     for c in cases:
+        if c.median is None:
+            print(f"  {c.label:<42} FAILED every run; last: {c.failures[-1]}")
+            continue
         mem = ""
         if c.peak_rss:
             mem = f"  {human(max(c.peak_rss))} ({human(max(c.peak_anon))})"
@@ -252,9 +261,13 @@ def print_cases(title: str, cases: Sequence[Case]) -> None:
             parts = sorted(c.peak_by_name.items(), key=lambda kv: -kv[1])
             detail = ", ".join(f"{name} {human(rss)}" for name, rss in parts)
             print(f"  {'':<42} peak RSS by process: {detail}")
+        if c.failures:
+            print(f"  {'':<42} {len(c.failures)} run(s) FAILED; last: {c.failures[-1]}")
 
 
 def ratio_line(label: str, ours: Case, theirs: Case, goal: float | None) -> str:
+    if ours.median is None or theirs.median is None:
+        return f"  {label:<58}    n/a (a case failed)"
     r = ours.median / theirs.median
     verdict = ""
     if goal is not None:
@@ -262,7 +275,13 @@ def ratio_line(label: str, ours: Case, theirs: Case, goal: float | None) -> str:
     return f"  {label:<58} {r:6.2f}{verdict}"
 
 
+def peak_text(case: Case) -> str:
+    return human(max(case.peak_rss)) if case.peak_rss else "n/a"
+
+
 def memory_line(case: Case) -> str:
+    if not case.peak_rss:
+        return f"  peak RSS ({case.label}): n/a (failed)"
     peak = max(case.peak_rss)
     verdict = "met" if peak <= GOAL_RSS else "NOT met"
     return (
@@ -289,6 +308,7 @@ __all__ = [
     "human",
     "memory_line",
     "parse_size",
+    "peak_text",
     "prepare_images",
     "print_cases",
     "ratio_line",

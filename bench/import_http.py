@@ -12,6 +12,8 @@ Cases, each over loopback from the test image server, unthrottled then throttled
   && qemu-img convert -f qcow2 -O raw`` (upstream's path) vs plain ``curl -o`` (the link's
   limit) vs ``qemu-img convert`` of the local file (no network at all);
 - raw.gz of the same disk: ``rootdisk import`` vs ``curl | gunzip > file``.
+For reference, the building blocks of a one-pass import by hand: ``nbdkit`` (curl
+plugin, readahead filter) feeding ``qemu-img convert``, and qemu-img's own curl driver.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from _common import (
     human,
     memory_line,
     parse_size,
+    peak_text,
     prepare_images,
     print_cases,
     ratio_line,
@@ -105,9 +108,24 @@ def main() -> None:
                 f"set -o pipefail; curl -sSf {q(gzurl)} | gunzip > {q(str(dest))}",
                 outputs=[dest],
             )
-            cases = [ours, dtc, curl, ours_gz, gunzip]
+            # Building blocks, for reference: how fast the one-pass idea can go here.
+            nbdkit_curl = Case(
+                "nbdkit curl+readahead | qemu-img convert",
+                [
+                    "nbdkit", "-r", "-U", "-", "--filter=readahead", "curl", f"url={qurl}",
+                    "--run", f'qemu-img convert -f qcow2 -O raw "$uri" {q(str(dest))}',
+                ],
+                outputs=[dest],
+                memory=True,
+            )  # fmt: skip
+            qemu_curl = Case(
+                "qemu-img convert of the URL (curl driver)",
+                ["qemu-img", "convert", "-f", "qcow2", "-O", "raw", qurl, str(dest)],
+                outputs=[dest],
+            )
+            cases = [ours, dtc, curl, nbdkit_curl, qemu_curl, ours_gz, gunzip]
             if rate is None:
-                cases.insert(3, local)
+                cases.insert(5, local)
             print(f"\n== {mode}", flush=True)
             run_interleaved(cases, args.runs)
             server.clear_requests()
@@ -123,10 +141,14 @@ def main() -> None:
                 ),
                 ratio_line("rootdisk / curl -o (the link)", ours, curl, 1.1 if throttled else None),
                 ratio_line("rootdisk / qemu-img convert of the local file", ours, local, None),
+                ratio_line(
+                    "nbdkit curl | qemu-img / download-then-convert", nbdkit_curl, dtc, None
+                ),
+                ratio_line("qemu-img curl driver / download-then-convert", qemu_curl, dtc, None),
                 ratio_line("rootdisk raw.gz / curl | gunzip", ours_gz, gunzip, 1.1),
                 memory_line(ours),
                 memory_line(ours_gz),
-                f"  (download-then-convert peak RSS: {human(max(dtc.peak_rss))})",
+                f"  (download-then-convert peak RSS: {peak_text(dtc)})",
             ]
     print("\nratios (median / median):")
     print("\n".join(summary))

@@ -30,6 +30,7 @@ from _common import (
     human,
     memory_line,
     parse_size,
+    peak_text,
     prepare_images,
     print_cases,
     ratio_line,
@@ -142,7 +143,7 @@ def main() -> None:
             print(ratio_line("rootdisk / boto3 download_file (raw)", r_ours, r_boto, 1.0))
             print(memory_line(q_ours))
             print(memory_line(r_ours))
-            print(f"  (boto3 download_file + convert peak RSS: {human(max(q_boto.peak_rss))})")
+            print(f"  (boto3 download_file + convert peak RSS: {peak_text(q_boto)})")
         finally:
             server.stop(grace=0.5)
             shutil.rmtree(tmp, ignore_errors=True)
