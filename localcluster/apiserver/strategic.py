@@ -12,15 +12,21 @@ replaced, and the patch may carry directives:
 - ``$retainKeys: [names]`` drops the map's keys not named (union fields like a volume
   source or a deployment strategy).
 
+Merged lists take upstream's element order: the elements the patch names (or its
+``$setElementOrder`` lists) in that order, interleaved with the server's other elements by
+their server positions; an element new to the server goes before the server's remaining
+ones, so adding a lone element with ``kubectl patch`` puts it first, as on a real cluster.
+
 Which lists merge is in :mod:`.strategic_types`. Errors are :class:`PatchError`.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
-from .strategic_types import BUILTIN_KINDS, Field, ListRule, field_rule
+from .strategic_types import BUILTIN_KINDS, ListRule, field_rule
 
 _PATCH = "$patch"
 _RETAIN = "$retainKeys"
@@ -126,22 +132,37 @@ def _merge_map(
         elif isinstance(value, list):
             current = result.get(key)
             if isinstance(rule, ListRule) and rule.merge:
-                result[key] = _merge_list(current if isinstance(current, list) else [], value,
-                                          rule, key)
+                server = current if isinstance(current, list) else []
+                items = _merge_list(server, value, rule, key)
+                if items is None:  # {"$patch": "replace"}
+                    result[key] = _replace_list(value)
+                else:
+                    order = patch.get(_ORDER + key, value)
+                    result[key] = _normalize_order(items, _order_list(order, key), server,
+                                                   rule, key)
             else:
                 result[key] = _replace_list(value)
         else:
             result[key] = copy.deepcopy(value)
 
+    # $setElementOrder for a list the patch does not otherwise touch: only reorder it.
     for key, value in patch.items():
         if key.startswith(_ORDER):
             field = key[len(_ORDER):]
             rule = field_rule(struct, field)
-            if not isinstance(value, list):
-                raise PatchError(f"{key} must be a list")
-            if isinstance(result.get(field), list):
-                result[field] = _reorder(result[field], value, rule, field)
+            if not isinstance(rule, ListRule) or not rule.merge:
+                raise PatchError(f"{key}: {field} is not a merged list")
+            order = _order_list(value, field)
+            if not isinstance(patch.get(field), list) and isinstance(result.get(field), list):
+                result[field] = _normalize_order(result[field], order, result[field], rule,
+                                                 field)
     return result
+
+
+def _order_list(value: Any, field: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise PatchError(f"{_ORDER}{field} must be a list")
+    return value
 
 
 def _replace_list(value: list[Any]) -> list[Any]:
@@ -149,20 +170,20 @@ def _replace_list(value: list[Any]) -> list[Any]:
     return [_strip(v) for v in value if not (isinstance(v, dict) and v.get(_PATCH) == "replace")]
 
 
-def _merge_list(orig: list[Any], patch: list[Any], rule: ListRule, field: str) -> list[Any]:
+def _merge_list(orig: list[Any], patch: list[Any], rule: ListRule,
+                field: str) -> list[Any] | None:
+    """Merge element by element (None: the patch replaces the list). New elements are
+    appended here; :func:`_normalize_order` then decides where they go."""
     if any(isinstance(v, dict) and v.get(_PATCH) == "replace" and len(v) == 1 for v in patch):
-        return _replace_list(patch)
+        return None
     if rule.key is None:
         if any(isinstance(v, dict | list) for v in patch):
             raise PatchError(f"{field}: a merged list of primitives may not contain objects")
-        out = copy.deepcopy(orig)
-        out.extend(v for v in patch if v not in orig)
-        # The patch may repeat a value; a set-like list keeps one.
-        seen: list[Any] = []
-        for v in out:
-            if v not in seen:
-                seen.append(v)
-        return seen
+        out: list[Any] = []
+        for v in [*orig, *patch]:  # a set-like list keeps one of each value
+            if v not in out:
+                out.append(copy.deepcopy(v))
+        return out
     key = rule.key
     result = copy.deepcopy(orig)
     for element in patch:
@@ -173,8 +194,7 @@ def _merge_list(orig: list[Any], patch: list[Any], rule: ListRule, field: str) -
                              f"key: {key}")
         index = next((i for i, o in enumerate(result)
                       if isinstance(o, dict) and o.get(key) == element[key]), None)
-        directive = element.get(_PATCH)
-        if directive == "delete":
+        if element.get(_PATCH) == "delete":
             result = [o for o in result if not (isinstance(o, dict) and o.get(key) == element[key])]
             continue
         merged = _merge_map(result[index] if index is not None else {}, element, rule.elem)
@@ -187,30 +207,56 @@ def _merge_list(orig: list[Any], patch: list[Any], rule: ListRule, field: str) -
     return result
 
 
-def _identity(item: Any, rule: Field | None) -> Any:
-    if isinstance(rule, ListRule) and rule.key is not None and isinstance(item, dict):
-        return item.get(rule.key)
-    return item
+def _identity(item: Any, rule: ListRule, field: str) -> str:
+    if rule.key is None:
+        return json.dumps(item, sort_keys=True)
+    if not isinstance(item, dict) or rule.key not in item:
+        raise PatchError(f"{field}: element {item!r} does not contain declared merge key: "
+                         f"{rule.key}")
+    return json.dumps(item[rule.key], sort_keys=True)
 
 
-def _reorder(items: list[Any], order: list[Any], rule: Field | None, field: str) -> list[Any]:
-    """Put the items named in ``order`` in that order; the others keep their places
-    relative to the item they followed."""
-    if not isinstance(rule, ListRule) or not rule.merge:
-        raise PatchError(f"$setElementOrder/{field}: {field} is not a merged list")
-    wanted = [_identity(o, rule) for o in order]
-    by_id = {repr(_identity(i, rule)): i for i in items}
-    ordered = [by_id[repr(w)] for w in wanted if repr(w) in by_id]
-    placed = {repr(w) for w in wanted}
-    for position, item in enumerate(items):
-        ident = repr(_identity(item, rule))
-        if ident in placed:
+def _normalize_order(merged: list[Any], order: list[Any], server: list[Any], rule: ListRule,
+                     field: str) -> list[Any]:
+    """Kubernetes' element order for a merged list.
+
+    Elements named by ``order`` (the patch's list, or its ``$setElementOrder``) come in
+    that order; the others keep the server's order; the two runs are interleaved by the
+    server's positions, and an element the server did not have goes before the remaining
+    server-only ones (so an element added by a patch alone lands first, as upstream).
+    """
+    order_pos: dict[str, int] = {}
+    for position, item in enumerate(order):
+        if isinstance(item, dict) and item.get(_PATCH) and rule.key not in item:
+            continue  # a bare directive element names nothing
+        order_pos.setdefault(_identity(item, rule, field), position)
+    server_pos: dict[str, int] = {}
+    for position, item in enumerate(server):
+        if rule.key is None or (isinstance(item, dict) and rule.key in item):
+            server_pos.setdefault(_identity(item, rule, field), position)
+
+    def ident(item: Any) -> str | None:
+        if rule.key is not None and not (isinstance(item, dict) and rule.key in item):
+            return None
+        return _identity(item, rule, field)
+
+    named = sorted((m for m in merged if ident(m) in order_pos),
+                   key=lambda m: order_pos[str(ident(m))])
+    server_only = [m for m in merged if ident(m) not in order_pos]
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(named):
+        if j >= len(named):
+            out.append(server_only[i])
+            i += 1
             continue
-        before = [repr(_identity(i, rule)) for i in items[:position]]
-        anchor = next((b for b in reversed(before) if b in placed), None)
-        insert_at = 0 if anchor is None else next(
-            n for n, i in enumerate(ordered) if repr(_identity(i, rule)) == anchor) + 1
-        ordered.insert(insert_at, item)
-        placed.add(ident)
-    return ordered
-
+        if i < len(server_only):
+            left, right = server_pos.get(str(ident(server_only[i]))), \
+                server_pos.get(str(ident(named[j])))
+            if left is not None and right is not None and left < right:
+                out.append(server_only[i])
+                i += 1
+                continue
+        out.append(named[j])
+        j += 1
+    return out

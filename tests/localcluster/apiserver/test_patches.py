@@ -198,9 +198,23 @@ SMP_CASES: list[tuple[str, dict[str, Any], Any]] = [
      {"spec": {"containers": [{"name": "main", "image": "img:2"}]}},
      lambda o: [c["image"] for c in _containers(o)] == ["img:2", "side:1"]
      and _containers(o)[0]["env"] == POD["spec"]["containers"][0]["env"]),
-    ("appends a new container",
+    # Upstream's element order: what only the patch names goes before the server's
+    # remaining elements, so a lone new element lands first.
+    ("a new container alone goes first",
      {"spec": {"containers": [{"name": "new", "image": "n:1"}]}},
+     lambda o: [c["name"] for c in _containers(o)] == ["new", "main", "side"]),
+    ("a new container after a named one follows it",
+     {"spec": {"containers": [{"name": "side"}, {"name": "new", "image": "n:1"}]}},
      lambda o: [c["name"] for c in _containers(o)] == ["main", "side", "new"]),
+    ("a new container before a named one precedes it",
+     {"spec": {"containers": [{"name": "new", "image": "n:1"}, {"name": "main"}]}},
+     lambda o: [c["name"] for c in _containers(o)] == ["new", "main", "side"]),
+    ("updating one keeps the server's order",
+     {"spec": {"containers": [{"name": "side", "image": "s:2"}]}},
+     lambda o: [c["name"] for c in _containers(o)] == ["main", "side"]),
+    ("elements the patch names take the patch's order",
+     {"spec": {"containers": [{"name": "side"}, {"name": "main"}]}},
+     lambda o: [c["name"] for c in _containers(o)] == ["side", "main"]),
     ("deletes a container with $patch: delete",
      {"spec": {"containers": [{"name": "side", "$patch": "delete"}]}},
      lambda o: [c["name"] for c in _containers(o)] == ["main"]),
@@ -212,7 +226,7 @@ SMP_CASES: list[tuple[str, dict[str, Any], Any]] = [
                                            {"name": "C", "value": "4"}]),
     ("merges ports by containerPort",
      {"spec": {"containers": [{"name": "main", "ports": [{"containerPort": 443}]}]}},
-     lambda o: [p["containerPort"] for p in _containers(o)[0]["ports"]] == [80, 443]),
+     lambda o: [p["containerPort"] for p in _containers(o)[0]["ports"]] == [443, 80]),
     ("merges volumeMounts by mountPath",
      {"spec": {"containers": [{"name": "main",
                                "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}},
@@ -232,7 +246,10 @@ SMP_CASES: list[tuple[str, dict[str, Any], Any]] = [
     ("ownerReferences merge by uid",
      {"metadata": {"ownerReferences": [{"uid": "u2", "name": "o2", "kind": "X",
                                         "apiVersion": "v1"}]}},
-     lambda o: [r["uid"] for r in o["metadata"]["ownerReferences"]] == ["u1", "u2"]),
+     lambda o: [r["uid"] for r in o["metadata"]["ownerReferences"]] == ["u2", "u1"]),
+    ("a finalizer alone goes first",
+     {"metadata": {"finalizers": ["f0"]}},
+     lambda o: o["metadata"]["finalizers"] == ["f0", "f1", "f2"]),
     ("null deletes a label",
      {"metadata": {"labels": {"tier": None, "new": "n"}}},
      lambda o: o["metadata"]["labels"] == {"app": "a", "new": "n"}),
@@ -272,7 +289,7 @@ SMP_CASES: list[tuple[str, dict[str, Any], Any]] = [
     ("new list elements have directives and nulls stripped",
      {"spec": {"containers": [{"name": "n", "image": "i", "env": None,
                                "$patch": "merge"}]}},
-     lambda o: _containers(o)[-1] == {"name": "n", "image": "i"}),
+     lambda o: _containers(o)[0] == {"name": "n", "image": "i"}),
     ("scalar replace",
      {"spec": {"restartPolicy": "Never"}},
      lambda o: o["spec"]["restartPolicy"] == "Never"),
@@ -298,7 +315,7 @@ def test_strategic_deployment_template_and_service_ports() -> None:
               "status": {"conditions": [{"type": "Progressing", "status": "True"}]}},
         kind="Deployment")
     assert [c["image"] for c in out["spec"]["template"]["spec"]["containers"]] == ["a", "z"]
-    assert [c["type"] for c in out["status"]["conditions"]] == ["Available", "Progressing"]
+    assert [c["type"] for c in out["status"]["conditions"]] == ["Progressing", "Available"]
 
     svc = {"spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}}
     out = strategic_merge_patch(svc, {"spec": {"ports": [{"port": 443, "targetPort": 8443}]}},
@@ -318,7 +335,7 @@ def test_strategic_unknown_fields_behave_like_merge_patch() -> None:
     out = strategic_merge_patch(
         cm, {"data": {"a": None, "c": "3"}, "items": [3], "metadata": {"finalizers": ["b"]}},
         kind="ConfigMap")
-    assert out == {"metadata": {"name": "c", "finalizers": ["a", "b"]},
+    assert out == {"metadata": {"name": "c", "finalizers": ["b", "a"]},
                    "data": {"b": "2", "c": "3"}, "items": [3]}
 
 
