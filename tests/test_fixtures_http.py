@@ -128,6 +128,31 @@ def test_drop_counts_from_the_start_of_the_range(served: tuple[HttpServer, str])
     assert e.value.partial == DATA[500:510]
 
 
+def test_stall_goes_silent_then_drops(served: tuple[HttpServer, str]) -> None:
+    server, _ = served
+    server.set_faults("disk.img", Faults(stall_after=1000, stall_seconds=5))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=0.5)
+    try:
+        conn.request("GET", "/disk.img")
+        resp = conn.getresponse()
+        assert resp.read(1000) == DATA[:1000]
+        with pytest.raises(TimeoutError):
+            resp.read(1)  # nothing more comes: a client read timeout must fire
+    finally:
+        conn.close()
+    assert _get(server, "/disk.img") == DATA  # stall_times=1: the next GET is whole
+
+
+def test_short_stall_then_drop(served: tuple[HttpServer, str]) -> None:
+    server, _ = served
+    server.set_faults("disk.img", Faults(stall_after=10, stall_seconds=0.2, stall_times=None))
+    start = time.monotonic()
+    with pytest.raises(http.client.IncompleteRead) as e:
+        _get(server, "/disk.img")
+    assert e.value.partial == DATA[:10]
+    assert time.monotonic() - start >= 0.2
+
+
 def test_status_k_times_with_retry_after(served: tuple[HttpServer, str]) -> None:
     server, url = served
     server.set_faults("disk.img", Faults(status=503, status_times=2, retry_after=3))
