@@ -91,6 +91,18 @@ class CgroupManager:
             return 1
         return 0
 
+    def cleanup(self) -> None:
+        """Remove cgroups left by containers of a killed run (empty once they died)."""
+        for sub in ("", "memory", "cpu"):
+            parent = os.path.join(self.root, sub, self.prefix)
+            if not os.path.isdir(parent):
+                continue
+            for name in os.listdir(parent):
+                path = os.path.join(parent, name)
+                if os.path.isdir(path):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(path)
+
     def create(self, name: str, limits: Limits) -> Cgroup | None:
         """A cgroup holding ``limits``; None when there is nothing to limit or no way to."""
         if limits.memory is None and limits.cpu_millis is None:

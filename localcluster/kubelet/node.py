@@ -97,6 +97,7 @@ class Node:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
+        self.cgroups.cleanup()
         self._register()
         self._heartbeat.start()
         self.loop.start()
