@@ -36,21 +36,23 @@ class BlockCache:
         self._blocks: OrderedDict[int, Future[bytes]] = OrderedDict()
         self._pool = ThreadPoolExecutor(max_workers=max(1, prefetch), thread_name_prefix="fetch")
 
-    def read(self, offset: int, length: int) -> bytes:
+    def read(self, offset: int, length: int) -> bytes | memoryview:
+        """The bytes at ``[offset, offset+length)``: a view into a cached block when the
+        range lies in one (no copy), else a joined copy."""
         if offset < 0 or offset + length > self.size:
             raise ValueError(f"read [{offset}, {offset + length}) outside [0, {self.size})")
-        parts = []
+        parts: list[memoryview] = []
         end = offset + length
         while offset < end:
             index = offset // self.block_size
             block = self._block(index)
             start = offset - index * self.block_size
             take = min(end - offset, len(block) - start)
-            parts.append(block[start : start + take])
+            parts.append(memoryview(block)[start : start + take])
             offset += take
         for ahead in range(1, self.prefetch + 1):
             self._block_future(index + ahead, wait=False)
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from importer.errors import BackingFileRejected, ImporterError, InvalidImage
+from importer.errors import BackingFileRejected, ImporterError, InvalidImage, TransferError
 from importer.formats import ImageFormat
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,10 @@ def convert(
                     progress(float(match.group(1)))
         stderr = proc.stderr.read()
     if proc.returncode != 0:
-        raise ImporterError(f"qemu-img convert failed: {_last_line(stderr)}")
+        line = _last_line(stderr)
+        if "Input/output error" in line:  # the source went away mid-read: worth a retry
+            raise TransferError(f"qemu-img convert could not read the image: {line}")
+        raise ImporterError(f"qemu-img convert failed: {line}")
 
 
 def _last_line(stderr: bytes) -> str:

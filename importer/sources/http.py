@@ -17,6 +17,7 @@ from pathlib import Path
 
 import certifi
 import requests
+import urllib3
 
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, InvalidImage, NotFound, TransferError, Unauthorized
@@ -66,9 +67,13 @@ class HTTPSource:
                 if response.status_code != 206:
                     raise TransferError(f"expected 206 for a range, got {response.status_code}")
                 try:
-                    return response.content
-                except requests.RequestException as err:
+                    # One read of the whole range (``.content`` would take 10 KiB at a time).
+                    data: bytes = response.raw.read(decode_content=False)
+                except (requests.RequestException, urllib3.exceptions.HTTPError) as err:
                     raise TransferError(f"reading {self._safe_url()}: {err}", cause=err) from err
+                if len(data) != length:
+                    raise TransferError(f"short read: {len(data)} of {length} bytes at {start}")
+                return data
 
         return call_with_retries(self.config, f"read {length} bytes at {start}", attempt)
 

@@ -214,7 +214,7 @@ def test_nbdkit_gets_no_credentials_in_argv(images: ImageFactory, http_server: H
                 argv = cmdline.read_bytes()
             except OSError:
                 continue
-            nbdkit_seen |= argv.startswith(b"nbdkit\0") and b"nbd_plugin.py" in argv
+            nbdkit_seen |= argv.startswith(b"nbdkit\0")
             if b"pw-in-no-argv" in argv or b"hdr-secret" in argv:
                 leaked.append(argv.decode(errors="replace"))
         time.sleep(0.05)

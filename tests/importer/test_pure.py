@@ -1,0 +1,108 @@
+"""Pure pieces: the termination message bound, the block cache, route decisions."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from importer.blockcache import BlockCache
+from importer.config import ContentType
+from importer.errors import InvalidImage, TooSmall, TransferError
+from importer.formats import Compression, Image, ImageFormat
+from importer.plan import Route, check_fits, choose_route, usable_bytes
+from importer.termination import LIMIT, message
+
+
+def test_termination_message_fits_4096_bytes() -> None:
+    data = message(reason="InvalidImage", text="x" * 10_000, retryable=False)
+    assert len(data) <= LIMIT
+    body = json.loads(data)
+    assert body["reason"] == "InvalidImage" and body["message"].endswith("…")
+
+
+def test_termination_message_keeps_short_text() -> None:
+    body = json.loads(message(reason="NotFound", text="gone", retryable=False))
+    assert body == {"reason": "NotFound", "message": "gone", "retryable": False}
+
+
+QCOW2 = Image(ImageFormat.QCOW2, 1 << 30)
+RAW = Image(ImageFormat.RAW, None)
+TAR = Image(ImageFormat.RAW, None, tar=True)
+
+
+@pytest.mark.parametrize(("image", "compressions", "ranged", "checksum", "route"), [
+    (RAW, (), True, False, Route.STREAM),
+    (RAW, (Compression.XZ,), False, True, Route.STREAM),
+    (QCOW2, (), True, False, Route.NBD_CONVERT),
+    (QCOW2, (), False, False, Route.SCRATCH_CONVERT),
+    (QCOW2, (), True, True, Route.SCRATCH_CONVERT),
+    (QCOW2, (Compression.GZIP,), True, False, Route.SCRATCH_CONVERT),
+])
+def test_routes(image: Image, compressions: tuple[Compression, ...], ranged: bool,
+                checksum: bool, route: Route) -> None:
+    decision = choose_route(content_type=ContentType.KUBEVIRT, compressions=compressions,
+                            image=image, ranged=ranged, checksum=checksum)
+    assert decision.route is route and decision.why
+
+
+def test_archive_route_needs_a_tar() -> None:
+    assert choose_route(content_type=ContentType.ARCHIVE, compressions=(), image=TAR,
+                        ranged=True, checksum=False).route is Route.ARCHIVE
+    with pytest.raises(InvalidImage):
+        choose_route(content_type=ContentType.ARCHIVE, compressions=(), image=QCOW2,
+                     ranged=True, checksum=False)
+
+
+def test_usable_bytes() -> None:
+    from fractions import Fraction
+    mib = 1 << 20
+    assert usable_bytes(block_device_size=5 * mib, requested=None, available=0,
+                        overhead=Fraction(6, 100)) == 5 * mib
+    assert usable_bytes(block_device_size=None, requested=100 * mib, available=1 << 40,
+                        overhead=Fraction(6, 100)) == 94 * mib
+    assert usable_bytes(block_device_size=None, requested=100 * mib, available=10 * mib,
+                        overhead=Fraction(6, 100)) == 10 * mib
+    with pytest.raises(TooSmall, match="virtual size 11 bytes > usable 10 bytes"):
+        check_fits(virtual_size=11, usable=10)
+    check_fits(virtual_size=None, usable=10)
+
+
+def test_block_cache_reads_across_blocks_and_fetches_each_once() -> None:
+    data = bytes(range(256)) * 1000
+    fetched: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def fetch(start: int, length: int) -> bytes:
+        with lock:
+            fetched.append((start, length))
+        return data[start : start + length]
+
+    cache = BlockCache(fetch, size=len(data), block_size=4096, capacity=4, prefetch=2)
+    try:
+        assert cache.read(4000, 200) == data[4000:4200]
+        assert cache.read(0, len(data) // 2) == data[: len(data) // 2]
+        assert cache.read(len(data) - 10, 10) == data[-10:]
+        starts = [s for s, _ in fetched]
+        assert len(starts) == len(set(starts))  # no block fetched twice
+        with pytest.raises(ValueError, match="outside"):
+            cache.read(len(data) - 5, 10)
+    finally:
+        cache.close()
+
+
+def test_block_cache_does_not_keep_failures() -> None:
+    calls = {"n": 0}
+
+    def flaky(start: int, length: int) -> bytes:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise TransferError("dropped")
+        return bytes(length)
+
+    cache = BlockCache(flaky, size=100, block_size=64, prefetch=0)
+    with pytest.raises(TransferError):
+        cache.read(0, 10)
+    assert cache.read(0, 10) == bytes(10)
+    cache.close()
