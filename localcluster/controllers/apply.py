@@ -94,8 +94,8 @@ def manifest_files(directory: str) -> list[str]:
     return out
 
 
-def apply_object(kube: Kube, discovery: Discovery, obj: Obj) -> Obj:
-    res = discovery.resource(obj["apiVersion"], obj["kind"])
+def apply_object(kube: Kube, discovery: Discovery, obj: Obj, *, wait: float = 1.0) -> Obj:
+    res = discovery.resource(obj["apiVersion"], obj["kind"], wait=wait)
     meta = obj.setdefault("metadata", {})
     if res.namespaced:
         meta.setdefault("namespace", "default")
@@ -118,14 +118,20 @@ def apply_manifests(kube: Kube, root: str) -> list[str]:
     """Apply ``root``'s crds/, rbac/ and deploy/ in that order; returns what was applied."""
     discovery = Discovery(kube)
     applied = []
+    crd_groups: set[str] = set()
     for sub in SUBDIRS:
         directory = os.path.join(root, sub)
         if not os.path.isdir(directory):
             continue
         for path, obj in load_objects(manifest_files(directory)):
             name = f"{obj['kind']}/{(obj.get('metadata') or {}).get('name')}"
+            if obj["kind"] == "CustomResourceDefinition":
+                crd_groups.add(str((obj.get("spec") or {}).get("group")))
+            # Kinds of CRDs applied just now may take a moment to be served.
+            group = obj["apiVersion"].rpartition("/")[0]
             try:
-                apply_object(kube, discovery, dict(obj))
+                apply_object(kube, discovery, dict(obj),
+                             wait=15.0 if group in crd_groups else 1.0)
             except (KubeError, ManifestError) as err:
                 raise ManifestError(f"{path}: {name}: {err}") from err
             logger.info("applied %s from %s", name, path)

@@ -48,7 +48,8 @@ def endpoints_for(service: Obj, pods: Sequence[Obj]) -> dict[str, Any]:
     selector = spec.get("selector") or {}
     subsets = []
     for port in spec.get("ports") or []:
-        addresses, not_ready = [], []
+        addresses: list[dict[str, Any]] = []
+        not_ready: list[dict[str, Any]] = []
         resolved = None
         for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
             pmeta = pod.get("metadata") or {}

@@ -3,7 +3,7 @@
 Deployments here own their pods directly, without ReplicaSets: each pod carries the
 ``pod-template-hash`` of the template it was made from, so a template change is seen as
 "old pods" to replace. Rollout: new pods are created up to ``replicas``; old pods are
-deleted once as many new ones are ready (``Recreate``: old pods go first). Finished pods
+deleted as new ones become ready (``Recreate``: old pods go first). Finished pods
 (Succeeded/Failed) are deleted and replaced. A DaemonSet has one pod per node, labelled
 ``controller-revision-hash``, replaced when the template changes.
 """
@@ -112,9 +112,12 @@ def deployment_plan(*, deployment: Obj, pods: Sequence[Obj], now: str) -> Plan:
             extra = sorted(new, key=lambda p: (is_ready(p), _name(p)))[: len(new) - replicas]
             delete += [_name(p) for p in extra]
         create_n = max(0, replicas - len(new))
+        # Keep enough old pods to make up for new ones that are not ready yet.
         ready_new = sum(1 for p in new if is_ready(p))
-        if old and ready_new >= min(replicas, len(new)):
-            delete += [_name(p) for p in old]
+        surplus = len(old) - max(0, replicas - ready_new)
+        if surplus > 0:
+            doomed = sorted(old, key=lambda p: (is_ready(p), _name(p)))[:surplus]
+            delete += [_name(p) for p in doomed]
     pod = pod_from_template(deployment, kind="Deployment", labels={TEMPLATE_HASH: h},
                             generate_name=f"{meta.get('name')}-{h}-")
     counted = [p for p in owned if not _deleting(p) and p not in finished]
