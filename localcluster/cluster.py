@@ -148,7 +148,7 @@ class Cluster:
             pods=pods, claims=pvcs, volumes=pvs, storage_classes=scs, configmaps=cms,
             secrets=secrets, images=images.ImageTable.with_extras(extras),
             backoff=opts.backoff, heartbeat=opts.heartbeat,
-            shutdown_grace=opts.shutdown_grace)
+            shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes)
         storage = StorageController(kube, self.volumes, node=self.node.name, claims=pvcs,
                                     pvs=pvs, storage_classes=scs)
         svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods)

@@ -35,6 +35,7 @@ from localcluster.kubelet.podips import AddressPool
 from localcluster.kubelet.sandbox import project_root
 from localcluster.kubelet.worker import PodWorker, now_iso
 from localcluster.storage import decisions
+from localcluster.storage.volumes import VolumeManager
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class Node:
         volumes: Informer, storage_classes: Informer, configmaps: Informer, secrets: Informer,
         images: ImageTable, backoff: restarts.BackoffSettings | None = None,
         name: str = NODE_NAME, heartbeat: float = 10.0, shutdown_grace: float = 5.0,
-        on_pod_stop: Callable[[str], None] | None = None,
+        volume_manager: VolumeManager | None = None,
     ) -> None:
         self.kube = kube
         self.name = name
@@ -76,7 +77,7 @@ class Node:
         self.backoff = backoff or restarts.BackoffSettings()
         self.heartbeat = heartbeat
         self.shutdown_grace = shutdown_grace
-        self.on_pod_stop = on_pod_stop
+        self.volume_manager = volume_manager
         self.host_ip = "127.0.0.1"
         self.pod_ips = AddressPool(POD_CIDR)
         self.cgroups = CgroupManager()
@@ -113,11 +114,26 @@ class Node:
         for w in workers:
             w.finished.wait(self.shutdown_grace + 10)
 
-    def in_use(self, volume_name: str) -> bool:
+    def finish_resizes(self, worker: PodWorker) -> None:
+        """Before a pod's containers start: grow the filesystems of its volumes whose
+        expansion waited for them to be unused (offline expansion, as on "next mount")."""
+        if self.volume_manager is None:
+            return
+        for claim_name in podvolumes.claim_names(worker.pod):
+            claim = self.claims.get(claim_name, worker.namespace) or {}
+            pv = (claim.get("spec") or {}).get("volumeName")
+            if not pv or not self.volume_manager.exists(pv):
+                continue
+            if self.volume_manager.resize_pending(pv) and not self.in_use(pv, but=worker):
+                self.volume_manager.finish_resize(pv)
+
+    def in_use(self, volume_name: str, *, but: PodWorker | None = None) -> bool:
         """Whether a running pod uses the PV ``volume_name`` (for offline expansion)."""
         with self._lock:
-            workers = list(self._workers.values())
+            workers = [w for w in self._workers.values() if w is not but]
         for w in workers:
+            if w._volumes is None:
+                continue  # its containers have not started
             for claim_name in podvolumes.claim_names(w.pod):
                 claim = self.claims.get(claim_name, w.namespace) or {}
                 if (claim.get("spec") or {}).get("volumeName") == volume_name:

@@ -137,6 +137,7 @@ class PodWorker(threading.Thread):
     def _prepare(self) -> bool:
         """Volumes first: until they are ready every container waits ContainerCreating."""
         try:
+            self.node.finish_resizes(self)
             self._volumes = podvolumes.prepare(self.pod, self.node.pod_context(self))
             self._message = self._reason = ""
             return True

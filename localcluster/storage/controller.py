@@ -172,8 +172,16 @@ class StorageController:
                 "accessModes": list(pv_spec.get("accessModes") or []),
                 "capacity": {"storage": pv_spec["capacity"]["storage"]},
             }
-            if volume_name in {v.name for v in self._pending_resizes()}:
-                status["conditions"] = [{"type": "FileSystemResizePending", "status": "True"}]
+            if self.volumes.exists(volume_name) and self.volumes.resize_pending(volume_name):
+                # As on a real node: the claim shows the new size only once the
+                # filesystem has grown (when no pod uses it any more).
+                old = (claim.get("status") or {}).get("capacity")
+                if old:
+                    status["capacity"] = old
+                status["conditions"] = [{
+                    "type": "FileSystemResizePending", "status": "True",
+                    "message": "Waiting for user to (re-)start a pod to finish file system "
+                               "resize of volume on node."}]
             else:
                 status["conditions"] = None
         else:
@@ -188,9 +196,6 @@ class StorageController:
                 if plan.phase == "Lost":
                     self.events.emit(claim, "Warning", "ClaimLost",
                                      "Bound claim has lost its PersistentVolume.")
-
-    def _pending_resizes(self) -> list[Any]:
-        return [v for v in self.volumes.list() if self.volumes.resize_pending(v.name)]
 
     def _expand(self, claim: Obj, pv: Obj) -> None:
         want = decisions.expansion(claim=claim, volume=pv)

@@ -273,3 +273,24 @@ def test_kubectl_logs(kube: Kube, cluster: Cluster) -> None:
     out = subprocess.run(["kubectl", "--kubeconfig", cluster.kubeconfig, "logs", "kl"],
                          capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout == "line one\nline two\n"
+
+
+def test_init_containers_run_first_and_a_failure_fails_the_pod(kube: Kube) -> None:
+    vols = [{"name": "w", "emptyDir": {}}]
+    mounts = [{"name": "w", "mountPath": "/shared"}]
+    p = pod("inited", "read", "/shared/ready", volumes=vols, mounts=mounts)
+    p["spec"]["initContainers"] = [{"name": "prep", "image": p["spec"]["containers"][0]["image"],
+                                    "args": ["write", "/shared/ready", "yes"],
+                                    "volumeMounts": mounts}]
+    kube.create(client.PODS, p, "default")
+    done = wait_phase(kube, client.PODS, "inited", ("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert logs(kube, "inited") == "read: yes\n"
+    bad = pod("badinit", "print", "never")
+    bad["spec"]["initContainers"] = [{"name": "prep", "image": bad["spec"]["containers"][0][
+        "image"], "args": ["exit", "5"]}]
+    kube.create(client.PODS, bad, "default")
+    failed = wait_phase(kube, client.PODS, "badinit", "Failed")
+    assert failed["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 5
+    assert main_status(failed)["state"]["waiting"]["reason"] == "PodInitializing"

@@ -22,6 +22,7 @@ from tests.localcluster.clusterkit import (
     pod,
     pvc,
     running,
+    try_logs,
     wait_for,
     wait_phase,
 )
@@ -178,3 +179,36 @@ def test_expansion_grows_a_bound_volume(kube: Kube) -> None:
     assert pv["spec"]["capacity"]["storage"] == "128Mi"
     st = os.statvfs(pv["spec"]["local"]["path"])
     assert st.f_blocks * st.f_frsize > 120 * 2**20
+
+
+def test_expansion_of_a_volume_in_use_finishes_at_the_next_pod(kube: Kube) -> None:
+    kube.create(client.PVCS, pvc("busygrow", sc="local-immediate", size="64Mi"), "default")
+    wait_phase(kube, client.PVCS, "busygrow", "Bound")
+    mounts = [{"name": "d", "mountPath": "/data"}]
+    kube.create(client.PODS, pod("holder", "print", "up", "sleep", "600", restart="Always",
+                                 volumes=[claim_volume("d", "busygrow")], mounts=mounts),
+                "default")
+    wait_for(lambda: "up" in try_logs(kube, "holder"), what="holder running")
+    kube.patch(client.PVCS, "busygrow",
+               {"spec": {"resources": {"requests": {"storage": "128Mi"}}}}, "default")
+
+    def condition_or_grown() -> str | None:
+        st = get(kube, client.PVCS, "busygrow")["status"]
+        if st["capacity"]["storage"] == "128Mi":
+            return "grown online"
+        if any(c["type"] == "FileSystemResizePending" for c in st.get("conditions") or []):
+            return "pending"
+        return None
+
+    state = wait_for(condition_or_grown, what="resize pending or done")
+    kube.delete(client.PODS, "holder", "default", grace_period=1)
+    wait_for(lambda: kube.get_or_none(client.PODS, "holder", "default") is None,
+             what="holder gone")
+    kube.create(client.PODS, pod("grown", "statfs", "/data",
+                                 volumes=[claim_volume("d", "busygrow")], mounts=mounts),
+                "default")
+    wait_phase(kube, client.PODS, "grown", "Succeeded")
+    assert json.loads(logs(kube, "grown"))["size"] > 120 * 2**20, state
+    wait_for(lambda: get(kube, client.PVCS, "busygrow")["status"]["capacity"]["storage"] ==
+             "128Mi", what="claim capacity 128Mi")
+    assert not get(kube, client.PVCS, "busygrow")["status"].get("conditions")
