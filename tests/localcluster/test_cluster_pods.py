@@ -294,3 +294,36 @@ def test_init_containers_run_first_and_a_failure_fails_the_pod(kube: Kube) -> No
     failed = wait_phase(kube, client.PODS, "badinit", "Failed")
     assert failed["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 5
     assert main_status(failed)["state"]["waiting"]["reason"] == "PodInitializing"
+
+
+def test_follow_logs_streams_until_the_container_exits(kube: Kube) -> None:
+    kube.create(client.PODS, pod("chatty", "print", "one", "sleep", "1", "print", "two"),
+                "default")
+    wait_for(lambda: "one" in try_logs(kube, "chatty"), what="first line")
+    t0 = time.monotonic()
+    out = logs(kube, "chatty", follow="true")
+    assert out == "one\ntwo\n"
+    assert time.monotonic() - t0 < 10  # the stream ended with the container
+
+
+def test_projected_and_host_path_volumes(kube: Kube, tmp_path) -> None:
+    host_dir = tmp_path / "host"
+    vols = [
+        {"name": "api", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt",
+                                                                   "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace",
+                                        "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}},
+        {"name": "host", "hostPath": {"path": str(host_dir), "type": "DirectoryOrCreate"}},
+    ]
+    mounts = [{"name": "api", "mountPath": "/var/run/secrets/tokens"},
+              {"name": "host", "mountPath": "/hostdir"}]
+    kube.create(client.PODS, pod("proj", "read", "/var/run/secrets/tokens/namespace",
+                                 "read", "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+                                 "write", "/hostdir/out", "from pod", volumes=vols,
+                                 mounts=mounts), "default")
+    done = wait_phase(kube, client.PODS, "proj", ("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded", try_logs(kube, "proj")
+    assert logs(kube, "proj") == "read: default\nread: default\n"
+    assert (host_dir / "out").read_text() == "from pod"
