@@ -25,6 +25,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -192,6 +193,7 @@ class Case:
     outputs: Sequence[Path] = ()
     memory: bool = False
     env: dict[str, str] | None = None
+    timeout: float = 300.0  # a hung run is killed (whole process group) and recorded
     times: list[float] = field(default_factory=list)
     peak_rss: list[int] = field(default_factory=list)
     peak_anon: list[int] = field(default_factory=list)
@@ -203,8 +205,7 @@ class Case:
         return statistics.median(self.times) if self.times else None
 
     def run(self) -> None:
-        for path in self.outputs:
-            path.unlink(missing_ok=True)
+        self._clean()
         os.sync()
         shell = isinstance(self.argv, str)
         start = time.monotonic()
@@ -215,24 +216,34 @@ class Case:
             stderr=subprocess.PIPE,
             env=self.env,
             executable="/bin/bash" if shell else None,
+            start_new_session=True,  # its own process group, so a hang can be killed whole
         )
-        if self.memory:
-            with TreeMemorySampler(proc.pid) as sampler:
-                out, err = proc.communicate()
-        else:
-            out, err = proc.communicate()
+        sampler = TreeMemorySampler(proc.pid) if self.memory else None
+        with sampler or contextlib.nullcontext():
+            try:
+                out, err = proc.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                self.failures.append(f"timed out after {self.timeout:.0f} s (killed)")
+                self._clean()
+                return
         elapsed = time.monotonic() - start
         if proc.returncode != 0:
             # Recorded, not raised: one broken case must not lose the others' figures.
             tail = (out.decode(errors="replace") + err.decode(errors="replace")).strip()
             self.failures.append(f"exit {proc.returncode}: {tail[-600:]}")
+            self._clean()
             return
         self.times.append(elapsed)
-        if self.memory:
+        if sampler is not None:
             self.peak_rss.append(sampler.peak_rss)
             self.peak_anon.append(sampler.peak_anon)
             for name, r in sampler.peak_by_name.items():
                 self.peak_by_name[name] = max(self.peak_by_name.get(name, 0), r)
+        self._clean()
+
+    def _clean(self) -> None:
         for path in self.outputs:
             path.unlink(missing_ok=True)
 

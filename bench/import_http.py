@@ -122,6 +122,7 @@ def main() -> None:
                 "qemu-img convert of the URL (curl driver)",
                 ["qemu-img", "convert", "-f", "qcow2", "-O", "raw", qurl, str(dest)],
                 outputs=[dest],
+                timeout=120,  # QEMU 7.2's curl driver was seen hanging here, idle
             )
             cases = [ours, dtc, curl, nbdkit_curl, qemu_curl, ours_gz, gunzip]
             if rate is None:
