@@ -35,6 +35,7 @@ from localcluster.kubelet.podips import AddressPool
 from localcluster.kubelet.sandbox import project_root
 from localcluster.kubelet.worker import PodWorker, now_iso
 from localcluster.storage import decisions
+from localcluster.storage.events import EventRecorder
 from localcluster.storage.volumes import VolumeManager
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ class Node:
         self.heartbeat = heartbeat
         self.shutdown_grace = shutdown_grace
         self.volume_manager = volume_manager
+        self.events = EventRecorder(kube, component="kubelet", host=name)
+        self._scheduler_events = EventRecorder(kube, component="default-scheduler")
         self.host_ip = "127.0.0.1"
         self.pod_ips = AddressPool(POD_CIDR)
         self.cgroups = CgroupManager()
@@ -268,6 +271,9 @@ class Node:
             self.kube.request("POST", client.PODS.path(ns, meta["name"], "binding"),
                               body=binding)
             logger.info("scheduled pod %s/%s on %s", ns, meta["name"], self.name)
+            self._scheduler_events.emit(pod, "Normal", "Scheduled",
+                                        f"Successfully assigned {ns}/{meta['name']} to "
+                                        f"{self.name}", kind="Pod")
         except KubeError as err:
             logger.debug("binding %s/%s: %s", ns, meta["name"], err)
 

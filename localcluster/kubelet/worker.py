@@ -154,6 +154,9 @@ class PodWorker(threading.Thread):
             if isinstance(slot.record.state, status.Waiting):
                 slot.record = replace(slot.record, state=status.Waiting(reason, message))
 
+    def event(self, etype: str, reason: str, message: str) -> None:
+        self.node.events.emit(self.pod, etype, reason, message, kind="Pod")
+
     # -- one container -----------------------------------------------------------------
 
     def _drive(self, slot: Slot) -> None:
@@ -179,6 +182,8 @@ class PodWorker(threading.Thread):
             reason = status.ERR_IMAGE_PULL if slot.image_failures % 2 else \
                 status.IMAGE_PULL_BACK_OFF
             slot.record = replace(slot.record, state=status.Waiting(reason, str(err)))
+            if slot.image_failures == 1:
+                self.event("Warning", "Failed", f"Failed to pull image: {err}")
             slot.backoff = restarts.next_backoff(previous=slot.backoff, ran_for=0,
                                                  settings=self.node.backoff)
             slot.restart_at = time.monotonic() + slot.backoff
@@ -217,6 +222,7 @@ class PodWorker(threading.Thread):
             slot.restart_at = time.monotonic() + 1.0
             return
         slot.log_paths.append(log_path)
+        self.event("Normal", "Started", f"Started container {name}")
         restarted = slot.instance > 0 or slot.record.last_state is not None
         slot.record = replace(
             slot.record, state=status.Running(now_iso()),
@@ -249,6 +255,8 @@ class PodWorker(threading.Thread):
             slot.backoff = restarts.next_backoff(previous=slot.backoff, ran_for=ran_for,
                                                  settings=self.node.backoff)
             slot.restart_at = time.monotonic() + slot.backoff
+            self.event("Warning", "BackOff", f"Back-off restarting failed container "
+                       f"{slot.spec['name']} in pod {self.name}_{self.namespace}({self.uid})")
             slot.record = replace(slot.record, last_state=terminated, state=status.Waiting(
                 status.CRASH_LOOP_BACK_OFF,
                 f"back-off {slot.backoff:g}s restarting failed container={slot.spec['name']}"
@@ -383,6 +391,9 @@ class PodWorker(threading.Thread):
         meta = pod["metadata"]
         grace = float(meta.get("deletionGracePeriodSeconds") or 0)
         logger.info("pod %s/%s: deleting with grace %.0fs", self.namespace, self.name, grace)
+        for slot in self.init_slots + self.slots:
+            if slot.process is not None:
+                self.event("Normal", "Killing", f"Stopping container {slot.spec['name']}")
         self._kill_all(grace=grace)
         self._push_status()
         try:

@@ -22,7 +22,9 @@ class EventRecorder:
         self.component = component
         self.host = host
 
-    def emit(self, obj: Obj, etype: str, reason: str, message: str) -> None:
+    def emit(self, obj: Obj, etype: str, reason: str, message: str, *,
+             kind: str | None = None, api_version: str = "v1") -> None:
+        """Record an Event about ``obj`` (``kind`` for objects listed without one)."""
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         event = {
@@ -30,7 +32,8 @@ class EventRecorder:
             "kind": "Event",
             "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": ns},
             "involvedObject": {
-                "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                "apiVersion": obj.get("apiVersion") or api_version,
+                "kind": obj.get("kind") or kind,
                 "name": meta.get("name"), "namespace": meta.get("namespace"),
                 "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion"),
             },

@@ -109,6 +109,9 @@ def test_always_restarts_into_crash_loop_back_off(kube: Kube) -> None:
     assert p["status"]["phase"] == "Running"
     assert cs["state"]["waiting"]["reason"] == "CrashLoopBackOff"
     assert cs["lastState"]["terminated"]["exitCode"] == 3
+    reasons = [e["reason"] for e in kube.list(client.EVENTS, "default")["items"]
+               if e["involvedObject"]["name"] == "crashy"]
+    assert {"Scheduled", "Started", "BackOff"} <= set(reasons)
     kube.delete(client.PODS, "crashy", "default")
 
 
