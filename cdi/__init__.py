@@ -1,1 +1,2 @@
-"""CDI API (cdi.kubevirt.io/v1beta1): DataVolume controller, sizes, CDIConfig/StorageProfile/DataSource."""
+"""CDI API (cdi.kubevirt.io/v1beta1): the DataVolume controller, CDIConfig,
+StorageProfile and DataSource."""
