@@ -150,7 +150,7 @@ class Cluster:
             backoff=opts.backoff, heartbeat=opts.heartbeat,
             shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes)
         storage = StorageController(kube, self.volumes, node=self.node.name, claims=pvcs,
-                                    pvs=pvs, storage_classes=scs)
+                                    pvs=pvs, storage_classes=scs, pods=pods)
         svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods)
         apps = AppsController(kube, deployments=deps, daemonsets=dss, pods=pods, nodes=nodes)
         self._controllers = [storage, svc, apps]

@@ -33,16 +33,19 @@ def install_classes(kube: Kube) -> None:
 
 class StorageController:
     def __init__(self, kube: Kube, volumes: VolumeManager, *, node: str,
-                 claims: Informer, pvs: Informer, storage_classes: Informer) -> None:
+                 claims: Informer, pvs: Informer, storage_classes: Informer,
+                 pods: Informer) -> None:
         self.kube = kube
         self.volumes = volumes
         self.node = node
         self.claims = claims
         self.pvs = pvs
         self.storage_classes = storage_classes
+        self.pods = pods
         self.events = EventRecorder(kube, component="localcluster-provisioner")
         self._refused: set[tuple[str, str]] = set()
-        self.loop = Loop("storage", self.reconcile, informers=(claims, pvs, storage_classes))
+        self.loop = Loop("storage", self.reconcile,
+                         informers=(claims, pvs, storage_classes, pods))
 
     def start(self) -> None:
         self.loop.start()
@@ -67,11 +70,22 @@ class StorageController:
                 self._sync_volume(pv, claims)
             except (KubeError, StorageError) as err:
                 logger.warning("volume %s: %s", pv["metadata"]["name"], err)
+        pods = self.pods.list()
         for key, claim in sorted(claims.items()):
             try:
                 self._sync_claim(claim, pvs)
+                self._protect(claim, pods)
             except KubeError as err:
                 logger.warning("claim %s/%s: %s", *key, err)
+
+    def _protect(self, claim: Obj, pods: list[Obj]) -> None:
+        finalizers = decisions.claim_finalizers(claim=claim, pods=pods)
+        if finalizers is not None:
+            meta = claim["metadata"]
+            self.kube.patch(client.PVCS, meta["name"],
+                            {"metadata": {"finalizers": finalizers,
+                                          "resourceVersion": meta["resourceVersion"]}},
+                            meta["namespace"])
 
     # -- provisioning ----------------------------------------------------------------
 
@@ -118,10 +132,11 @@ class StorageController:
 
     def _sync_volume(self, pv: Obj, claims: dict[tuple[str, str], Obj]) -> None:
         name = pv["metadata"]["name"]
-        if pv["metadata"].get("deletionTimestamp"):
-            self._delete_volume(pv)
-            return
         plan = decisions.volume_plan(volume=pv, claims=claims)
+        if pv["metadata"].get("deletionTimestamp"):
+            if plan.phase != "Bound":  # PV protection: a bound PV waits for its claim
+                self._delete_volume(pv)
+            return
         if plan.claim_uid:
             self.kube.patch(client.PVS, name, {"spec": {"claimRef": {"uid": plan.claim_uid}}})
         if (pv.get("status") or {}).get("phase") != plan.phase:
@@ -147,7 +162,7 @@ class StorageController:
         finalizers = pv["metadata"].get("finalizers") or []
         if finalizers and pv["metadata"].get("deletionTimestamp"):
             self.kube.patch(client.PVS, name, {"metadata": {"finalizers": [
-                f for f in finalizers if f != "kubernetes.io/pv-protection"]}})
+                f for f in finalizers if f != decisions.PV_PROTECTION]}})
 
     def _sync_claim(self, claim: Obj, pvs: dict[str, Obj]) -> None:
         meta = claim["metadata"]

@@ -140,7 +140,7 @@ def volume_manifest(
         "metadata": {
             "name": plan.volume_name,
             "annotations": {PROVISIONED_BY: provisioner},
-            "finalizers": ["kubernetes.io/pv-protection"],
+            "finalizers": [PV_PROTECTION],
         },
         "spec": {
             "capacity": {"storage": quantity.format_bytes(capacity)},
@@ -159,6 +159,39 @@ def volume_manifest(
             ]}]}},
         },
     }
+
+
+# -- protection ----------------------------------------------------------------------
+
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+
+
+def claim_in_use(*, claim: Obj, pods: list[Obj]) -> bool:
+    """Whether a pod that has not finished uses the claim."""
+    meta = _meta(claim)
+    for pod in pods:
+        pmeta = _meta(pod)
+        if pmeta.get("namespace") != meta.get("namespace"):
+            continue
+        if ((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed"):
+            continue
+        for vol in _spec(pod).get("volumes") or []:
+            if (vol.get("persistentVolumeClaim") or {}).get("claimName") == meta.get("name"):
+                return True
+    return False
+
+
+def claim_finalizers(*, claim: Obj, pods: list[Obj]) -> list[str] | None:
+    """The claim's new finalizer list under PVC protection, or None to leave it: a claim
+    gets the finalizer, and loses it once deleted and no running pod uses it."""
+    meta = _meta(claim)
+    finalizers = list(meta.get("finalizers") or [])
+    if not meta.get("deletionTimestamp"):
+        return None if PVC_PROTECTION in finalizers else [*finalizers, PVC_PROTECTION]
+    if PVC_PROTECTION in finalizers and not claim_in_use(claim=claim, pods=pods):
+        return [f for f in finalizers if f != PVC_PROTECTION]
+    return None
 
 
 # -- binding -------------------------------------------------------------------------

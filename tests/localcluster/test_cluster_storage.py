@@ -12,7 +12,7 @@ import pytest
 from localcluster.cluster import Cluster
 from localcluster.controllers import client
 from localcluster.controllers.client import Kube
-from localcluster.storage import classes
+from localcluster.storage import classes, decisions
 from tests.localcluster.clusterkit import (
     claim_volume,
     get,
@@ -212,3 +212,26 @@ def test_expansion_of_a_volume_in_use_finishes_at_the_next_pod(kube: Kube) -> No
     wait_for(lambda: get(kube, client.PVCS, "busygrow")["status"]["capacity"]["storage"] ==
              "128Mi", what="claim capacity 128Mi")
     assert not get(kube, client.PVCS, "busygrow")["status"].get("conditions")
+
+
+def test_claim_in_use_is_protected_until_its_pod_is_gone(kube: Kube, cluster: Cluster) -> None:
+    kube.create(client.PVCS, pvc("guarded", sc="local-immediate"), "default")
+    claim = wait_phase(kube, client.PVCS, "guarded", "Bound")
+    pv_name = claim["spec"]["volumeName"]
+    kube.create(client.PODS, pod("guard", "print", "up", "sleep", "600", restart="Always",
+                                 volumes=[claim_volume("d", "guarded")],
+                                 mounts=[{"name": "d", "mountPath": "/data"}]), "default")
+    wait_for(lambda: "up" in try_logs(kube, "guard"), what="pod running")
+    assert decisions.PVC_PROTECTION in get(kube, client.PVCS, "guarded")["metadata"][
+        "finalizers"]
+    kube.delete(client.PVCS, "guarded", "default")
+    kube.delete(client.PVS, pv_name)  # a bound PV waits for its claim
+    time.sleep(1.0)
+    assert get(kube, client.PVCS, "guarded")["metadata"].get("deletionTimestamp")
+    assert kube.get(client.PVS, pv_name)["status"]["phase"] == "Bound"
+    assert cluster.volumes is not None and cluster.volumes.exists(pv_name)
+    kube.delete(client.PODS, "guard", "default", grace_period=1)
+    wait_for(lambda: kube.get_or_none(client.PVCS, "guarded", "default") is None,
+             what="claim removal")
+    wait_for(lambda: kube.get_or_none(client.PVS, pv_name) is None, what="PV removal")
+    assert not cluster.volumes.exists(pv_name)

@@ -151,3 +151,37 @@ def test_quantity_cpu_and_format() -> None:
     assert quantity.to_millis("500m") == 500 and quantity.to_millis("2") == 2000
     assert quantity.format_bytes(2**30) == "1Gi" and quantity.format_bytes(1000) == "1000"
     assert quantity.format_bytes(3 * 2**20) == "3Mi" and quantity.format_bytes(0) == "0"
+
+
+def user(claim: str, phase: str = "Running", ns: str = "ns") -> dict:
+    return {"metadata": {"name": "p", "namespace": ns}, "status": {"phase": phase},
+            "spec": {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}}
+
+
+def deleting(claim: dict, *finalizers: str) -> dict:
+    claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    claim["metadata"]["finalizers"] = list(finalizers)
+    return claim
+
+
+PROT = decisions.PVC_PROTECTION
+
+
+@pytest.mark.parametrize(("claim", "pods", "finalizers"), [
+    (pvc(), [], [PROT]),
+    (deleting(pvc(), PROT), [], []),
+    (deleting(pvc(), PROT, "other"), [], ["other"]),
+    (deleting(pvc(), PROT), [user("c")], None),
+    (deleting(pvc(), PROT), [user("c", phase="Succeeded")], []),
+    (deleting(pvc(), PROT), [user("c", ns="elsewhere")], []),
+    (deleting(pvc(), PROT), [user("other")], []),
+    (deleting(pvc()), [], None),
+])
+def test_claim_protection(claim: dict, pods: list, finalizers: list | None) -> None:
+    assert decisions.claim_finalizers(claim=claim, pods=pods) == finalizers
+
+
+def test_protected_claim_already_has_finalizer() -> None:
+    claim = pvc()
+    claim["metadata"]["finalizers"] = [PROT]
+    assert decisions.claim_finalizers(claim=claim, pods=[]) is None
