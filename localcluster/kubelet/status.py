@@ -67,6 +67,8 @@ class ContainerRecord:
     container_id: str = ""
     done: bool = False
     """Terminated and will not be restarted (restartPolicy says so)."""
+    ready: bool = True
+    """The readiness probe's verdict (True when there is none); counts only while running."""
 
 
 def _state_dict(state: State | None) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def container_status(record: ContainerRecord) -> dict[str, Any]:
         "name": record.name,
         "image": record.image,
         "imageID": "",
-        "ready": running,
+        "ready": running and record.ready,
         "started": running,
         "restartCount": record.restart_count,
         "state": _state_dict(record.state),
@@ -145,7 +147,7 @@ def pod_status(
 ) -> dict[str, Any]:
     """The full ``status`` of a pod whose containers the kubelet manages."""
     phase = pod_phase(policy=policy, records=records)
-    ready = bool(records) and all(isinstance(r.state, Running) for r in records)
+    ready = bool(records) and all(isinstance(r.state, Running) and r.ready for r in records)
     not_ready_reason = "" if ready else (
         "PodCompleted" if phase in (SUCCEEDED, FAILED) else "ContainersNotReady")
     status: dict[str, Any] = {

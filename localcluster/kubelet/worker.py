@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from localcluster.controllers import client
 from localcluster.controllers.client import KubeError
-from localcluster.kubelet import images, podvolumes, restarts, status
+from localcluster.kubelet import images, podvolumes, probes, restarts, status
 from localcluster.kubelet.cgroups import Limits
 from localcluster.kubelet.env import ConfigError, container_env
 from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
@@ -55,6 +55,8 @@ class Slot:
     restart_at: float = 0.0
     image_failures: int = 0
     log_paths: list[str] = field(default_factory=list)
+    readiness: probes.ProbeTracker | None = None
+    liveness: probes.ProbeTracker | None = None
 
 
 class PodWorker(threading.Thread):
@@ -166,6 +168,7 @@ class PodWorker(threading.Thread):
         if slot.process is not None:
             code = slot.process.poll()
             if code is None:
+                self._probe(slot)
                 return
             self._finished(slot)
             return
@@ -222,14 +225,46 @@ class PodWorker(threading.Thread):
             slot.restart_at = time.monotonic() + 1.0
             return
         slot.log_paths.append(log_path)
+        started = time.monotonic()
+        slot.readiness = probes.ProbeTracker(c["readinessProbe"], started) \
+            if c.get("readinessProbe") else None
+        slot.liveness = probes.ProbeTracker(c["livenessProbe"], started) \
+            if c.get("livenessProbe") else None
         self.event("Normal", "Started", f"Started container {name}")
         restarted = slot.instance > 0 or slot.record.last_state is not None
         slot.record = replace(
-            slot.record, state=status.Running(now_iso()),
+            slot.record, state=status.Running(now_iso()), ready=slot.readiness is None,
             restart_count=slot.record.restart_count + (1 if restarted else 0),
             container_id=f"localcluster://{self.uid}/{name}/{slot.instance}")
         logger.info("pod %s/%s: started container %s (%s)", self.namespace, self.name, name,
                     " ".join(argv[:4]))
+
+    def _probe(self, slot: Slot) -> None:
+        now = time.monotonic()
+        tracker = slot.readiness
+        if tracker is not None and tracker.due(now):
+            ok = probes.run_probe(slot.spec["readinessProbe"], pod_ip=self.pod_ip,
+                                  container=slot.spec, timeout=tracker.timeout)
+            ready = tracker.record(ok, time.monotonic())
+            if ready != slot.record.ready:
+                slot.record = replace(slot.record, ready=ready)
+                if not ready:
+                    self.event("Warning", "Unhealthy", "Readiness probe failed")
+        tracker = slot.liveness
+        if tracker is not None and tracker.due(now):
+            ok = probes.run_probe(slot.spec["livenessProbe"], pod_ip=self.pod_ip,
+                                  container=slot.spec, timeout=tracker.timeout)
+            tracker.record(ok, time.monotonic())
+            threshold = int(tracker.spec.get("failureThreshold") or 3)
+            if not ok and tracker.failures >= threshold and slot.process is not None:
+                name = slot.spec["name"]
+                self.event("Warning", "Unhealthy", "Liveness probe failed")
+                self.event("Normal", "Killing",
+                           f"Container {name} failed liveness probe, will be restarted")
+                grace = float((self.pod.get("spec") or {}).get(
+                    "terminationGracePeriodSeconds", 30))
+                slot.process.stop(grace)
+                self._finished(slot)
 
     def _finished(self, slot: Slot) -> None:
         proc = slot.process

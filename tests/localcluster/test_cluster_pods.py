@@ -330,3 +330,36 @@ def test_projected_and_host_path_volumes(kube: Kube, tmp_path) -> None:
     assert done["status"]["phase"] == "Succeeded", try_logs(kube, "proj")
     assert logs(kube, "proj") == "read: default\nread: default\n"
     assert (host_dir / "out").read_text() == "from pod"
+
+
+def test_readiness_probe_gates_ready_and_endpoints(kube: Kube) -> None:
+    p = pod("slowweb", "sleep", "1.5", "serve", "8081", restart="Always",
+            readinessProbe={"httpGet": {"path": "/", "port": 8081}, "periodSeconds": 1})
+    p["metadata"]["labels"] = {"app": "slowweb"}
+    kube.create(client.PODS, p, "default")
+    kube.create(client.SERVICES, {"metadata": {"name": "slowweb"}, "spec": {
+        "selector": {"app": "slowweb"}, "ports": [{"port": 80, "targetPort": 8081}]}},
+        "default")
+    wait_for(lambda: main_status(get(kube, client.PODS, "slowweb")).get("state", {}).get(
+        "running"), what="running")
+    cs = main_status(get(kube, client.PODS, "slowweb"))
+    assert cs["ready"] is False  # running, but the server is not listening yet
+    wait_for(lambda: main_status(get(kube, client.PODS, "slowweb"))["ready"], what="ready")
+    ep = wait_for(lambda: (kube.get_or_none(client.ENDPOINTS, "slowweb", "default") or {}).get(
+        "subsets"), what="endpoint")
+    assert ep[0]["addresses"][0]["ip"] == get(kube, client.PODS, "slowweb")["status"]["podIP"]
+    kube.delete(client.PODS, "slowweb", "default", grace_period=1)
+
+
+def test_liveness_probe_failure_restarts_the_container(kube: Kube) -> None:
+    p = pod("unhealthy", "print", "up", "sleep", "600", restart="Always",
+            livenessProbe={"tcpSocket": {"port": 9}, "periodSeconds": 1,
+                           "failureThreshold": 1})
+    p["spec"]["terminationGracePeriodSeconds"] = 1
+    kube.create(client.PODS, p, "default")
+    wait_for(lambda: main_status(get(kube, client.PODS, "unhealthy")).get("restartCount", 0)
+             >= 1, what="restart after liveness failure")
+    reasons = [e["reason"] for e in kube.list(client.EVENTS, "default")["items"]
+               if e["involvedObject"]["name"] == "unhealthy"]
+    assert "Unhealthy" in reasons
+    kube.delete(client.PODS, "unhealthy", "default", grace_period=1)
