@@ -40,6 +40,7 @@ from importer.streams import IterReader, bounded, decompressed, observed, peek, 
 from importer.writers import SparseWriter, device_size, is_block_device, wipe, zero_device
 
 logger = logging.getLogger(__name__)
+SCRATCH_MOUNT = Path("/scratch")
 
 
 class Phase(StrEnum):
@@ -298,8 +299,12 @@ class Processor:
         self.result.size = info.virtual_size if not self.block else device_size(self.config.dest)
 
     def _scratch_dir(self) -> Path | None:
+        """The configured scratch dir; else a pod's scratch volume at /scratch (upstream's
+        mount point); else beside a Filesystem destination; else the temp dir."""
         if self.config.scratch_dir is not None:
             return self.config.scratch_dir
+        if SCRATCH_MOUNT.is_dir():
+            return SCRATCH_MOUNT
         return None if self.block else self.config.dest.parent
 
     def archive(self) -> Phase:

@@ -61,8 +61,9 @@ def run_import(args: argparse.Namespace) -> int:
         r = outcome.result
         print(f"imported {r.format}{''.join('.' + c for c in r.compression)} via {r.route}"
               f" ({r.why}) in {r.seconds:.2f}s")
+        fetched = f", fetched {r.fetched_bytes} bytes" if r.fetched_bytes else ""
         print(f"  virtual size {r.virtual_size} bytes, disk {r.size} bytes,"
-              f" allocated {r.allocated_bytes} bytes, fetched {r.fetched_bytes} bytes")
+              f" allocated {r.allocated_bytes} bytes{fetched}")
         if r.checksum:
             print(f"  checksum {r.checksum} verified")
     else:
