@@ -116,6 +116,15 @@ class Node:
             w.stopping.set()
         for w in workers:
             w.finished.wait(self.shutdown_grace + 10)
+        try:  # as a node whose kubelet stopped: pods here are not served until it returns
+            st = self._node_status()
+            for cond in st["conditions"]:
+                if cond["type"] == "Ready":
+                    cond.update(status="Unknown", reason="NodeStatusUnknown",
+                                message="localcluster kubelet stopped posting node status")
+            self.kube.patch(client.NODES, self.name, {"status": st}, subresource="status")
+        except Exception as err:
+            logger.debug("could not mark the node stopped: %s", err)
 
     def finish_resizes(self, worker: PodWorker) -> None:
         """Before a pod's containers start: grow the filesystems of its volumes whose
