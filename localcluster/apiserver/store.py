@@ -6,6 +6,9 @@ The history lets watches resume from a resourceVersion across a restart of the s
 keeps the newest ``history_limit`` events and remembers the newest one it dropped
 (``compacted_rv``), below which a watch gets 410 Gone.
 
+Checkpoints (the only writes that fsync in WAL mode with ``synchronous=NORMAL``) run in a
+background thread on their own connection, so a slow disk flush never stalls a request.
+
 Reads never touch SQLite: the whole data set is loaded at start and mirrored in memory (a
 single-node cluster's objects fit easily). Stored dicts are never mutated; callers get
 them with their JSON text and copy (``json.loads``) before changing anything.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +71,13 @@ class Store:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._db.executescript(_SCHEMA)
+        self._path = path
+        self._closing = threading.Event()
+        self._checkpointer = threading.Thread(target=self._checkpoint_loop, daemon=True,
+                                              name="store-checkpoint")
+        self._checkpointer.start()
         self.history_limit = history_limit
         self._objects: dict[str, dict[tuple[str, str], Stored]] = {}
         self.rv = 0
@@ -82,7 +92,21 @@ class Store:
         logger.info("store %s: %d objects, resourceVersion %d", path,
                     sum(len(v) for v in self._objects.values()), self.rv)
 
+    def _checkpoint_loop(self) -> None:
+        db = sqlite3.connect(str(self._path), check_same_thread=False, isolation_level=None)
+        try:
+            while not self._closing.wait(1.0):
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.OperationalError as err:  # busy: try again next time
+                    logger.debug("checkpoint skipped: %s", err)
+        finally:
+            db.close()
+
     def close(self) -> None:
+        self._closing.set()
+        self._checkpointer.join()
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._db.close()
 
     # reads ---------------------------------------------------------------------------------
