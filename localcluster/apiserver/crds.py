@@ -34,7 +34,8 @@ def validate_crd(crd: Obj) -> list[Cause]:
         causes.append(Cause("FieldValueInvalid", message, path))
 
     group = spec.get("group")
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    raw_names = spec.get("names")
+    names: Obj = raw_names if isinstance(raw_names, dict) else {}
     if not isinstance(group, str) or "." not in group:
         bad("spec.group", f'Invalid value: "{group}": should be a domain with at least one dot')
     plural = names.get("plural")
