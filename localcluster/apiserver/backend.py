@@ -251,15 +251,26 @@ class Backend:
 
     def _resolve_service_from_store(self, namespace: str, name: str,
                                      port: int) -> tuple[str, int]:
-        """Service -> 127.0.0.1:targetPort (pods here are local processes)."""
+        """A webhook's Service -> (address, port): the first ready address of its Endpoints
+        (pods here are local processes on 127.x addresses), else 127.0.0.1:targetPort."""
         svc = self.store.get("/services", namespace, name)
         if svc is None:
             raise not_found(resource="services", group="", name=name)
+        svc_port: Obj = {}
         for p in (svc.obj.get("spec") or {}).get("ports") or []:
             if int(p.get("port", 0)) == port:
-                target = p.get("targetPort", port)
-                return "127.0.0.1", int(target) if isinstance(target, int) else port
-        return "127.0.0.1", port
+                svc_port = p
+        endpoints = self.store.get("/endpoints", namespace, name)
+        for subset in (endpoints.obj.get("subsets") or []) if endpoints else []:
+            addresses = subset.get("addresses") or []
+            ports = subset.get("ports") or []
+            if not addresses or not ports:
+                continue
+            chosen = [p for p in ports if p.get("name", "") == svc_port.get("name", "")]
+            if chosen or len(ports) == 1:
+                return str(addresses[0]["ip"]), int((chosen or ports)[0]["port"])
+        target = svc_port.get("targetPort", port)
+        return "127.0.0.1", int(target) if isinstance(target, int) else port
 
     async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
                      obj: Obj | None, old: Obj | None, options: WriteOptions,
@@ -411,6 +422,10 @@ class Backend:
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and str(wanted_rv) != str(current.rv):
             raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
+        if not wanted_rv and rt.custom:  # custom resources allow no unconditional update
+            raise self._invalid(rt, body, [Cause(
+                "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update",
+                "metadata.resourceVersion")])
         new = self._prepare_update(rt, current, body, subresource=subresource, options=options)
         result = await self._write_update(rt, key, current, new, subresource=subresource,
                                           options=options)
@@ -548,6 +563,7 @@ class Backend:
             return
         new = meta.prepare_create(obj, namespace=ns if rt.namespaced else None, name=key[2],
                                   uid=str(uuid.uuid4()), now=self.clock())
+        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         defaults.on_create(rt.kind, new, keep_status=not rt.has_status)
         self._commit(*key, new, None)
 

@@ -79,7 +79,14 @@ def on_create(kind: str, obj: Obj, *, keep_status: bool) -> None:
 
 
 def normalize(kind: str, obj: Obj) -> None:
-    """Applied on every write: write-only fields folded into stored ones."""
+    """Applied on every write: write-only fields folded into stored ones; a Namespace
+    always carries ``kubernetes.io/metadata.name`` (webhooks select namespaces by it)."""
+    if kind == "Namespace":
+        meta = obj.setdefault("metadata", {})
+        if meta.get("name"):
+            labels = meta.get("labels") or {}
+            labels["kubernetes.io/metadata.name"] = meta["name"]
+            meta["labels"] = labels
     if kind == "Secret" and isinstance(obj.get("stringData"), dict):
         data = obj.setdefault("data", {}) or {}
         for key, value in obj.pop("stringData").items():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -126,9 +127,19 @@ class APIServer:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port,
-                           ssl_context=self.tls.server_context(), backlog=1024)
-        await site.start()
+        ports = [self.port]
+        if self.port == 0 and (previous := self._previous_port()):
+            ports.insert(0, previous)  # keep the URL of existing kubeconfigs when free
+        for i, port in enumerate(ports):
+            site = web.TCPSite(self._runner, self.host, port,
+                               ssl_context=self.tls.server_context(), backlog=1024)
+            try:
+                await site.start()
+                break
+            except OSError:
+                if i == len(ports) - 1:
+                    raise
+                logger.info("port %d of the previous run is taken; picking another", port)
         server = site._server
         if server is not None and getattr(server, "sockets", None):
             self.port = server.sockets[0].getsockname()[1]
@@ -136,6 +147,14 @@ class APIServer:
             server=self.url, ca_pem=self.tls.ca_pem(), token=self.authenticator.admin_token))
         self._tasks.append(asyncio.get_running_loop().create_task(controllers.run()))
         logger.info("API server at %s (kubeconfig %s)", self.url, self.kubeconfig_path)
+
+    def _previous_port(self) -> int:
+        try:
+            config = json.loads(self.kubeconfig_path.read_text())
+            server = config["clusters"][0]["cluster"]["server"]
+            return int(server.rsplit(":", 1)[1])
+        except (OSError, ValueError, KeyError, IndexError):
+            return 0
 
     def _bootstrap(self, backend: Backend) -> None:
         ns_rt = self.registry.get("", "v1", "namespaces")

@@ -59,8 +59,9 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def ensure_tls(directory: Path) -> TLSFiles:
-    """Load the CA and serving certificate from ``directory``, creating them if absent."""
+def ensure_tls(directory: Path, *, dns_names: tuple[str, ...] = ()) -> TLSFiles:
+    """Load the CA and serving certificate from ``directory``, creating them if absent
+    (``dns_names``: more names for the serving certificate, e.g. ``svc.ns.svc``)."""
     directory.mkdir(parents=True, exist_ok=True)
     files = TLSFiles(directory / "ca.crt", directory / "server.crt", directory / "server.key")
     if files.ca_cert.exists() and files.server_cert.exists() and files.server_key.exists():
@@ -85,7 +86,7 @@ def ensure_tls(directory: Path) -> TLSFiles:
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVER_DNS_NAMES]
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in (*SERVER_DNS_NAMES, *dns_names)]
     sans += [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
              x509.IPAddress(ipaddress.ip_address("::1"))]
     cert = (

@@ -149,3 +149,14 @@ def test_invalid_crds_are_rejected(api):
     with pytest.raises(k8s.ApiException) as err:
         ext.create_custom_resource_definition(crd)
     assert err.value.status == 422 and "storage version" in err.value.body
+
+
+def test_custom_resource_update_needs_a_resource_version(widgets, namespace, raw: Raw):
+    path = f"/apis/example.com/v1/namespaces/{namespace}/widgets"
+    obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "rv"},
+           "spec": {"size": 1}}
+    assert raw.request("POST", path, obj)[0] == 201
+    obj["spec"]["size"] = 2
+    code, body = raw.request("PUT", path + "/rv", obj)
+    assert code == 422 and "metadata.resourceVersion" in body["message"]
+    assert raw.request("GET", path + "/rv")[1]["spec"]["size"] == 1

@@ -144,3 +144,14 @@ def test_watch_resumes_after_restart(tmp_path):
                 events[0]["object"].metadata.resource_version)
     finally:
         second.stop()
+
+
+def test_restart_keeps_the_port_of_the_written_kubeconfig(tmp_path):
+    first = ServerThread(tmp_path / "d")
+    port = first.start().port
+    first.stop()
+    second = ServerThread(tmp_path / "d")
+    try:
+        assert second.start().port == port
+    finally:
+        second.stop()
