@@ -15,6 +15,7 @@ it after the grace period. Exit codes of signalled processes are 128+signal (137
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from localcluster.kubelet import logformat
 from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
 
 logger = logging.getLogger(__name__)
@@ -127,7 +129,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None) -> list[str]:
 
 
 class LogWriter(threading.Thread):
-    """Copies a pipe to a log file, rotating it once past ``max_bytes``."""
+    """Copies a pipe to a log file (logformat.py records), rotating it once past
+    ``max_bytes``."""
 
     def __init__(self, pipe: int, path: str, max_bytes: int = LOG_MAX_BYTES) -> None:
         super().__init__(daemon=True, name=f"log:{os.path.basename(path)}")
@@ -136,6 +139,7 @@ class LogWriter(threading.Thread):
         self.max_bytes = max_bytes
 
     def run(self) -> None:
+        encoder = logformat.Encoder()
         out = open(self.path, "ab")  # noqa: SIM115 - reopened on rotation
         try:
             while True:
@@ -145,23 +149,34 @@ class LogWriter(threading.Thread):
                     break
                 if not chunk:
                     break
-                out.write(chunk)
+                out.write(encoder.feed(chunk, _now()))
                 out.flush()
                 if out.tell() > self.max_bytes:
                     out.close()
                     os.replace(self.path, self.path + ".1")
                     out = open(self.path, "ab")  # noqa: SIM115
+            out.write(encoder.close(_now()))
         finally:
             out.close()
             os.close(self.pipe)
 
 
-def read_log(path: str, *, tail_bytes: int | None = None) -> bytes:
-    """The container's log (the rotated part first), optionally only its last bytes."""
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def read_raw(path: str) -> bytes:
+    """The log file's records (the rotated part first)."""
     data = b""
     for p in (path + ".1", path):
         with contextlib.suppress(FileNotFoundError), open(p, "rb") as fh:
             data += fh.read()
+    return data
+
+
+def read_log(path: str, *, tail_bytes: int | None = None) -> bytes:
+    """The container's output, optionally only its last bytes."""
+    data = logformat.plain(read_raw(path))
     if tail_bytes is not None:
         data = data[-tail_bytes:]
     return data

@@ -363,3 +363,13 @@ def test_liveness_probe_failure_restarts_the_container(kube: Kube) -> None:
                if e["involvedObject"]["name"] == "unhealthy"]
     assert "Unhealthy" in reasons
     kube.delete(client.PODS, "unhealthy", "default", grace_period=1)
+
+
+def test_logs_with_timestamps_and_since(kube: Kube) -> None:
+    kube.create(client.PODS, pod("stamped", "print", "early", "sleep", "2", "print", "late"),
+                "default")
+    wait_phase(kube, client.PODS, "stamped", "Succeeded")
+    lines = logs(kube, "stamped", timestamps="true").splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == ["early", "late"]
+    assert lines[0].split(" ")[0].endswith("Z")
+    assert logs(kube, "stamped", sinceSeconds="1") == "late\n"
