@@ -18,15 +18,14 @@ Obj = dict[str, Any]
 _IMMUTABLE = "Invalid value: field is immutable"
 
 
-def _pod_spec_comparable(spec: Obj, other: Obj) -> Obj:
+def _pod_spec_comparable(spec: Obj) -> Obj:
     out = copy.deepcopy(spec)
     for key in ("containers", "initContainers"):
         for c in out.get(key) or []:
             c.pop("image", None)
     out.pop("activeDeadlineSeconds", None)
     out.pop("tolerations", None)
-    if not other.get("nodeName") or not spec.get("nodeName"):
-        out.pop("nodeName", None)
+    out.pop("nodeName", None)  # checked on its own: it may be set once
     return out
 
 
@@ -35,7 +34,7 @@ def immutable_changes(kind: str, old: Obj, new: Obj) -> list[Cause]:
     old_spec = old.get("spec") or {}
     new_spec = new.get("spec") or {}
     if kind == "Pod":
-        if _pod_spec_comparable(old_spec, new_spec) != _pod_spec_comparable(new_spec, old_spec):
+        if _pod_spec_comparable(old_spec) != _pod_spec_comparable(new_spec):
             causes.append(Cause("FieldValueForbidden",
                                 "Forbidden: pod updates may not change fields other than "
                                 "`spec.containers[*].image`, `spec.initContainers[*].image`, "
