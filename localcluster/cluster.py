@@ -6,6 +6,19 @@ the API server (kubeconfig at ``<data dir>/kubeconfig``), installs the StorageCl
 starts the provisioner/binder, the kubelet, the Service and workload controllers, then
 applies ``manifests/`` through the API as a user would. ``stop()`` undoes it in reverse;
 volume data and API objects stay for the next start.
+
+Where it differs from a real cluster (on purpose, documented where it is done):
+
+- Pods share the host's network namespace; each gets its own 127.1.x.y address (also in
+  ``POD_IP``), and servers in pods must bind it rather than 0.0.0.0 to run side by side.
+- Services get a 127.2.x.y clusterIP and Endpoints, but there is no proxy: "resolving" a
+  Service (what the API server does for admission webhooks) yields a ready endpoint's
+  pod IP and target port (controllers/services.py).
+- Deployments own their pods directly (no ReplicaSets); pods carry pod-template-hash.
+- Only images named ``rootdisk/<program>`` run (kubelet/images.py); others ErrImagePull.
+- exec/grpc probes are not run (httpGet and tcpSocket are); no port-forward/exec/attach.
+- A Filesystem volume grows offline when the kernel refuses online resize (containers
+  lack CAP_SYS_RESOURCE): the claim shows FileSystemResizePending until its pod is gone.
 """
 
 from __future__ import annotations
@@ -14,6 +27,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import signal
 import threading
 import time
@@ -35,6 +49,8 @@ from localcluster.storage.volumes import DEFAULT_REFLINK_POOL_SIZE, VolumeManage
 
 logger = logging.getLogger(__name__)
 
+REQUIRED_TOOLS = ("losetup", "mount", "umount", "mkfs.ext4", "e2fsck", "resize2fs",
+                  "mkfs.xfs", "fsfreeze", "blockdev", "bwrap")
 LOCK_FILE = "rootdisk-up.lock"
 PID_FILE = "rootdisk-up.pid"
 
@@ -116,7 +132,17 @@ class Cluster:
             self.stop()
             raise
 
+    def _preflight(self) -> None:
+        if os.geteuid() != 0:
+            raise ClusterError("localcluster needs root: volumes are loop devices and mounts"
+                               " (run rootdisk up as root)")
+        missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+        if missing:
+            raise ClusterError(f"missing programs: {', '.join(missing)} (make setup installs "
+                               "them: util-linux, e2fsprogs, xfsprogs, bubblewrap)")
+
     def _start(self) -> None:
+        self._preflight()
         opts = self.options
         self.volumes = VolumeManager(self.data_dir, reflink_pool_size=opts.reflink_pool_size,
                                      in_use=self._volume_in_use)

@@ -147,3 +147,11 @@ def test_killed_run_leaves_nothing_after_the_next_start(tmp_path) -> None:
         # The pod runs again on the same volume, whose data survived the kill.
         wait_for(lambda: "lines: 2" in try_logs(kube, "busy"), what="pod rerun")
     assert leftovers(data_dir) == ([], [])
+
+
+def test_missing_programs_are_named(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    cluster = Cluster(str(tmp_path / "state"), options())
+    with pytest.raises(ClusterError, match=r"missing programs: losetup, mount, .*bwrap"):
+        cluster.start()
+    assert not is_running(str(tmp_path / "state"))
