@@ -9,9 +9,10 @@ volume data and API objects stay for the next start.
 
 Where it differs from a real cluster (on purpose, documented where it is done):
 
-- Pods share the host's network namespace; each gets its own 127.1.x.y address (also in
-  ``POD_IP``), and servers in pods must bind it rather than 0.0.0.0 to run side by side.
-- Services get a 127.2.x.y clusterIP and Endpoints, but there is no proxy: "resolving" a
+- Pods share the host's network namespace; each gets its own 127.x.y.z address (also in
+  ``POD_IP``; the /16 is chosen per data dir, see kubelet/podips.py), and servers in
+  pods must bind it rather than 0.0.0.0 to run side by side.
+- Services get a 127.x.y.z clusterIP and Endpoints, but there is no proxy: "resolving" a
   Service (what the API server does for admission webhooks) yields a ready endpoint's
   pod IP and target port (controllers/services.py).
 - Deployments own their pods directly (no ReplicaSets); pods carry pod-template-hash.
@@ -44,6 +45,7 @@ from localcluster.controllers.informer import Informer
 from localcluster.controllers.services import ServiceController
 from localcluster.kubelet import images, restarts
 from localcluster.kubelet.node import Node
+from localcluster.kubelet.podips import networks_for
 from localcluster.storage.controller import StorageController, install_classes
 from localcluster.storage.volumes import DEFAULT_REFLINK_POOL_SIZE, VolumeManager
 
@@ -167,6 +169,7 @@ class Cluster:
             inf.start()
         extras = images.load_extra_images(os.environ.get(images.ENV_EXTRA_IMAGES))
         extras.update({k: tuple(v) for k, v in opts.extra_images.items()})
+        pod_cidr, service_cidr = networks_for(self.data_dir)
         url_host, _, url_port = server.url.removeprefix("https://").rpartition(":")
         self.node = Node(
             kube, data_dir=self.data_dir, api_host=url_host, api_port=int(url_port),
@@ -174,10 +177,12 @@ class Cluster:
             pods=pods, claims=pvcs, volumes=pvs, storage_classes=scs, configmaps=cms,
             secrets=secrets, images=images.ImageTable.with_extras(extras),
             backoff=opts.backoff, heartbeat=opts.heartbeat,
-            shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes)
+            shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes,
+            pod_cidr=pod_cidr)
         storage = StorageController(kube, self.volumes, node=self.node.name, claims=pvcs,
                                     pvs=pvs, storage_classes=scs, pods=pods)
-        svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods)
+        svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods,
+                                service_cidr=service_cidr)
         apps = AppsController(kube, deployments=deps, daemonsets=dss, pods=pods, nodes=nodes)
         self._controllers = [storage, svc, apps]
         server.set_log_provider(self.node.log_provider)

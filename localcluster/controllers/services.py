@@ -1,8 +1,9 @@
 """ClusterIPs and Endpoints for Services, and service resolution for the API server.
 
-A Service of type ClusterIP (the default) without an address gets one from
-127.2.0.0/16. Endpoints follow the selected pods (endpoints.py). There is no proxy: a
-connection to the clusterIP reaches nothing. "Resolving" a Service — what the API server
+A Service of type ClusterIP (the default) without an address gets one from the
+cluster's service range (127.2.0.0/16 by default; see kubelet/podips.py). Endpoints
+follow the selected pods (endpoints.py). There is no proxy: a connection to the
+clusterIP reaches nothing. "Resolving" a Service — what the API server
 does to call an admission webhook ``service`` — gives the first ready endpoint's pod IP
 and target port, falling back to 127.0.0.1 and the service port.
 """
@@ -23,12 +24,12 @@ SERVICE_CIDR = "127.2.0.0/16"
 
 class ServiceController:
     def __init__(self, kube: Kube, *, services: Informer, endpoints_: Informer,
-                 pods: Informer) -> None:
+                 pods: Informer, service_cidr: str = SERVICE_CIDR) -> None:
         self.kube = kube
         self.services = services
         self.endpoints = endpoints_
         self.pods = pods
-        self.ips = AddressPool(SERVICE_CIDR)
+        self.ips = AddressPool(service_cidr)
         self.loop = Loop("services", self.reconcile, informers=(services, endpoints_, pods))
 
     def start(self) -> None:

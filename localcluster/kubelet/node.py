@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 NODE_NAME = "localcluster"
 POD_CIDR = "127.1.0.0/16"
+"""Default; ``rootdisk up`` picks one per data dir (podips.networks_for)."""
 
 
 def _memory_bytes() -> int:
@@ -64,6 +65,7 @@ class Node:
         volumes: Informer, storage_classes: Informer, configmaps: Informer, secrets: Informer,
         images: ImageTable, backoff: restarts.BackoffSettings | None = None,
         name: str = NODE_NAME, heartbeat: float = 10.0, shutdown_grace: float = 5.0,
+        pod_cidr: str = POD_CIDR,
         volume_manager: VolumeManager | None = None,
     ) -> None:
         self.kube = kube
@@ -83,7 +85,8 @@ class Node:
         self.events = EventRecorder(kube, component="kubelet", host=name)
         self._scheduler_events = EventRecorder(kube, component="default-scheduler")
         self.host_ip = "127.0.0.1"
-        self.pod_ips = AddressPool(POD_CIDR)
+        self.pod_cidr = pod_cidr
+        self.pod_ips = AddressPool(pod_cidr)
         self.cgroups = CgroupManager()
         self.cpu_millis = (os.cpu_count() or 1) * 1000
         self.memory_bytes = _memory_bytes()
@@ -165,7 +168,7 @@ class Node:
                 "kubernetes.io/arch": {"x86_64": "amd64", "aarch64": "arm64"}.get(
                     platform.machine(), platform.machine()),
                 "node-role.kubernetes.io/control-plane": ""}},
-            "spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]},
+            "spec": {"podCIDR": self.pod_cidr, "podCIDRs": [self.pod_cidr]},
             "status": self._node_status(cap),
         }
 

@@ -4,12 +4,23 @@ Every 127.x.y.z address is local on Linux without configuration, so a server in 
 binds its pod IP and another pod's server on the same port does not clash. Pods get
 addresses from 127.1.0.0/16 and Services from 127.2.0.0/16 by default; addresses are
 handed out lowest first and returned on release.
+
+Two clusters on one machine (two data dirs) would hand out the same addresses, so
+:func:`networks_for` picks the pair of /16s from the data dir's path: stable across
+restarts of one cluster, different between clusters (with high probability).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import threading
+import zlib
+
+
+def networks_for(key: str) -> tuple[str, str]:
+    """(pod CIDR, service CIDR) for a cluster identified by ``key`` (its data dir)."""
+    second = 16 + (zlib.crc32(key.encode()) % 112) * 2  # 16..238, even: pods; odd: services
+    return f"127.{second}.0.0/16", f"127.{second + 1}.0.0/16"
 
 
 class AddressExhausted(Exception):

@@ -15,6 +15,7 @@ import pytest
 from localcluster.cluster import Cluster
 from localcluster.controllers import client
 from localcluster.controllers.client import Kube
+from localcluster.kubelet.podips import networks_for
 from tests.localcluster.clusterkit import (
     SCALE,
     get,
@@ -54,14 +55,18 @@ def test_node_is_ready_with_capacity_and_heartbeat(kube: Kube) -> None:
         "renewTime"] != first, timeout=5, what="lease renewal")
 
 
-def test_succeeded_pod_with_logs_and_termination_message(kube: Kube) -> None:
+def pod_prefix(cluster: Cluster) -> str:
+    return networks_for(cluster.data_dir)[0].removesuffix("0.0/16")
+
+
+def test_succeeded_pod_with_logs_and_termination_message(kube: Kube, cluster: Cluster) -> None:
     kube.create(client.PODS, pod("ok", "print", "hello", "stderr", "to stderr", "message",
                                  '{"reason": "Done"}', "exit", "0"), "default")
     p = wait_phase(kube, client.PODS, "ok", "Succeeded")
     term = main_status(p)["state"]["terminated"]
     assert term["exitCode"] == 0 and term["reason"] == "Completed"
     assert term["message"] == '{"reason": "Done"}'
-    assert p["status"]["podIP"].startswith("127.1.")
+    assert p["status"]["podIP"].startswith(pod_prefix(cluster))
     assert logs(kube, "ok") == "hello\nto stderr\n"
     assert logs(kube, "ok", tailLines="1") == "to stderr\n"
 
@@ -245,14 +250,15 @@ def test_service_gets_cluster_ip_endpoints_and_resolves(kube: Kube, cluster: Clu
         "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}}, "default")
     svc = wait_for(lambda: (lambda s: s if s["spec"].get("clusterIP") else None)(
         get(kube, client.SERVICES, "web")), what="clusterIP")
-    assert svc["spec"]["clusterIP"].startswith("127.2.")
+    assert svc["spec"]["clusterIP"].startswith(
+        networks_for(cluster.data_dir)[1].removesuffix("0.0/16"))
 
     def addresses() -> list[str]:
         ep = kube.get_or_none(client.ENDPOINTS, "web", "default") or {}
         return sorted(a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or [])
 
     ips = wait_for(lambda: len(addresses()) == 2 and addresses(), what="two endpoints")
-    assert all(ip.startswith("127.1.") for ip in ips) and ips[0] != ips[1]
+    assert all(ip.startswith(pod_prefix(cluster)) for ip in ips) and ips[0] != ips[1]
     # Both pods serve port 8080 at once: each on its own pod IP.
     wait_for(lambda: all("serving" in try_logs(kube, n) for n in ("web-a", "web-b")),
              what="servers up")

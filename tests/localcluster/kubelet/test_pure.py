@@ -156,3 +156,15 @@ def test_address_pool() -> None:
     assert not pool.reserve("127.9.0.1", "pod-z")
     with pytest.raises(ValueError, match="not inside 127"):
         AddressPool("10.0.0.0/8")
+
+
+def test_networks_for_data_dirs() -> None:
+    from localcluster.kubelet.podips import networks_for
+
+    pods, services = networks_for("/var/lib/a")
+    assert networks_for("/var/lib/a") == (pods, services)
+    first = int(pods.split(".")[1])
+    assert first % 2 == 0 and 16 <= first <= 238
+    assert services == f"127.{first + 1}.0.0/16"
+    seen = {networks_for(f"/tmp/cluster-{i}")[0] for i in range(20)}
+    assert len(seen) > 10  # spread out
