@@ -272,9 +272,32 @@ class Node:
                                     decisions.SELECTED_NODE: self.name}}}, ns)
         return True
 
+    def _fits(self, pod: Obj) -> bool:
+        """nodeSelector against this node's labels (affinity and taints are not checked)."""
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        labels = self._node_object()["metadata"]["labels"]
+        return all(labels.get(k) == v for k, v in selector.items())
+
+    def _unschedulable(self, pod: Obj) -> None:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+               for c in conditions):
+            return
+        meta = pod["metadata"]
+        self.kube.patch(client.PODS, meta["name"], {"status": {"phase": "Pending",
+                        "conditions": [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable", "lastProbeTime": None,
+                                        "lastTransitionTime": now_iso(),
+                                        "message": "0/1 nodes are available: 1 node(s) didn't "
+                                                   "match Pod's node affinity/selector."}]}},
+                        meta["namespace"], subresource="status")
+
     def _schedule(self, pod: Obj) -> None:
         meta = pod["metadata"]
         ns = meta["namespace"]
+        if not self._fits(pod):
+            self._unschedulable(pod)
+            return
         if not self._select_node(pod):
             return
         binding = {"apiVersion": "v1", "kind": "Binding",

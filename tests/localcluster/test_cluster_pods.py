@@ -379,3 +379,22 @@ def test_logs_with_timestamps_and_since(kube: Kube) -> None:
     assert [line.split(" ", 1)[1] for line in lines] == ["early", "late"]
     assert lines[0].split(" ")[0].endswith("Z")
     assert logs(kube, "stamped", sinceSeconds="1") == "late\n"
+
+
+def test_node_selector_that_does_not_match_leaves_the_pod_pending(kube: Kube) -> None:
+    p = pod("elsewhere", "exit", "0")
+    p["spec"]["nodeSelector"] = {"kubernetes.io/os": "windows"}
+    kube.create(client.PODS, p, "default")
+
+    def unschedulable() -> dict | None:
+        conds = get(kube, client.PODS, "elsewhere").get("status", {}).get("conditions") or []
+        return next((c for c in conds if c.get("reason") == "Unschedulable"), None)
+
+    cond = wait_for(unschedulable, what="Unschedulable")
+    assert "didn't match Pod's node affinity/selector" in cond["message"]
+    assert not get(kube, client.PODS, "elsewhere")["spec"].get("nodeName")
+    linux = pod("linux", "exit", "0")
+    linux["spec"]["nodeSelector"] = {"kubernetes.io/os": "linux"}
+    kube.create(client.PODS, linux, "default")
+    wait_phase(kube, client.PODS, "linux", "Succeeded")
+    kube.delete(client.PODS, "elsewhere", "default")
