@@ -60,6 +60,9 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType("authorization.k8s.io", "v1", "localsubjectaccessreviews",
                  "LocalSubjectAccessReview", True, "localsubjectaccessreview",
                  verbs=_CREATE_ONLY),
+    # authentication.k8s.io/v1: who am I (kubectl auth whoami)
+    ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview",
+                 False, "selfsubjectreview", verbs=_CREATE_ONLY),
     # coordination.k8s.io/v1
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
     # apps/v1
@@ -85,6 +88,7 @@ REVIEW_RESOURCES = frozenset({
     "authorization.k8s.io/subjectaccessreviews",
     "authorization.k8s.io/selfsubjectaccessreviews",
     "authorization.k8s.io/localsubjectaccessreviews",
+    "authentication.k8s.io/selfsubjectreviews",
 })
 
 # Namespaces that always exist (recreated at start if missing).

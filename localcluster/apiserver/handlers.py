@@ -23,8 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-from . import authz, discovery, openapi, selectors, tables
-from .auth import Authenticator, UserInfo
+from . import authz, discovery, openapi, protobuf, selectors, tables
+from .auth import Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
     JSON_PATCH,
@@ -160,7 +160,32 @@ class Handlers:
             ns, name = user.service_account
             if self.backend.store.get(SA_GR, ns, name) is None:
                 raise unauthorized()
+        target = request.headers.get("Impersonate-User")
+        if target:
+            return self._impersonate(user, target, request.headers.getall("Impersonate-Group",
+                                                                           []))
         return user
+
+    def _impersonate(self, user: UserInfo, target: str, groups: list[str]) -> UserInfo:
+        """``kubectl --as``: act as another user, if RBAC grants ``impersonate`` on it."""
+        sa = target.split(":") if target.startswith("system:serviceaccount:") else []
+        checks = [("serviceaccounts", sa[3], sa[2])] if len(sa) == 4 else \
+            [("users", target, "")]
+        checks += [("groups", g, "") for g in groups]
+        for resource, name, namespace in checks:
+            if user.is_admin:
+                break
+            allowed, _ = authz.allowed_for(self.backend.store, user, verb="impersonate",
+                                           resource=resource, name=name, namespace=namespace)
+            if not allowed:
+                raise forbidden(authz.forbidden_message(
+                    user=user.username, verb="impersonate", resource=resource, name=name,
+                    namespace=namespace), resource=resource, name=name)
+        if len(sa) == 4:
+            base = service_account_user(sa[2], sa[3])
+            all_groups = tuple(dict.fromkeys([*groups, *base.groups]))
+            return UserInfo(target, all_groups, service_account=base.service_account)
+        return UserInfo(target, tuple(dict.fromkeys([*groups, "system:authenticated"])))
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -259,8 +284,10 @@ class Handlers:
     # -- request bodies ---------------------------------------------------------------------
 
     async def _body(self, request: web.Request) -> Any:
+        protobuf_body = request.content_type == protobuf.CONTENT_TYPE
         if request.content_type not in ("application/json", "application/octet-stream", "",
-                                        MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH):
+                                        MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH) \
+                and not protobuf_body:
             raise unsupported_media_type(request.content_type)
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
@@ -270,6 +297,11 @@ class Handlers:
             raise too_large(limit)
         if not raw.strip():
             raise bad_request("the request body is empty")
+        if protobuf_body:
+            try:
+                return protobuf.decode_request(raw)
+            except protobuf.ProtobufError as err:
+                raise APIError(415, "UnsupportedMediaType", str(err)) from None
         try:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError) as err:
@@ -368,6 +400,10 @@ class Handlers:
         options = self._write_options(request, user)
         if self.backend.is_review(t.rt):
             body = self.backend.check_body(t.rt, body, ns=t.namespace, name=None)
+            if t.rt.resource == "selfsubjectreviews":
+                return _json_response({"apiVersion": t.rt.api_version, "kind": t.rt.kind,
+                                       "metadata": {"creationTimestamp": None},
+                                       "status": {"userInfo": user.to_dict()}}, 201)
             requester = user if t.rt.resource == "selfsubjectaccessreviews" else None
             if t.rt.resource == "localsubjectaccessreviews":
                 ra = (body.get("spec") or {}).get("resourceAttributes") or {}

@@ -98,3 +98,16 @@ def test_subject_access_review(api, namespace):
     me = authz.create_self_subject_access_review({"spec": {"resourceAttributes": {
         "namespace": namespace, "verb": "delete", "resource": "pods"}}})
     assert me.status.allowed is True  # the admin
+
+
+def test_impersonation_needs_the_impersonate_verb(shared_server, api, namespace):
+    k8s.CoreV1Api(api).create_namespaced_service_account(namespace, {"metadata": {
+        "name": "plain"}})
+    token = shared_server.token_for_service_account(namespace, "plain")
+    code, body = Raw(shared_server, token=token).request(
+        "GET", "/api/v1/namespaces", headers={"Impersonate-User": "admin"})
+    assert code == 403 and 'cannot impersonate resource "users"' in body["message"]
+    code, body = Raw(shared_server).request(
+        "GET", f"/api/v1/namespaces/{namespace}/configmaps",
+        headers={"Impersonate-User": f"system:serviceaccount:{namespace}:plain"})
+    assert code == 403 and f"system:serviceaccount:{namespace}:plain" in body["message"]
