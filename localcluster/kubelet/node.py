@@ -13,9 +13,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import datetime
 import logging
 import os
@@ -28,7 +26,7 @@ from typing import Any
 from localcluster.controllers import client
 from localcluster.controllers.client import Kube, KubeError, Obj
 from localcluster.controllers.informer import Informer, Loop
-from localcluster.kubelet import logformat, podvolumes, restarts
+from localcluster.kubelet import logs, podvolumes, restarts
 from localcluster.kubelet.cgroups import CgroupManager
 from localcluster.kubelet.env import referenced_names
 from localcluster.kubelet.images import ImageTable
@@ -372,7 +370,7 @@ class Node:
         """For the API server's ``pods/<name>/log``."""
         worker = self.worker(namespace, pod)
         path = self._log_path(namespace, pod, container, previous, worker)
-        return _stream_log(path, worker, container, follow=follow, timestamps=timestamps,
+        return logs.stream(path, worker, container, follow=follow, timestamps=timestamps,
                            tail_lines=tail_lines, since_seconds=since_seconds,
                            limit_bytes=limit_bytes)
 
@@ -398,71 +396,3 @@ class Node:
         if len(runs) <= index:
             raise LookupError("no logs on this node")
         return os.path.join(logs, f"{runs[index]}.log")
-
-
-async def _stream_log(
-    path: str, worker: PodWorker | None, container: str, *, follow: bool, timestamps: bool,
-    tail_lines: int | None, since_seconds: int | None, limit_bytes: int | None,
-) -> AsyncIterator[bytes]:
-    since = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=since_seconds)
-             if since_seconds is not None else None)
-    budget = limit_bytes if limit_bytes is not None else -1
-
-    def cut(data: bytes) -> bytes:
-        nonlocal budget
-        if budget < 0:
-            return data
-        data, budget = data[:budget], max(0, budget - len(data))
-        return data
-
-    fh = open(path, "rb")  # noqa: SIM115 - reopened when the log rotates
-    try:
-        rotated = b""
-        with contextlib.suppress(FileNotFoundError), open(path + ".1", "rb") as old:
-            rotated = old.read()
-        data = rotated + fh.read()
-        complete = data[: data.rfind(b"\n") + 1]
-        carry = data[len(complete):]
-        records = logformat.select(logformat.parse(complete), tail_lines=tail_lines,
-                                   since=since)
-        out = cut(b"".join(r.render(timestamps=timestamps) for r in records))
-        if out:
-            yield out
-        while follow and budget != 0:
-            chunk = fh.read(65536)
-            if not chunk:
-                if _rotated(fh, path):
-                    fh.close()
-                    fh = open(path, "rb")  # noqa: SIM115
-                    continue
-                if worker is None or worker.finished.is_set() or not _running(
-                        worker, container, path):
-                    chunk = fh.read()
-                    if not chunk:
-                        return
-                else:
-                    await asyncio.sleep(0.2)
-                    continue
-            carry += chunk
-            complete = carry[: carry.rfind(b"\n") + 1]
-            carry = carry[len(complete):]
-            out = cut(b"".join(r.render(timestamps=timestamps)
-                               for r in logformat.parse(complete)))
-            if out:
-                yield out
-    finally:
-        fh.close()
-
-
-def _rotated(fh: Any, path: str) -> bool:
-    try:
-        return os.stat(path).st_ino != os.fstat(fh.fileno()).st_ino
-    except FileNotFoundError:
-        return False
-
-
-def _running(worker: PodWorker, container: str, path: str) -> bool:
-    for slot in worker.init_slots + worker.slots:
-        if slot.spec["name"] == container:
-            return slot.process is not None and bool(slot.log_paths) and slot.log_paths[-1] == path
-    return False
