@@ -1,1 +1,28 @@
-"""An in-process server speaking the Kubernetes REST API (objects in SQLite)."""
+"""An in-process server speaking the Kubernetes REST API (objects in SQLite).
+
+Run alone: ``python -m localcluster.apiserver --data-dir DIR [--port N]`` (writes
+``DIR/kubeconfig``); embedded: :class:`localcluster.apiserver.server.APIServer` (async) or
+:class:`localcluster.apiserver.threaded.ServerThread` (a background thread).
+
+How it is put together (one module per subject):
+
+- ``server``: wiring and the Python API (``start``/``stop``, ``url``, ``kubeconfig_path``,
+  ``ca_path``, ``token_for_service_account``, ``set_log_provider``,
+  ``set_service_resolver``); ``threaded``: the same in a thread; ``__main__``: the CLI.
+- ``handlers``: HTTP -- URL parsing, authentication, RBAC, lists, watches, Tables, logs;
+  ``discovery`` and ``openapi``: what clients read to find types; ``protobuf``: the
+  request bodies kubectl's imperative commands send.
+- ``backend``: the verbs on stored objects (create/update/patch/delete, admission calls);
+  ``controllers``: garbage collector, namespace and CRD cleanup, CRD serving.
+- ``store``: SQLite (WAL) + in-memory mirror, one global resourceVersion, a history table
+  of recent events; ``watchcache``: the same events in memory for watchers.
+  A watch from resourceVersion R replays the events after R from that history (which
+  survives restarts: the newest ``history_limit`` events are kept), or answers 410
+  Expired when R is older than what is kept.
+- Pure rules: ``meta`` (names, system metadata, generation), ``deletion`` (what a DELETE
+  does), ``gc`` (owner references), ``immutability``, ``defaults``, ``crds``,
+  ``conversions`` (events.k8s.io), ``registry``/``builtin_types`` (served types),
+  ``errors`` (Status objects), ``auth``/``authz``, ``tls``, ``kubeconfig``.
+- Helpers shared with other parts: ``patches``, ``selectors``, ``schema``, ``rbac``,
+  ``tables``, ``admission``.
+"""

@@ -9,6 +9,7 @@ admission webhooks, after which the stored resourceVersion is checked again.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime
 import json
@@ -272,6 +273,28 @@ class Backend:
         target = svc_port.get("targetPort", port)
         return "127.0.0.1", int(target) if isinstance(target, int) else port
 
+    async def _resolve_services(
+            self, configs: list[Obj]) -> dict[tuple[str, str, int], tuple[str, int] | Exception]:
+        """Resolve every Service-backed webhook off the event loop, so a resolver may block
+        (even on a request to this server) without stalling it."""
+        wanted = set()
+        for config in configs:
+            for hook in config.get("webhooks") or []:
+                svc = (hook.get("clientConfig") or {}).get("service")
+                if isinstance(svc, dict) and svc.get("name"):
+                    wanted.add((str(svc.get("namespace", "")), str(svc["name"]),
+                                int(svc.get("port") or 443)))
+        if not wanted or self.resolve_service == self._resolve_service_from_store:
+            return {}
+        loop = asyncio.get_running_loop()
+        out: dict[tuple[str, str, int], tuple[str, int] | Exception] = {}
+        for key in wanted:
+            try:
+                out[key] = await loop.run_in_executor(None, self.resolve_service, *key)
+            except Exception as err:
+                out[key] = err
+        return out
+
     async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
                      obj: Obj | None, old: Obj | None, options: WriteOptions,
                      subresource: str = "") -> Obj | None:
@@ -302,10 +325,19 @@ class Backend:
             source = obj if obj is not None else old
             namespace_labels = dict(((source or {}).get("metadata") or {}).get("labels") or {})
             namespace_labels.setdefault("kubernetes.io/metadata.name", name)
+        resolved = await self._resolve_services([*mutating, *validating])
+
+        def resolve(namespace: str, name: str, port: int) -> tuple[str, int]:
+            answer = resolved.get((namespace, name, port))
+            if answer is None:
+                return self.resolve_service(namespace, name, port)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
         try:
             return await admission.admit(mutating=mutating, validating=validating,
-                                         request=request, obj=obj,
-                                         resolve_service=self.resolve_service,
+                                         request=request, obj=obj, resolve_service=resolve,
                                          namespace_labels=namespace_labels)
         except admission.AdmissionDenied as err:
             raise APIError(err.code, err.reason or "InternalError", err.message, name=name,

@@ -98,7 +98,11 @@ class APIServer:
             self.handlers.log_provider = provider
 
     def set_service_resolver(self, resolver: ServiceResolver | None) -> None:
-        """How admission webhooks' ``service`` references become (host, port)."""
+        """How admission webhooks' ``service`` references become (host, port).
+
+        ``resolver(namespace, name, port)`` runs in a worker thread (it may block, even on
+        a request to this server). Without one, the server resolves from the stored
+        Endpoints, then the Service's targetPort on 127.0.0.1."""
         self._service_resolver = resolver
         if self.backend is not None and resolver is not None:
             self.backend.resolve_service = resolver

@@ -165,3 +165,27 @@ def test_webhook_behind_a_service(cluster, tmp_path):
                                       "caBundle": hook.ca_bundle}, namespace="hooked")]})
         cm = core.create_namespaced_config_map("hooked", {"metadata": {"name": "s"}})
         assert cm.metadata.labels == {"mutated": "yes"}
+
+
+def test_a_resolver_may_call_the_server_itself(fresh_server, cluster, tmp_path):
+    core = k8s.CoreV1Api(cluster)
+    adm = k8s.AdmissionregistrationV1Api(cluster)
+    asked = []
+
+    def resolver(namespace, name, port):
+        # a blocking request to this very server, as a cache-less resolver would make
+        svc = core.read_namespaced_service(name, namespace)
+        asked.append((namespace, name, port))
+        return "127.0.0.1", svc.spec.ports[0].target_port
+
+    fresh_server.server.set_service_resolver(resolver)
+    with WebhookServer(tmp_path / "hook-pki") as hook:
+        core.create_namespaced_service("free", {"metadata": {"name": "hooks"}, "spec": {
+            "ports": [{"port": 8443, "targetPort": hook.port}]}})
+        adm.create_mutating_webhook_configuration({"metadata": {"name": "svc"}, "webhooks": [
+            _hook("svc.example.com", {"service": {"namespace": "free", "name": "hooks",
+                                                  "path": "/mutate", "port": 8443},
+                                      "caBundle": hook.ca_bundle}, namespace="hooked")]})
+        cm = core.create_namespaced_config_map("hooked", {"metadata": {"name": "s"}})
+        assert cm.metadata.labels == {"mutated": "yes"}
+    assert asked == [("free", "hooks", 8443)]
