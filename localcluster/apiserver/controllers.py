@@ -52,13 +52,24 @@ class Controllers:
         backend.add_listener(self._on_event)
         for _, stored in backend.store.items(CRD_GR):
             self._serve_crd(stored.obj, deleted=False)
-        # Resume work interrupted by a restart.
+        # Resume work interrupted by a restart: deletions in progress, and dependents whose
+        # owners left the store while the server was down.
+        self._dangling: set[Key] = set()
         for gr, stored in backend.store.all():
             m = stored.obj["metadata"]
+            key = (gr, m.get("namespace", ""), m["name"])
             if m.get("deletionTimestamp"):
-                self._keys.add((gr, m.get("namespace", ""), m["name"]))
+                self._keys.add(key)
+            if self._owners_all_gone(stored.obj):
+                self._dangling.add(key)
+        if self._dangling:
+            self._wake.set()
         if self._keys:
             self._wake.set()
+
+    def _owners_all_gone(self, obj: Obj) -> bool:
+        owners = gc.owner_uids(obj)
+        return bool(owners) and not any(self.backend.uid_alive(u) for u in owners)
 
     def _serve_crd(self, crd: Obj, *, deleted: bool) -> None:
         spec = crd.get("spec") or {}
@@ -91,6 +102,8 @@ class Controllers:
                     self._keys.add(key)
         elif m.get("deletionTimestamp"):
             self._keys.add((event.gr, ns, name))
+        elif event.type == "ADDED" and self._owners_all_gone(obj):
+            self._dangling.add((event.gr, ns, name))  # created for an owner that is gone
         elif event.type == "ADDED" and event.gr == NS_GR:
             self._new_namespaces.add(name)
         else:
@@ -118,6 +131,12 @@ class Controllers:
                     self.backend.create_internal(sa, ns, {"metadata": {"name": "default"}})
         while self._gone_owners:
             self._owner_gone(self._gone_owners.pop())
+        while self._dangling:
+            key = self._dangling.pop()
+            stored = self.backend.store.get(*key)
+            if stored is not None and self._owners_all_gone(stored.obj):
+                logger.debug("garbage-collecting %s: its owners are gone", key)
+                self.backend.delete_internal(*key, propagation="Background")
         rounds = 0
         while self._keys and rounds < 1000:
             rounds += 1

@@ -147,3 +147,43 @@ def test_pod_binding_and_service_account_token(api, namespace):
     token = core.create_namespaced_service_account_token("default", namespace, {
         "spec": {"audiences": ["x"], "expirationSeconds": 600}})
     assert token.status.token.startswith("lcsa.")
+
+
+def test_dependent_created_for_a_missing_owner_is_collected(api, namespace):
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_config_map(namespace, {"metadata": {
+        "name": "stray", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                              "name": "never", "uid": "no-such-uid"}]}})
+    assert _wait(lambda: not _exists(core.read_namespaced_config_map, "stray", namespace))
+
+
+def test_collection_resumes_after_a_restart(tmp_path):
+    from localcluster.apiserver.threaded import ServerThread
+
+    from .server_fixtures import make_client
+
+    thread = ServerThread(tmp_path / "d")
+    server = thread.start()
+    with make_client(server) as c:
+        core = k8s.CoreV1Api(c)
+        owner = core.create_namespaced_config_map("default", {"metadata": {"name": "o"}})
+        core.create_namespaced_config_map("default", {"metadata": {
+            "name": "dep", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                                "name": "o", "uid": owner.metadata.uid}]}})
+    # remove the owner behind the collector's back, as a crash between the two would
+    thread.call(_remove_quietly(server, "o"))
+    thread.stop()
+    thread = ServerThread(tmp_path / "d")
+    server = thread.start()
+    try:
+        with make_client(server) as c:
+            core = k8s.CoreV1Api(c)
+            assert _wait(lambda: not _exists(core.read_namespaced_config_map, "dep",
+                                             "default"))
+    finally:
+        thread.stop()
+
+
+async def _remove_quietly(server, name):
+    stored = server.store.get("/configmaps", "default", name)
+    server.store.remove("/configmaps", "default", name, stored.copy())
