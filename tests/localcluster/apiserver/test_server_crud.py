@@ -289,3 +289,29 @@ def test_discovery(api, raw: Raw):
     assert code == 200 and version["major"] == "1"
     code, body = raw.request("GET", "/apis/nope.example.com/v1/things")
     assert code == 404 and body["kind"] == "Status"
+
+
+def test_concurrent_writers_lose_nothing(api, namespace):
+    from concurrent.futures import ThreadPoolExecutor
+
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "hot"}, "data": {}})
+
+    def patch(i):
+        core.patch_namespaced_config_map("hot", namespace, {"data": {f"k{i}": str(i)}})
+
+    def increment(_):
+        while True:
+            cm = core.read_namespaced_config_map("hot", namespace)
+            cm.data = {**(cm.data or {}), "n": str(int((cm.data or {}).get("n", "0")) + 1)}
+            try:
+                core.replace_namespaced_config_map("hot", namespace, cm)
+                return
+            except k8s.ApiException as err:
+                assert err.status == 409
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(patch, range(40)))
+        list(pool.map(increment, range(20)))
+    data = core.read_namespaced_config_map("hot", namespace).data
+    assert {k: v for k, v in data.items() if k != "n"} == {f"k{i}": str(i) for i in range(40)}
+    assert data["n"] == "20"
