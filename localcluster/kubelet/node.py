@@ -18,6 +18,7 @@ import datetime
 import logging
 import os
 import platform
+import shutil
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -94,6 +95,8 @@ class Node:
             self.python = sys.executable
         self.default_path = f"{os.path.dirname(self.python)}:/usr/local/bin:/usr/bin:/bin"
         self._workers: dict[str, PodWorker] = {}
+        self._completed: set[str] = set()
+        """Pods whose containers all finished here (the informer may lag behind)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.loop = Loop("kubelet", self.reconcile, resync=2.0,
@@ -222,7 +225,9 @@ class Node:
     # -- scheduling and pods ---------------------------------------------------------
 
     def reconcile(self) -> None:
-        for pod in self.pods.list():
+        pods = self.pods.list()
+        self._collect_pod_dirs({p["metadata"]["uid"] for p in pods})
+        for pod in pods:
             meta, spec = pod["metadata"], pod.get("spec") or {}
             phase = (pod.get("status") or {}).get("phase")
             if not spec.get("nodeName"):
@@ -234,7 +239,8 @@ class Node:
             if phase in (None, "Pending") and not meta.get("deletionTimestamp"):
                 self._select_node(pod)
             with self._lock:
-                if meta["uid"] in self._workers or self._stop.is_set():
+                if meta["uid"] in self._workers or meta["uid"] in self._completed or \
+                        self._stop.is_set():
                     continue
                 if phase in ("Succeeded", "Failed"):
                     continue
@@ -269,6 +275,15 @@ class Node:
                                 {"metadata": {"annotations": {
                                     decisions.SELECTED_NODE: self.name}}}, ns)
         return True
+
+    def _collect_pod_dirs(self, uids: set[str]) -> None:
+        """Remove the directories (logs, volumes' files) of pods that no longer exist."""
+        with self._lock:
+            keep = uids | set(self._workers)
+            self._completed &= uids
+        for uid in os.listdir(self.pods_dir):
+            if uid not in keep:
+                shutil.rmtree(os.path.join(self.pods_dir, uid), ignore_errors=True)
 
     def _fits(self, pod: Obj) -> bool:
         """nodeSelector against this node's labels (affinity and taints are not checked)."""
@@ -311,9 +326,11 @@ class Node:
         except KubeError as err:
             logger.debug("binding %s/%s: %s", ns, meta["name"], err)
 
-    def worker_done(self, worker: PodWorker) -> None:
+    def worker_done(self, worker: PodWorker, *, completed: bool = False) -> None:
         with self._lock:
             self._workers.pop(worker.uid, None)
+            if completed:
+                self._completed.add(worker.uid)
         self.loop.wake()
 
     def worker(self, namespace: str, name: str) -> PodWorker | None:

@@ -75,6 +75,7 @@ class PodWorker(threading.Thread):
         """Set by the node at shutdown: stop containers, leave the pod object alone."""
         self.finished = threading.Event()
         self._last_status: dict[str, Any] | None = None
+        self._completed = False
         self._message = ""
         self._reason = ""
         spec = pod.get("spec") or {}
@@ -111,6 +112,11 @@ class PodWorker(threading.Thread):
                     break
                 self._step()
                 self._push_status()
+                if self._finished_for_good():
+                    logger.info("pod %s/%s: %s", self.namespace, self.name,
+                                self._last_status["phase"] if self._last_status else "done")
+                    self._completed = True
+                    break
                 self.stopping.wait(TICK)
             else:
                 self._kill_all(grace=self.node.shutdown_grace)
@@ -123,7 +129,16 @@ class PodWorker(threading.Thread):
                 if slot.process is not None:
                     slot.process.cleanup()
             self.finished.set()
-            self.node.worker_done(self)
+            self.node.worker_done(self, completed=self._completed)
+
+    def _finished_for_good(self) -> bool:
+        """Every container is done and the final status is stored: nothing left to do
+        (logs stay on disk; deleting the pod then needs no grace period)."""
+        if not all(s.record.done for s in self.init_slots + self.slots):
+            return False
+        return self._last_status is not None and self._last_status.get("phase") in (
+            status.SUCCEEDED, status.FAILED) and self._comparable(
+                self._last_status) == self._comparable(self.status())
 
     def _step(self) -> None:
         if self._volumes is None and not self._prepare():

@@ -4,6 +4,7 @@ environment and volumes from the API, service-account tokens, Services."""
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import subprocess
 import time
@@ -120,12 +121,19 @@ def test_always_restarts_into_crash_loop_back_off(kube: Kube) -> None:
     kube.delete(client.PODS, "crashy", "default")
 
 
-def test_never_does_not_restart(kube: Kube) -> None:
-    kube.create(client.PODS, pod("once", "exit", "2", restart="Never"), "default")
+def test_never_does_not_restart(kube: Kube, cluster: Cluster) -> None:
+    kube.create(client.PODS, pod("once", "print", "ran", "exit", "2", restart="Never"),
+                "default")
     p = wait_phase(kube, client.PODS, "once", "Failed")
     time.sleep(0.5)
     assert main_status(get(kube, client.PODS, "once"))["restartCount"] == 0
     assert main_status(p)["state"]["terminated"]["exitCode"] == 2
+    assert logs(kube, "once") == "ran\n"  # ran once, and its log outlives the run
+    assert cluster.node is not None
+    pod_dir = os.path.join(cluster.node.pods_dir, p["metadata"]["uid"])
+    assert os.path.isdir(pod_dir)
+    kube.delete(client.PODS, "once", "default")
+    wait_for(lambda: not os.path.exists(pod_dir), what="pod directory removal")
 
 
 def test_unknown_image_is_err_image_pull(kube: Kube) -> None:
