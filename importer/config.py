@@ -66,6 +66,9 @@ class ImporterConfig:
     owner_uid: str = ""
     termination_log: Path | None = TERMINATION_LOG
     metrics_port: int | None = None
+    metrics_addr: str = "0.0.0.0"
+    """Where the metrics server listens: the pod's own IP when the pod knows it (pods on
+    a shared host network, as on localcluster, would collide on 0.0.0.0:8443)."""
     scratch_dir: Path | None = None
     """Where a compressed convertible image is decompressed before conversion.
     None: beside the destination file (Filesystem), or the temp dir (Block)."""
@@ -135,6 +138,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         owner_uid=env.get("OWNER_UID", ""),
         termination_log=Path(env.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG))),
         metrics_port=_port(env.get("IMPORTER_METRICS_PORT", str(METRICS_PORT))),
+        metrics_addr=env.get("POD_IP") or "0.0.0.0",
         scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
         retry_attempts=_int(env, "IMPORTER_RETRY_ATTEMPTS", 6),
         retry_delay=_float(env, "IMPORTER_RETRY_DELAY", 1.0),

@@ -33,7 +33,8 @@ class Outcome:
 
 
 def run(config: ImporterConfig, *, listeners: list[Listener] | None = None) -> Outcome:
-    metric = ProgressMetric(owner_uid=config.owner_uid, port=config.metrics_port)
+    metric = ProgressMetric(owner_uid=config.owner_uid, port=config.metrics_port,
+                            addr=config.metrics_addr)
     progress = Progress([metric, *(listeners or [])])
     try:
         source = open_source(config)

@@ -43,6 +43,11 @@ def test_upstream_variables() -> None:
     assert config.dest == Path("/data/disk.img")
 
 
+def test_metrics_listen_on_the_pod_ip() -> None:
+    assert from_env(BASE).metrics_addr == "0.0.0.0"
+    assert from_env({**BASE, "POD_IP": "127.0.5.9"}).metrics_addr == "127.0.5.9"
+
+
 def test_secrets_stay_out_of_repr() -> None:
     config = from_env({**BASE, "IMPORTER_ACCESS_KEY_ID": "AKIDSECRET",
                        "IMPORTER_SECRET_KEY": "topsecret", "IMPORTER_EXTRA_HEADER_0": "A: tok"})
