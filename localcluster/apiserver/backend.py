@@ -19,7 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import admission, crds, defaults, deletion, gc, immutability, meta, patches, schema
+from . import (
+    admission,
+    crds,
+    defaults,
+    deletion,
+    gc,
+    immutability,
+    meta,
+    patches,
+    schema,
+    validation,
+)
 from .auth import ADMIN, UserInfo
 from .builtin_types import REVIEW_RESOURCES
 from .errors import (
@@ -230,6 +241,8 @@ class Backend:
                 if err.path and text.startswith(err.path + ": "):
                     text = text[len(err.path) + 2:]
                 causes.append(Cause(err.type, text, err.path))
+        if not rt.custom:
+            causes += validation.validate(rt.kind, obj)
         if rt.group_resource == CRD_GR:
             causes += crds.validate_crd(obj)
             if old is not None and not causes:

@@ -3,7 +3,8 @@
 Only the rules a client can trip over in practice: a Pod's spec (except images, active
 deadline, added tolerations, and binding to a node once), a claim's spec (except a larger
 storage request and binding to a volume once), immutable ConfigMaps/Secrets, a Secret's
-type, a StorageClass's provisioner and parameters, a Deployment/DaemonSet's selector.
+type, a StorageClass's provisioner and parameters, a binding's roleRef, a
+Deployment/DaemonSet's selector.
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ def immutable_changes(kind: str, old: Obj, new: Obj) -> list[Cause]:
             if old.get(fld) != new.get(fld):
                 causes.append(Cause("FieldValueForbidden", "Forbidden: updates to "
                                     f"{fld} are forbidden.", fld))
+    elif kind in ("RoleBinding", "ClusterRoleBinding") and old.get("roleRef") != new.get(
+            "roleRef"):
+        causes.append(Cause("FieldValueInvalid", "Invalid value: cannot change roleRef",
+                            "roleRef"))
     elif kind in ("Deployment", "DaemonSet") and old_spec.get("selector") != new_spec.get(
             "selector"):
         causes.append(Cause("FieldValueInvalid", _IMMUTABLE, "spec.selector"))

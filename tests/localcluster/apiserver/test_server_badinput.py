@@ -102,3 +102,16 @@ def test_protobuf_bodies_are_415(raw: Raw, namespace, snapshot):
                                  content_type="application/vnd.kubernetes.protobuf")
     assert status == 415 and answer["reason"] == "UnsupportedMediaType"
     assert snapshot() == before
+
+
+def test_builtin_required_fields(raw: Raw, namespace, snapshot):
+    before = snapshot()
+    status, answer = raw.request("POST", f"/api/v1/namespaces/{namespace}/pods", {
+        "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    assert status == 422 and answer["details"]["causes"][0]["field"] == \
+        "spec.containers[0].image"
+    assert answer["message"] == 'Pod "p" is invalid: spec.containers[0].image: Required value'
+    status, answer = raw.request("POST", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+                                 {"metadata": {"name": "c"}, "spec": {}})
+    assert status == 422 and "spec.accessModes" in answer["message"]
+    assert snapshot() == before

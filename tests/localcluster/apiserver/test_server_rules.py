@@ -263,3 +263,63 @@ def test_generated_names_and_dropped_fields():
     assert len(name) == 63 and name.startswith("x" * 58)
     assert names.dropped_fields({"a": 1, "b": {"c": 1, "d": [{"e": 1}]}},
                                 {"b": {"d": [{}]}}) == ["a", "b.c", "b.d[0].e"]
+
+
+_C = {"name": "c", "image": "i"}
+
+
+@pytest.mark.parametrize(("kind", "obj", "field"), [
+    ("Pod", {"spec": {}}, "spec.containers"),
+    ("Pod", {"spec": {"containers": [{"name": "c"}]}}, "spec.containers[0].image"),
+    ("Pod", {"spec": {"containers": [{"image": "i"}]}}, "spec.containers[0].name"),
+    ("Pod", {"spec": {"containers": [_C, _C]}}, "spec.containers[1].name"),
+    ("Pod", {"spec": {"containers": [{"name": "C_1", "image": "i"}]}},
+     "spec.containers[0].name"),
+    ("Pod", {"spec": {"containers": [_C], "restartPolicy": "Sometimes"}},
+     "spec.restartPolicy"),
+    ("PersistentVolumeClaim", {"spec": {"resources": {"requests": {"storage": "1Gi"}}}},
+     "spec.accessModes"),
+    ("PersistentVolumeClaim", {"spec": {"accessModes": ["ReadWriteOnce"]}},
+     "spec.resources[storage]"),
+    ("PersistentVolume", {"spec": {"accessModes": ["ReadWriteOnce"]}}, "spec.capacity"),
+    ("Service", {"spec": {"ports": [{"port": 70000}]}}, "spec.ports[0].port"),
+    ("ConfigMap", {"data": {"bad key": "v"}}, "data[bad key]"),
+    ("RoleBinding", {"kind": "RoleBinding", "roleRef": {"kind": "Role"}}, "roleRef.name"),
+    ("ClusterRoleBinding", {"kind": "ClusterRoleBinding",
+                            "roleRef": {"kind": "Role", "name": "r"}}, "roleRef.kind"),
+    ("RoleBinding", {"kind": "RoleBinding", "roleRef": {"kind": "Role", "name": "r"},
+                     "subjects": [{"kind": "Robot", "name": "x"}]}, "subjects[0].kind"),
+    ("Deployment", {"spec": {"template": {"spec": {"containers": [_C]}}}}, "spec.selector"),
+    ("Deployment", {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+        "metadata": {"labels": {"a": "c"}}, "spec": {"containers": [_C]}}}},
+     "spec.template.metadata.labels"),
+    ("StorageClass", {}, "provisioner"),
+])
+def test_builtin_validation(kind, obj, field):
+    from localcluster.apiserver import validation
+
+    assert field in [c.field for c in validation.validate(kind, obj)]
+
+
+@pytest.mark.parametrize(("kind", "obj"), [
+    ("Pod", {"spec": {"containers": [_C], "initContainers": [{"name": "i", "image": "x"}]}}),
+    ("PersistentVolumeClaim", {"spec": {"accessModes": ["ReadWriteOnce"],
+                                        "resources": {"requests": {"storage": "1Gi"}}}}),
+    ("Deployment", {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+        "metadata": {"labels": {"a": "b", "x": "y"}}, "spec": {"containers": [_C]}}}}),
+    ("ConfigMap", {"data": {"a.b-c_d": "v"}}),
+    ("ClusterRoleBinding", {"kind": "ClusterRoleBinding", "roleRef": {
+        "kind": "ClusterRole", "name": "r"}, "subjects": [{"kind": "Group", "name": "g"}]}),
+    ("Namespace", {}),
+])
+def test_builtin_validation_accepts_valid_objects(kind, obj):
+    from localcluster.apiserver import validation
+
+    assert validation.validate(kind, obj) == []
+
+
+def test_role_ref_is_immutable():
+    old = {"roleRef": {"kind": "Role", "name": "a"}}
+    new = {"roleRef": {"kind": "Role", "name": "b"}}
+    assert [c.field for c in immutability.immutable_changes("RoleBinding", old, new)] == [
+        "roleRef"]
