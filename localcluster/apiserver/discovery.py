@@ -1,8 +1,9 @@
 """Discovery documents (/version, /api, /apis, group and group-version resource lists).
 
-Built from the registry on every request, so CRDs appear and disappear at once. Aggregated
-discovery (apidiscovery.k8s.io/v2) is not offered: clients that ask for it also accept
-the plain documents, and the response's Content-Type tells them which one they got.
+Built from the registry on every request, so CRDs appear and disappear at once. Clients
+that ask for aggregated discovery (apidiscovery.k8s.io/v2, kubectl does) get every group,
+version and resource in the answers to ``/api`` and ``/apis``; the others get the classic
+documents and then one request per group-version.
 """
 
 from __future__ import annotations
@@ -79,3 +80,55 @@ def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": f"{group}/{version}" if group else version,
             "resources": resources}
+
+
+AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def wants_aggregated(accept: str) -> bool:
+    """Whether the Accept header asks for apidiscovery.k8s.io/v2 before plain JSON."""
+    for choice in accept.split(","):
+        params = {p.strip() for p in choice.split(";")[1:]}
+        if {"g=apidiscovery.k8s.io", "v=v2", "as=APIGroupDiscoveryList"} <= params:
+            return True
+        if choice.strip().split(";")[0] in ("application/json", "*/*"):
+            return False
+    return False
+
+
+_SUBRESOURCE_KINDS = {"token": ("authentication.k8s.io", "v1", "TokenRequest"),
+                      "binding": ("", "v1", "Binding")}
+
+
+def _aggregated_resource(rt: ResourceType) -> Obj:
+    kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    entry: Obj = {"resource": rt.resource, "responseKind": kind,
+                  "scope": "Namespaced" if rt.namespaced else "Cluster",
+                  "singularResource": rt.singular or rt.kind.lower(), "verbs": list(rt.verbs)}
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    subs = []
+    for sub in rt.subresources:
+        group, version, sub_kind = _SUBRESOURCE_KINDS.get(sub, (rt.group, rt.version, rt.kind))
+        subs.append({"subresource": sub, "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"]),
+                     "responseKind": {"group": group, "version": version, "kind": sub_kind}})
+    if subs:
+        entry["subresources"] = subs
+    return entry
+
+
+def aggregated(registry: Registry, *, core: bool) -> Obj:
+    """APIGroupDiscoveryList of the core group (``/api``) or of all named groups."""
+    items = []
+    for group, versions in sorted(registry.groups().items()):
+        if bool(group) == core or not versions:
+            continue
+        items.append({"metadata": {"name": group, "creationTimestamp": None}, "versions": [
+            {"version": v, "freshness": "Current", "resources": [
+                _aggregated_resource(rt) for rt in sorted(
+                    registry.in_group_version(group, v), key=lambda r: r.resource)]}
+            for v in versions]})
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+            "metadata": {}, "items": items}

@@ -227,6 +227,11 @@ class Handlers:
     def _discovery(self, request: web.Request, path: str) -> web.StreamResponse:
         if path == "/version":
             return _json_response(discovery.version_info(self.settings.version))
+        if path in ("/api", "/apis") and discovery.wants_aggregated(
+                request.headers.get("Accept", "")):
+            doc = discovery.aggregated(self.registry, core=path == "/api")
+            return web.Response(text=json.dumps(doc, separators=(",", ":")), headers={
+                "Content-Type": discovery.AGGREGATED_CONTENT_TYPE})
         if path == "/api":
             return _json_response(discovery.api_versions())
         if path == "/apis":

@@ -315,3 +315,22 @@ def test_concurrent_writers_lose_nothing(api, namespace):
     data = core.read_namespaced_config_map("hot", namespace).data
     assert {k: v for k, v in data.items() if k != "n"} == {f"k{i}": str(i) for i in range(40)}
     assert data["n"] == "20"
+
+
+def test_aggregated_discovery(raw: Raw, widgets):
+    accept = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+              "application/json")
+    code, doc = raw.request("GET", "/apis", headers={"Accept": accept})
+    assert code == 200 and doc["kind"] == "APIGroupDiscoveryList"
+    groups = {item["metadata"]["name"]: item for item in doc["items"]}
+    assert "" not in groups and "example.com" in groups
+    widgets_entry = groups["example.com"]["versions"][0]["resources"][0]
+    assert widgets_entry["resource"] == "widgets" and widgets_entry["scope"] == "Namespaced"
+    assert widgets_entry["subresources"][0]["subresource"] == "status"
+    code, core = raw.request("GET", "/api", headers={"Accept": accept})
+    assert [i["metadata"]["name"] for i in core["items"]] == [""]
+    pods = next(r for r in core["items"][0]["versions"][0]["resources"]
+                if r["resource"] == "pods")
+    assert {s["subresource"] for s in pods["subresources"]} == {"status", "log", "binding"}
+    code, plain = raw.request("GET", "/api", headers={"Accept": "application/json"})
+    assert plain["kind"] == "APIVersions"
