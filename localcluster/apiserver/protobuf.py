@@ -1,11 +1,13 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
 kubectl's imperative commands (``create namespace|configmap|secret|serviceaccount|role|
-rolebinding|clusterrole|clusterrolebinding|token``, ``auth can-i``, ``auth whoami``) post
+rolebinding|clusterrole|clusterrolebinding|token|deployment|service|job``, ``auth can-i``,
+``auth whoami``) post
 built-in objects as ``application/vnd.kubernetes.protobuf`` and client-go has no fallback
 to JSON, so a server that only reads JSON breaks them. This module decodes that envelope
 (``k8s\\0`` + runtime.Unknown{typeMeta, raw}) and, for the kinds in ``MESSAGES``, the object
-into the same dict its JSON form would be; any other kind is refused with a clear message.
+into the same dict its JSON form would be. Any other kind, and any field not listed (so
+nothing is silently lost), is refused with a message saying to send JSON instead.
 Pure: bytes in, dict out. Field numbers are those of the published ``generated.proto``
 files of k8s.io/api, checked against what kubectl 1.32 sends.
 """
@@ -97,12 +99,44 @@ MESSAGES: dict[str, dict[int, Field]] = {
     "SelfSubjectAccessReview": {1: _METADATA, 2: ("spec", "SelfSubjectAccessReviewSpec",
                                                   False)},
     "SelfSubjectReview": {1: _METADATA},
+    # What `kubectl create deployment|service|job` send (nothing more: see IGNORED).
+    "Deployment": {1: _METADATA, 2: ("spec", "DeploymentSpec", False)},
+    "DeploymentSpec": {1: ("replicas", "int", False), 2: ("selector", "LabelSelector", False),
+                       3: ("template", "PodTemplateSpec", False),
+                       4: ("strategy", "DeploymentStrategy", False)},
+    "DeploymentStrategy": {1: ("type", "string", False)},
+    "Job": {1: _METADATA, 2: ("spec", "JobSpec", False)},
+    "JobSpec": {6: ("template", "PodTemplateSpec", False)},
+    "PodTemplateSpec": {1: _METADATA, 2: ("spec", "PodSpec", False)},
+    "PodSpec": {2: ("containers", "Container", True), 3: ("restartPolicy", "string", False)},
+    "Container": {1: ("name", "string", False), 2: ("image", "string", False),
+                  3: ("command", "string", True), 6: ("ports", "ContainerPort", True)},
+    "ContainerPort": {1: ("name", "string", False), 2: ("hostPort", "int", False),
+                      3: ("containerPort", "int", False), 4: ("protocol", "string", False)},
+    "Service": {1: _METADATA, 2: ("spec", "ServiceSpec", False)},
+    "ServiceSpec": {1: ("ports", "ServicePort", True), 2: ("selector", "map", False),
+                    3: ("clusterIP", "string", False), 4: ("type", "string", False)},
+    "ServicePort": {1: ("name", "string", False), 2: ("protocol", "string", False),
+                    3: ("port", "int", False), 4: ("targetPort", "intorstring", False),
+                    5: ("nodePort", "int", False)},
+}
+
+# Fields that are read and dropped because the server sets them (timestamps, status,
+# managedFields). Any other field not in MESSAGES is refused rather than lost, unless it
+# holds the zero value (kubectl sends unset optional fields as "" or 0).
+IGNORED: dict[str, frozenset[int]] = {
+    "ObjectMeta": frozenset({4, 8, 9, 10, 17}),
+    **{kind: frozenset({3}) for kind in ("Namespace", "TokenRequest",
+                                         "SelfSubjectAccessReview", "Deployment", "Job",
+                                         "Service")},
+    "SelfSubjectReview": frozenset({2}),
 }
 
 # Kinds a request body may carry (the top-level messages above).
 TOP_LEVEL = frozenset({"Namespace", "ConfigMap", "Secret", "ServiceAccount", "TokenRequest",
                        "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
-                       "SelfSubjectAccessReview", "SelfSubjectReview"})
+                       "SelfSubjectAccessReview", "SelfSubjectReview", "Deployment", "Job",
+                       "Service"})
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -161,6 +195,14 @@ def _scalar(kind: str, value: int | bytes) -> Any:
         if not isinstance(value, bytes):
             raise ProtobufError("expected bytes")
         return base64.b64encode(value).decode()
+    if kind == "intorstring":  # IntOrString {1: type (0 int, 1 string), 2: int, 3: str}
+        if not isinstance(value, bytes):
+            raise ProtobufError("expected an IntOrString message")
+        parts = dict(fields(value))
+        if parts.get(1, 0) == 1:
+            return _text(parts.get(3, b""))
+        number = parts.get(2, 0)
+        return number if isinstance(number, int) else 0
     if not isinstance(value, int):
         raise ProtobufError(f"expected a varint for a {kind}")
     if kind == "bool":
@@ -194,7 +236,11 @@ def decode_message(name: str, data: bytes) -> Obj:
     for number, value in fields(data):
         spec = schema.get(number)
         if spec is None:
-            continue  # a field we do not map (status, timestamps): the server sets those
+            if number in IGNORED.get(name, ()) or value in (b"", 0):
+                continue  # server-set, or an unset optional field (proto2 sends those)
+            raise ProtobufError(f"field {number} of {name} is not understood here; send this "
+                                "object as JSON (e.g. kubectl create ... --dry-run=client "
+                                "-o yaml | kubectl apply -f -)")
         key, kind, repeated = spec
         if kind in ("map", "bytesmap"):
             k, v = _entry(value, binary=kind == "bytesmap")

@@ -76,7 +76,8 @@ def test_decodes_nested_and_repeated_messages():
 
 @pytest.mark.parametrize(("body", "needle"), [
     (b"not protobuf", "magic"),
-    (_envelope("apps/v1", "Deployment", b""), "send Deployment as JSON"),
+    (_envelope("apps/v1", "StatefulSet", b""), "send StatefulSet as JSON"),
+    (_envelope("v1", "ConfigMap", _field(9, "surprise")), "field 9 of ConfigMap"),
     (protobuf.MAGIC + b"\x0a\x05ab", "truncated"),
     (_envelope("v1", "ConfigMap", _field(1, b"\x0a\xff")), "truncated"),
     (_envelope("v1", "ConfigMap", _field(1, _field(1, b"\xff\xfe"))), "UTF-8"),
@@ -94,8 +95,8 @@ def test_protobuf_over_http(raw: Raw, namespace):
                             content_type=protobuf.CONTENT_TYPE)
     assert code == 201 and obj["data"] == {"k": "v"} and obj["metadata"]["namespace"] == \
         namespace
-    code, obj = raw.request("POST", f"/apis/apps/v1/namespaces/{namespace}/deployments",
-                            raw=_envelope("apps/v1", "Deployment", b""),
+    code, obj = raw.request("POST", f"/apis/apps/v1/namespaces/{namespace}/statefulsets",
+                            raw=_envelope("apps/v1", "StatefulSet", b""),
                             content_type=protobuf.CONTENT_TYPE)
     assert code == 415 and "as JSON" in obj["message"]
 
@@ -109,7 +110,7 @@ def test_kubectl_imperative_commands(shared_server, namespace, tmp_path):
            "HOME": str(tmp_path)}
 
     def kubectl(*args, code=0):
-        proc = subprocess.run([KUBECTL, *args, "-n", namespace], env=env, text=True,
+        proc = subprocess.run([KUBECTL, "-n", namespace, *args], env=env, text=True,
                               capture_output=True, timeout=30)
         assert proc.returncode == code, (args, proc.stderr)
         return proc.stdout
@@ -129,4 +130,14 @@ def test_kubectl_imperative_commands(shared_server, namespace, tmp_path):
     assert proc.returncode == 1 and "cannot list resource" in proc.stderr
     assert f"system:serviceaccount:{namespace}:robot" in kubectl("auth", "whoami", robot)
     assert kubectl("create", "token", "robot").startswith("lcsa.")
+    kubectl("create", "deployment", "web", "--image=rootdisk/x:1", "--replicas=2",
+            "--port=8080")
+    assert kubectl("get", "deploy", "web", "-o",
+                   "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].ports}") == \
+        '2 [{"containerPort":8080}]'
+    kubectl("create", "service", "clusterip", "web", "--tcp=80:http")
+    assert kubectl("get", "svc", "web", "-o", "jsonpath={.spec.ports[0].targetPort}") == "http"
+    kubectl("create", "job", "once", "--image=rootdisk/x:1", "--", "echo", "hi")
+    assert kubectl("get", "job", "once", "-o",
+                   "jsonpath={.spec.template.spec.containers[0].command}") == '["echo","hi"]'
     assert "system:masters" in kubectl("auth", "whoami")
