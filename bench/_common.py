@@ -31,9 +31,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -191,7 +192,7 @@ class Case:
     label: str
     argv: Sequence[str] | str
     outputs: Sequence[Path] = ()
-    memory: bool = False
+    memory: bool = True  # sampled for every case, so the sampler's cost is the same for all
     env: dict[str, str] | None = None
     timeout: float = 300.0  # a hung run is killed (whole process group) and recorded
     times: list[float] = field(default_factory=list)
@@ -246,6 +247,42 @@ class Case:
     def _clean(self) -> None:
         for path in self.outputs:
             path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class ServedDir:
+    """A directory served by the test image server running in a process of its own."""
+
+    url: str
+
+    def url_for(self, name: str) -> str:
+        return f"{self.url}/{quote(name)}"
+
+
+@contextlib.contextmanager
+def serve_dir(root: Path, *, rates: dict[str, int] | None = None) -> Iterator[ServedDir]:
+    """Start ``python -m tests.fixtures.httpserver ROOT`` (its own process: the benchmark's
+    sampler thread must not compete with the server for a GIL); stop it on exit."""
+    argv = [sys.executable, "-m", "tests.fixtures.httpserver", str(root)]
+    for name, rate in (rates or {}).items():
+        argv += ["--rate", f"{name}={rate}"]
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if not line.startswith("http"):
+            raise RuntimeError(f"image server did not start (exit {proc.poll()})")
+        yield ServedDir(url=line)
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the server stops when its stdin closes
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def run_interleaved(cases: Sequence[Case], runs: int) -> None:
@@ -326,4 +363,5 @@ __all__ = [
     "require_tools",
     "rootdisk_argv",
     "run_interleaved",
+    "serve_dir",
 ]

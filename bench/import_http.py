@@ -35,9 +35,8 @@ from _common import (
     require_tools,
     rootdisk_argv,
     run_interleaved,
+    serve_dir,
 )
-
-from tests.fixtures.httpserver import Faults, HttpServer
 
 
 def main() -> None:
@@ -73,13 +72,11 @@ def main() -> None:
     modes = [("unthrottled", None)]
     if not args.skip_throttled:
         modes.append((f"throttled to {args.rate * 8 / 1e9:.2f} Gbit/s", args.rate))
-    with HttpServer(args.workdir) as server:
-        for mode, rate in modes:
-            for image in (images.qcow2, images.raw_gz):
-                if rate:
-                    server.set_faults(image.name, Faults(rate=rate))
-                else:
-                    server.clear_faults(image.name)
+    for mode, rate in modes:
+        rates: dict[str, int] = {}
+        if rate:
+            rates = {image.name: rate for image in (images.qcow2, images.raw_gz)}
+        with serve_dir(args.workdir, rates=rates) as server:
             qurl, gzurl = server.url_for(images.qcow2.name), server.url_for(images.raw_gz.name)
             ours = Case(
                 "rootdisk import (qcow2)",
@@ -129,7 +126,6 @@ def main() -> None:
                 cases.insert(5, local)
             print(f"\n== {mode}", flush=True)
             run_interleaved(cases, args.runs)
-            server.clear_requests()
             print_cases(f"{mode}: medians of {args.runs}", cases)
             throttled = rate is not None
             summary += [

@@ -6,6 +6,7 @@ import http.client
 import shutil
 import ssl
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -302,3 +303,29 @@ def test_nbdkit_curl_and_qemu_img_read_through_the_server(
     assert proc.returncode == 0, proc.stderr
     assert f'"virtual-size": {image.virtual_size}' in proc.stdout
     assert any(r.range for r in http_server.requests_for("qcow2", "GET"))
+
+
+def test_server_as_a_process(tmp_path: Path) -> None:
+    (tmp_path / "d.img").write_bytes(DATA)
+    repo = Path(__file__).resolve().parent.parent
+    argv = [sys.executable, "-m", "tests.fixtures.httpserver", str(tmp_path)]
+    argv += ["--rate", "d.img=10000000"]
+    with subprocess.Popen(
+        argv, cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        assert requests.get(f"{url}/d.img", timeout=10).content == DATA
+        proc.stdin.close()  # the server stops when its stdin closes
+        assert proc.wait(10) == 0
+
+
+def test_server_process_rejects_a_bad_rate(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.fixtures.httpserver", str(tmp_path), "--rate", "d.img=fast"],
+        cwd=repo, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "--rate 'd.img=fast': expected NAME=BYTES_PER_S" in proc.stderr
