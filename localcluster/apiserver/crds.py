@@ -153,5 +153,8 @@ def served_types(crd: Obj) -> list[ResourceType]:
             schema=(version.get("schema") or {}).get("openAPIV3Schema"),
             printer_columns=tuple(columns) if columns else DEFAULT_COLUMNS,
             custom=True,
+            selectable_fields=tuple(str(f.get("jsonPath", "")).lstrip(".")
+                                    for f in version.get("selectableFields") or []
+                                    if isinstance(f, dict)),
         ))
     return out

@@ -463,7 +463,7 @@ class Handlers:
                                  t: Target) -> web.Response:
         opts = await self._delete_options(request)
         options = self._write_options(request, user)
-        label_sel, field_sel = self._selectors(request)
+        label_sel, field_sel = self._selectors(request, t.rt)
         deleted = []
         for _, stored in self.backend.list_stored(t.rt, t.namespace):
             view = self.backend.view(t.rt, stored)
@@ -484,12 +484,15 @@ class Handlers:
 
     # -- list -------------------------------------------------------------------------------
 
-    def _selectors(self, request: web.Request) -> tuple[Any, Any]:
+    def _selectors(self, request: web.Request, rt: ResourceType) -> tuple[Any, Any]:
         try:
             label = request.query.get("labelSelector")
             field = request.query.get("fieldSelector")
-            return (selectors.parse_label_selector(label) if label else None,
-                    selectors.parse_field_selector(field) if field else None)
+            field_sel = selectors.parse_field_selector(field) if field else None
+            if field_sel is not None:
+                field_sel.check_supported(selectors.selectable_fields(
+                    rt.kind, rt.selectable_fields))
+            return (selectors.parse_label_selector(label) if label else None, field_sel)
         except selectors.SelectorError as err:
             raise bad_request(f"invalid selector: {err}") from None
 
@@ -504,7 +507,7 @@ class Handlers:
         rt = t.rt
         if self.backend.is_review(rt):
             raise method_not_allowed(f"list is not supported on {rt.resource}")
-        label_sel, field_sel = self._selectors(request)
+        label_sel, field_sel = self._selectors(request, t.rt)
         limit = _int_param(request.query, "limit") or 0
         if limit < 0:
             raise bad_request("limit: Invalid value: must be non-negative")
@@ -559,7 +562,7 @@ class Handlers:
     async def _watch(self, request: web.Request, t: Target, *,
                      only_name: str = "") -> web.StreamResponse:
         rt = t.rt
-        label_sel, field_sel = self._selectors(request)
+        label_sel, field_sel = self._selectors(request, t.rt)
         timeout = _int_param(request.query, "timeoutSeconds")
         deadline = time.monotonic() + (timeout if timeout and timeout > 0
                                        else DEFAULT_WATCH_TIMEOUT)

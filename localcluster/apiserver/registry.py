@@ -42,6 +42,8 @@ class ResourceType:
     from_storage: Converter | None = field(default=None, compare=False, hash=False)
     # Kinds named with DNS-1123 labels rather than subdomains (Namespace, Service).
     name_is_label: bool = False
+    # Custom resources: the CRD version's selectableFields (built-ins: see selectors.py).
+    selectable_fields: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:

@@ -160,3 +160,20 @@ def test_custom_resource_update_needs_a_resource_version(widgets, namespace, raw
     code, body = raw.request("PUT", path + "/rv", obj)
     assert code == 422 and "metadata.resourceVersion" in body["message"]
     assert raw.request("GET", path + "/rv")[1]["spec"]["size"] == 1
+
+
+def test_crd_selectable_fields(api, raw: Raw, namespace):
+    crd = copy.deepcopy(WIDGET_CRD)
+    crd["metadata"]["name"] = "sprockets.example.com"
+    crd["spec"]["names"] = {"plural": "sprockets", "kind": "Sprocket"}
+    crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": ".spec.color"}]
+    k8s.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    path = f"/apis/example.com/v1/namespaces/{namespace}/sprockets"
+    for name, color in (("a", "red"), ("b", "blue")):
+        raw.request("POST", path, {"apiVersion": "example.com/v1", "kind": "Sprocket",
+                                   "metadata": {"name": name},
+                                   "spec": {"size": 1, "color": color}})
+    code, body = raw.request("GET", path + "?fieldSelector=spec.color%3Dred")
+    assert code == 200 and [i["metadata"]["name"] for i in body["items"]] == ["a"]
+    code, body = raw.request("GET", path + "?fieldSelector=spec.size%3D1")
+    assert code == 400 and "spec.size" in body["message"]

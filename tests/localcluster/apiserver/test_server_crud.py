@@ -334,3 +334,16 @@ def test_aggregated_discovery(raw: Raw, widgets):
     assert {s["subresource"] for s in pods["subresources"]} == {"status", "log", "binding"}
     code, plain = raw.request("GET", "/api", headers={"Accept": "application/json"})
     assert plain["kind"] == "APIVersions"
+
+
+def test_unsupported_field_selectors_are_400(api, namespace, raw: Raw):
+    core = k8s.CoreV1Api(api)
+    with pytest.raises(k8s.ApiException) as err:
+        core.list_namespaced_config_map(namespace, field_selector="data.a=b")
+    assert err.value.status == 400 and "field label not supported: data.a" in err.value.body
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "fp"}, "spec": {
+        "nodeName": "n9", "containers": [{"name": "c", "image": "i"}]}})
+    assert [p.metadata.name for p in core.list_namespaced_pod(
+        namespace, field_selector="spec.nodeName=n9,status.phase=Pending").items] == ["fp"]
+    assert [s.metadata.name for s in core.list_namespaced_secret(
+        namespace, field_selector="type=Opaque").items] == []
