@@ -419,7 +419,8 @@ class Backend:
     def _prepare_update(self, rt: ResourceType, current: Stored, body: Obj, *,
                         subresource: str, options: WriteOptions) -> Obj:
         old = self.view(rt, current)
-        new = meta.carry_over(old, body, has_status=rt.has_status, subresource=subresource)
+        new = meta.carry_over(old, body, has_status=rt.has_status, subresource=subresource,
+                              status_in_generation=rt.custom and not rt.has_status)
         if subresource == "finalize":
             new = copy.deepcopy(old)
             new.setdefault("spec", {})["finalizers"] = list(

@@ -161,13 +161,19 @@ def spec_view(obj: Obj) -> Obj:
             if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
-def carry_over(old: Obj, new: Obj, *, has_status: bool, subresource: str) -> Obj:
+def _whole_view(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
+
+
+def carry_over(old: Obj, new: Obj, *, has_status: bool, subresource: str,
+               status_in_generation: bool = False) -> Obj:
     """Merge a client's ``new`` object onto the stored ``old`` one for an update.
 
     - system metadata always comes from ``old``;
     - through ``/status``, only ``status`` changes (spec and metadata stay as stored);
     - through the main resource of a type with a status subresource, ``status`` stays;
-    - generation goes up by one when the spec view changed.
+    - generation goes up by one when the spec view changed (everything but metadata when
+      ``status_in_generation``: custom resources without a status subresource).
     """
     if subresource == "status":
         out = copy.deepcopy(old)
@@ -193,7 +199,8 @@ def carry_over(old: Obj, new: Obj, *, has_status: bool, subresource: str) -> Obj
             out["status"] = copy.deepcopy(old["status"])
         else:
             out.pop("status", None)
-    if spec_view(old) != spec_view(out):
+    view = _whole_view if status_in_generation else spec_view
+    if view(old) != view(out):
         meta["generation"] = int(old_meta.get("generation") or 1) + 1
     return out
 

@@ -323,3 +323,13 @@ def test_role_ref_is_immutable():
     new = {"roleRef": {"kind": "Role", "name": "b"}}
     assert [c.field for c in immutability.immutable_changes("RoleBinding", old, new)] == [
         "roleRef"]
+
+
+def test_generation_of_custom_resources_without_status_subresource_counts_status():
+    old = {"spec": {"a": 1}, "status": {"s": 1}, "metadata": {"name": "n", "generation": 1}}
+    new = {"spec": {"a": 1}, "status": {"s": 2}, "metadata": {"name": "n"}}
+    bumped = meta.carry_over(old, new, has_status=False, subresource="",
+                             status_in_generation=True)
+    assert bumped["metadata"]["generation"] == 2
+    assert meta.carry_over(old, new, has_status=False, subresource="")["metadata"][
+        "generation"] == 1
