@@ -17,7 +17,7 @@ import datetime
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,10 @@ def _wants_table(request: web.Request) -> bool:
     return "as=Table" in first
 
 
+def _include_object(request: web.Request) -> str:
+    return request.query.get("includeObject", "Metadata")
+
+
 def _flag(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1")
 
@@ -128,12 +132,10 @@ class Handlers:
         self.settings = settings
         self.log_provider: LogProvider | None = None
         self.closing = asyncio.Event()
-        self.stats = {"requests": 0}
 
     # -- entry ------------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        self.stats["requests"] += 1
         try:
             return await self._handle(request)
         except APIError as err:
@@ -362,7 +364,7 @@ class Handlers:
             stored = self.backend.get_stored(rt, t.namespace, t.name)
             if _wants_table(request):
                 return _json_response(self._table([stored], rt, {
-                    "resourceVersion": str(stored.rv)}, request))
+                    "resourceVersion": str(stored.rv)}, _include_object(request)))
             return _raw_response(self.backend.view_raw(rt, stored))
         if method == "PUT":
             self._authorize(user, "update", t)
@@ -533,20 +535,20 @@ class Handlers:
             last = selected[-1][0]
             list_meta["continue"] = _encode_continue(rv, *last)
         if _wants_table(request):
-            return _json_response(self._table([s for _, s in selected], rt, list_meta, request))
+            return _json_response(self._table([s for _, s in selected], rt, list_meta,
+                                              _include_object(request)))
         items = ",".join(self.backend.view_raw(rt, s) for _, s in selected)
         head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
                            "metadata": list_meta}, separators=(",", ":"))
         return _raw_response(head[:-1] + ',"items":[' + items + "]}")
 
     def _table(self, stored: list[Stored], rt: ResourceType, list_meta: Obj,
-               request: web.Request) -> Obj:
+               include_object: str) -> Obj:
         objects = [self.backend.view(rt, s) for s in stored]
         columns = list(rt.printer_columns) if rt.printer_columns is not None else None
         try:
             table: Obj = tables.to_table(objects, columns=columns, kind=rt.kind,
-                                         list_meta=list_meta, include_object=request.query.get(
-                                             "includeObject", "Metadata"))
+                                         list_meta=list_meta, include_object=include_object)
         except tables.TableError as err:
             raise bad_request(str(err)) from None
         return table
@@ -567,7 +569,7 @@ class Handlers:
         deadline = time.monotonic() + (timeout if timeout and timeout > 0
                                        else DEFAULT_WATCH_TIMEOUT)
         bookmarks = _flag(request.query.get("allowWatchBookmarks"))
-        as_table = _wants_table(request)
+        as_table = _include_object(request) if _wants_table(request) else None
         rv_text = request.query.get("resourceVersion", "")
         store = self.backend.store
         ns = t.namespace if rt.namespaced else None
@@ -659,7 +661,8 @@ class Handlers:
             separators=(",", ":")) + "\n"
 
     def _filtered(self, t: Target, etype: str, stored: Stored, previous: Obj | None,
-                  label_sel: Any, field_sel: Any, only_name: str, as_table: bool) -> str:
+                  label_sel: Any, field_sel: Any, only_name: str,
+                  as_table: str | None) -> str:
         rt = t.rt
         if only_name and stored.obj["metadata"].get("name") != only_name:
             return ""
@@ -676,8 +679,8 @@ class Handlers:
                     etype = "ADDED"
             if not now_match:
                 return ""
-        table = self._table([stored], rt, {"resourceVersion": str(stored.rv)}, _NO_QUERY) \
-            if as_table else None
+        table = self._table([stored], rt, {"resourceVersion": str(stored.rv)}, as_table) \
+            if as_table is not None else None
         return self._event_line(t, etype, stored, table)
 
     # -- subresources with their own bodies ------------------------------------------------
@@ -777,11 +780,3 @@ class Handlers:
         return response
 
 
-class _NoQuery:
-    query: dict[str, str] = {}
-
-
-_NO_QUERY: Any = _NoQuery()
-
-AsyncHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-__all__ = ["AsyncHandler", "Handlers", "LogProvider", "Settings", "error_response"]
