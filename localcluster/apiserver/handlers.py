@@ -12,18 +12,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
-import datetime
 import json
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from . import authz, discovery, openapi, protobuf, selectors, tables
+from . import authz, discovery, openapi, protobuf, selectors, subresources, tables, watch
 from .auth import Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
@@ -44,14 +40,13 @@ from .errors import (
     unauthorized,
     unsupported_media_type,
 )
-from .meta import format_time
 from .registry import Registry, ResourceType
-from .store import Event, Stored
+from .store import Stored
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-LogProvider = Callable[..., AsyncIterator[bytes]]
+LogProvider = subresources.LogProvider
 JSON_TYPE = "application/json"
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 DEFAULT_WATCH_TIMEOUT = 1800
@@ -469,7 +464,7 @@ class Handlers:
         deleted = []
         for _, stored in self.backend.list_stored(t.rt, t.namespace):
             view = self.backend.view(t.rt, stored)
-            if not self._matches(view, label_sel, field_sel):
+            if not watch.matches(view, label_sel, field_sel):
                 continue
             m = view["metadata"]
             try:
@@ -498,13 +493,6 @@ class Handlers:
         except selectors.SelectorError as err:
             raise bad_request(f"invalid selector: {err}") from None
 
-    @staticmethod
-    def _matches(obj: Obj, label_sel: Any, field_sel: Any) -> bool:
-        if label_sel is not None and not label_sel.matches(
-                (obj.get("metadata") or {}).get("labels") or {}):
-            return False
-        return field_sel is None or bool(field_sel.matches(obj))
-
     def _list(self, request: web.Request, t: Target) -> web.Response:
         rt = t.rt
         if self.backend.is_review(rt):
@@ -524,7 +512,7 @@ class Handlers:
                 continue
             if label_sel is not None or field_sel is not None:
                 obj = self.backend.view(rt, stored) if needs_view or field_sel else stored.obj
-                if not self._matches(obj, label_sel, field_sel):
+                if not watch.matches(obj, label_sel, field_sel):
                     continue
             if limit and len(selected) == limit:
                 more = True
@@ -555,133 +543,21 @@ class Handlers:
 
     # -- watch ------------------------------------------------------------------------------
 
-    def _event_line(self, t: Target, etype: str, stored: Stored, table: Obj | None) -> str:
-        if table is not None:
-            return json.dumps({"type": etype, "object": table}, separators=(",", ":")) + "\n"
-        return '{"type":"' + etype + '","object":' + self.backend.view_raw(t.rt, stored) + \
-            "}\n"
-
     async def _watch(self, request: web.Request, t: Target, *,
                      only_name: str = "") -> web.StreamResponse:
-        rt = t.rt
         label_sel, field_sel = self._selectors(request, t.rt)
         timeout = _int_param(request.query, "timeoutSeconds")
-        deadline = time.monotonic() + (timeout if timeout and timeout > 0
-                                       else DEFAULT_WATCH_TIMEOUT)
-        bookmarks = _flag(request.query.get("allowWatchBookmarks"))
-        as_table = _include_object(request) if _wants_table(request) else None
-        rv_text = request.query.get("resourceVersion", "")
-        store = self.backend.store
-        ns = t.namespace if rt.namespaced else None
-        initial: list[tuple[str, Stored, Obj | None]] = []
-        error: APIError | None = None
-        watcher = None
-        if rv_text in ("", "0"):
-            initial = [("ADDED", s, None) for _, s in self.backend.list_stored(rt, ns)]
-        else:
-            try:
-                since = int(rv_text)
-            except ValueError:
-                raise bad_request(f'resourceVersion: Invalid value: "{rv_text}": must be an '
-                                  "integer") from None
-            try:
-                events = self.backend.watchcache.since(since, gr=rt.group_resource, ns=ns,
-                                                       current_rv=store.rv)
-                initial = [(e.type, e.stored, e.previous) for e in events]
-            except APIError as err:
-                error = err
-        if error is None:
-            watcher = self.backend.watchcache.subscribe(rt.group_resource, ns)
-        response = web.StreamResponse(headers={"Content-Type": JSON_TYPE})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        try:
-            if error is not None:
-                await response.write((json.dumps({"type": "ERROR", "object": error.to_status()})
-                                      + "\n").encode())
-                return response
-            assert watcher is not None
-            chunk = []
-            for etype, stored, previous in initial:
-                line = self._filtered(t, etype, stored, previous, label_sel, field_sel,
-                                      only_name, as_table)
-                if line:
-                    chunk.append(line)
-            if chunk:
-                await response.write("".join(chunk).encode())
-            last_sent = time.monotonic()
-            while not self.closing.is_set():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                wait = min(remaining, self.settings.bookmark_interval) if bookmarks \
-                    else remaining
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
-                except TimeoutError:
-                    if bookmarks and time.monotonic() - last_sent >= \
-                            self.settings.bookmark_interval * 0.9:
-                        await response.write(self._bookmark(rt).encode())
-                        last_sent = time.monotonic()
-                    continue
-                batch: list[Event | None] = [event]
-                while not watcher.queue.empty():
-                    batch.append(watcher.queue.get_nowait())
-                lines = []
-                stop = False
-                for ev in batch:
-                    if ev is None:
-                        stop = True
-                        break
-                    line = self._filtered(t, ev.type, ev.stored, ev.previous, label_sel,
-                                          field_sel, only_name, as_table)
-                    if line:
-                        lines.append(line)
-                if lines:
-                    await response.write("".join(lines).encode())
-                    last_sent = time.monotonic()
-                if stop:
-                    break
-            if bookmarks and not self.closing.is_set():
-                await response.write(self._bookmark(rt).encode())
-        except (ConnectionResetError, ConnectionError):
-            pass
-        finally:
-            if watcher is not None:
-                self.backend.watchcache.unsubscribe(watcher)
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await response.write_eof()
-        return response
-
-    def _bookmark(self, rt: ResourceType) -> str:
-        return json.dumps({"type": "BOOKMARK", "object": {
-            "kind": rt.kind, "apiVersion": rt.api_version,
-            "metadata": {"resourceVersion": str(self.backend.store.rv),
-                         "annotations": {"k8s.io/initial-events-end": "true"}}}},
-            separators=(",", ":")) + "\n"
-
-    def _filtered(self, t: Target, etype: str, stored: Stored, previous: Obj | None,
-                  label_sel: Any, field_sel: Any, only_name: str,
-                  as_table: str | None) -> str:
-        rt = t.rt
-        if only_name and stored.obj["metadata"].get("name") != only_name:
-            return ""
-        if label_sel is not None or field_sel is not None:
-            now_obj = self.backend.view(rt, stored) if rt.from_storage or field_sel \
-                else stored.obj
-            now_match = self._matches(now_obj, label_sel, field_sel)
-            if previous is not None and etype == "MODIFIED":
-                prev = rt.from_storage(previous) if rt.from_storage else previous
-                was = self._matches(prev, label_sel, field_sel)
-                if was and not now_match:
-                    etype, now_match = "DELETED", True
-                elif now_match and not was:
-                    etype = "ADDED"
-            if not now_match:
-                return ""
-        table = self._table([stored], rt, {"resourceVersion": str(stored.rv)}, as_table) \
-            if as_table is not None else None
-        return self._event_line(t, etype, stored, table)
+        options = watch.WatchOptions(
+            resource_version=request.query.get("resourceVersion", ""),
+            timeout=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
+            bookmarks=_flag(request.query.get("allowWatchBookmarks")),
+            bookmark_interval=self.settings.bookmark_interval,
+            label_selector=label_sel, field_selector=field_sel, only_name=only_name,
+            table=_include_object(request) if _wants_table(request) else None)
+        ns = t.namespace if t.rt.namespaced else None
+        stream = watch.WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
+                                   render_table=self._table)
+        return await stream.serve(request)
 
     # -- subresources with their own bodies ------------------------------------------------
 
@@ -691,7 +567,17 @@ class Handlers:
             if request.method != "GET":
                 raise method_not_allowed("only GET is allowed on pods/log")
             self._authorize(user, "get", t)
-            return await self._logs(request, t)
+            query = request.query
+            return await subresources.pod_logs(
+                request, stored=self.backend.get_stored(t.rt, t.namespace, t.name),
+                namespace=t.namespace or "", pod=t.name, provider=self.log_provider,
+                query={"container": query.get("container"),
+                       "follow": _flag(query.get("follow")),
+                       "tail_lines": _int_param(query, "tailLines"),
+                       "previous": _flag(query.get("previous")),
+                       "timestamps": _flag(query.get("timestamps")),
+                       "since_seconds": _int_param(query, "sinceSeconds"),
+                       "limit_bytes": _int_param(query, "limitBytes")})
         if request.method != "POST":
             raise method_not_allowed(f"only POST is allowed on {t.rt.resource}/"
                                      f"{t.subresource}")
@@ -701,82 +587,8 @@ class Handlers:
             raise bad_request("the body must be a JSON object")
         if t.subresource == "token":
             self.backend.get_stored(t.rt, t.namespace, t.name)
-            spec = body.get("spec") or {}
-            seconds = int(spec.get("expirationSeconds") or 3600)
-            token = self.auth.mint_service_account_token(t.namespace or "", t.name)
-            expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
-            return _json_response({
-                "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-                "metadata": {"name": t.name, "namespace": t.namespace,
-                             "creationTimestamp": None},
-                "spec": {"audiences": spec.get("audiences") or [],
-                         "expirationSeconds": seconds,
-                         "boundObjectRef": spec.get("boundObjectRef")},
-                "status": {"token": token, "expirationTimestamp": format_time(expires)}}, 201)
-        # pods/binding
-        target = body.get("target") or {}
-        node = target.get("name")
-        if not node:
-            raise bad_request("target.name: Required value")
-        stored = self.backend.get_stored(t.rt, t.namespace, t.name)
-        current = (stored.obj.get("spec") or {}).get("nodeName")
-        if current:
-            raise APIError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
-                                            f'"{t.name}": pod {t.name} is already assigned to '
-                                            f'node "{current}"', name=t.name, kind="pods")
-        await self.backend.patch(t.rt, t.namespace, t.name, MERGE_PATCH,
-                                 {"spec": {"nodeName": node}},
-                                 options=WriteOptions(user=user))
-        return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                               "status": "Success", "code": 201}, 201)
-
-    async def _logs(self, request: web.Request, t: Target) -> web.StreamResponse:
-        stored = self.backend.get_stored(t.rt, t.namespace, t.name)
-        spec = stored.obj.get("spec") or {}
-        names = [c.get("name") for c in (spec.get("initContainers") or []) +
-                 (spec.get("containers") or [])]
-        container = request.query.get("container")
-        if not container:
-            main = [c.get("name") for c in spec.get("containers") or []]
-            if len(main) != 1:
-                raise bad_request(f"a container name must be specified for pod {t.name}, "
-                                  f"choose one of: [{' '.join(str(n) for n in main)}]")
-            container = str(main[0])
-        elif container not in names:
-            raise bad_request(f"container {container} is not valid for pod {t.name}")
-        if self.log_provider is None:
-            raise bad_request(f'container "{container}" in pod "{t.name}" is waiting to '
-                              "start: no node runs this pod")
-        try:
-            chunks = self.log_provider(
-                namespace=t.namespace, pod=t.name, container=container,
-                follow=_flag(request.query.get("follow")),
-                tail_lines=_int_param(request.query, "tailLines"),
-                previous=_flag(request.query.get("previous")),
-                timestamps=_flag(request.query.get("timestamps")),
-                since_seconds=_int_param(request.query, "sinceSeconds"),
-                limit_bytes=_int_param(request.query, "limitBytes"))
-            iterator = chunks.__aiter__()
-            first = await iterator.__anext__()
-        except StopAsyncIteration:
-            first = b""
-            iterator = None
-        except (LookupError, FileNotFoundError) as err:
-            raise bad_request(f'container "{container}" in pod "{t.name}" has no logs: '
-                              f"{err}") from None
-        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        try:
-            if first:
-                await response.write(first)
-            if iterator is not None:
-                async for chunk in iterator:
-                    await response.write(chunk)
-        except (ConnectionResetError, ConnectionError):
-            pass
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await response.write_eof()
-        return response
-
-
+            return _json_response(subresources.token_request(
+                self.auth, namespace=t.namespace or "", name=t.name, body=body), 201)
+        return _json_response(await subresources.bind_pod(
+            self.backend, t.rt, namespace=t.namespace or "", name=t.name, body=body,
+            user=user), 201)

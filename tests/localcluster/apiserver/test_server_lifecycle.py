@@ -147,6 +147,13 @@ def test_pod_binding_and_service_account_token(api, namespace):
     token = core.create_namespaced_service_account_token("default", namespace, {
         "spec": {"audiences": ["x"], "expirationSeconds": 600}})
     assert token.status.token.startswith("lcsa.")
+    with pytest.raises(k8s.ApiException) as err:
+        core.create_namespaced_service_account_token("default", namespace, {
+            "spec": {"expirationSeconds": 60}})
+    assert err.value.status == 422 and "10 minutes" in err.value.body
+    with pytest.raises(k8s.ApiException) as err:
+        core.create_namespaced_service_account_token("nobody", namespace, {"spec": {}})
+    assert err.value.status == 404
 
 
 def test_dependent_created_for_a_missing_owner_is_collected(api, namespace):

@@ -84,3 +84,27 @@ def test_kubectl_logs(logs_cluster, tmp_path):
     out = subprocess.run([KUBECTL, "logs", "two", "-c", "a", "--tail=1"], env=env,
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and out.stdout == "a line 4\n", out.stderr
+
+
+def test_limit_bytes_is_enforced(logs_cluster):
+    server, _, _ = logs_cluster
+    code, text = Raw(server).request("GET", "/api/v1/namespaces/default/pods/one/log"
+                                            "?limitBytes=15")
+    assert code == 200 and text == "main line 0\nmai"
+
+
+def test_a_provider_failing_mid_stream_ends_the_stream(fresh_server, caplog):
+    server = fresh_server.server
+
+    async def broken(**_):
+        yield b"first\n"
+        raise RuntimeError("disk gone")
+
+    server.set_log_provider(broken)
+    with make_client(server) as api:
+        k8s.CoreV1Api(api).create_namespaced_pod("default", {"metadata": {"name": "b"},
+                                                             "spec": {"containers": [
+                                                                 {"name": "c", "image": "x"}]}})
+    code, text = Raw(server).request("GET", "/api/v1/namespaces/default/pods/b/log")
+    assert code == 200 and text == "first\n"
+    assert "disk gone" in caplog.text
