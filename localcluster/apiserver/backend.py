@@ -4,12 +4,12 @@
 collector, namespace and CRD cleanup) calls the internal helpers directly. Everything runs
 on the server's event loop: reading, deciding and writing an object happen without an
 ``await`` in between, so optimistic concurrency needs no lock. The only awaits are
-admission webhooks, after which the stored resourceVersion is checked again.
+admission webhooks (``webhooks.py``), after which the stored resourceVersion is checked
+again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import datetime
 import json
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import (
-    admission,
     crds,
     defaults,
     deletion,
@@ -50,6 +49,7 @@ from .names import dropped_fields, generated_name
 from .registry import Registry, ResourceType
 from .store import Event, Store, Stored
 from .watchcache import WatchCache
+from .webhooks import WebhookCaller
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +57,11 @@ Obj = dict[str, Any]
 NS_GR = "/namespaces"
 CRD_GR = "apiextensions.k8s.io/customresourcedefinitions"
 SA_GR = "/serviceaccounts"
-MUTATING_GR = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
-VALIDATING_GR = "admissionregistration.k8s.io/validatingwebhookconfigurations"
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
-
-ServiceResolver = Callable[[str, str, int], tuple[str, int]]
 
 
 @dataclass(frozen=True)
@@ -85,7 +81,7 @@ class Backend:
         self.registry = registry
         self.watchcache = watchcache
         self.clock: Callable[[], datetime.datetime] = _now
-        self.resolve_service: ServiceResolver = self._resolve_service_from_store
+        self.webhooks = WebhookCaller(store)
         # ownerReference index: owner uid -> keys of its dependents; uid -> key.
         self._dependents: dict[str, set[tuple[str, str, str]]] = {}
         self._uids: dict[str, tuple[str, str, str]] = {}
@@ -257,104 +253,12 @@ class Backend:
             raise self._invalid(rt, obj, causes)
         return obj
 
-    # -- admission --------------------------------------------------------------------------
-
-    def _webhooks(self) -> tuple[list[Obj], list[Obj]]:
-        return ([s.obj for _, s in self.store.items(MUTATING_GR)],
-                [s.obj for _, s in self.store.items(VALIDATING_GR)])
-
-    def _resolve_service_from_store(self, namespace: str, name: str,
-                                     port: int) -> tuple[str, int]:
-        """A webhook's Service -> (address, port): the first ready address of its Endpoints
-        (pods here are local processes on 127.x addresses), else 127.0.0.1:targetPort."""
-        svc = self.store.get("/services", namespace, name)
-        if svc is None:
-            raise not_found(resource="services", group="", name=name)
-        svc_port: Obj = {}
-        for p in (svc.obj.get("spec") or {}).get("ports") or []:
-            if int(p.get("port", 0)) == port:
-                svc_port = p
-        endpoints = self.store.get("/endpoints", namespace, name)
-        for subset in (endpoints.obj.get("subsets") or []) if endpoints else []:
-            addresses = subset.get("addresses") or []
-            ports = subset.get("ports") or []
-            if not addresses or not ports:
-                continue
-            chosen = [p for p in ports if p.get("name", "") == svc_port.get("name", "")]
-            if chosen or len(ports) == 1:
-                return str(addresses[0]["ip"]), int((chosen or ports)[0]["port"])
-        target = svc_port.get("targetPort", port)
-        return "127.0.0.1", int(target) if isinstance(target, int) else port
-
-    async def _resolve_services(
-            self, configs: list[Obj]) -> dict[tuple[str, str, int], tuple[str, int] | Exception]:
-        """Resolve every Service-backed webhook off the event loop, so a resolver may block
-        (even on a request to this server) without stalling it."""
-        wanted = set()
-        for config in configs:
-            for hook in config.get("webhooks") or []:
-                svc = (hook.get("clientConfig") or {}).get("service")
-                if isinstance(svc, dict) and svc.get("name"):
-                    wanted.add((str(svc.get("namespace", "")), str(svc["name"]),
-                                int(svc.get("port") or 443)))
-        if not wanted or self.resolve_service == self._resolve_service_from_store:
-            return {}
-        loop = asyncio.get_running_loop()
-        out: dict[tuple[str, str, int], tuple[str, int] | Exception] = {}
-        for key in wanted:
-            try:
-                out[key] = await loop.run_in_executor(None, self.resolve_service, *key)
-            except Exception as err:
-                out[key] = err
-        return out
-
     async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
                      obj: Obj | None, old: Obj | None, options: WriteOptions,
                      subresource: str = "") -> Obj | None:
-        if rt.group == "admissionregistration.k8s.io":
-            return obj  # webhooks never intercept their own configuration
-        mutating, validating = self._webhooks()
-        if not mutating and not validating:
-            return obj
-        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
-        gvr = {"group": rt.group, "version": rt.version, "resource": rt.resource}
-        request = {
-            "uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": gvk,
-            "requestResource": gvr, "name": name, "operation": operation,
-            "userInfo": options.user.to_dict(), "oldObject": old,
-            "dryRun": options.dry_run, "options": None,
-        }
-        if subresource:
-            request["subResource"] = subresource
-            request["requestSubResource"] = subresource
-        namespace_labels: dict[str, str] | None = None
-        if ns:
-            request["namespace"] = ns
-            ns_obj = self.store.get(NS_GR, "", ns)
-            namespace_labels = dict((ns_obj.obj["metadata"].get("labels") or {})
-                                    if ns_obj is not None else {})
-            namespace_labels.setdefault("kubernetes.io/metadata.name", ns)
-        elif rt.group_resource == NS_GR:
-            source = obj if obj is not None else old
-            namespace_labels = dict(((source or {}).get("metadata") or {}).get("labels") or {})
-            namespace_labels.setdefault("kubernetes.io/metadata.name", name)
-        resolved = await self._resolve_services([*mutating, *validating])
-
-        def resolve(namespace: str, name: str, port: int) -> tuple[str, int]:
-            answer = resolved.get((namespace, name, port))
-            if answer is None:
-                return self.resolve_service(namespace, name, port)
-            if isinstance(answer, Exception):
-                raise answer
-            return answer
-
-        try:
-            return await admission.admit(mutating=mutating, validating=validating,
-                                         request=request, obj=obj, resolve_service=resolve,
-                                         namespace_labels=namespace_labels)
-        except admission.AdmissionDenied as err:
-            raise APIError(err.code, err.reason or "InternalError", err.message, name=name,
-                           group=rt.group, kind=rt.resource) from err
+        return await self.webhooks.admit(rt, operation, ns=ns, name=name, obj=obj, old=old,
+                                         user=options.user, dry_run=options.dry_run,
+                                         subresource=subresource)
 
     # -- create -----------------------------------------------------------------------------
 

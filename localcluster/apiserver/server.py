@@ -26,7 +26,7 @@ from aiohttp import web
 
 from . import kubeconfig, rbac_defaults
 from .auth import Authenticator
-from .backend import Backend, ServiceResolver
+from .backend import Backend
 from .builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .controllers import Controllers
 from .errors import APIServerError
@@ -35,6 +35,7 @@ from .registry import Registry
 from .store import Store
 from .tls import TLSFiles, ensure_tls
 from .watchcache import WatchCache
+from .webhooks import ServiceResolver
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +105,8 @@ class APIServer:
         a request to this server). Without one, the server resolves from the stored
         Endpoints, then the Service's targetPort on 127.0.0.1."""
         self._service_resolver = resolver
-        if self.backend is not None and resolver is not None:
-            self.backend.resolve_service = resolver
+        if self.backend is not None:
+            self.backend.webhooks.resolver = resolver
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -119,8 +120,7 @@ class APIServer:
             self.registry.add(rt)
         watchcache = WatchCache(self.store, capacity=self.history_limit)
         self.backend = Backend(store=self.store, registry=self.registry, watchcache=watchcache)
-        if self._service_resolver is not None:
-            self.backend.resolve_service = self._service_resolver
+        self.backend.webhooks.resolver = self._service_resolver
         controllers = Controllers(self.backend, self.registry)
         self._bootstrap(self.backend)
         self.handlers = Handlers(backend=self.backend, registry=self.registry,
