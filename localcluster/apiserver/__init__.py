@@ -12,7 +12,8 @@ How it is put together (one module per subject):
 - ``handlers``: HTTP -- URL parsing, authentication, RBAC, lists, watches, Tables, logs;
   ``discovery`` and ``openapi``: what clients read to find types; ``protobuf``: the
   request bodies kubectl's imperative commands send.
-- ``backend``: the verbs on stored objects (create/update/patch/delete, admission calls);
+- ``backend``: the verbs on stored objects (create/update/patch/delete); ``webhooks``:
+  admission calls; ``watch``: watch streams; ``subresources``: logs, token, binding;
   ``controllers``: garbage collector, namespace and CRD cleanup, CRD serving.
 - ``store``: SQLite (WAL) + in-memory mirror, one global resourceVersion, a history table
   of recent events; ``watchcache``: the same events in memory for watchers.
