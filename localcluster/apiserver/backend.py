@@ -222,7 +222,7 @@ class Backend:
     def _validate(self, rt: ResourceType, obj: Obj, *, old: Obj | None,
                   options: WriteOptions) -> Obj:
         """Schema pruning/defaulting/validation and kind rules; returns the object to store."""
-        causes = meta.validate_metadata(obj, label_names=rt.name_is_label,
+        causes = meta.validate_metadata(obj, name_rule=rt.name_rule,
                                         creating=old is None)
         if rt.schema is not None:
             pruned = schema.prune(obj, rt.schema)
@@ -274,7 +274,7 @@ class Backend:
         metadata = body.setdefault("metadata", {})
         name = metadata.get("name")
         if not name and isinstance(metadata.get("generateName"), str):
-            causes = meta.validate_metadata(body, label_names=rt.name_is_label, creating=True)
+            causes = meta.validate_metadata(body, name_rule=rt.name_rule, creating=True)
             if causes:
                 raise self._invalid(rt, body, causes)
             for _ in range(8):

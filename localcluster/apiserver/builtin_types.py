@@ -16,7 +16,7 @@ _RO = ("get", "list", "watch")
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
     # core/v1
     ResourceType("", "v1", "namespaces", "Namespace", False, "namespace", ("ns",),
-                 subresources=("status", "finalize"), name_is_label=True,
+                 subresources=("status", "finalize"), name_rule="label",
                  verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
     ResourceType("", "v1", "configmaps", "ConfigMap", True, "configmap", ("cm",)),
     ResourceType("", "v1", "secrets", "Secret", True, "secret"),
@@ -31,7 +31,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "Event", True, "event", ("ev",)),
     ResourceType("", "v1", "nodes", "Node", False, "node", ("no",), subresources=("status",)),
     ResourceType("", "v1", "services", "Service", True, "service", ("svc",), ("all",),
-                 subresources=("status",), name_is_label=True,
+                 subresources=("status",), name_rule="label",
                  verbs=("create", "delete", "deletecollection", "get", "list", "patch",
                         "update", "watch")),
     ResourceType("", "v1", "endpoints", "Endpoints", True, "endpoints", ("ep",)),
@@ -44,13 +44,14 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
                  "storageclass", ("sc",)),
     ResourceType("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False, "csidriver"),
     # rbac.authorization.k8s.io/v1
-    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role",
+                 name_rule="path"),
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True,
-                 "rolebinding"),
+                 "rolebinding", name_rule="path"),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False,
-                 "clusterrole"),
+                 "clusterrole", name_rule="path"),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
-                 "ClusterRoleBinding", False, "clusterrolebinding"),
+                 "ClusterRoleBinding", False, "clusterrolebinding", name_rule="path"),
     # authorization.k8s.io/v1: reviews are answered, never stored
     ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
                  False, "subjectaccessreview", verbs=_CREATE_ONLY),

@@ -57,6 +57,17 @@ def name_error(name: str, *, label: bool) -> str | None:
     return None if _DNS1123_SUBDOMAIN.fullmatch(name) else SUBDOMAIN_MSG
 
 
+def object_name_error(name: str, *, rule: str) -> str | None:
+    """Why ``name`` cannot name an object whose kind follows ``rule``: "subdomain" (most
+    kinds), "label" (Namespace, Service) or "path" (RBAC kinds: any path segment)."""
+    if rule == "path":
+        if name in (".", ".."):
+            return f'may not be "{name}"'
+        bad = [c for c in ("/", "%") if c in name]
+        return f"may not contain '{bad[0]}'" if bad else None
+    return name_error(name, label=rule == "label")
+
+
 def _qualified_name_error(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if "/" in key and (not prefix or name_error(prefix, label=False)):
@@ -67,7 +78,7 @@ def _qualified_name_error(key: str) -> str | None:
     return None
 
 
-def validate_metadata(obj: Obj, *, label_names: bool, creating: bool) -> list[Cause]:
+def validate_metadata(obj: Obj, *, name_rule: str, creating: bool) -> list[Cause]:
     """Checks on ``metadata`` shared by every kind."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
@@ -81,7 +92,7 @@ def validate_metadata(obj: Obj, *, label_names: bool, creating: bool) -> list[Ca
         if not isinstance(name, str):
             causes.append(Cause("FieldValueInvalid", "Invalid value: must be a string",
                                 "metadata.name"))
-        elif (err := name_error(name, label=label_names)) is not None:
+        elif (err := object_name_error(name, rule=name_rule)) is not None:
             causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": {err}',
                                 "metadata.name"))
     for fld in ("labels", "annotations"):

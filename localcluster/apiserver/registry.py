@@ -40,8 +40,9 @@ class ResourceType:
     storage_resource: str | None = None
     to_storage: Converter | None = field(default=None, compare=False, hash=False)
     from_storage: Converter | None = field(default=None, compare=False, hash=False)
-    # Kinds named with DNS-1123 labels rather than subdomains (Namespace, Service).
-    name_is_label: bool = False
+    # How names are checked: "subdomain" (DNS-1123, most kinds), "label" (Namespace,
+    # Service), "path" (RBAC kinds, e.g. "system:discovery").
+    name_rule: str = "subdomain"
     # Custom resources: the CRD version's selectableFields (built-ins: see selectors.py).
     selectable_fields: tuple[str, ...] = ()
 

@@ -111,3 +111,12 @@ def test_impersonation_needs_the_impersonate_verb(shared_server, api, namespace)
         "GET", f"/api/v1/namespaces/{namespace}/configmaps",
         headers={"Impersonate-User": f"system:serviceaccount:{namespace}:plain"})
     assert code == 403 and f"system:serviceaccount:{namespace}:plain" in body["message"]
+
+
+def test_rbac_names_may_contain_colons(api):
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    role = rbac.create_cluster_role({"metadata": {"name": "example:reader"}, "rules": []})
+    assert role.metadata.name == "example:reader"
+    with pytest.raises(k8s.ApiException) as err:
+        rbac.create_cluster_role({"metadata": {"name": "bad/name"}, "rules": []})
+    assert err.value.status == 422 and "may not contain" in err.value.body

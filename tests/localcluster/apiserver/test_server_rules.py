@@ -34,14 +34,22 @@ def test_name_rules(name, label, ok):
     ({"name": "x", "annotations": {"a": "x" * 300000}}, "metadata.annotations"),
 ])
 def test_metadata_errors_name_the_field(metadata, field):
-    causes = meta.validate_metadata({"metadata": metadata}, label_names=False, creating=True)
+    causes = meta.validate_metadata({"metadata": metadata}, name_rule="subdomain", creating=True)
     assert field in [c.field for c in causes]
+
+
+@pytest.mark.parametrize(("name", "rule", "ok"), [
+    ("system:discovery", "path", True), ("a/b", "path", False), ("..", "path", False),
+    ("50%", "path", False), ("system:discovery", "subdomain", False), ("a.b", "label", False),
+])
+def test_object_name_rules(name, rule, ok):
+    assert (meta.object_name_error(name, rule=rule) is None) is ok
 
 
 def test_valid_metadata_and_generate_name():
     ok = {"metadata": {"generateName": "x-", "labels": {"example.com/a": "b", "c": ""}}}
-    assert meta.validate_metadata(ok, label_names=False, creating=True) == []
-    assert meta.validate_metadata(ok, label_names=False, creating=False)  # name needed
+    assert meta.validate_metadata(ok, name_rule="subdomain", creating=True) == []
+    assert meta.validate_metadata(ok, name_rule="subdomain", creating=False)  # name needed
 
 
 def test_prepare_create_owns_system_fields():
