@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import gone
 from .store import Event, Store, Stored
@@ -32,9 +33,19 @@ class WatchCache:
     def __init__(self, store: Store, *, capacity: int) -> None:
         self._capacity = capacity
         floor = max(store.compacted_rv, store.rv - capacity)
-        self._events: deque[Event] = deque(
-            Event(rv, gr, ns, etype, Stored(json.loads(data), data, rv))
-            for rv, gr, ns, etype, data in store.history(floor))
+        self._events: deque[Event] = deque()
+        # The state before each event is the previous event of the same object, when it
+        # is in the window (watches with selectors need it to see objects leave them).
+        last: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for rv, gr, ns, etype, data in store.history(floor):
+            obj = json.loads(data)
+            key = (gr, ns, str(obj.get("metadata", {}).get("name")))
+            self._events.append(Event(rv, gr, ns, etype, Stored(obj, data, rv),
+                                      last.get(key)))
+            if etype == "DELETED":
+                last.pop(key, None)
+            else:
+                last[key] = obj
         # Watches from below this version have missed events: 410.
         self.compacted_rv = floor
         self._watchers: set[Watcher] = set()

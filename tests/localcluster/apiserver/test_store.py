@@ -72,3 +72,19 @@ def test_watchers_get_only_their_type_and_namespace(tmp_path):
         store.close()
 
     asyncio.run(scenario())
+
+
+def test_replayed_history_knows_the_previous_state(tmp_path):
+    store = Store(tmp_path / "s.db")
+    first = store.put("/configmaps", "ns", "a", _obj("a", data={"v": "1"}), previous=None)
+    store.put("/configmaps", "ns", "a", _obj("a", data={"v": "2"}), previous=first.stored.obj)
+    store.remove("/configmaps", "ns", "a", _obj("a"))
+    store.close()
+    store = Store(tmp_path / "s.db")
+    cache = WatchCache(store, capacity=100)
+    events = cache.since(0, gr="/configmaps", ns=None, current_rv=store.rv)
+    assert [e.type for e in events] == ["ADDED", "MODIFIED", "DELETED"]
+    assert events[0].previous is None
+    assert events[1].previous["data"] == {"v": "1"}
+    assert events[2].previous["data"] == {"v": "2"}
+    store.close()
