@@ -289,6 +289,8 @@ class Backend:
         if not keep_status:
             obj.pop("status", None)
         defaults.on_create(rt.kind, obj, keep_status=keep_status)
+        if rt.kind == "PersistentVolumeClaim":
+            self._default_storage_class(obj)
         obj = self._validate(rt, obj, old=None, options=options)
         if rt.group_resource == CRD_GR:
             obj["status"] = crds.crd_status(obj, now=meta.format_time(self.clock()))
@@ -505,6 +507,17 @@ class Backend:
         new = change(current.copy())
         if not self._same(current.obj, new):
             self._commit(gr, ns, name, new, current.obj)
+
+    def _default_storage_class(self, claim: Obj) -> None:
+        """A claim that names no class (the key absent; "" means none on purpose) gets
+        the default one, as with kube-apiserver's DefaultStorageClass admission."""
+        spec = claim.setdefault("spec", {})
+        if "storageClassName" in spec:
+            return
+        classes = [s.obj for _, s in self.store.items("storage.k8s.io/storageclasses")]
+        name = defaults.default_storage_class(classes)
+        if name is not None:
+            spec["storageClassName"] = name
 
     def create_internal(self, rt: ResourceType, ns: str | None, obj: Obj) -> None:
         """Create without admission or authorization (bootstrap objects)."""

@@ -92,3 +92,23 @@ def normalize(kind: str, obj: Obj) -> None:
         for key, value in obj.pop("stringData").items():
             data[key] = base64.b64encode(str(value).encode()).decode()
         obj["data"] = data
+
+
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+
+
+def default_storage_class(classes: list[Obj]) -> str | None:
+    """The class a claim without ``storageClassName`` gets, as kube-apiserver's
+    DefaultStorageClass admission picks it: one annotated as the default; the newest
+    when several are (then by name, for a stable answer)."""
+    defaults = [
+        c for c in classes
+        if (c.get("metadata", {}).get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION)
+        == "true"
+    ]
+    if not defaults:
+        return None
+    newest = max(defaults, key=lambda c: (c["metadata"].get("creationTimestamp", ""),
+                                          c["metadata"].get("name", "")))
+    name: str = newest["metadata"]["name"]
+    return name

@@ -347,3 +347,46 @@ def test_unsupported_field_selectors_are_400(api, namespace, raw: Raw):
         namespace, field_selector="spec.nodeName=n9,status.phase=Pending").items] == ["fp"]
     assert [s.metadata.name for s in core.list_namespaced_secret(
         namespace, field_selector="type=Opaque").items] == []
+
+
+def _claim(name: str, **spec: object) -> dict:
+    return {"metadata": {"name": name}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Mi"}},
+        **spec}}
+
+
+def test_claims_get_the_default_storage_class(api, namespace):
+    storage = k8s.StorageV1Api(api)
+    core = k8s.CoreV1Api(api)
+    made = []
+    # Created within one second: the newest by timestamp ties, then the name decides.
+    for name, default in (("dsc-a-old", "true"), ("dsc-plain", None), ("dsc-b-new", "true")):
+        annotations = {"storageclass.kubernetes.io/is-default-class": default} if default else {}
+        storage.create_storage_class({"metadata": {"name": name, "annotations": annotations},
+                                      "provisioner": "example.com/p"})
+        made.append(name)
+    try:
+        unset = core.create_namespaced_persistent_volume_claim(namespace, _claim("c1"))
+        assert unset.spec.storage_class_name == "dsc-b-new"  # the newest default
+        empty = core.create_namespaced_persistent_volume_claim(
+            namespace, _claim("c2", storageClassName=""))
+        assert empty.spec.storage_class_name == ""  # "" asks for no class: left alone
+        named = core.create_namespaced_persistent_volume_claim(
+            namespace, _claim("c3", storageClassName="dsc-plain"))
+        assert named.spec.storage_class_name == "dsc-plain"
+    finally:
+        for name in made:
+            storage.delete_storage_class(name, _preload_content=False)
+
+
+def test_default_storage_class_rule():
+    from localcluster.apiserver.defaults import default_storage_class
+
+    def sc(name: str, default: str | None, created: str) -> dict:
+        ann = {"storageclass.kubernetes.io/is-default-class": default} if default else {}
+        return {"metadata": {"name": name, "annotations": ann, "creationTimestamp": created}}
+
+    assert default_storage_class([]) is None
+    assert default_storage_class([sc("a", None, "1"), sc("b", "false", "2")]) is None
+    assert default_storage_class([sc("a", "true", "1"), sc("b", "true", "2")]) == "b"
+    assert default_storage_class([sc("b", "true", "1"), sc("a", "true", "1")]) == "b"
