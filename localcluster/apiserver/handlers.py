@@ -50,6 +50,15 @@ LogProvider = subresources.LogProvider
 JSON_TYPE = "application/json"
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 DEFAULT_WATCH_TIMEOUT = 1800
+# Built-in kinds whose DELETE answers with the deleted object rather than a Status, as
+# kube-apiserver's registries do (the official clients deserialize the answer as that
+# kind: a Status there fails them).
+RETURNS_DELETED_OBJECT = frozenset({
+    "/pods", "/persistentvolumeclaims", "/persistentvolumes", "/services",
+    "/serviceaccounts", "/podtemplates", "/resourcequotas",
+    "storage.k8s.io/storageclasses", "storage.k8s.io/csidrivers", "storage.k8s.io/csinodes",
+    "storage.k8s.io/volumeattachments", "storage.k8s.io/volumeattributesclasses",
+})
 
 
 @dataclass(frozen=True)
@@ -449,7 +458,7 @@ class Handlers:
                                                  options=self._write_options(request, user))
         if not removed:
             return _json_response(obj, 202 if t.rt.custom else 200)
-        if t.rt.custom:
+        if t.rt.custom or t.rt.group_resource in RETURNS_DELETED_OBJECT:
             return _json_response(obj)
         return _json_response({
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",

@@ -376,7 +376,7 @@ def test_claims_get_the_default_storage_class(api, namespace):
         assert named.spec.storage_class_name == "dsc-plain"
     finally:
         for name in made:
-            storage.delete_storage_class(name, _preload_content=False)
+            storage.delete_storage_class(name)
 
 
 def test_default_storage_class_rule():
@@ -390,3 +390,16 @@ def test_default_storage_class_rule():
     assert default_storage_class([sc("a", None, "1"), sc("b", "false", "2")]) is None
     assert default_storage_class([sc("a", "true", "1"), sc("b", "true", "2")]) == "b"
     assert default_storage_class([sc("b", "true", "1"), sc("a", "true", "1")]) == "b"
+
+
+def test_delete_answers_as_the_clients_expect(api, namespace):
+    """Claims, volumes, storage classes, pods... answer DELETE with the object; config
+    maps and most others with a Status (each as the official client deserializes it)."""
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_persistent_volume_claim(namespace, _claim("gone"))
+    deleted = core.delete_namespaced_persistent_volume_claim("gone", namespace)
+    assert isinstance(deleted, k8s.V1PersistentVolumeClaim)
+    assert deleted.metadata.name == "gone"
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "gone"}})
+    status = core.delete_namespaced_config_map("gone", namespace)
+    assert isinstance(status, k8s.V1Status) and status.status == "Success"
