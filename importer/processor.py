@@ -37,7 +37,14 @@ from importer.formats import (
 from importer.progress import Progress
 from importer.sources.base import Probe, Source
 from importer.streams import IterReader, bounded, decompressed, observed, peek, resumable
-from importer.writers import SparseWriter, device_size, is_block_device, wipe, zero_device
+from importer.writers import (
+    SparseWriter,
+    device_size,
+    is_block_device,
+    supports_direct_io,
+    wipe,
+    zero_device,
+)
 
 logger = logging.getLogger(__name__)
 SCRATCH_MOUNT = Path("/scratch")
@@ -294,7 +301,9 @@ class Processor:
         qemu_img.convert(
             image, fmt, self.config.dest,
             virtual_size=info.virtual_size, dest_is_block=self.block, dest_is_zero=zeroed,
-            preallocate=self.config.preallocation, progress=self.progress.stage_percent,
+            preallocate=self.config.preallocation,
+            direct_io=supports_direct_io(self.config.dest),
+            progress=self.progress.stage_percent,
         )
         self.result.size = info.virtual_size if not self.block else device_size(self.config.dest)
 

@@ -109,11 +109,14 @@ def convert(
     dest_is_block: bool,
     dest_is_zero: bool,
     preallocate: bool,
+    direct_io: bool,
     progress: Callable[[float], None] | None = None,
 ) -> None:
-    """Convert to raw at ``dest``: a new sparse file, or an existing device."""
-    argv = ["qemu-img", "convert", "-p", "-W", "-m", "4", "-t", "writeback",
-            "-f", fmt.value, "-O", "raw"]
+    """Convert to raw at ``dest``: a new sparse file, or an existing device. Written
+    with O_DIRECT where the destination takes it, else through the page cache and
+    flushed at the end: either way the disk is on stable storage when this returns."""
+    argv = ["qemu-img", "convert", "-p", "-W", "-m", "4",
+            "-t", "none" if direct_io else "writeback", "-f", fmt.value, "-O", "raw"]
     if dest_is_block:
         argv += ["-n"] + (["--target-is-zero"] if dest_is_zero else [])
     elif preallocate:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from importer.config import ImporterConfig
 from importer.errors import ImporterError
-from importer.metrics import ProgressMetric
 from importer.processor import Processor, Result
 from importer.progress import Listener, Progress
 from importer.sources import open_source
@@ -33,9 +32,13 @@ class Outcome:
 
 
 def run(config: ImporterConfig, *, listeners: list[Listener] | None = None) -> Outcome:
-    metric = ProgressMetric(owner_uid=config.owner_uid, port=config.metrics_port,
-                            addr=config.metrics_addr)
-    progress = Progress([metric, *(listeners or [])])
+    metric = None
+    if config.metrics_port is not None:
+        from importer.metrics import ProgressMetric  # prometheus_client is slow to import
+
+        metric = ProgressMetric(owner_uid=config.owner_uid, port=config.metrics_port,
+                                addr=config.metrics_addr)
+    progress = Progress([*([metric] if metric else []), *(listeners or [])])
     try:
         source = open_source(config)
         try:
@@ -49,7 +52,8 @@ def run(config: ImporterConfig, *, listeners: list[Listener] | None = None) -> O
         code = EXIT_RETRYABLE if err.retryable else EXIT_PERMANENT
         return Outcome(code, None, err, data)
     finally:
-        metric.close()
+        if metric is not None:
+            metric.close()
     data = message(reason="Completed", text="Import Complete", retryable=False,
                    **result.as_dict())
     write(config.termination_log, data)

@@ -14,6 +14,7 @@ import errno
 import logging
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from importer.sources.base import CHUNK
@@ -41,6 +42,27 @@ def device_size(path: Path) -> int:
         return os.lseek(fd, 0, os.SEEK_END)
     finally:
         os.close(fd)
+
+
+def supports_direct_io(path: Path) -> bool:
+    """Whether writes to ``path`` (a device, or a new file beside it) can bypass the page
+    cache: qemu-img then writes with ``-t none``, which neither fills the pod's memory
+    with dirty pages nor pays for flushing them at the end."""
+    if is_block_device(path):
+        probe, cleanup = path, None
+    else:
+        fd, name = tempfile.mkstemp(prefix=".direct-io-", dir=path.parent)
+        os.close(fd)
+        probe, cleanup = Path(name), Path(name)
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_DIRECT)
+        os.close(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        if cleanup is not None:
+            cleanup.unlink(missing_ok=True)
 
 
 def punch_hole(fd: int, offset: int, length: int) -> bool:
