@@ -15,7 +15,7 @@ import threading
 import nbdkit  # provided by nbdkit's python plugin host
 
 from importer.blockcache import BlockCache
-from importer.config import SourceKind, from_env
+from importer.config import from_env
 from importer.errors import ImporterError
 from importer.sources import open_source
 
@@ -37,21 +37,15 @@ def config(key, value):
 def config_complete():
     _state["config"] = from_env(os.environ)
     _state["size"] = int(os.environ["ROOTDISK_NBD_SIZE"])
-    _state["cache"] = BlockCache(_fetch, size=_state["size"], capacity=4, prefetch=3)
+    _state["cache"] = BlockCache(_fetch, size=_state["size"], capacity=2, prefetch=3)
 
 
 def _source():
-    """A source per thread for HTTP (a requests session is not thread-safe); one shared
-    S3 source (a boto3 client is, and each costs ~12 MiB: eight would blow the budget)."""
-    config = _state["config"]
-    if config.source is SourceKind.S3:
-        with _lock:
-            if "shared" not in _state:
-                _state["shared"] = open_source(config)
-        return _state["shared"]
+    """A source per thread: a requests session is not thread-safe. (S3 arrives here as a
+    presigned HTTP URL, so nbdkit never loads boto3.)"""
     source = getattr(_local, "source", None)
     if source is None:
-        source = _local.source = open_source(config)
+        source = _local.source = open_source(_state["config"])
     return source
 
 

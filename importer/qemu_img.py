@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import resource
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,20 +36,19 @@ class ImageInfo:
     raw: dict[str, Any]
 
 
-def _limits(address_space: int, cpu_seconds: int) -> Callable[[], None]:
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-
-    return apply
+def _limited(argv: list[str], address_space: int, cpu_seconds: int) -> list[str]:
+    """``argv`` under ``prlimit``: the limits are set by the exec'd program, so Python
+    can spawn without forking itself (no preexec_fn: no copy of this process's memory,
+    nothing unsafe to run between fork and exec in a threaded program)."""
+    return ["prlimit", f"--as={address_space}", f"--cpu={cpu_seconds}", "--", *argv]
 
 
 def info(image: str, fmt: ImageFormat) -> ImageInfo:
     """``qemu-img info`` of an image (a path or an NBD URI) of a known format."""
     argv = ["qemu-img", "info", "--output=json", "-f", fmt.value, image]
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=60, check=False,
-                              preexec_fn=_limits(*INFO_LIMITS))
+        done = subprocess.run(_limited(argv, *INFO_LIMITS), capture_output=True, timeout=60,
+                              check=False)
     except subprocess.TimeoutExpired as err:
         raise InvalidImage(f"qemu-img info of the {fmt} image timed out") from err
     if done.returncode != 0:
@@ -85,8 +83,8 @@ def check(image: str, fmt: ImageFormat) -> None:
         return
     argv = ["qemu-img", "check", "--output=json", "-f", fmt.value, image]
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=120, check=False,
-                              preexec_fn=_limits(INFO_LIMITS[0], 60))
+        done = subprocess.run(_limited(argv, INFO_LIMITS[0], 60), capture_output=True,
+                              timeout=120, check=False)
     except subprocess.TimeoutExpired as err:
         raise InvalidImage(f"qemu-img check of the {fmt} image timed out") from err
     # 0: clean, 3: only leaked clusters (harmless for a copy), 63: check not supported.
@@ -124,8 +122,8 @@ def convert(
     argv += [source, str(dest)]
     cpu = 120 + 60 * (virtual_size // GIB)
     logger.info("converting %s image: %s", fmt, " ".join(argv[:-2]))
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          preexec_fn=_limits(4 * GIB, cpu)) as proc:
+    with subprocess.Popen(_limited(argv, 4 * GIB, cpu), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         pending = b""
         while chunk := proc.stdout.read1(4096):

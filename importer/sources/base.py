@@ -43,6 +43,12 @@ class Source(Protocol):
 
     def stream(self, offset: int = 0) -> Iterator[bytes]: ...
 
+    def nbd_config(self) -> ImporterConfig:
+        """The configuration the NBD backend opens for random access: the source's own,
+        or an equivalent HTTP one (S3 hands over a presigned URL, so nbdkit need not
+        load boto3)."""
+        ...
+
     def close(self) -> None: ...
 
 
