@@ -79,11 +79,15 @@ def export(config: ImporterConfig, *, size: int, workdir: Path) -> Iterator[Expo
         "PYTHONPATH": _python_path(),
         "ROOTDISK_NBD_SIZE": str(size),
         "ROOTDISK_NBD_ERRORS": str(workdir / ERRORS_FILE),
+        # Blocks of megabytes come and go: keep glibc from parking them in per-thread
+        # arenas (a fixed mmap threshold returns each freed block to the system).
+        "MALLOC_ARENA_MAX": "2",
+        "MALLOC_MMAP_THRESHOLD_": str(512 * 1024),
         **{k: v for k, v in os.environ.items() if k.lower().endswith("_proxy")},
         **source_env(config),
     }
     try:
-        with _serve(["--threads", "8", "python", str(PLUGIN)], env, workdir, "python") as result:
+        with _serve(["--threads", "4", "python", str(PLUGIN)], env, workdir, "python") as result:
             yield result
     except _StartFailed as err:
         raise ImporterError(f"nbdkit could not serve the image: {err}") from err
