@@ -145,29 +145,6 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
     )
 
 
-def source_env(config: ImporterConfig) -> dict[str, str]:
-    """The variables ``from_env`` reads to open the same source: how the NBD plugin,
-    a separate process, gets its configuration (in its environment, never its argv)."""
-    env = {
-        "IMPORTER_SOURCE": config.source.value,
-        "IMPORTER_ENDPOINT": config.endpoint,
-        "IMPORTER_DESTINATION": str(config.dest),
-        "IMPORTER_RETRY_ATTEMPTS": str(config.retry_attempts),
-        "IMPORTER_RETRY_DELAY": repr(config.retry_delay),
-        "IMPORTER_METRICS_PORT": "0",
-        "INSECURE_TLS": "true" if config.insecure_tls else "false",
-    }
-    optional = {
-        "IMPORTER_ACCESS_KEY_ID": config.access_key_id,
-        "IMPORTER_SECRET_KEY": config.secret_key,
-        "IMPORTER_CERT_DIR": str(config.cert_dir) if config.cert_dir else None,
-        "IMPORTER_S3_ENDPOINT": config.s3_endpoint,
-    }
-    env.update({k: v for k, v in optional.items() if v})
-    for n, (name, value) in enumerate(config.extra_headers):
-        env[f"IMPORTER_EXTRA_HEADER_{n}"] = f"{name}: {value}"
-    return env
-
 
 def default_dest() -> Path:
     """The block device when the pod has one, else the Filesystem volume's disk.img."""

@@ -1,115 +1,114 @@
 """Serving a remote image over NBD for qemu-img to read while it streams.
 
-Two backends, the fast one first:
-- nbdkit's curl plugin (C, libcurl) for plain HTTP(S) URLs; headers, basic auth
-  included, come from a 0600 file read by ``header-script`` (never argv); nbdkit's retry
-  filter reconnects after drops. It needs the server to answer HEAD, so where nbdkit
-  cannot open the URL (presigned URLs sign GET only) the importer falls back to
-- ``nbd_plugin`` in nbdkit's Python: the importer's own sources (requests, boto3) doing
-  ranged reads through a read-ahead block cache. Always used for S3 and for URLs that
-  carry secrets in their query or userinfo. It is given this project's and this
-  environment's import paths; the source's configuration travels in its environment.
+nbdkit's curl plugin (C, libcurl) does the serving, in one of two ways:
+- straight from the image's URL, for plain HTTP(S): headers, basic auth included, come
+  from a 0600 file read by ``header-script`` (never argv); nbdkit's retry filter
+  reconnects after drops;
+- through a ``RangeProxy`` in the importer's own process, where curl cannot read the
+  source itself: S3 (boto3), URLs with secrets in their query or userinfo (presigned),
+  servers that refuse HEAD. The proxy reads with the importer's sources, with their
+  retries and error reasons, ahead of qemu-img through a block cache.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 import shlex
 import socket
 import subprocess
-import sys
-import sysconfig
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from importer.config import ImporterConfig, SourceKind, source_env
-from importer.errors import ImporterError, TransferError, from_reason
+from importer.config import ImporterConfig, SourceKind
+from importer.errors import ImporterError, TransferError
+from importer.rangeproxy import RangeProxy
+from importer.sources import open_source
+from importer.sources.base import Source
 from importer.sources.http import USER_AGENT, ca_bundle
 
 logger = logging.getLogger(__name__)
-PLUGIN = Path(__file__).with_name("nbd_plugin.py")
-PROJECT_ROOT = PLUGIN.parent.parent
 START_TIMEOUT = 15.0
-ERRORS_FILE = "nbd-error.json"
 
 
 @dataclass(frozen=True)
 class Export:
     uri: str
-    errors: Path
     log: Path
+    proxy: RangeProxy | None = None
 
     def failure(self) -> ImporterError | None:
-        """What the plugin recorded, as the importer error it was."""
-        try:
-            data = json.loads(self.errors.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-        return from_reason(str(data.get("reason")), str(data.get("message", "")))
-
-
-def _python_path() -> str:
-    paths = [str(PROJECT_ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-    paths += [p for p in sys.path if p.endswith("site-packages")]
-    return os.pathsep.join(dict.fromkeys(paths))
-
-
-@contextmanager
-def export(config: ImporterConfig, *, size: int, workdir: Path) -> Iterator[Export]:
-    """An NBD export of the source, by the fastest backend that can open it."""
-    curl = _curl_argv(config, workdir)
-    if curl is not None:
-        try:
-            with _serve(curl, dict(os.environ), workdir, "curl") as result:
-                _check_opens(result, size)
-                yield result
-                return
-        except _StartFailed as err:
-            logger.info("nbdkit curl cannot open the URL (%s); using the ranged-read plugin",
-                        err)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": _python_path(),
-        "ROOTDISK_NBD_SIZE": str(size),
-        "ROOTDISK_NBD_ERRORS": str(workdir / ERRORS_FILE),
-        # Blocks of megabytes come and go: keep glibc from parking them in per-thread
-        # arenas (a fixed mmap threshold returns each freed block to the system).
-        "MALLOC_ARENA_MAX": "2",
-        "MALLOC_MMAP_THRESHOLD_": str(512 * 1024),
-        **{k: v for k, v in os.environ.items() if k.lower().endswith("_proxy")},
-        **source_env(config),
-    }
-    try:
-        with _serve(["--threads", "4", "python", str(PLUGIN)], env, workdir, "python") as result:
-            yield result
-    except _StartFailed as err:
-        raise ImporterError(f"nbdkit could not serve the image: {err}") from err
+        """The source's own error behind a failed read, where the proxy saw it."""
+        return self.proxy.failure if self.proxy is not None else None
 
 
 class _StartFailed(Exception):
     pass
 
 
-def _check_opens(export: Export, size: int) -> None:
-    """nbdkit curl opens the URL only when a client connects: connect once, and see that
-    it serves the size the importer probed."""
-    done = subprocess.run(["nbdinfo", "--size", export.uri], capture_output=True, text=True,
-                          timeout=60, check=False)
-    if done.returncode != 0:
-        raise _StartFailed(done.stderr.strip()[-300:] or export.log.read_text()[-300:])
-    if int(done.stdout.strip() or -1) != size:
-        raise _StartFailed(f"served {done.stdout.strip()} bytes, expected {size}")
+@contextmanager
+def export(source: Source, config: ImporterConfig, *, size: int,
+           workdir: Path) -> Iterator[Export]:
+    """An NBD export of the source: curl on its URL where it can, else on a proxy."""
+    direct = _direct_argv(config, workdir)
+    if direct is not None:
+        try:
+            with _serve(direct, workdir, "direct") as uri:
+                _check_opens(uri, size, workdir / "nbdkit-direct.log")
+                yield Export(uri, workdir / "nbdkit-direct.log")
+                return
+        except _StartFailed as err:
+            logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
+                        " importer", err)
+    fetch, close_sources = _fetcher(source, config)
+    try:
+        with RangeProxy(fetch, size=size) as proxy:
+            argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
+                    "retries=2", "retry-delay=1"]
+            try:
+                with _serve(argv, workdir, "proxy") as uri:
+                    yield Export(uri, workdir / "nbdkit-proxy.log", proxy)
+            except _StartFailed as err:
+                raise ImporterError(f"nbdkit could not serve the image: {err}") from err
+    finally:
+        close_sources()
 
 
-def _curl_argv(config: ImporterConfig, workdir: Path) -> list[str] | None:
-    """nbdkit curl arguments, or None where the URL must not be on a command line."""
+def _fetcher(source: Source,
+             config: ImporterConfig) -> tuple[Callable[[int, int], bytes], Callable[[], None]]:
+    """``read_range`` callable from any thread: the source itself where it is thread-safe
+    (a boto3 client is, and costs ~12 MiB), else one source per thread (requests
+    sessions are not thread-safe)."""
+    if getattr(source, "thread_safe", False):
+        return source.read_range, lambda: None
+    local = threading.local()
+    opened: list[Source] = []
+    lock = threading.Lock()
+
+    def fetch(start: int, length: int) -> bytes:
+        own: Source | None = getattr(local, "source", None)
+        if own is None:
+            own = local.source = open_source(config)
+            with lock:
+                opened.append(own)
+        return own.read_range(start, length)
+
+    def close() -> None:
+        for each in opened:
+            each.close()
+
+    return fetch, close
+
+
+def _direct_argv(config: ImporterConfig, workdir: Path) -> list[str] | None:
+    """nbdkit curl arguments for the URL itself, or None where it must not be on a
+    command line (a query may hold a signature, userinfo a password) or is not HTTP."""
     if config.source is not SourceKind.HTTP:
         return None
     parts = urlsplit(config.endpoint)
@@ -139,19 +138,29 @@ def _curl_argv(config: ImporterConfig, workdir: Path) -> list[str] | None:
     return argv
 
 
+def _check_opens(uri: str, size: int, log: Path) -> None:
+    """nbdkit curl opens the URL only when a client connects: connect once, and see that
+    it serves the size the importer probed."""
+    done = subprocess.run(["nbdinfo", "--size", uri], capture_output=True, text=True,
+                          timeout=60, check=False)
+    if done.returncode != 0:
+        raise _StartFailed(done.stderr.strip()[-300:] or log.read_text()[-300:])
+    if int(done.stdout.strip() or -1) != size:
+        raise _StartFailed(f"served {done.stdout.strip()} bytes, expected {size}")
+
+
 @contextmanager
-def _serve(plugin_argv: list[str], env: dict[str, str], workdir: Path,
-           name: str) -> Iterator[Export]:
+def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[str]:
     sock = workdir / f"nbd-{name}.sock"
-    result = Export(f"nbd+unix:///?socket={sock}", workdir / ERRORS_FILE,
-                    workdir / f"nbdkit-{name}.log")
+    log_path = workdir / f"nbdkit-{name}.log"
     argv = ["nbdkit", "--exit-with-parent", "--foreground", "--readonly",
             "--unix", str(sock), *plugin_argv]
-    with result.log.open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(argv, env=dict(os.environ), stdout=log,
+                                stderr=subprocess.STDOUT)
     try:
-        _wait_for(sock, proc, result.log)
-        yield result
+        _wait_for(sock, proc, log_path)
+        yield f"nbd+unix:///?socket={sock}"
     finally:
         proc.terminate()
         try:

@@ -262,7 +262,7 @@ class Processor:
     def nbd_convert(self) -> Phase:
         assert self._probe is not None and self._probe.size is not None and self._image
         with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
-                nbd.export(self.source.nbd_config(), size=self._probe.size,
+                nbd.export(self.source, self.config, size=self._probe.size,
                            workdir=Path(workdir)) as export:
             try:
                 self._convert(export.uri, progress_from=0)

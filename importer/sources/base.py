@@ -35,19 +35,15 @@ class Probe:
 
 
 class Source(Protocol):
-    """An image source. Implementations raise ``importer.errors`` types only."""
+    """An image source. Implementations raise ``importer.errors`` types only. A source
+    whose ``read_range`` may be called from several threads at once says so with a class
+    attribute ``thread_safe = True``."""
 
     def probe(self) -> Probe: ...
 
     def read_range(self, start: int, length: int) -> bytes: ...
 
     def stream(self, offset: int = 0) -> Iterator[bytes]: ...
-
-    def nbd_config(self) -> ImporterConfig:
-        """The configuration the NBD backend opens for random access: the source's own,
-        or an equivalent HTTP one (S3 hands over a presigned URL, so nbdkit need not
-        load boto3)."""
-        ...
 
     def close(self) -> None: ...
 

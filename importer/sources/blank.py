@@ -22,8 +22,5 @@ class BlankSource:
     def stream(self, offset: int = 0) -> Iterator[bytes]:
         return iter(())
 
-    def nbd_config(self) -> ImporterConfig:
-        return self.config
-
     def close(self) -> None:
         pass

@@ -92,9 +92,6 @@ class HTTPSource:
             except requests.RequestException as err:
                 raise TransferError(f"reading {self._safe_url()}: {err}", cause=err) from err
 
-    def nbd_config(self) -> ImporterConfig:
-        return self.config
-
     def close(self) -> None:
         self.session.close()
         if self._bundle is not None:

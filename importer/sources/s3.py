@@ -8,7 +8,6 @@ requests go unsigned (public buckets).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,13 +19,12 @@ import botocore.config
 import botocore.exceptions
 from botocore import UNSIGNED
 
-from importer.config import ImporterConfig, SourceKind
+from importer.config import ImporterConfig
 from importer.errors import ImporterError, InvalidImage, NotFound, TransferError, Unauthorized
 from importer.formats import HEAD_BYTES
 from importer.sources.base import CHUNK, Probe, call_with_retries
 from importer.sources.http import ca_bundle
 
-PRESIGN_SECONDS = 7 * 24 * 3600  # the most SigV4 allows
 _REGION = re.compile(r"s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
 _NOT_FOUND = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
 _DENIED = {"401", "403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
@@ -63,6 +61,8 @@ def locate(url: str, *, endpoint: str | None = None) -> ObjectLocation:
 
 
 class S3Source:
+    thread_safe = True  # boto3 clients are; one serves every reader thread
+
     def __init__(self, config: ImporterConfig) -> None:
         self.config = config
         self.location = locate(config.endpoint, endpoint=config.s3_endpoint)
@@ -114,16 +114,6 @@ class S3Source:
             raise TransferError(f"reading {self._name}: {err}", cause=err) from err
         finally:
             body.close()
-
-    def nbd_config(self) -> ImporterConfig:
-        """An HTTP source over a presigned GET URL of the object (signed for the longest
-        an import may take; unsigned requests make a plain URL)."""
-        url: str = self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.location.bucket, "Key": self.location.key},
-            ExpiresIn=PRESIGN_SECONDS)
-        return dataclasses.replace(self.config, source=SourceKind.HTTP, endpoint=url,
-                                   access_key_id=None, secret_key=None, extra_headers=(),
-                                   s3_endpoint=None)
 
     def close(self) -> None:
         self.client.close()

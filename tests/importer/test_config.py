@@ -12,7 +12,6 @@ from importer.config import (
     ImporterConfig,
     SourceKind,
     from_env,
-    source_env,
 )
 from importer.errors import ConfigError
 
@@ -53,15 +52,6 @@ def test_secrets_stay_out_of_repr() -> None:
                        "IMPORTER_SECRET_KEY": "topsecret", "IMPORTER_EXTRA_HEADER_0": "A: tok"})
     assert "topsecret" not in repr(config) and "AKIDSECRET" not in repr(config)
     assert "tok" not in repr(config)
-
-
-def test_source_env_round_trips() -> None:
-    config = from_env({**BASE, "IMPORTER_ACCESS_KEY_ID": "a", "IMPORTER_SECRET_KEY": "b",
-                       "IMPORTER_EXTRA_HEADER_0": "X-A: 1", "INSECURE_TLS": "true"})
-    again = from_env(source_env(config))
-    for name in ("source", "endpoint", "access_key_id", "secret_key", "extra_headers",
-                 "insecure_tls", "retry_attempts", "retry_delay"):
-        assert getattr(again, name) == getattr(config, name), name
 
 
 @pytest.mark.parametrize(("env", "field", "words"), [

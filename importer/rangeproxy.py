@@ -1,0 +1,112 @@
+"""A loopback HTTP endpoint that serves a source's bytes by range, for nbdkit's curl
+plugin to read when it cannot read the source itself.
+
+nbdkit's curl plugin (C, fast, small) needs a URL that answers HEAD with the size and
+GET with byte ranges. S3 objects (boto3), presigned URLs (signed for GET only) and
+servers that refuse HEAD don't; this endpoint does, in the importer's own process, with
+the importer's own sources behind a read-ahead ``BlockCache``. No second Python (an
+nbdkit Python plugin would load the whole client stack again) and no credentials on any
+command line: the URL holds only a random token that names this one import.
+
+A source failure is kept (``failure``) so the importer reports the real reason
+(NotFound, Unauthorized, …) rather than qemu-img's "Input/output error".
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from importer.blockcache import BlockCache
+from importer.errors import ImporterError
+
+logger = logging.getLogger(__name__)
+_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
+
+
+class RangeProxy:
+    def __init__(self, fetch: Callable[[int, int], bytes], *, size: int) -> None:
+        self.size = size
+        self.cache = BlockCache(fetch, size=size, block_size=2 * 1024 * 1024,
+                                capacity=2, prefetch=4)
+        self.failure: ImporterError | None = None
+        self._path = "/" + secrets.token_urlsafe(16)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="rangeproxy",
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}{self._path}"
+
+    def __enter__(self) -> RangeProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self.cache.close()
+
+    def read(self, path: str, header: str | None) -> tuple[int, bytes | memoryview,
+                                                            dict[str, str]]:
+        """(status, body, headers) for a GET (``header`` is its Range) or a HEAD (None)."""
+        if path != self._path:
+            return HTTPStatus.NOT_FOUND, b"", {}
+        if header is None:
+            return HTTPStatus.OK, b"", {"Content-Length": str(self.size)}
+        match = _RANGE.match(header.strip())
+        if not match or int(match.group(1)) > int(match.group(2)) \
+                or int(match.group(1)) >= self.size:
+            return HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, b"", {
+                "Content-Range": f"bytes */{self.size}"}
+        # A last byte past the end is clamped to it (RFC 9110; nbdkit's curl plugin asks
+        # for one byte more than it reads).
+        start, end = int(match.group(1)), min(int(match.group(2)), self.size - 1)
+        try:
+            body = self.cache.read(start, end - start + 1)
+        except ImporterError as err:
+            self.failure = err
+            logger.warning("reading bytes %d-%d failed: %s", start, end, err)
+            return HTTPStatus.BAD_GATEWAY, b"", {}
+        return HTTPStatus.PARTIAL_CONTENT, body, {
+            "Content-Range": f"bytes {start}-{end}/{self.size}"}
+
+
+def _handler(proxy: RangeProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: nbdkit reuses its connection
+
+        def do_HEAD(self) -> None:
+            self._answer(*proxy.read(self.path, None), send_body=False)
+
+        def do_GET(self) -> None:
+            header = self.headers.get("Range")
+            if header is None:
+                self._answer(HTTPStatus.BAD_REQUEST, b"", {}, send_body=True)
+                return
+            self._answer(*proxy.read(self.path, header), send_body=True)
+
+        def _answer(self, status: int, body: bytes | memoryview, headers: dict[str, str], *,
+                    send_body: bool) -> None:
+            self.send_response(status)
+            self.send_header("Accept-Ranges", "bytes")
+            headers.setdefault("Content-Length", str(len(body)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if send_body and body:
+                self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("rangeproxy: " + format, *args)
+
+    return Handler

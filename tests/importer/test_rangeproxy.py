@@ -1,0 +1,45 @@
+"""The loopback range endpoint nbdkit's curl plugin reads through."""
+
+from __future__ import annotations
+
+import requests
+
+from importer.errors import NotFound
+from importer.rangeproxy import RangeProxy
+
+DATA = bytes(range(256)) * 40_000  # ~10 MiB: several cache blocks
+
+
+def test_head_and_ranges() -> None:
+    with RangeProxy(lambda s, n: DATA[s : s + n], size=len(DATA)) as proxy:
+        head = requests.head(proxy.url, timeout=5)
+        assert head.status_code == 200
+        assert head.headers["Content-Length"] == str(len(DATA))
+        assert head.headers["Accept-Ranges"] == "bytes"
+        part = requests.get(proxy.url, headers={"Range": "bytes=3000000-5000000"}, timeout=5)
+        assert part.status_code == 206 and part.content == DATA[3000000:5000001]
+        assert part.headers["Content-Range"] == f"bytes 3000000-5000000/{len(DATA)}"
+        # A last byte past the end is clamped, as HTTP servers do.
+        tail = requests.get(proxy.url, headers={"Range": f"bytes=100-{len(DATA) + 50}"},
+                            timeout=5)
+        assert tail.status_code == 206 and tail.content == DATA[100:]
+
+
+def test_bad_requests() -> None:
+    with RangeProxy(lambda s, n: DATA[s : s + n], size=len(DATA)) as proxy:
+        base = proxy.url.rsplit("/", 1)[0]
+        assert requests.get(base + "/guess", headers={"Range": "bytes=0-1"},
+                            timeout=5).status_code == 404
+        assert requests.get(proxy.url, headers={"Range": f"bytes={len(DATA)}-"},
+                            timeout=5).status_code == 416
+        assert requests.get(proxy.url, timeout=5).status_code == 400
+
+
+def test_source_failure_is_kept_for_the_report() -> None:
+    def fail(start: int, length: int) -> bytes:
+        raise NotFound("gone")
+
+    with RangeProxy(fail, size=len(DATA)) as proxy:
+        answer = requests.get(proxy.url, headers={"Range": "bytes=0-99"}, timeout=5)
+        assert answer.status_code == 502
+        assert isinstance(proxy.failure, NotFound)
