@@ -34,7 +34,7 @@ class RangeProxy:
     def __init__(self, fetch: Callable[[int, int], bytes], *, size: int) -> None:
         self.size = size
         self.cache = BlockCache(fetch, size=size, block_size=2 * 1024 * 1024,
-                                capacity=2, prefetch=4)
+                                capacity=2, prefetch=2)
         self.failure: ImporterError | None = None
         self._path = "/" + secrets.token_urlsafe(16)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
