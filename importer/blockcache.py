@@ -39,10 +39,17 @@ class BlockCache:
     def read(self, offset: int, length: int) -> bytes | memoryview:
         """The bytes at ``[offset, offset+length)``: a view into a cached block when the
         range lies in one (no copy), else a joined copy."""
+        parts = self.read_parts(offset, length)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read_parts(self, offset: int, length: int) -> list[memoryview]:
+        """The same bytes as views into the cached blocks, one per block touched: for a
+        writer that can send them one after the other without joining them."""
         if offset < 0 or offset + length > self.size:
             raise ValueError(f"read [{offset}, {offset + length}) outside [0, {self.size})")
         parts: list[memoryview] = []
         end = offset + length
+        index = offset // self.block_size
         while offset < end:
             index = offset // self.block_size
             block = self._block(index)
@@ -52,7 +59,7 @@ class BlockCache:
             offset += take
         for ahead in range(1, self.prefetch + 1):
             self._block_future(index + ahead, wait=False)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return parts
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
