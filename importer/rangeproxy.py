@@ -14,6 +14,8 @@ A source failure is kept (``failure``) so the importer reports the real reason
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import re
 import secrets
@@ -30,8 +32,20 @@ logger = logging.getLogger(__name__)
 _RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 
 
+_M_MMAP_THRESHOLD = -3
+
+
+def _return_blocks_to_the_system() -> None:
+    """Megabyte blocks are allocated and freed by several threads; after the first free,
+    glibc raises its mmap threshold and keeps later blocks in its heaps, where freed
+    ones stay counted against the pod. A fixed 1 MiB threshold makes each block its own
+    mapping, handed back when freed."""
+    ctypes.CDLL(ctypes.util.find_library("c")).mallopt(_M_MMAP_THRESHOLD, 1024 * 1024)
+
+
 class RangeProxy:
     def __init__(self, fetch: Callable[[int, int], bytes], *, size: int) -> None:
+        _return_blocks_to_the_system()
         self.size = size
         self.cache = BlockCache(fetch, size=size, block_size=2 * 1024 * 1024,
                                 capacity=2, prefetch=2)
