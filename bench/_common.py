@@ -14,9 +14,11 @@ are the realistic ones.
 
 Memory: a sampler thread sums VmRSS (and RssAnon) over the command's whole process tree
 (the command and all its descendants: qemu-img, nbdkit, ...) every few milliseconds
-and keeps the peak. RSS counts shared library pages once per process, so the sum
-overstates a little; page cache is not in it (a cgroup's memory.peak would include the
-written disk's cache, and creating cgroups is not ours to do on this machine).
+and keeps the peak. A child caught between fork and exec is left out: it runs on its
+parent's pages, and counting it doubled the parent in some samples. RSS counts shared
+library pages once per process, so the sum overstates a little; page cache is not in
+it (a cgroup's memory.peak would include the written disk's cache, and creating cgroups
+is not ours to do on this machine).
 """
 
 from __future__ import annotations
@@ -131,9 +133,26 @@ def _tree(pid: int) -> list[int]:
     return seen
 
 
+_PF_FORKNOEXEC = 0x40  # kernel task flag: forked, and not (yet) exec'd
+
+
+def _forked_not_execd(pid: int) -> bool:
+    """A child between fork and exec runs on its parent's pages (vfork: the very same
+    memory; fork: copy-on-write); adding its RSS would count the parent twice."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    flags = int(stat.rsplit(")", 1)[1].split()[6])  # field 9, after "pid (comm) state"
+    return bool(flags & _PF_FORKNOEXEC)
+
+
 def _memory(pid: int) -> tuple[str, int, int]:
-    """(name, VmRSS, RssAnon) of one process, bytes; zeros if it is gone."""
+    """(name, VmRSS, RssAnon) of one process, bytes; zeros if it is gone, or if it is a
+    fork of its parent that has not exec'd yet (its pages are its parent's)."""
     name, rss, anon = "?", 0, 0
+    if _forked_not_execd(pid):
+        return name, rss, anon
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("Name:"):
