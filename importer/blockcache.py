@@ -36,15 +36,9 @@ class BlockCache:
         self._blocks: OrderedDict[int, Future[bytes]] = OrderedDict()
         self._pool = ThreadPoolExecutor(max_workers=max(1, prefetch), thread_name_prefix="fetch")
 
-    def read(self, offset: int, length: int) -> bytes | memoryview:
-        """The bytes at ``[offset, offset+length)``: a view into a cached block when the
-        range lies in one (no copy), else a joined copy."""
-        parts = self.read_parts(offset, length)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
     def read_parts(self, offset: int, length: int) -> list[memoryview]:
-        """The same bytes as views into the cached blocks, one per block touched: for a
-        writer that can send them one after the other without joining them."""
+        """The bytes at ``[offset, offset+length)`` as views into the cached blocks, one
+        per block touched: a writer sends them one after the other, never joined."""
         if offset < 0 or offset + length > self.size:
             raise ValueError(f"read [{offset}, {offset + length}) outside [0, {self.size})")
         parts: list[memoryview] = []

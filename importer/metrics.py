@@ -15,7 +15,7 @@ from importer.progress import Update
 
 
 class ProgressMetric:
-    def __init__(self, *, owner_uid: str, port: int | None, addr: str = "0.0.0.0") -> None:
+    def __init__(self, *, owner_uid: str, port: int, addr: str = "0.0.0.0") -> None:
         self.registry = CollectorRegistry()
         self._counter = Counter(
             "kubevirt_cdi_import_progress",
@@ -25,9 +25,7 @@ class ProgressMetric:
         ).labels(ownerUID=owner_uid)
         self._reported = 0.0
         self._lock = threading.Lock()
-        self.server = None
-        if port is not None:
-            self.server, _ = start_http_server(port, addr=addr, registry=self.registry)
+        self.server, _ = start_http_server(port, addr=addr, registry=self.registry)
 
     def __call__(self, update: Update) -> None:
         with self._lock:
@@ -37,6 +35,5 @@ class ProgressMetric:
                 self._reported = update.percent
 
     def close(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+        self.server.shutdown()
+        self.server.server_close()

@@ -40,7 +40,6 @@ START_TIMEOUT = 15.0
 @dataclass(frozen=True)
 class Export:
     uri: str
-    log: Path
     proxy: RangeProxy | None = None
 
     def failure(self) -> ImporterError | None:
@@ -59,9 +58,9 @@ def export(source: Source, config: ImporterConfig, *, size: int,
     direct = _direct_argv(config, workdir)
     if direct is not None:
         try:
-            with _serve(direct, workdir, "direct") as uri:
-                _check_opens(uri, size, workdir / "nbdkit-direct.log")
-                yield Export(uri, workdir / "nbdkit-direct.log")
+            with _serve(direct, workdir, "direct") as (uri, log):
+                _check_opens(uri, size, log)
+                yield Export(uri)
                 return
         except _StartFailed as err:
             logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
@@ -72,8 +71,8 @@ def export(source: Source, config: ImporterConfig, *, size: int,
             argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
                     "retries=2", "retry-delay=1"]
             try:
-                with _serve(argv, workdir, "proxy") as uri:
-                    yield Export(uri, workdir / "nbdkit-proxy.log", proxy)
+                with _serve(argv, workdir, "proxy") as (uri, _):
+                    yield Export(uri, proxy)
             except _StartFailed as err:
                 raise ImporterError(f"nbdkit could not serve the image: {err}") from err
     finally:
@@ -150,7 +149,8 @@ def _check_opens(uri: str, size: int, log: Path) -> None:
 
 
 @contextmanager
-def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[str]:
+def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[tuple[str, Path]]:
+    """nbdkit serving on a unix socket: (its NBD URI, its log file)."""
     sock = workdir / f"nbd-{name}.sock"
     log_path = workdir / f"nbdkit-{name}.log"
     argv = ["nbdkit", "--exit-with-parent", "--foreground", "--readonly",
@@ -160,7 +160,7 @@ def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[str]:
                                 stderr=subprocess.STDOUT)
     try:
         _wait_for(sock, proc, log_path)
-        yield f"nbd+unix:///?socket={sock}"
+        yield f"nbd+unix:///?socket={sock}", log_path
     finally:
         proc.terminate()
         try:
