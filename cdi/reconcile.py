@@ -130,8 +130,13 @@ def _create_target(
     storage_class = pick_storage_class(requested=wanted.get("storageClassName"),
                                        classes=classes,
                                        content_type=spec.get("contentType") or "kubevirt")
-    profile = (client.get(STORAGEPROFILES, storage_class["metadata"]["name"])
-               if storage_class else None)
+    profile = None
+    if storage_class is not None:
+        sc_name = storage_class["metadata"]["name"]
+        profile = client.get(STORAGEPROFILES, sc_name)
+        if profile is None or not profile.get("status"):
+            # the StorageClass event may not have been handled yet: do it now
+            profile = reconcile_profile(client, sc_name)
     cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
     config_status = (cdi_config or {}).get("status")
     if not config_status:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -31,6 +32,8 @@ from rootdisk.operator.server import LEADER, Server
 
 logger = logging.getLogger(__name__)
 
+LOGIN_PRIORITY = 1000
+
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rootdisk.operator",
@@ -51,6 +54,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--lease-duration", type=int, default=15)
     p.add_argument("--retry-period", type=float, default=2.0)
     return p.parse_args(argv)
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> Any:
+    """Through the kubernetes client's configuration: in a pod it honours
+    KUBERNETES_SERVICE_HOST/PORT, where kopf's own service-account login assumes the
+    name kubernetes.default.svc resolves (it does not without cluster DNS). Preferred
+    over any login a handler module brings (kopf uses the highest priority first)."""
+    info = kopf.login_via_client(**kwargs)
+    return dataclasses.replace(info, priority=LOGIN_PRIORITY) if info is not None else None
 
 
 @kopf.on.startup()
