@@ -54,7 +54,7 @@ def test_registry() -> None:
     assert sets[0].handlers == ("cdi.handlers",)
     assert "populators.handlers" in sets[0].optional_handlers
     assert set(registry.webhooks(sets)) == {"/validate-datavolumes"}
-    with pytest.raises(registry.UnknownControllerSet, match="unknown controller set.*nope"):
+    with pytest.raises(registry.UnknownControllerSet, match=r"unknown controller set.*nope"):
         registry.resolve(["nope"])
     with pytest.raises(registry.UnknownControllerSet):
         registry.resolve([])
