@@ -125,3 +125,21 @@ def events_for(kube: Kube, ns: str, uid: str) -> list[dict[str, Any]]:
 def cluster_kube(cluster: Cluster) -> Kube:
     assert cluster.kube is not None
     return cluster.kube
+
+
+def consumer_pod(name: str, claim: str) -> dict[str, Any]:
+    """A pod that uses ``claim`` (a WaitForFirstConsumer claim binds once it is scheduled)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "rootdisk/testbox:test",
+                                     "args": ["sleep", "600"],
+                                     "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
+                     "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]}}
+
+
+def leftovers(kube: Kube, ns: str) -> list[str]:
+    """Every claim, pod and VolumeImportSource still in ``ns``."""
+    out = []
+    for res in (client.PVCS, client.PODS, VIS):
+        out += [f"{res.plural}/{o['metadata']['name']}" for o in kube.list(res, ns)["items"]]
+    return out
