@@ -8,6 +8,7 @@ import sys
 import threading
 
 import pytest
+import yaml
 
 from localcluster.cluster import Cluster
 from localcluster.controllers import client
@@ -205,7 +206,7 @@ def test_profiles_and_config_follow_the_classes(kube: Kube) -> None:
     assert config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == "750m"
     # the CRD refuses an overhead upstream's pattern refuses
     config["spec"] = {"filesystemOverhead": {"global": "1.5"}}
-    with pytest.raises(KubeError, match="spec.filesystemOverhead.global"):
+    with pytest.raises(KubeError, match=r"spec\.filesystemOverhead\.global"):
         kube.replace(kit.CDICONFIGS, config)
     # CDIConfig's per-class value wins over the class annotation
     config = kube.get(kit.CDICONFIGS, "config")
@@ -243,3 +244,22 @@ def test_many_datavolumes_at_once(kube: Kube, ns: str, http_server: HttpServer,
         if i % 2:
             claim = kube.get(client.PVCS, name, ns)
             assert compare(images.get("raw").path, kit.volume_path(kube, claim))
+
+
+def test_webhook_trust_restored_after_reapply(kube: Kube, ns: str) -> None:
+    """Re-applying manifests/ empties the caBundle; the operator puts it back."""
+
+
+    with open(os.path.join(kit.MANIFESTS, "deploy", "cdi-operator.yaml")) as fh:
+        fresh = next(d for d in yaml.safe_load_all(fh)
+                     if d and d["kind"] == "ValidatingWebhookConfiguration")
+    current = kube.get(kit.WEBHOOKS, "rootdisk-cdi")
+    fresh["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    kube.replace(kit.WEBHOOKS, fresh)
+    assert not kube.get(kit.WEBHOOKS, "rootdisk-cdi")["webhooks"][0]["clientConfig"].get(
+        "caBundle")
+    wait_for(lambda: kube.get(kit.WEBHOOKS, "rootdisk-cdi")["webhooks"][0]["clientConfig"]
+             .get("caBundle"), timeout=90, what="caBundle restored")
+    kube.create(kit.DVS, kit.datavolume("trusted", {"blank": {}}, size="8Mi",
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    assert kit.wait_dv(kube, ns, "trusted", ("Succeeded", "Failed"))["phase"] == "Succeeded"
