@@ -144,7 +144,9 @@ def test_bwrap_argv_binds_volumes_after_system_paths(tmp_path) -> None:
     assert argv.index("--ro-bind") < argv.index("/h")
     assert argv[argv.index("/h") - 1] == "--ro-bind"
     assert argv[argv.index("--chdir") + 1] == "/c"
-    assert argv[argv.index("--") + 1] == "python"
+    command = argv[argv.index("--") + 1:]
+    assert command[0] == "/usr/bin/setpriv"
+    assert command[command.index("--") + 1] == "python"
 
 
 def test_log_rotation_bounds_the_log(tmp_path) -> None:
