@@ -152,6 +152,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
         argv += ["--proc", "/proc", *_proc_confinement()]
     if not conf.read_only_root or "/tmp" in targets:  # noqa: S108
         argv += ["--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108 - private /tmp
+    else:  # as in an image: /tmp is there, read-only with the rest of the root
+        argv += ["--perms", "1777", "--dir", "/tmp"]  # noqa: S108
     argv += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if spec.hostname:
         argv += ["--unshare-uts", "--hostname", spec.hostname]
