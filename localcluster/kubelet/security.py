@@ -87,13 +87,15 @@ class Confinement:
         return "/root" if self.uid == 0 else "/"
 
 
+def _uint(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+        raise SecurityError(f"{where}: must be an integer in [0, 2^32), got {value!r}")
+    return value
+
+
 def _int_field(ctx: Obj, name: str, where: str) -> int | None:
     value = ctx.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
-        raise SecurityError(f"{where}.{name}: must be an integer in [0, 2^32), got {value!r}")
-    return value
+    return None if value is None else _uint(value, f"{where}.{name}")
 
 
 def _cap_name(raw: object, where: str) -> str:
@@ -152,8 +154,8 @@ def resolve(*, pod: Obj, container: Obj) -> Confinement:
     fs_group = _int_field(pod_ctx, "fsGroup", "spec.securityContext")
     groups: list[int] = []
     for i, g in enumerate(pod_ctx.get("supplementalGroups") or []):
-        value = _int_field({"g": g}, "g", f"spec.securityContext.supplementalGroups[{i}]")
-        if value is not None and value not in groups:
+        value = _uint(g, f"spec.securityContext.supplementalGroups[{i}]")
+        if value not in groups:
             groups.append(value)
     if fs_group is not None and fs_group not in groups:
         groups.append(fs_group)
@@ -167,7 +169,8 @@ def resolve(*, pod: Obj, container: Obj) -> Confinement:
     profile: Obj = merged("seccompProfile") or {}
     ptype = profile.get("type") or RUNTIME_DEFAULT
     if ptype not in (RUNTIME_DEFAULT, UNCONFINED):
-        raise SecurityError(f"{where_c}.seccompProfile.type: {ptype!r} is not supported "
+        where = where_c if ctx.get("seccompProfile") else "spec.securityContext"
+        raise SecurityError(f"{where}.seccompProfile.type: {ptype!r} is not supported "
                             f"on this node (RuntimeDefault or Unconfined)")
     devices = DEFAULT_DEVICES + ((KVM_DEVICE,) if _wants_kvm(container) else ())
     return Confinement(
