@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import glob
 import json
 import logging
 import os
@@ -102,6 +103,25 @@ def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
     return argv
 
 
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                "/etc/security/opasswd", "/etc/ssl/private", "/etc/ssh/ssh_host_*_key")
+"""The host's secrets in the /etc the sandbox shares: hidden (a real container has an
+/etc of its own image, and a uid-0 pod holds CAP_DAC_OVERRIDE)."""
+
+
+def _hide_host_secrets() -> list[str]:
+    argv: list[str] = []
+    for pattern in HOST_SECRETS:
+        for path in sorted(glob.glob(pattern)):
+            if os.path.islink(path):
+                continue
+            if os.path.isdir(path):
+                argv += ["--tmpfs", path, "--remount-ro", path]
+            else:
+                argv += ["--ro-bind", "/dev/null", path]
+    return argv
+
+
 def _parents(path: str) -> list[str]:
     """``/a/b/c`` → ``["/a", "/a/b"]``."""
     parts = [p for p in path.split("/") if p]
@@ -135,6 +155,7 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
     argv = [BWRAP]
     for system_dir in ("/usr", "/etc"):
         argv += _system_dir(system_dir, targets)
+    argv += _hide_host_secrets()
     argv += [
         "--symlink", "usr/bin", "/bin",
         "--symlink", "usr/sbin", "/sbin",
