@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -293,6 +294,12 @@ IMPORTER_CTX = {"runAsUser": 107, "runAsNonRoot": True, "fsGroup": 107,
 IMPORTER_CONTAINER_CTX = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @pytest.mark.parametrize("mode", ["Filesystem", "Block"])
 def test_importer_runs_non_root_on_filesystem_and_block(
         kube: Kube, cluster: Cluster, images: ImageFactory, http_server: HttpServer,
@@ -304,7 +311,10 @@ def test_importer_runs_non_root_on_filesystem_and_block(
                 "default")
     env = [{"name": "IMPORTER_SOURCE", "value": "http"},
            {"name": "IMPORTER_ENDPOINT", "value": url},
-           {"name": "IMPORTER_IMAGE_SIZE", "value": "32Mi"}]
+           {"name": "IMPORTER_IMAGE_SIZE", "value": "32Mi"},
+           # Pods share the host's network: a port free now, not 8443, which other
+           # programs on a shared machine may hold on 0.0.0.0.
+           {"name": "IMPORTER_METRICS_PORT", "value": str(free_port())}]
     if mode == "Filesystem":
         where: dict[str, Any] = {"mounts": [{"name": "cdi-data-vol", "mountPath": "/data"}]}
     else:
