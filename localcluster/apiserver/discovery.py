@@ -20,6 +20,8 @@ _SUBRESOURCE_KINDS = {"token": ("authentication.k8s.io", "v1", "TokenRequest"),
 _SUBRESOURCE_VERBS = {
     "status": ["get", "patch", "update"],
     "log": ["get"],
+    "exec": ["create", "get"],
+    "attach": ["create", "get"],
     "token": ["create"],
     "binding": ["create"],
     "finalize": ["update"],

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from localcluster.kubelet import logformat, seccomp
@@ -223,6 +223,34 @@ class LogWriter(threading.Thread):
         self.pipe = pipe
         self.path = path
         self.max_bytes = max_bytes
+        self._listeners: list[Callable[[bytes | None], None]] = []
+        self._listeners_lock = threading.Lock()
+        self._ended = False
+
+    def listen(self, listener: Callable[[bytes | None], None]) -> Callable[[], None]:
+        """Call ``listener`` with every chunk from now on, and None at the end (kubectl
+        attach); returns the function that stops it."""
+        with self._listeners_lock:
+            if self._ended:
+                listener(None)
+                return lambda: None
+            self._listeners.append(listener)
+
+        def stop() -> None:
+            with self._listeners_lock, contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+        return stop
+
+    def _tell(self, chunk: bytes | None) -> None:
+        with self._listeners_lock:
+            if chunk is None:
+                self._ended = True
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(chunk)
+            except Exception:  # a listener's bug must not stop the log
+                logger.exception("log listener failed")
 
     def run(self) -> None:
         encoder = logformat.Encoder()
@@ -235,6 +263,7 @@ class LogWriter(threading.Thread):
                     break
                 if not chunk:
                     break
+                self._tell(chunk)
                 out.write(encoder.feed(chunk, _now()))
                 out.flush()
                 if out.tell() > self.max_bytes:
@@ -243,6 +272,7 @@ class LogWriter(threading.Thread):
                     out = open(self.path, "ab")  # noqa: SIM115
             out.write(encoder.close(_now()))
         finally:
+            self._tell(None)
             out.close()
             os.close(self.pipe)
 
@@ -336,6 +366,13 @@ class Container:
         with contextlib.suppress(ValueError):
             self._init_pid = int(json.loads(raw)["child-pid"])
 
+    def listen(self, listener: Callable[[bytes | None], None]) -> Callable[[], None]:
+        """Follow the container's output from now on (see LogWriter.listen)."""
+        if self._log is None:
+            listener(None)
+            return lambda: None
+        return self._log.listen(listener)
+
     @property
     def pid(self) -> int:
         assert self._proc is not None
@@ -356,7 +393,7 @@ class Container:
             self._log.join(5)
         return code
 
-    def _main_pid(self) -> int | None:
+    def main_pid(self) -> int | None:
         """The container's own process: the child of bwrap's init in the PID namespace."""
         if self._init_pid is None:
             return None
@@ -371,7 +408,7 @@ class Container:
         deadline = time.monotonic() + 2.0
         while self._init_pid is None and self.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)  # bwrap reports its child's pid right after it forks
-        pid = self._main_pid()
+        pid = self.main_pid()
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
