@@ -224,3 +224,21 @@ def test_mount_point_parents_are_made_0755_and_root_can_be_read_only() -> None:
     assert "/tmp" in dirs  # read-only root: /tmp exists but is not a tmpfs
     assert remount_index(argv, "/") > remount_index(argv, "/dev") > 0
     assert remount_index(argv_for(Confinement()), "/") == -1
+
+
+def test_exec_argv_joins_the_container_with_its_confinement() -> None:
+    from localcluster.kubelet.execs import HELPER, exec_argv
+
+    conf = Confinement(uid=107, gid=107, caps=frozenset())
+    argv = exec_argv(target_pid=42, confinement=conf, command=["sh", "-c", "id"], tty=True,
+                     python="/py", seccomp_fd=7)
+    assert argv[:9] == ["/usr/bin/nsenter", "--target=42", "--mount", "--pid", "--ipc",
+                        "--uts", "--root", "--wd", "--"]
+    assert argv[9:11] == ["/usr/bin/setsid", "--ctty"]
+    rest = argv[11:]
+    assert rest[:rest.index("--") + 1] == setpriv_argv(conf, setpriv="/usr/bin/setpriv")
+    assert rest[rest.index("--") + 1:] == ["/py", "-I", "-S", HELPER, "7", "--",
+                                           "sh", "-c", "id"]
+    plain = exec_argv(target_pid=42, confinement=conf, command=["ls"], tty=False,
+                      python="/py", seccomp_fd=None)
+    assert "/usr/bin/setsid" not in plain and HELPER not in plain and plain[-1] == "ls"
