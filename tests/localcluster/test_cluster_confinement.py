@@ -334,3 +334,29 @@ def test_importer_runs_non_root_on_filesystem_and_block(
     else:
         with open(os.path.realpath(host), "rb") as fh:
             assert fh.read(len(reference)) == reference
+
+
+KVM_OPEN = """
+import os
+fd = os.open("/dev/kvm", os.O_RDWR)
+print("kvm: opened", flush=True)
+os.close(fd)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/kvm"), reason="this machine has no /dev/kvm")
+def test_launcher_gets_dev_kvm_only_when_it_asks(kube: Kube) -> None:
+    launcher_ctx = {"runAsUser": 107, "runAsNonRoot": True}
+    ctx = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    host_before = os.stat("/dev/kvm")
+    without = run(kube, secured(pod("launcher-tcg", "try-open", "/dev/kvm"),
+                                pod_ctx=launcher_ctx, ctx=ctx))
+    assert results(without)["open0"] == "ENOENT"
+    p = secured(pod("launcher-kvm", command=["python", "-c", KVM_OPEN]),
+                pod_ctx=launcher_ctx, ctx=ctx)
+    p["spec"]["containers"][0]["resources"] = {"limits": {"devices.kubevirt.io/kvm": "1"}}
+    out = run(kube, p)
+    assert "kvm: opened" in out, out  # uid 107 without capabilities opens it
+    after = os.stat("/dev/kvm")  # through a node of the pod's own: the host's is untouched
+    assert (after.st_uid, after.st_gid, after.st_mode) == (
+        host_before.st_uid, host_before.st_gid, host_before.st_mode)
