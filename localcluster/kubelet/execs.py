@@ -22,10 +22,12 @@ import logging
 import os
 import signal
 import struct
+import subprocess
 import termios
 from collections.abc import Callable, Mapping, Sequence
 
 from localcluster.kubelet import seccomp
+from localcluster.kubelet.sandbox import Container
 from localcluster.kubelet.security import Confinement, setpriv_argv
 
 logger = logging.getLogger(__name__)
@@ -258,3 +260,31 @@ class AttachSession:
     def kill(self) -> None:
         self.detach()
         self._put(None)
+
+
+def run_in_container(container: Container, command: Sequence[str], *, python: str,
+                     timeout: float) -> bool:
+    """Run ``command`` in the container as exec does, output discarded; True when it
+    exited 0 within ``timeout`` seconds (exec probes)."""
+    pid = container.main_pid() if container.poll() is None else None
+    if pid is None:
+        return False
+    conf = container.spec.confinement
+    fd = filter_fd(conf)
+    try:
+        argv = exec_argv(target_pid=pid, confinement=conf, command=command, tty=False,
+                         python=python, seccomp_fd=fd)
+        proc = subprocess.Popen(argv, env=dict(container.spec.env), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                pass_fds=(fd,) if fd is not None else (),
+                                start_new_session=True)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    try:
+        return proc.wait(timeout) == 0
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return False

@@ -220,3 +220,23 @@ def test_v5_close_ends_stdin(cluster: Cluster, box: str) -> None:
     assert got[channels.STDOUT].strip() == b"5"
     assert json.loads(got[channels.ERROR])["status"] == "Success"
 
+
+
+def test_exec_readiness_probe_runs_inside_the_container(kube: Kube) -> None:
+    p = pod("probed", "print", "up", "sleep", "5", "write", "/tmp/ready", "yes",
+            "sleep", "600", grace=0)
+    p["spec"]["securityContext"] = {"runAsUser": 107}
+    p["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["cat", "/tmp/ready"]},  # /tmp: the container's private tmpfs
+        "periodSeconds": 1, "timeoutSeconds": 5}
+    kube.create(client.PODS, p, "default")
+
+    def ready() -> bool:
+        statuses = (kube.get(client.PODS, "probed", "default").get("status") or {}).get(
+            "containerStatuses") or [{}]
+        return bool(statuses[0].get("ready"))
+
+    wait_for(lambda: "up" in try_logs(kube, "probed"), timeout=60, what="probed up")
+    assert not ready()  # the file is not there yet: the probe fails
+    wait_for(ready, timeout=60, what="ready once the file exists in the container")
+    kube.delete(client.PODS, "probed", "default")
