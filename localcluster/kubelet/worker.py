@@ -374,8 +374,7 @@ class PodWorker(threading.Thread):
                 raise ConfigError(f"volumeMount {vm.get('name')!r}: no such volume")
             host = hv.host
             if vm.get("subPath"):
-                host = os.path.join(host, vm["subPath"])
-                os.makedirs(host, exist_ok=True)
+                host = podvolumes.sub_path(host, vm["subPath"])
             mounts.append(Mount(host, vm["mountPath"],
                                 read_only=hv.read_only or bool(vm.get("readOnly")),
                                 device=hv.device))
