@@ -185,6 +185,12 @@ def ws_exec(cluster: Cluster, protocol: str, command: list[str],
         query.append(("stdin", "true"))
 
     async def go() -> tuple[str, dict[int, bytes]]:
+        try:
+            return await talk()
+        finally:
+            await asyncio.sleep(0.25)  # aiohttp: let the TLS transport finish closing
+
+    async def talk() -> tuple[str, dict[int, bytes]]:
         got: dict[int, bytes] = {}
         async with aiohttp.ClientSession() as session, session.ws_connect(
                 f"{server}/api/v1/namespaces/default/pods/box/exec", params=query,
