@@ -5,8 +5,7 @@ the sandbox's init) under the container's own confinement: the same identity and
 capabilities (setpriv), the same seccomp filter (seccompexec.py installs it before the
 command), its environment and working directory. With a TTY the command gets a
 pseudo-terminal of its own as controlling terminal (``setsid -c``) and follows resizes.
-It does not join the container's cgroup: its memory and CPU are not counted in the
-container's limits.
+It joins the container's cgroup, so it counts against the container's limits.
 
 attach follows what the container writes from now on (stdout and stderr come through one
 pipe here, so both arrive as stdout) until it exits; the container's stdin is not
@@ -91,8 +90,8 @@ class ExecSession:
 
     @classmethod
     async def start(cls, argv: Sequence[str], *, env: Mapping[str, str], stdin: bool,
-                    tty: bool, pass_fds: Sequence[int] = (),
-                    pts_dir: str | None = None) -> ExecSession:
+                    tty: bool, pass_fds: Sequence[int] = (), pts_dir: str | None = None,
+                    preexec: Callable[[], None] | None = None) -> ExecSession:
         self = cls()
         if tty:
             master, slave = open_pty(pts_dir)
@@ -102,7 +101,7 @@ class ExecSession:
             try:
                 self._proc = await asyncio.create_subprocess_exec(
                     *argv, stdin=slave, stdout=slave, stderr=slave, env=dict(env),
-                    pass_fds=tuple(pass_fds), start_new_session=True)
+                    pass_fds=tuple(pass_fds), start_new_session=True, preexec_fn=preexec)
             finally:
                 os.close(slave)
             asyncio.get_running_loop().add_reader(master, self._pty_readable)
@@ -110,7 +109,8 @@ class ExecSession:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env=dict(env), pass_fds=tuple(pass_fds), start_new_session=True)
+                env=dict(env), pass_fds=tuple(pass_fds), start_new_session=True,
+                preexec_fn=preexec)
             if not stdin:
                 self._stdin_open = False
             self._pump_task = asyncio.create_task(
@@ -277,7 +277,7 @@ def run_in_container(container: Container, command: Sequence[str], *, python: st
         proc = subprocess.Popen(argv, env=dict(container.spec.env), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 pass_fds=(fd,) if fd is not None else (),
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=container.cgroup_join())
     finally:
         if fd is not None:
             os.close(fd)

@@ -406,7 +406,7 @@ class Node:
                 env.setdefault("TERM", "xterm")
             return await execs.ExecSession.start(
                 argv, env=env, stdin=stdin, tty=tty, pass_fds=(fd,) if fd is not None else (),
-                pts_dir=f"/proc/{main_pid}/root/dev/pts")
+                pts_dir=f"/proc/{main_pid}/root/dev/pts", preexec=proc.cgroup_join())
         finally:
             if fd is not None:
                 with contextlib.suppress(OSError):

@@ -366,6 +366,11 @@ class Container:
         with contextlib.suppress(ValueError):
             self._init_pid = int(json.loads(raw)["child-pid"])
 
+    def cgroup_join(self) -> Callable[[], None] | None:
+        """What a process started into this container (exec) calls between fork and exec
+        to count against the container's limits; None when it has no cgroup."""
+        return self._cgroup.join if self._cgroup is not None else None
+
     def listen(self, listener: Callable[[bytes | None], None]) -> Callable[[], None]:
         """Follow the container's output from now on (see LogWriter.listen)."""
         if self._log is None:

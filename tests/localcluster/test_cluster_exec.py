@@ -246,3 +246,16 @@ def test_exec_readiness_probe_runs_inside_the_container(kube: Kube) -> None:
     assert not ready()  # the file is not there yet: the probe fails
     wait_for(ready, timeout=60, what="ready once the file exists in the container")
     kube.delete(client.PODS, "probed", "default")
+
+
+def test_exec_counts_against_the_containers_limits(cluster: Cluster, kube: Kube) -> None:
+    p = pod("limited", "print", "up", "sleep", "600", grace=0)
+    p["spec"]["containers"][0]["resources"] = {"limits": {"memory": "256Mi"}}
+    kube.create(client.PODS, p, "default")
+    wait_for(lambda: "up" in try_logs(kube, "limited"), timeout=60, what="limited up")
+    uid = kube.get(client.PODS, "limited", "default")["metadata"]["uid"]
+    r = kubectl(cluster, "exec", "limited", "--", "cat", "/proc/self/cgroup")
+    assert r.returncode == 0, r.stderr
+    memory = [ln for ln in r.stdout.splitlines() if ":memory:" in ln or ln.startswith("0::")]
+    assert any(f"/localcluster/{uid}-main-" in ln for ln in memory), r.stdout
+    kube.delete(client.PODS, "limited", "default")
