@@ -22,6 +22,7 @@ _SUBRESOURCE_VERBS = {
     "log": ["get"],
     "exec": ["create", "get"],
     "attach": ["create", "get"],
+    "portforward": ["create", "get"],
     "token": ["create"],
     "binding": ["create"],
     "finalize": ["update"],

@@ -23,6 +23,7 @@ from . import (
     authz,
     discovery,
     openapi,
+    portforward,
     protobuf,
     remotecommand,
     selectors,
@@ -373,6 +374,13 @@ class Handlers:
             return await self._watch(request, t, only_name=t.name)
         if t.subresource in ("log", "token", "binding"):
             return await self._special_subresource(request, user, t)
+        if t.subresource == "portforward":
+            if method not in ("GET", "POST"):
+                raise method_not_allowed("only GET and POST are allowed on pods/portforward")
+            self._authorize(user, "create", t)
+            return await portforward.serve(
+                request, stored=self.backend.get_stored(rt, t.namespace, t.name),
+                namespace=t.namespace or "", pod=t.name)
         if t.subresource in ("exec", "attach"):
             if method not in ("GET", "POST"):
                 raise method_not_allowed(f"only GET and POST are allowed on pods/{t.subresource}")

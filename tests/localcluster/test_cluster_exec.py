@@ -1,15 +1,20 @@
-"""kubectl exec (-i, -t), attach and cp against a running cluster, with kubectl 1.32 itself
-(WebSocket, v5.channel.k8s.io), and the same protocol spoken by hand for the older
-versions it falls back to."""
+"""kubectl exec (-i, -t), attach, cp and port-forward against a running cluster, with
+kubectl 1.32 itself (WebSocket: v5.channel.k8s.io; SPDY/3.1 tunnelled for port-forward),
+and the channel protocol spoken by hand for the older versions it falls back to."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import http.client
 import json
+import re
 import shutil
 import ssl
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,3 +264,59 @@ def test_exec_counts_against_the_containers_limits(cluster: Cluster, kube: Kube)
     memory = [ln for ln in r.stdout.splitlines() if ":memory:" in ln or ln.startswith("0::")]
     assert any(f"/localcluster/{uid}-main-" in ln for ln in memory), r.stdout
     kube.delete(client.PODS, "limited", "default")
+
+
+# -- port-forward ---------------------------------------------------------------------
+
+
+def forwarded_ports(proc: subprocess.Popen[str], count: int) -> dict[int, int]:
+    """Read kubectl's "Forwarding from 127.0.0.1:LOCAL -> REMOTE" lines (bounded)."""
+    found: dict[int, int] = {}
+    deadline = time.monotonic() + 60
+    assert proc.stdout is not None
+    while len(found) < count:
+        assert time.monotonic() < deadline, "kubectl port-forward never said it listens"
+        line = proc.stdout.readline()
+        assert line, "kubectl port-forward ended early"
+        m = re.search(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)", line)
+        if m:
+            found[int(m.group(2))] = int(m.group(1))
+    return found
+
+
+def test_port_forward_reaches_the_pods_server(cluster: Cluster, kube: Kube) -> None:
+    kube.create(client.PODS, pod("web", "serve", "8080", grace=0), "default")
+    wait_for(lambda: "serving" in try_logs(kube, "web"), timeout=60, what="web serving")
+    env = {"KUBECONFIG": cluster.kubeconfig, "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    assert KUBECTL is not None
+    proc = subprocess.Popen([KUBECTL, "port-forward", "pod/web", ":8080", ":8099"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ports = forwarded_ports(proc, 2)
+        for _ in range(3):  # one SPDY stream pair per connection, over one WebSocket
+            with urllib.request.urlopen(f"http://127.0.0.1:{ports[8080]}/", timeout=30) as r:
+                assert r.read() == b"hello from web"
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            urllib.request.urlopen(f"http://127.0.0.1:{ports[8099]}/", timeout=30)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "error forwarding port 8099 to pod default/web" in err  # the error stream's text
+    kube.delete(client.PODS, "web", "default")
+
+
+def test_port_forward_needs_create_on_pods_portforward(cluster: Cluster, kube: Kube,
+                                                       box: str) -> None:
+    kube.create(SERVICEACCOUNTS, {"metadata": {"name": "forwarder"}}, "default")
+    kube.create(ROLES, {"metadata": {"name": "pod-getter"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}, "default")
+    kube.create(ROLEBINDINGS, {
+        "metadata": {"name": "forwarder-gets"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "pod-getter"},
+        "subjects": [{"kind": "ServiceAccount", "name": "forwarder",
+                      "namespace": "default"}]}, "default")
+    r = kubectl(cluster, "port-forward", f"pod/{box}", ":8080", "--as",
+                "system:serviceaccount:default:forwarder", timeout=60)
+    assert r.returncode != 0
+    assert 'cannot create resource "pods/portforward"' in r.stderr, r.stderr
