@@ -41,6 +41,8 @@ SETPRIV = "/usr/bin/setpriv"
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/bus", "/proc/irq")
 """Read-only in the sandbox, as containerd's ``readonlyPaths`` (a uid-0 process may
 write sysctls and the SysRq trigger by file mode alone, without any capability)."""
+SYS_MASKED = ("/sys/firmware", "/sys/kernel/debug", "/sys/kernel/security")
+"""Hidden behind an empty read-only tmpfs, as containerd masks /sys/firmware."""
 PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
                "/proc/latency_stats", "/proc/acpi", "/proc/scsi")
 """Hidden behind /dev/null (files) or an empty tmpfs (directories), as containerd's
@@ -164,6 +166,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
     ]
     if conf.privileged:
         argv += ["--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+        if os.path.isdir("/sys"):
+            argv += ["--bind", "/sys", "/sys"]
     else:
         argv += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108
         for dev in conf.devices:
@@ -171,6 +175,11 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
                 continue
             argv += ["--dev-bind", dev, dev]
         argv += ["--proc", "/proc", *_proc_confinement()]
+        if os.path.isdir("/sys"):  # read-only, as a runtime mounts it (libvirt needs it)
+            argv += ["--ro-bind", "/sys", "/sys"]
+            for path in SYS_MASKED:
+                if os.path.isdir(path):
+                    argv += ["--tmpfs", path, "--remount-ro", path]
     if not conf.read_only_root or "/tmp" in targets:  # noqa: S108
         argv += ["--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108 - private /tmp
     else:  # as in an image: /tmp is there, read-only with the rest of the root
@@ -191,7 +200,7 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
         binds += ["--bind", spec.termination_host_file, spec.termination_path]
     for path in [project_root(), *python_paths(), *targets]:
         for parent in _parents(path):
-            if parent not in made and parent not in ("/usr", "/etc", "/dev", "/proc"):
+            if parent not in made and parent not in ("/usr", "/etc", "/dev", "/proc", "/sys"):
                 made.add(parent)
                 argv += ["--perms", "0755", "--dir", parent]
     argv += binds

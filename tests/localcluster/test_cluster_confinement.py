@@ -105,7 +105,9 @@ def test_default_pod_cannot_remount_the_hosts_usr_or_write_host_paths(kube: Kube
                         "try-mount", "/dev/vda", "/tmp", "ext4", "-",
                         "try-write", "/proc/sys/kernel/domainname", "x",
                         "try-write", "/etc/rootdisk-escape", "x",
-                        "try-unshare-user", "try-open", "/etc/shadow"))
+                        "try-unshare-user", "try-open", "/etc/shadow",
+                        "try-write", "/sys/kernel/uevent_helper", "x",
+                        "stat", "/sys/class"))
     st = status_of(out)
     assert st["Uid"].split() == ["0"] * 4
     assert st["CapEff"] == hexmask(DEFAULT_CAPS) and st["CapBnd"] == hexmask(DEFAULT_CAPS)
@@ -118,6 +120,8 @@ def test_default_pod_cannot_remount_the_hosts_usr_or_write_host_paths(kube: Kube
     assert r["write2"] == "EROFS"  # the host's /etc
     assert r["unshare0"] == "EPERM"  # a new user namespace would give back capabilities
     assert r["open0"] == "EACCES"  # the host's shadow file: a nodev /dev/null over it
+    assert r["write3"] == "EROFS"  # /sys is there (libvirt needs it), read-only
+    assert '"path": "/sys/class"' in out
     assert not os.path.exists(marker)
     # The same with the tools the report used.
     shell = pod("remount-sh", command=["sh", "-c", "mount -o remount,rw /usr; echo rc=$?; "
