@@ -174,16 +174,16 @@ def test_archive_into_block_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("status", "glob", "cls", "limit"), [
-    (None, "0.06", {}, 3),
-    ({"filesystemOverhead": {"global": "0.055"}}, "0.055", {}, 3),
-    ({"filesystemOverhead": {"global": "1"}}, "1", {}, 3),
-    ({"filesystemOverhead": {"global": "1.0"}}, "0.06", {}, 3),  # not a Percent
+    (None, "0.06", {}, 5),
+    ({"filesystemOverhead": {"global": "0.055"}}, "0.055", {}, 5),
+    ({"filesystemOverhead": {"global": "1"}}, "1", {}, 5),
+    ({"filesystemOverhead": {"global": "1.0"}}, "0.06", {}, 5),  # not a Percent
     ({"filesystemOverhead": {"global": "-0.1", "storageClass": {"a": "0.1", "b": "x"}}},
-     "0.06", {"a": "0.1"}, 3),
+     "0.06", {"a": "0.1"}, 5),
     ({"importRetryLimit": 0}, "0.06", {}, 0),
-    ({"importRetryLimit": -1}, "0.06", {}, 3),
-    ({"importRetryLimit": "5"}, "0.06", {}, 3),
-    ({"importRetryLimit": True}, "0.06", {}, 3),
+    ({"importRetryLimit": -1}, "0.06", {}, 5),
+    ({"importRetryLimit": "5"}, "0.06", {}, 5),
+    ({"importRetryLimit": True}, "0.06", {}, 5),
 ])
 def test_cdiconfig_defaults(status: dict[str, Any] | None, glob: str, cls: dict[str, str],
                             limit: int) -> None:
