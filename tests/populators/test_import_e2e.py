@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -12,6 +13,7 @@ from localcluster.controllers import client
 from localcluster.controllers.client import Kube
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, MiB, compare
+from tests.fixtures.tls import TlsMaterial
 from tests.localcluster.clusterkit import (
     claim_volume,
     needs_root,
@@ -233,3 +235,73 @@ def test_deleting_the_target_mid_import_leaves_nothing(
     assert cluster.volumes is not None
     wait_for(lambda: not cluster.volumes.exists(volume), timeout=30, what="volume removal")
     assert prime["metadata"]["ownerReferences"][0]["uid"] == uid
+
+
+@pytest.mark.usefixtures("operator")
+def test_https_with_ca_basic_auth_and_headers(
+        kube: Kube, ns: str, https_server: HttpServer, tls_material: TlsMaterial,
+        images: ImageFactory) -> None:
+    """The CA reaches the importer from the certConfigMap, the credentials from the Secret
+    by reference only: the pod spec holds no credential, and the server saw them."""
+    https_server.publish(images.get("qcow2").path, "private.qcow2")
+    https_server.set_faults("private.qcow2", Faults(
+        basic_auth=("alice", "s3cr3t-Pa55"), required_headers=(("X-Tenant", "blue"),)))
+    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": "creds"}, "type": "Opaque",
+                                 "stringData": {"accessKeyId": "alice",
+                                                "secretKey": "s3cr3t-Pa55"}}, ns)
+    ca = (tls_material.cert_dir / "ca.pem").read_text()
+    kube.create(client.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "ca"}, "data": {"ca.pem": ca}}, ns)
+    kit.import_source(kube, ns, "src", {"http": {
+        "url": https_server.url_for("private.qcow2"), "secretRef": "creds",
+        "certConfigMap": "ca", "extraHeaders": ["X-Tenant: blue"]}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    uid = target["metadata"]["uid"]
+    pod_obj = wait_for(lambda: kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns),
+                       timeout=60, what="importer pod")
+    assert "s3cr3t-Pa55" not in json.dumps(pod_obj)
+    claim = kit.wait_bound(kube, ns, "disk")
+    assert compare(images.get("raw").path, _volume_file(kube, claim))
+    authorized = [r for r in https_server.requests_for("private.qcow2")
+                  if r.headers.get("Authorization") and r.headers.get("X-Tenant") == "blue"]
+    assert authorized and all(r.status in (200, 206) for r in authorized)
+    assert "s3cr3t-Pa55" not in json.dumps(kit.annotations(kube, ns, "disk"))
+    # PVC''s and the pod's events are told on the target too.
+    copied = [e for e in kit.events_of(kube, ns, uid)
+              if e["message"].startswith(("[prime-", "[importer-prime-"))]
+    assert copied, kit.events_of(kube, ns, uid)
+    _gone(kube, ns, uid)
+
+
+@pytest.mark.usefixtures("operator")
+def test_wrong_password_is_unauthorized_at_once(
+        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+    http_server.publish(images.get("raw").path, "private.raw")
+    http_server.set_faults("private.raw", Faults(basic_auth=("alice", "right")))
+    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": "creds"},
+                                 "stringData": {"accessKeyId": "alice",
+                                                "secretKey": "wrong"}}, ns)
+    kit.import_source(kube, ns, "src", {"http": {"url": http_server.url_for("private.raw"),
+                                                 "secretRef": "creds"}})
+    kit.target_claim(kube, ns, "disk", source="src")
+    wait_for(lambda: kit.annotations(kube, ns, "disk").get(PHASE) == "Failed", timeout=90,
+             what=f"Failed\n{kit.diagnosis(kube, ns)}")
+    ann = kit.annotations(kube, ns, "disk")
+    assert ann[REASON] == "Unauthorized", ann
+    assert "wrong" not in ann[MESSAGE]
+
+
+@pytest.mark.usefixtures("operator")
+def test_unsupported_source_kind_fails_naming_the_field(kube: Kube, ns: str) -> None:
+    kit.import_source(kube, ns, "src", {"registry": {"url": "docker://quay.io/x/y"}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    wait_for(lambda: kit.annotations(kube, ns, "disk").get(PHASE) == "Failed", timeout=60,
+             what="Failed")
+    ann = kit.annotations(kube, ns, "disk")
+    assert ann[REASON] == "InvalidSource"
+    assert "spec.source.registry" in ann[MESSAGE]
+    uid = target["metadata"]["uid"]
+    assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None
+    assert kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None
