@@ -305,3 +305,26 @@ def test_unsupported_source_kind_fails_naming_the_field(kube: Kube, ns: str) -> 
     uid = target["metadata"]["uid"]
     assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None
     assert kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None
+
+
+@pytest.mark.usefixtures("operator")
+def test_several_imports_at_once(kube: Kube, ns: str, http_server: HttpServer,
+                                 images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
+    kit.import_source(kube, ns, "src", {"http": {"url": url}})
+    names = [f"disk-{i}" for i in range(4)]
+    for name in names:
+        kit.target_claim(kube, ns, name, source="src",
+                         mode="Block" if name.endswith(("1", "3")) else "Filesystem")
+    for name in names:
+        claim = kit.wait_bound(kube, ns, name, timeout=180)
+        assert compare(images.get("raw").path, _volume_file(kube, claim)), name
+    wait_for(lambda: not [p for p in kube.list(client.PODS, ns)["items"]], timeout=60,
+             what="importer pods gone")
+    wait_for(lambda: not [c for c in kube.list(client.PVCS, ns)["items"]
+                          if c["metadata"]["name"].startswith("prime-")], timeout=60,
+             what="PVC's gone")
+    # One PVC' per target, each announced once.
+    created = [e for e in kube.list(client.EVENTS, ns)["items"]
+               if e["reason"] == "CreatedPVCPrimeSuccessfully"]
+    assert sorted(e["involvedObject"]["name"] for e in created) == names
