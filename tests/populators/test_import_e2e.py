@@ -328,3 +328,23 @@ def test_several_imports_at_once(kube: Kube, ns: str, http_server: HttpServer,
     created = [e for e in kube.list(client.EVENTS, ns)["items"]
                if e["reason"] == "CreatedPVCPrimeSuccessfully"]
     assert sorted(e["involvedObject"]["name"] for e in created) == names
+
+
+@pytest.mark.usefixtures("operator")
+def test_retain_after_completion_keeps_pod_and_prime(
+        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+    url = http_server.publish(images.get("raw").path, "disk.raw")
+    kit.import_source(kube, ns, "src", {"http": {"url": url}})
+    target = kit.target_claim(kube, ns, "disk", source="src", annotations={
+        "cdi.kubevirt.io/storage.pod.retainAfterCompletion": "true"})
+    uid = target["metadata"]["uid"]
+    claim = kit.wait_bound(kube, ns, "disk")
+    assert compare(images.get("raw").path, _volume_file(kube, claim))
+    wait_phase(kube, client.PVCS, f"prime-{uid}", "Lost", ns=ns, timeout=60)
+    time.sleep(3)  # a few reconciles later, both are still there
+    assert kube.get(client.PVCS, f"prime-{uid}", ns)["status"]["phase"] == "Lost"
+    done = kube.get(client.PODS, f"importer-prime-{uid}", ns)
+    assert done["status"]["phase"] == "Succeeded"
+    # Deleting the target still takes them along.
+    kube.delete(client.PVCS, "disk", ns)
+    _gone(kube, ns, uid)
