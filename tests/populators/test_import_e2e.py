@@ -13,6 +13,7 @@ from localcluster.controllers import client
 from localcluster.controllers.client import Kube
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, MiB, compare
+from tests.fixtures.s3server import S3Server
 from tests.fixtures.tls import TlsMaterial
 from tests.localcluster.clusterkit import (
     claim_volume,
@@ -348,3 +349,22 @@ def test_retain_after_completion_keeps_pod_and_prime(
     # Deleting the target still takes them along.
     kube.delete(client.PVCS, "disk", ns)
     _gone(kube, ns, uid)
+
+
+@pytest.mark.usefixtures("operator")
+def test_s3_qcow2_with_a_credentials_secret(kube: Kube, ns: str, s3_server: S3Server,
+                                            s3_bucket: str, images: ImageFactory) -> None:
+    s3_server.put_file(s3_bucket, "images/disk.qcow2", images.get("qcow2").path)
+    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": "s3creds"},
+                                 "stringData": {"accessKeyId": s3_server.access_key,
+                                                "secretKey": s3_server.secret_key}}, ns)
+    kit.import_source(kube, ns, "src", {"s3": {
+        "url": f"{s3_server.endpoint}/{s3_bucket}/images/disk.qcow2", "secretRef": "s3creds"}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    pod_obj = wait_for(lambda: kube.get_or_none(
+        client.PODS, f"importer-prime-{target['metadata']['uid']}", ns), timeout=60,
+        what="importer pod")
+    assert s3_server.secret_key not in json.dumps(pod_obj)
+    claim = kit.wait_bound(kube, ns, "disk")
+    assert compare(images.get("raw").path, _volume_file(kube, claim))
