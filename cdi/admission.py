@@ -7,9 +7,13 @@ field) in ``status.message`` with code 422, as the API server's own validation d
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cdi import api
+from cdi.authorize import requester_annotation
 from cdi.validate import validate_create, validate_update
 
 Exists = Callable[[str, str, str], bool]
@@ -34,5 +38,28 @@ def review(body: Mapping[str, Any], *, exists: Exists) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": not problems}
     if problems:
         response["status"] = {"code": 422, "reason": "Invalid", "message": "; ".join(problems)}
+    return {"apiVersion": body.get("apiVersion") or "admission.k8s.io/v1",
+            "kind": "AdmissionReview", "response": response}
+
+
+def mutate(body: Mapping[str, Any], *, exists: Exists) -> dict[str, Any]:
+    """The mutating webhook: on CREATE, record the requesting user on the DataVolume
+    (``cdi.kubevirt.io/storage.clone.requester``), replacing whatever the user wrote
+    there, so the controller can authorise a cross-namespace clone for that user."""
+    del exists
+    request = body.get("request") or {}
+    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+    obj = request.get("object") or {}
+    if (request.get("kind") or {}).get("kind") == "DataVolume" and request.get(
+            "operation") == "CREATE":
+        value = requester_annotation(request.get("userInfo") or {})
+        if (obj.get("metadata") or {}).get("annotations") is None:
+            patch = [{"op": "add", "path": "/metadata/annotations",
+                      "value": {api.CLONE_REQUESTER: value}}]
+        else:
+            key = api.CLONE_REQUESTER.replace("~", "~0").replace("/", "~1")
+            patch = [{"op": "add", "path": f"/metadata/annotations/{key}", "value": value}]
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     return {"apiVersion": body.get("apiVersion") or "admission.k8s.io/v1",
             "kind": "AdmissionReview", "response": response}

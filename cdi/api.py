@@ -44,8 +44,18 @@ FILL_ALERT_LABEL: Final = "alerts.k8s.io/KubePersistentVolumeFillingUp"
 APP_LABEL: Final = "app"
 APP_LABEL_VALUE: Final = "containerized-data-importer"
 
+PERMISSIVE_CLONE: Final = ANN + "permissiveClone"
+CLONE_FALLBACK_REASON: Final = ANN + "cloneFallbackReason"
+CLONE_REQUESTER: Final = ANN + "storage.clone.requester"
+"""Who created a DataVolume (JSON: username, uid, groups), written by the mutating webhook
+at admission and never accepted from the user; upstream keeps a signed token instead."""
+CLONE_FOR_DV_LABEL: Final = ANN + "clone-for-datavolume"
+"""rootdisk: on a VolumeCloneSource in another namespace, the DataVolume's UID."""
+
 IMPORT_SOURCE_KIND: Final = "VolumeImportSource"
 IMPORT_SOURCE_PREFIX: Final = "volume-import-source-"
+CLONE_SOURCE_KIND: Final = "VolumeCloneSource"
+CLONE_SOURCE_PREFIX: Final = "volume-clone-source-"
 
 # DataVolume phases
 PENDING: Final = "Pending"
@@ -53,6 +63,8 @@ WAIT_FOR_FIRST_CONSUMER: Final = "WaitForFirstConsumer"
 PENDING_POPULATION: Final = "PendingPopulation"
 IMPORT_SCHEDULED: Final = "ImportScheduled"
 IMPORT_IN_PROGRESS: Final = "ImportInProgress"
+CLONE_SCHEDULED: Final = "CloneScheduled"
+CLONE_IN_PROGRESS: Final = "CloneInProgress"
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
 

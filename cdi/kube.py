@@ -59,6 +59,10 @@ class Kind:
 
 DATAVOLUMES = Kind(api.GROUP, api.VERSION, "datavolumes")
 IMPORT_SOURCES = Kind(api.GROUP, api.VERSION, "volumeimportsources")
+CLONE_SOURCES = Kind(api.GROUP, api.VERSION, "volumeclonesources")
+DATASOURCES = Kind(api.GROUP, api.VERSION, "datasources")
+SUBJECT_ACCESS_REVIEWS = Kind("authorization.k8s.io", "v1", "subjectaccessreviews",
+                              namespaced=False)
 CDICONFIGS = Kind(api.GROUP, api.VERSION, "cdiconfigs", namespaced=False)
 STORAGEPROFILES = Kind(api.GROUP, api.VERSION, "storageprofiles", namespaced=False)
 PVCS = Kind("", "v1", "persistentvolumeclaims")
@@ -146,6 +150,11 @@ class Client:
         except KubeError as err:
             if err.status != 404:
                 raise
+
+    def allowed(self, review: Obj) -> bool:
+        """Ask the API server a SubjectAccessReview; True when it allows."""
+        out = self.request("POST", SUBJECT_ACCESS_REVIEWS.path(), body=review)
+        return bool(((out or {}).get("status") or {}).get("allowed"))
 
     def exists(self, kind: str, name: str, namespace: str) -> bool:
         target = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS}[kind]

@@ -16,9 +16,11 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cdi import api, config, profiles
+from cdi import api, authorize, clone, config, profiles
 from cdi.kube import (
     CDICONFIGS,
+    CLONE_SOURCES,
+    DATASOURCES,
     DATAVOLUMES,
     IMPORT_SOURCES,
     PVCS,
@@ -104,7 +106,51 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
             logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, observed.phase)
     if observed.phase == api.SUCCEEDED:
         client.delete(IMPORT_SOURCES, import_source_name(dv["metadata"]["uid"]), namespace)
+    if observed.phase in (api.SUCCEEDED, api.FAILED):
+        delete_clone_source(client, dv)
     return observed.phase
+
+
+def delete_clone_source(client: Client, dv: Mapping[str, Any]) -> None:
+    """Remove the DataVolume's VolumeCloneSource (it may live in the source namespace,
+    where no owner reference can reach it)."""
+    ref = (((client.get(PVCS, dv["metadata"]["name"], dv["metadata"]["namespace"]) or {})
+            .get("spec") or {}).get("dataSourceRef") or {})
+    source = clone_target(client, dv)
+    ns = (ref.get("namespace") if ref.get("kind") == api.CLONE_SOURCE_KIND else None) or (
+        source.namespace if isinstance(source, clone.SourceRef) else None)
+    if ns is None:
+        return
+    name = clone.clone_source_name(dv["metadata"]["uid"])
+    existing = client.get(CLONE_SOURCES, name, ns)
+    if existing is not None and (existing["metadata"].get("labels") or {}).get(
+            api.CLONE_FOR_DV_LABEL) == dv["metadata"]["uid"]:
+        client.delete(CLONE_SOURCES, name, ns)
+
+
+def clone_target(client: Client, dv: Mapping[str, Any]) -> clone.SourceRef | tuple[str, str] | None:
+    """The claim a clone DataVolume copies: ``source.pvc``, or the PVC its DataSource names
+    (following one DataSource to another, no further). None for other DataVolumes; a
+    (reason, message) when a DataSource does not lead to a claim."""
+    direct = clone.pvc_source(dv)
+    if direct is not None:
+        return direct
+    ref = clone.data_source_ref(dv)
+    if ref is None:
+        return None
+    for _depth in range(2):
+        ds = client.get(DATASOURCES, ref.name, ref.namespace)
+        if ds is None:
+            return ("CloneSourceNotFound", f"DataSource {ref.namespace}/{ref.name} not found")
+        target = clone.data_source_target(ds)
+        if target is None:
+            return ("CloneSourceNotFound",
+                    f"DataSource {ref.namespace}/{ref.name} has no source")
+        kind, ref = target
+        if kind == "pvc":
+            return ref
+    return ("CloneSourceNotFound", "DataSource: spec.source.dataSource may refer to another"
+            " DataSource only one level deep")
 
 
 def _adopt(client: Client, claim: Obj, dv: Obj) -> Obj:
@@ -147,14 +193,25 @@ def _create_target(
         # Kubernetes' default, not the virt default
         storage_class = pick_storage_class(requested=wanted.get("storageClassName"),
                                            classes=classes, content_type="archive")
+    clone_from = None
+    source_ref = clone_target(client, dv)
+    if isinstance(source_ref, tuple):
+        return None, storage_class, source_ref
+    if source_ref is not None:
+        found = _clone_source(client, dv, source_ref, config_status)
+        if not isinstance(found, clone.Source):
+            return None, storage_class, found
+        clone_from = (source_ref, found)
     try:
         target = render(dv=dv, storage_class=storage_class, profile=profile,
-                        config_status=config_status)
+                        config_status=config_status, clone_from=clone_from)
     except RenderError as err:
         return None, None, (err.reason, err.message)
     ns = dv["metadata"]["namespace"]
     if target.import_source is not None:
         client.create(IMPORT_SOURCES, target.import_source)
+    if target.clone_source is not None:
+        client.create(CLONE_SOURCES, target.clone_source)
     created = client.create(PVCS, target.claim)
     if created is not None:
         logger.info("datavolume %s/%s: created claim (%s)", ns, dv["metadata"]["name"],
@@ -164,6 +221,29 @@ def _create_target(
         return None, storage_class, ("ErrResourceExists", f'Resource "{dv["metadata"]["name"]}"'
                                      " already exists and is not managed by DataVolume")
     return claim, storage_class, None
+
+
+def _clone_source(client: Client, dv: Obj, ref: clone.SourceRef,
+                  config_status: Mapping[str, Any] | None,
+                  ) -> clone.Source | tuple[str, str]:
+    """The source claim of a clone, after the authorization check for another namespace
+    (nothing of the source is read before it passes)."""
+    if ref.namespace != dv["metadata"]["namespace"]:
+        who = authorize.requester(dv)
+        ok = who is not None and any(
+            client.allowed(r) for r in authorize.reviews(who=who, namespace=ref.namespace))
+        if not ok:
+            return ("CloneUnauthorized",
+                    authorize.denied_message(who=who, namespace=ref.namespace))
+    claim = client.get(PVCS, ref.name, ref.namespace)
+    if claim is None:
+        return ("CloneSourceNotFound",
+                f"clone source claim {ref.namespace}/{ref.name} not found")
+    mode = clone.volume_mode(claim)
+    overhead = config.overhead_for(status=config_status,
+                                   storage_class=(claim.get("spec") or {}).get(
+                                       "storageClassName"), volume_mode=mode)
+    return clone.Source(claim=claim, overhead=overhead)
 
 
 def reconcile_config(client: Client) -> Obj:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdi import api
+from cdi import api, clone
 from cdi.config import overhead_for
 from sizes import parse_bytes, required_space
 
@@ -36,6 +36,7 @@ class RenderError(Exception):
 class Target:
     claim: Obj
     import_source: Obj | None
+    clone_source: Obj | None = None
 
 
 def import_source_name(dv_uid: str) -> str:
@@ -77,15 +78,17 @@ def pick_storage_class(
 def render(
     *, dv: Mapping[str, Any], storage_class: Mapping[str, Any] | None,
     profile: Mapping[str, Any] | None, config_status: Mapping[str, Any] | None,
+    clone_from: tuple[clone.SourceRef, clone.Source] | None = None,
 ) -> Target:
-    """The target claim (and its VolumeImportSource) for an import or blank DataVolume.
+    """The target claim (and its VolumeImportSource, or VolumeCloneSource when
+    ``clone_from`` gives the source claim of a clone) for a DataVolume.
 
     :raise RenderError: when the DataVolume cannot be satisfied as it stands.
     """
     meta, spec = dv["metadata"], dv.get("spec") or {}
     content_type = spec.get("contentType") or "kubevirt"
     kind = source_kind(dv)
-    if kind not in api.IMPORT_SOURCE_KINDS:
+    if clone_from is None and kind not in api.IMPORT_SOURCE_KINDS:
         raise RenderError("UnsupportedSource",
                           f"source kind {kind!r} is not supported by this operator yet")
     if spec.get("pvc") is not None:
@@ -93,15 +96,23 @@ def render(
         if content_type == "archive" and claim_spec.get("volumeMode") == "Block":
             raise RenderError("InvalidVolumeMode",
                               "ContentType Archive cannot have block volumeMode")
+        if clone_from is not None:
+            _clone_size(dv, claim_spec, clone_from[1], config_status=config_status,
+                        default=False)
     elif spec.get("storage") is not None:
         claim_spec = _complete_storage(spec["storage"], storage_class=storage_class,
                                        profile=profile, config_status=config_status,
-                                       content_type=content_type)
+                                       content_type=content_type,
+                                       clone_source=None if clone_from is None
+                                       else clone_from[1], dv=dv)
     else:
         raise RenderError("MissingStorage", "spec.pvc or spec.storage is required")
     source_name = import_source_name(meta["uid"])
-    claim_spec["dataSourceRef"] = {"apiGroup": api.GROUP, "kind": api.IMPORT_SOURCE_KIND,
-                                   "name": source_name}
+    if clone_from is not None:
+        claim_spec["dataSourceRef"] = clone.data_source_ref_field(dv=dv, source=clone_from[0])
+    else:
+        claim_spec["dataSourceRef"] = {"apiGroup": api.GROUP,
+                                       "kind": api.IMPORT_SOURCE_KIND, "name": source_name}
     claim_spec.pop("dataSource", None)
     labels = dict(meta.get("labels") or {})
     labels[api.APP_LABEL] = api.APP_LABEL_VALUE
@@ -120,6 +131,9 @@ def render(
                      "annotations": annotations, "ownerReferences": [owner_reference(dv)]},
         "spec": claim_spec,
     }
+    if clone_from is not None:
+        return Target(claim=claim, import_source=None,
+                      clone_source=clone.clone_source(dv=dv, source=clone_from[0]))
     source_spec: Obj = {"source": copy.deepcopy(spec["source"]), "contentType": content_type}
     if spec.get("preallocation") is not None:
         source_spec["preallocation"] = bool(spec["preallocation"])
@@ -136,7 +150,8 @@ def render(
 def _complete_storage(
     storage: Mapping[str, Any], *, storage_class: Mapping[str, Any] | None,
     profile: Mapping[str, Any] | None, config_status: Mapping[str, Any] | None,
-    content_type: str,
+    content_type: str, clone_source: clone.Source | None = None,
+    dv: Mapping[str, Any] | None = None,
 ) -> Obj:
     out: Obj = copy.deepcopy(dict(storage))
     if storage_class is None:
@@ -169,6 +184,11 @@ def _complete_storage(
     out["volumeMode"] = mode
     requests = dict(((out.get("resources") or {}).get("requests")) or {})
     text = requests.get("storage")
+    overhead = overhead_for(status=config_status, storage_class=class_name, volume_mode=mode)
+    if clone_source is not None and dv is not None:
+        out["resources"] = {**(out.get("resources") or {}), "requests": requests}
+        _clone_size(dv, out, clone_source, config_status=config_status, default=True)
+        return out
     if text is None:
         raise RenderError("ErrClaimNotValid", "spec.storage.resources.requests.storage is missing")
     try:
@@ -176,7 +196,6 @@ def _complete_storage(
     except ValueError as err:
         raise RenderError("ErrClaimNotValid",
                           f"spec.storage.resources.requests.storage: {err}") from None
-    overhead = overhead_for(status=config_status, storage_class=class_name, volume_mode=mode)
     new_size = required_space(size=size, overhead=overhead) if overhead else size
     minimum = (((profile or {}).get("metadata") or {}).get("annotations") or {}).get(
         api.MINIMUM_PVC_SIZE)
@@ -188,3 +207,45 @@ def _complete_storage(
         requests["storage"] = str(new_size)
     out["resources"] = {**(out.get("resources") or {}), "requests": requests}
     return out
+
+
+def _clone_size(dv: Mapping[str, Any], claim_spec: Obj, source: clone.Source, *,
+                config_status: Mapping[str, Any] | None, default: bool) -> None:
+    """Size a clone target in place: check a given size against the source; fill an
+    omitted one from it (``spec.storage`` only, ``default``)."""
+    field = "spec.storage" if default else "spec.pvc"
+    mode = str(claim_spec.get("volumeMode") or "Filesystem")
+    requests = dict((claim_spec.get("resources") or {}).get("requests") or {})
+    text = requests.get("storage")
+    try:
+        if text is None:
+            if not default:
+                raise RenderError("ErrClaimNotValid",
+                                  f"{field}.resources.requests.storage is missing")
+            overhead = overhead_for(status=config_status,
+                                    storage_class=claim_spec.get("storageClassName"),
+                                    volume_mode=mode)
+            size = clone.default_size(source=source, target_mode=mode,
+                                      target_overhead=overhead)
+            requests["storage"] = str(size)
+        else:
+            try:
+                requested = parse_bytes(text)
+            except ValueError as err:
+                raise RenderError("ErrClaimNotValid",
+                                  f"{field}.resources.requests.storage: {err}") from None
+            clone.check_size(dv=dv, source=source, requested=requested)
+            if default and mode != clone.volume_mode(source.claim):
+                # across modes the image must fit: at least the image plus overhead
+                overhead = overhead_for(status=config_status,
+                                        storage_class=claim_spec.get("storageClassName"),
+                                        volume_mode=mode)
+                need = clone.default_size(source=source, target_mode=mode,
+                                          target_overhead=overhead)
+                if need > requested:
+                    requests["storage"] = str(need)
+    except clone.CloneError as err:
+        raise RenderError(err.reason, err.message) from None
+    except ValueError as err:
+        raise RenderError("CloneValidationFailed", f"source claim: {err}") from None
+    claim_spec["resources"] = {**(claim_spec.get("resources") or {}), "requests": requests}

@@ -18,7 +18,8 @@ from cdi import api
 
 Obj = dict[str, Any]
 
-PERMANENT = frozenset({"InvalidVolumeMode", "UnsupportedSource", "MissingStorage"})
+PERMANENT = frozenset({"InvalidVolumeMode", "UnsupportedSource", "MissingStorage",
+                       "CloneValidationFailed", "CloneUnauthorized"})
 """Controller-side failures no later change can mend: the DataVolume's spec is immutable."""
 
 
@@ -89,12 +90,15 @@ def observe(
     if _waits_for_consumer(claim, storage_class):
         phase = api.PENDING_POPULATION if _has_populator(claim) else api.WAIT_FOR_FIRST_CONSUMER
         return Observed(phase, "N/A", restarts, bound, running, ("False", "", ""))
+    cloning = _is_clone(claim)
     if pod_phase == "Running":
-        return Observed(api.IMPORT_IN_PROGRESS, anns.get(api.POPULATOR_PROGRESS) or "N/A",
-                        restarts, bound, running,
-                        ("False", "TransferRunning", f"Import into {name} in progress"))
+        return Observed(api.CLONE_IN_PROGRESS if cloning else api.IMPORT_IN_PROGRESS,
+                        anns.get(api.POPULATOR_PROGRESS) or "N/A", restarts, bound, running,
+                        ("False", "TransferRunning",
+                         f"{'Clone' if cloning else 'Import'} into {name} in progress"))
     if _has_populator(claim):
-        return Observed(api.IMPORT_SCHEDULED, anns.get(api.POPULATOR_PROGRESS) or "N/A",
+        return Observed(api.CLONE_SCHEDULED if cloning else api.IMPORT_SCHEDULED,
+                        anns.get(api.POPULATOR_PROGRESS) or "N/A",
                         restarts, bound, running, ("False", "", ""))
     return Observed(api.PENDING, "N/A", restarts, bound, running, ("False", "", ""))
 
@@ -103,6 +107,10 @@ def events_for(*, previous: str | None, observed: Observed, claim_name: str) -> 
     """Events announcing a phase change (none when the phase did not change)."""
     if previous == observed.phase:
         return []
+    if observed.phase == api.CLONE_SCHEDULED:
+        return [Event("Normal", "CloneScheduled", f"Cloning into {claim_name} scheduled")]
+    if observed.phase == api.CLONE_IN_PROGRESS:
+        return [Event("Normal", "CloneInProgress", f"Cloning into {claim_name} in progress")]
     if observed.phase == api.IMPORT_SCHEDULED:
         return [Event("Normal", "ImportScheduled", f"Import into {claim_name} scheduled")]
     if observed.phase == api.IMPORT_IN_PROGRESS:
@@ -154,6 +162,11 @@ def _running(anns: Mapping[str, str]) -> tuple[str, str, str]:
 def _has_populator(claim: Mapping[str, Any]) -> bool:
     ref = (claim.get("spec") or {}).get("dataSourceRef") or {}
     return bool(ref.get("apiGroup") == api.GROUP and ref.get("kind"))
+
+
+def _is_clone(claim: Mapping[str, Any]) -> bool:
+    ref = (claim.get("spec") or {}).get("dataSourceRef") or {}
+    return bool(ref.get("kind") == api.CLONE_SOURCE_KIND)
 
 
 def _waits_for_consumer(claim: Mapping[str, Any], sc: Mapping[str, Any] | None) -> bool:

@@ -62,9 +62,15 @@ def validate_create(*, dv: Mapping[str, Any], exists: Exists) -> list[str]:
 
 def validate_update(*, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """A DataVolume's spec cannot change once created (upstream refuses it too)."""
+    problems = []
     if (old.get("spec") or {}) != (new.get("spec") or {}):
-        return ["spec: Cannot update DataVolume spec; delete and recreate it instead"]
-    return []
+        problems.append("spec: Cannot update DataVolume spec; delete and recreate it instead")
+    def requester(dv: Mapping[str, Any]) -> Any:
+        return ((dv.get("metadata") or {}).get("annotations") or {}).get(api.CLONE_REQUESTER)
+    if requester(old) != requester(new):
+        problems.append(f"metadata.annotations[{api.CLONE_REQUESTER}]: set at creation by"
+                        " the webhook; it cannot be changed")
+    return problems
 
 
 def _source_problems(kind: str, src: Mapping[str, Any], exists: Exists) -> list[str]:

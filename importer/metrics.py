@@ -15,11 +15,12 @@ from importer.progress import Update
 
 
 class ProgressMetric:
-    def __init__(self, *, owner_uid: str, port: int, addr: str = "0.0.0.0") -> None:
+    def __init__(self, *, owner_uid: str, port: int, addr: str = "0.0.0.0",
+                 name: str = "kubevirt_cdi_import_progress") -> None:
         self.registry = CollectorRegistry()
         self._counter = Counter(
-            "kubevirt_cdi_import_progress",
-            "Import progress in percent",
+            name,
+            "Progress in percent",
             ["ownerUID"],
             registry=self.registry,
         ).labels(ownerUID=owner_uid)

@@ -116,6 +116,16 @@ class SparseWriter:
             self._write_sparse(data)
         self.offset = end
 
+    def skip(self, length: int) -> None:
+        """Advance over ``length`` bytes of zeros (a hole in the source) without sending
+        them: a fresh file or a discarded device reads zeros there already."""
+        end = self.offset + length
+        if self.capacity is not None and end > self.capacity:
+            raise OSError(errno.ENOSPC, f"no space left on {self.path} ({self.capacity} bytes)")
+        if self.preallocate or not self._zeroed:
+            self._write_zeros(self.offset, end)
+        self.offset = end
+
     def _write_sparse(self, data: bytes) -> None:
         start = None  # start of the pending data run within ``data``
         for pos in range(0, len(data), ZERO_BLOCK_SIZE):

@@ -60,9 +60,13 @@ def owner_ref(obj: Obj, *, kind: str, api_version: str = "v1") -> dict[str, Any]
 
 
 def render_prime(*, target: Obj, populator_kind: str,
-                 source_annotations: Mapping[str, str]) -> dict[str, Any]:
-    """PVC' for ``target``: same modes, size and class, owned by the target."""
+                 source_annotations: Mapping[str, str], namespace: str | None = None,
+                 data_source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """PVC' for ``target``: same modes, size and class, owned by the target. In another
+    ``namespace`` (a cross-namespace clone) it names its target by annotation instead;
+    with ``data_source`` the storage fills it (a CSI clone)."""
     tm, ts = meta(target), spec(target)
+    ns = namespace or str(tm.get("namespace"))
     ann = {
         names.IMMEDIATE_BINDING: "",
         names.POPULATOR_KIND: populator_kind,
@@ -79,18 +83,39 @@ def render_prime(*, target: Obj, populator_kind: str,
         pspec["storageClassName"] = ts["storageClassName"]
     if ts.get("volumeMode"):
         pspec["volumeMode"] = ts["volumeMode"]
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": names.prime_name(str(tm.get("uid"))),
-            "namespace": tm.get("namespace"),
-            "labels": {names.APP_LABEL: names.APP_VALUE, names.VELERO_EXCLUDE: "true"},
-            "annotations": ann,
-            "ownerReferences": [owner_ref(target, kind="PersistentVolumeClaim")],
-        },
-        "spec": pspec,
+    if data_source is not None:
+        pspec["dataSource"] = dict(data_source)
+    pmeta: dict[str, Any] = {
+        "name": names.prime_name(str(tm.get("uid"))),
+        "namespace": ns,
+        "labels": {names.APP_LABEL: names.APP_VALUE, names.VELERO_EXCLUDE: "true"},
+        "annotations": ann,
     }
+    if ns == tm.get("namespace"):
+        pmeta["ownerReferences"] = [owner_ref(target, kind="PersistentVolumeClaim")]
+    else:
+        ann[names.PRIME_TARGET] = f"{tm.get('namespace')}/{tm.get('name')}/{tm.get('uid')}"
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": pmeta,
+            "spec": pspec}
+
+
+def prime_of(prime: Obj, target: Obj) -> bool:
+    """PVC' belongs to ``target``: owned by it, or (in another namespace) naming it."""
+    if owned_by(prime, target):
+        return True
+    tm = meta(target)
+    return meta(prime).get("namespace") != tm.get("namespace") and annots(prime).get(
+        names.PRIME_TARGET) == f"{tm.get('namespace')}/{tm.get('name')}/{tm.get('uid')}"
+
+
+def prime_target(prime: Obj) -> tuple[str, str, str] | None:
+    """(namespace, name, uid) of PVC''s target, from its controller owner or annotation."""
+    owner = controller_owner(prime)
+    if owner is not None and owner.get("kind") == "PersistentVolumeClaim":
+        return (str(meta(prime).get("namespace")), str(owner.get("name")),
+                str(owner.get("uid")))
+    parts = str(annots(prime).get(names.PRIME_TARGET) or "").split("/")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
 
 
 def owned_by(obj: Obj, owner: Obj) -> bool:

@@ -52,6 +52,12 @@ class Populator(Protocol):
     def source_namespace(self, target: Obj) -> str:
         """Where the source object lives."""
 
+    def prime_namespace(self, target: Obj) -> str:
+        """Where PVC' and the pod go (the target's, or a clone source's)."""
+
+    def pod_name(self, prime: str) -> str:
+        """The name of PVC''s pod."""
+
     def prime_annotations(self, source: Obj) -> dict[str, str]:
         """PVC' preparation: the annotations describing the source (raises SourceError)."""
 
@@ -61,6 +67,13 @@ class Populator(Protocol):
 
 
 # -- what exists -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Emit:
+    type: str
+    reason: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,13 @@ class Observed:
     users: tuple[str, ...] = ()
     """Other unfinished pods that use PVC'."""
     config: CdiConfig = field(default_factory=CdiConfig)
+    prime_data_source: Mapping[str, Any] | None = None
+    """PVC''s ``dataSource`` when the storage fills it (a CSI clone): no pod then."""
+    source_busy: str = ""
+    """Why the source cannot be read now (a pod writes to it); the populator waits."""
+    notes: Mapping[str, str] = field(default_factory=dict)
+    """Annotations the populator's choice adds to the target (clone strategy, fallback)."""
+    note_events: tuple[Emit, ...] = ()
 
 
 # -- what to do ------------------------------------------------------------------------
@@ -94,12 +114,15 @@ class CreatePod:
 class DeletePod:
     name: str
     uid: str
+    namespace: str = ""
+    """Empty: the target's."""
 
 
 @dataclass(frozen=True)
 class DeletePrime:
     name: str
     uid: str
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,13 +137,6 @@ class Rebind:
     claim_ref: Mapping[str, Any]
     resource_version: str
     """The PV's, for an optimistic update: a concurrent change makes it fail and retry."""
-
-
-@dataclass(frozen=True)
-class Emit:
-    type: str
-    reason: str
-    message: str
 
 
 Action = CreatePrime | CreatePod | DeletePod | DeletePrime | Annotate | Rebind | Emit
@@ -152,11 +168,21 @@ def _cleanup(o: Observed, *, keep_prime_until_lost: bool) -> list[Action]:
     if _retain(o.target):
         return acts
     if o.pod is not None:
-        acts.append(DeletePod(str(meta(o.pod).get("name")), str(meta(o.pod).get("uid"))))
+        acts.append(_delete_pod(o.pod))
     if o.prime is not None and not meta(o.prime).get("deletionTimestamp") and (
             not keep_prime_until_lost or phase(o.prime) == "Lost"):
-        acts.append(DeletePrime(str(meta(o.prime).get("name")), str(meta(o.prime).get("uid"))))
+        acts.append(_delete_prime(o.prime))
     return acts
+
+
+def _delete_pod(pod: Obj) -> DeletePod:
+    m = meta(pod)
+    return DeletePod(str(m.get("name")), str(m.get("uid")), str(m.get("namespace") or ""))
+
+
+def _delete_prime(prime: Obj) -> DeletePrime:
+    m = meta(prime)
+    return DeletePrime(str(m.get("name")), str(m.get("uid")), str(m.get("namespace") or ""))
 
 
 def _give_up(o: Observed, *, reason: str, message: str, restarts: int | None = None,
@@ -179,10 +205,9 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         # Ownership would remove them too, but not before the importer had run on.
         acts: list[Action] = []
         if o.pod is not None:
-            acts.append(DeletePod(str(meta(o.pod).get("name")), str(meta(o.pod).get("uid"))))
+            acts.append(_delete_pod(o.pod))
         if o.prime is not None and not meta(o.prime).get("deletionTimestamp"):
-            acts.append(DeletePrime(str(meta(o.prime).get("name")),
-                                    str(meta(o.prime).get("uid"))))
+            acts.append(_delete_prime(o.prime))
         return Plan(tuple(acts), waiting="target is being deleted")
 
     if phase(t) == "Bound" and spec(t).get("volumeName"):
@@ -217,19 +242,41 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         return Plan(waiting=not_ready, active=o.storage_class is None)
 
     prime_name = names.prime_name(str(meta(t).get("uid")))
+    notes: list[Action] = [*_annotate(t, o.notes)]
+    if notes:
+        notes += o.note_events
     if o.prime is None:
+        if o.source_busy:
+            return Plan((*notes, Emit("Warning", "CloneSourceInUse", o.source_busy)),
+                        waiting="source in use", active=True)
         manifest = claims.render_prime(target=t, populator_kind=populator.kind,
-                                       source_annotations=source_annotations)
-        return Plan((CreatePrime(manifest),
+                                       source_annotations=source_annotations,
+                                       namespace=populator.prime_namespace(t),
+                                       data_source=o.prime_data_source)
+        return Plan((*notes, CreatePrime(manifest),
                      *_annotate(t, {names.PVC_PRIME: prime_name}),
                      Emit("Normal", "CreatedPVCPrimeSuccessfully",
                           "PVC Prime created successfully")),
                     waiting="PVC' created", active=True)
-    acts = _annotate(t, {names.PVC_PRIME: prime_name})
+    acts = [*notes, *_annotate(t, {names.PVC_PRIME: prime_name})]
     if meta(o.prime).get("deletionTimestamp"):
         return Plan(tuple(acts), waiting="PVC' is being deleted", active=True)
 
+    if spec(o.prime).get("dataSource"):
+        # The storage fills PVC' as it provisions it (a CSI clone): no pod.
+        if phase(o.prime) != "Bound":
+            acts += _annotate(t, {names.POD_PHASE: names.RUNNING_PHASE,
+                                  names.RUNNING: "true", names.RUNNING_REASON: "",
+                                  names.RUNNING_MESSAGE: ""})
+            return Plan(tuple(acts), waiting="the storage is cloning", active=True)
+        acts += _annotate(t, {names.POD_PHASE: names.SUCCEEDED, names.RUNNING: "false",
+                              names.RUNNING_REASON: "Completed", names.PROGRESS: DONE})
+        return _rebind(o, acts)
+
     if o.pod is None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
+        if o.source_busy:
+            return Plan((*acts, Emit("Warning", "CloneSourceInUse", o.source_busy)),
+                        waiting="source in use", active=True)
         if o.users:
             return Plan((*acts, Emit("Warning", "ImportTargetInUse",
                                      f"pod(s) {', '.join(sorted(o.users))} use PVC "
@@ -257,7 +304,7 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         if view.state is podstate.State.REPLACE:
             wanted[names.POD_RESTARTS] = str(view.restarts + 1)
             acts += _annotate(t, wanted)
-            acts.append(DeletePod(str(meta(o.pod).get("name")), str(meta(o.pod).get("uid"))))
+            acts.append(_delete_pod(o.pod))
             return Plan(tuple(acts), waiting=f"pod failed ({view.reason}); replacing it",
                         active=True)
         if view.state is not podstate.State.SUCCEEDED:

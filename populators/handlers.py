@@ -26,6 +26,7 @@ from typing import Any
 import kopf
 
 from populators import names
+from populators.clone_populator import ClonePopulator, CloneReconciler
 from populators.import_populator import ImportPopulator
 from populators.importer_pod import Settings
 from populators.kube import Kube, load_configuration
@@ -41,8 +42,9 @@ CONCURRENCY = 8
 
 @dataclass
 class _State:
-    reconciler: Reconciler | None = None
-    active: set[tuple[str, str]] = field(default_factory=set)
+    reconcilers: dict[str, Reconciler] = field(default_factory=dict)
+    """By the dataSourceRef kind they serve."""
+    active: set[tuple[str, str, str]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
     ticker: asyncio.Task[None] | None = None
 
@@ -50,8 +52,8 @@ class _State:
 _state = _State()
 
 
-def _run(namespace: str, name: str) -> None:
-    reconciler = _state.reconciler
+def _run(kind: str, namespace: str, name: str) -> None:
+    reconciler = _state.reconcilers.get(kind)
     if reconciler is None:
         return
     try:
@@ -61,16 +63,16 @@ def _run(namespace: str, name: str) -> None:
         again = True
     with _state.lock:
         if again:
-            _state.active.add((namespace, name))
+            _state.active.add((kind, namespace, name))
         else:
-            _state.active.discard((namespace, name))
+            _state.active.discard((kind, namespace, name))
 
 
 async def _tick() -> None:
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(CONCURRENCY)
 
-    async def one(key: tuple[str, str]) -> None:
+    async def one(key: tuple[str, str, str]) -> None:
         async with gate:
             await loop.run_in_executor(None, _run, *key)
 
@@ -95,7 +97,11 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     kube = Kube(load_configuration(os.environ.get("KUBECONFIG") or None))
-    _state.reconciler = Reconciler(kube, ImportPopulator(), Settings.from_env(os.environ))
+    pods = Settings.from_env(os.environ)
+    _state.reconcilers = {
+        "VolumeImportSource": Reconciler(kube, ImportPopulator(), pods),
+        "VolumeCloneSource": CloneReconciler(kube, ClonePopulator(), pods),
+    }
     with _state.lock:
         _state.active.clear()
     _state.ticker = asyncio.create_task(_tick())
@@ -107,51 +113,55 @@ async def _cleanup(**_: Any) -> None:
         _state.ticker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await _state.ticker
-    if _state.reconciler is not None:
-        _state.reconciler.kube.close()
-        _state.reconciler.close()
-    _state.reconciler, _state.ticker = None, None
+    for reconciler in _state.reconcilers.values():
+        reconciler.close()
+    if _state.reconcilers:
+        next(iter(_state.reconcilers.values())).kube.close()
+    _state.reconcilers, _state.ticker = {}, None
 
 
 @kopf.on.event("", "v1", "persistentvolumeclaims")
 def _claim_event(body: kopf.Body, type: str | None, **_: Any) -> None:
-    reconciler = _state.reconciler
-    if reconciler is None:
-        return
     meta = body.get("metadata") or {}
     ns, name = str(meta.get("namespace")), str(meta.get("name"))
-    if reconciler.is_target(body):
-        if type == "DELETED":
-            with _state.lock:
-                _state.active.discard((ns, name))
-            reconciler.forget(f"{ns}/{name}", str(meta.get("uid")))
-            _via_prime(reconciler, ns, names.prime_name(str(meta.get("uid"))))
-            return
-        _run(ns, name)
-        return
     ann = meta.get("annotations") or {}
-    if ann.get(names.POPULATOR_KIND) == reconciler.populator.kind and type != "DELETED":
-        _via_prime(reconciler, ns, name)
+    for kind, reconciler in list(_state.reconcilers.items()):
+        if reconciler.is_target(body):
+            if type == "DELETED":
+                with _state.lock:
+                    _state.active.discard((kind, ns, name))
+                reconciler.forget(f"{ns}/{name}", str(meta.get("uid")))
+                _via_prime(kind, reconciler.populator.prime_namespace(body),
+                           names.prime_name(str(meta.get("uid"))))
+                return
+            _run(kind, ns, name)
+            return
+        if ann.get(names.POPULATOR_KIND) == kind and type != "DELETED":
+            _via_prime(kind, ns, name)
 
 
-@kopf.on.event("", "v1", "pods", labels={names.APP_LABEL: names.APP_VALUE,
-                                          names.COMPONENT_LABEL: "importer"})
+@kopf.on.event("", "v1", "pods", labels={names.APP_LABEL: names.APP_VALUE})
 def _pod_event(body: kopf.Body, **_: Any) -> None:
-    reconciler = _state.reconciler
-    if reconciler is None:
-        return
     meta = body.get("metadata") or {}
+    kind = {"importer": "VolumeImportSource", "cloner": "VolumeCloneSource"}.get(
+        str((meta.get("labels") or {}).get(names.COMPONENT_LABEL)))
+    if kind is None:
+        return
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "PersistentVolumeClaim":
-            _via_prime(reconciler, str(meta.get("namespace")), str(ref.get("name")))
+            _via_prime(kind, str(meta.get("namespace")), str(ref.get("name")))
 
 
-def _via_prime(reconciler: Reconciler, namespace: str, prime: str) -> None:
+def _via_prime(kind: str, namespace: str, prime: str) -> None:
     """Reconcile PVC''s target (or clean up after a target that is gone)."""
+    reconciler = _state.reconcilers.get(kind)
+    if reconciler is None:
+        return
     try:
         target = reconciler.target_of_prime(namespace, prime)
     except Exception:
         logger.exception("handling PVC' %s/%s failed", namespace, prime)
         return
     if target is not None:
-        _run(namespace, target)
+        tns, _, tname = target.partition("/")
+        _run(kind, tns, tname)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from populators import import_source, importer_pod
+from populators import import_source, importer_pod, names
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, meta
 from populators.flow import SourceError
@@ -31,6 +31,12 @@ class ImportPopulator:
 
     def source_namespace(self, target: Obj) -> str:
         return str(meta(target).get("namespace"))
+
+    def prime_namespace(self, target: Obj) -> str:
+        return str(meta(target).get("namespace"))
+
+    def pod_name(self, prime: str) -> str:
+        return names.importer_pod_name(prime)
 
     def prime_annotations(self, source: Obj) -> dict[str, str]:
         return import_source.prime_annotations(_parse(source))

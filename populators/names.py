@@ -52,6 +52,14 @@ PREVIOUS_RESTARTS = "populators.rootdisk.io/previous-restarts"
 """On the importer pod: restarts of the pods it replaces (an evicted pod's retries still
 count against the retry limit)."""
 
+# -- the clone populator ----------------------------------------------------------------
+CLONE_FALLBACK_REASON = PREFIX + "cloneFallbackReason"
+CLONE_STRATEGY = PREFIX + "clone.strategy"
+"""rootdisk: on the target, the strategy the clone populator chose."""
+PRIME_TARGET = "populators.rootdisk.io/target"
+"""rootdisk: on a PVC' in another namespace than its target (the source's, for a
+cross-namespace clone: owner references cannot cross namespaces), ``ns/name/uid``."""
+
 # -- labels ----------------------------------------------------------------------------
 APP_LABEL = "app"
 APP_VALUE = "containerized-data-importer"
@@ -75,3 +83,8 @@ def prime_name(target_uid: str) -> str:
 def importer_pod_name(prime: str) -> str:
     """The importer pod of PVC' ``prime``: ``importer-<PVC' name>`` as upstream."""
     return f"importer-{prime}"
+
+
+def cloner_pod_name(prime: str) -> str:
+    """The host-assisted clone pod of PVC' ``prime``."""
+    return f"cloner-{prime}"

@@ -74,19 +74,19 @@ class Reconciler:
             return plan.active
 
     def target_of_prime(self, namespace: str, prime_name: str) -> str | None:
-        """The name of PVC''s target, to reconcile; when the target is gone, stop the pod
+        """``namespace/name`` of PVC''s target, to reconcile; when the target is gone, stop the pod
         and remove PVC' here (garbage collection alone would wait: PVC' is protected
         while the pod that uses it runs, and the pod goes only after PVC')."""
         prime = self.kube.claim(namespace, prime_name)
         if prime is None:
             return None
-        owner = claims.controller_owner(prime)
-        if owner is None or owner.get("kind") != "PersistentVolumeClaim":
+        owner = claims.prime_target(prime)
+        if owner is None:
             return None
-        target = self.kube.claim(namespace, str(owner.get("name")))
-        if target is not None and meta(target).get("uid") == owner.get("uid"):
-            return str(owner.get("name"))
-        pod = self.kube.pod(namespace, names.importer_pod_name(prime_name))
+        target = self.kube.claim(owner[0], owner[1])
+        if target is not None and meta(target).get("uid") == owner[2]:
+            return f"{owner[0]}/{owner[1]}"
+        pod = self.kube.pod(namespace, self.populator.pod_name(prime_name))
         if pod is not None and claims.owned_by(pod, prime):
             logger.info("%s/%s: target gone; deleting pod %s", namespace, prime_name,
                         meta(pod).get("name"))
@@ -99,14 +99,14 @@ class Reconciler:
     # -- observe ---------------------------------------------------------------------------
 
     def _observe(self, target: Obj) -> flow.Observed:
-        ns = str(meta(target).get("namespace"))
+        ns = self.populator.prime_namespace(target)
         prime_name = names.prime_name(str(meta(target).get("uid")))
         prime = self.kube.claim(ns, prime_name)
-        if prime is not None and not claims.owned_by(prime, target):
+        if prime is not None and not claims.prime_of(prime, target):
             prime = None  # a namesake that is not ours: never touched
         pod = None
         if prime is not None:
-            pod = self.kube.pod(ns, names.importer_pod_name(prime_name))
+            pod = self.kube.pod(ns, self.populator.pod_name(prime_name))
             if pod is not None and not claims.owned_by(pod, prime):
                 pod = None
         volume = None
@@ -116,7 +116,8 @@ class Reconciler:
         source_name = claims.source_ref(target, kind=self.populator.kind) or ""
         users: tuple[str, ...] = ()
         if prime is not None and pod is None:
-            users = tuple(_users(self.kube.pods(ns), prime_name))
+            users = tuple(_users(self.kube.pods(ns), prime_name,
+                                 self.populator.pod_name(prime_name)))
         return flow.Observed(
             target=target,
             storage_class=self.kube.storage_class(str(sc_name)) if sc_name else None,
@@ -139,12 +140,12 @@ class Reconciler:
             case flow.CreatePod(manifest=m):
                 if self.kube.create_pod(m):
                     logger.info("%s/%s: created pod %s", ns, name, m["metadata"]["name"])
-            case flow.DeletePod(name=pod, uid=uid):
-                logger.info("%s/%s: deleting pod %s", ns, name, pod)
-                self.kube.delete_pod(ns, pod, uid)
-            case flow.DeletePrime(name=prime, uid=uid):
-                logger.info("%s/%s: deleting PVC' %s", ns, name, prime)
-                self.kube.delete_claim(ns, prime, uid)
+            case flow.DeletePod(name=pod, uid=uid, namespace=pns):
+                logger.info("%s/%s: deleting pod %s/%s", ns, name, pns or ns, pod)
+                self.kube.delete_pod(pns or ns, pod, uid)
+            case flow.DeletePrime(name=prime, uid=uid, namespace=pns):
+                logger.info("%s/%s: deleting PVC' %s/%s", ns, name, pns or ns, prime)
+                self.kube.delete_claim(pns or ns, prime, uid)
             case flow.Annotate(changes=changes):
                 self.kube.annotate_claim(ns, name, changes)
             case flow.Rebind(volume=pv, claim_ref=ref, resource_version=rv):
@@ -173,6 +174,8 @@ class Reconciler:
 
     def _copy_events(self, target: Obj, o: flow.Observed) -> None:
         ns = str(meta(target).get("namespace"))
+        if self.populator.prime_namespace(target) != ns:
+            return  # events of the source namespace are not copied to another one
         with self._guard:
             done = self._copied.setdefault(str(meta(target).get("uid")), set())
         for obj in (o.prime, o.pod):
@@ -188,8 +191,7 @@ class Reconciler:
                 logger.debug("events of %s not copied: %s", meta(obj).get("name"), err)
 
 
-def _users(pods: list[Any], prime_name: str) -> list[str]:
-    own = names.importer_pod_name(prime_name)
+def _users(pods: list[Any], prime_name: str, own: str) -> list[str]:
     out = []
     for pod in pods:
         pm = meta(pod)

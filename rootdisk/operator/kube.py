@@ -15,6 +15,8 @@ logger = logging.getLogger(__name__)
 
 WEBHOOK_CONFIGS = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                        namespaced=False)
+MUTATING_WEBHOOK_CONFIGS = Kind("admissionregistration.k8s.io", "v1",
+                                "mutatingwebhookconfigurations", namespaced=False)
 
 
 class Elector:
@@ -103,8 +105,17 @@ def webhook_certificate(client: Client, *, namespace: str, secret: str,
 
 
 def patch_ca_bundle(client: Client, *, name: str, ca: bytes) -> None:
-    """Point every webhook of configuration ``name`` at ``ca`` (no-op when already so)."""
-    config = client.get(WEBHOOK_CONFIGS, name)
+    """Point every webhook of configurations ``name`` (validating, and mutating when
+    there is one) at ``ca`` (no-op when already so)."""
+    _patch_ca_bundle(client, kind=MUTATING_WEBHOOK_CONFIGS, name=name, ca=ca, required=False)
+    _patch_ca_bundle(client, kind=WEBHOOK_CONFIGS, name=name, ca=ca, required=True)
+
+
+def _patch_ca_bundle(client: Client, *, kind: Kind, name: str, ca: bytes,
+                     required: bool) -> None:
+    config = client.get(kind, name)
+    if config is None and not required:
+        return
     if config is None:
         logger.warning("ValidatingWebhookConfiguration %s not found; webhooks not trusted", name)
         return
@@ -114,5 +125,5 @@ def patch_ca_bundle(client: Client, *, name: str, ca: bytes) -> None:
         return
     for h in hooks:
         h.setdefault("clientConfig", {})["caBundle"] = bundle
-    client.request("PUT", WEBHOOK_CONFIGS.path(None, name), body=config)
+    client.request("PUT", kind.path(None, name), body=config)
     logger.info("caBundle of %s updated", name)

@@ -31,7 +31,8 @@ SETS: dict[str, ControllerSet] = {
     "cdi": ControllerSet(
         handlers=("cdi.handlers",),
         optional_handlers=("populators.handlers",),
-        webhooks={"/validate-datavolumes": "cdi.admission:review"},
+        webhooks={"/validate-datavolumes": "cdi.admission:review",
+                  "/mutate-datavolumes": "cdi.admission:mutate"},
         lease="rootdisk-cdi",
     ),
 }

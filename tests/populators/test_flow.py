@@ -196,7 +196,7 @@ def test_permanent_failure_gives_up_with_the_reason() -> None:
         "Failed", "ChecksumMismatch")
     assert c[A + "condition.running.message"] == "ChecksumMismatch happened"
     assert DeletePod(POD, "pod-uid") in plan.actions
-    assert DeletePrime(PRIME, "prime-uid") in plan.actions
+    assert DeletePrime(PRIME, "prime-uid", "ns") in plan.actions
     assert not plan.active
 
 

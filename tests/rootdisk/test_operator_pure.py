@@ -53,7 +53,7 @@ def test_registry() -> None:
     sets = registry.resolve(["cdi"])
     assert sets[0].handlers == ("cdi.handlers",)
     assert "populators.handlers" in sets[0].optional_handlers
-    assert set(registry.webhooks(sets)) == {"/validate-datavolumes"}
+    assert set(registry.webhooks(sets)) == {"/validate-datavolumes", "/mutate-datavolumes"}
     with pytest.raises(registry.UnknownControllerSet, match=r"unknown controller set.*nope"):
         registry.resolve(["nope"])
     with pytest.raises(registry.UnknownControllerSet):

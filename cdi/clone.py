@@ -1,0 +1,160 @@
+"""Clone DataVolumes (``source.pvc``, or a DataSource naming a PVC) seen from the
+DataVolume controller (pure): where the source is, how big the target must be, whether a
+smaller target is allowed, and the VolumeCloneSource the clone populator works from.
+
+Sizes, as upstream: a target that omits its size takes the source's. For the same volume
+mode that is the source claim's request (the storage can then clone it as it is); across
+modes it is the size of the disk image the source holds (a Block source: its capacity; a
+Filesystem source: the usable space of its request, which is what the importer grew
+``disk.img`` to), inflated by the target's filesystem overhead. A target asking for less
+than the source is refused unless the DataVolume says ``cdi.kubevirt.io/permissiveClone``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from cdi import api
+from sizes import parse_bytes, required_space, usable_space
+
+Obj = dict[str, Any]
+
+SMALLER_THAN_SOURCE = "target resources requests storage size is smaller than the source"
+"""Upstream's message, word for word (users and tools match on it)."""
+
+
+class CloneError(Exception):
+    """The clone cannot go ahead as written; ``reason`` is a CamelCase word."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Source:
+    """The source claim as the controller found it, with its filesystem overhead."""
+
+    claim: Mapping[str, Any]
+    overhead: Fraction
+
+
+def pvc_source(dv: Mapping[str, Any]) -> SourceRef | None:
+    """``spec.source.pvc`` of a DataVolume (namespace defaults to the DataVolume's)."""
+    pvc = ((dv.get("spec") or {}).get("source") or {}).get("pvc")
+    if not isinstance(pvc, Mapping) or not pvc.get("name"):
+        return None
+    ns = pvc.get("namespace") or dv["metadata"]["namespace"]
+    return SourceRef(namespace=str(ns), name=str(pvc["name"]))
+
+
+def data_source_ref(dv: Mapping[str, Any]) -> SourceRef | None:
+    """``spec.sourceRef`` naming a DataSource (namespace defaults to the DataVolume's)."""
+    ref = (dv.get("spec") or {}).get("sourceRef")
+    if not isinstance(ref, Mapping) or ref.get("kind") != "DataSource" or not ref.get("name"):
+        return None
+    return SourceRef(namespace=str(ref.get("namespace") or dv["metadata"]["namespace"]),
+                     name=str(ref["name"]))
+
+
+def data_source_target(data_source: Mapping[str, Any]) -> tuple[str, SourceRef] | None:
+    """What a DataSource points at: ("pvc", ref) or ("dataSource", ref); None if nothing."""
+    ns = str((data_source.get("metadata") or {}).get("namespace") or "")
+    source = (data_source.get("spec") or {}).get("source") or {}
+    for kind in ("pvc", "dataSource"):
+        ref = source.get(kind)
+        if isinstance(ref, Mapping) and ref.get("name"):
+            return kind, SourceRef(namespace=str(ref.get("namespace") or ns),
+                                   name=str(ref["name"]))
+    return None
+
+
+def volume_mode(claim: Mapping[str, Any]) -> str:
+    return str((claim.get("spec") or {}).get("volumeMode") or "Filesystem")
+
+
+def _request(claim: Mapping[str, Any]) -> int:
+    text = (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
+        "storage")
+    if text is None:
+        raise CloneError("CloneValidationFailed", "the source claim has no storage request")
+    return parse_bytes(str(text))
+
+
+def capacity(claim: Mapping[str, Any]) -> int:
+    """The source's bytes: its status capacity when bound, else its request."""
+    text = ((claim.get("status") or {}).get("capacity") or {}).get("storage")
+    return parse_bytes(str(text)) if text else _request(claim)
+
+
+def image_size(source: Source) -> int:
+    """The size of the disk image the source holds (what a copy must fit)."""
+    if volume_mode(source.claim) == "Block":
+        return capacity(source.claim)
+    return usable_space(capacity=_request(source.claim), overhead=source.overhead)
+
+
+def default_size(*, source: Source, target_mode: str, target_overhead: Fraction) -> int:
+    """The size a target that omits it gets (see the module docstring)."""
+    if target_mode == volume_mode(source.claim):
+        return _request(source.claim)
+    size = image_size(source)
+    return required_space(size=size, overhead=target_overhead) if target_overhead else size
+
+
+def check_size(*, dv: Mapping[str, Any], source: Source, requested: int | None) -> None:
+    """Upstream's ``ValidateRequestedCloneSize``: the target's request is not below the
+    source's, unless ``permissiveClone``."""
+    if requested is None:
+        return
+    permissive = ((dv.get("metadata") or {}).get("annotations") or {}).get(
+        api.PERMISSIVE_CLONE) == "true"
+    if requested < _request(source.claim) and not permissive:
+        raise CloneError("CloneValidationFailed", SMALLER_THAN_SOURCE)
+
+
+def clone_source_name(dv_uid: str) -> str:
+    return f"{api.CLONE_SOURCE_PREFIX}{dv_uid}"
+
+
+def clone_source(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:
+    """The VolumeCloneSource ``volume-clone-source-<dv uid>``: in the source namespace
+    (as upstream; a claim's cross-namespace ``dataSourceRef`` names it there). Owned by the
+    DataVolume only when they share a namespace (owner references do not cross them);
+    otherwise the label names the DataVolume and the controller deletes it itself."""
+    meta = dv["metadata"]
+    obj: Obj = {
+        "apiVersion": api.API_VERSION, "kind": api.CLONE_SOURCE_KIND,
+        "metadata": {"name": clone_source_name(meta["uid"]), "namespace": source.namespace,
+                     "labels": {api.APP_LABEL: api.APP_LABEL_VALUE,
+                                api.CLONE_FOR_DV_LABEL: str(meta["uid"])}},
+        "spec": {"source": {"kind": "PersistentVolumeClaim", "name": source.name}},
+    }
+    if source.namespace == meta["namespace"]:
+        obj["metadata"]["ownerReferences"] = [{
+            "apiVersion": dv["apiVersion"], "kind": dv["kind"], "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]
+    spec = dv.get("spec") or {}
+    if spec.get("preallocation") is not None:
+        obj["spec"]["preallocation"] = bool(spec["preallocation"])
+    return obj
+
+
+def data_source_ref_field(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:
+    """The target claim's ``dataSourceRef``: the VolumeCloneSource, with its namespace
+    when it is not the claim's."""
+    ref: Obj = {"apiGroup": api.GROUP, "kind": api.CLONE_SOURCE_KIND,
+                "name": clone_source_name(dv["metadata"]["uid"])}
+    if source.namespace != dv["metadata"]["namespace"]:
+        ref["namespace"] = source.namespace
+    return ref

@@ -1,0 +1,120 @@
+"""Which clone strategy, and why not the one asked for (pure), as upstream's planner.
+
+Asked for: CDIConfig's ``spec.cloneStrategyOverride``, else the target class's
+StorageProfile ``status.cloneStrategy``, else ``snapshot`` (upstream's default). Then:
+
+- ``snapshot`` is not offered by rootdisk (there is no VolumeSnapshot API on
+  ``rootdisk up``, and no snapshot controller): it falls back to ``copy`` with reason
+  ``NoVolumeSnapshotClass``, as upstream falls back when a class has no snapshot class;
+- ``csi-clone`` falls back to ``copy`` when the source and target classes have different
+  provisioners (``IncompatibleProvisioners``), different volume modes
+  (``IncompatibleVolumeModes``), a larger target on a class that cannot expand
+  (``NoVolumeExpansion``), or — a rootdisk limit — the source is in another namespace
+  (``CrossNamespaceCSIClone``: a claim's ``dataSource`` may only name a claim of its own
+  namespace, and PVC' is not moved across namespaces for a CSI clone);
+- ``copy`` is the host-assisted copy by a cloner pod, always possible.
+
+The reason lands on the target as ``cdi.kubevirt.io/cloneFallbackReason`` and an Event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sizes import parse_bytes
+
+COPY = "copy"
+SNAPSHOT = "snapshot"
+CSI_CLONE = "csi-clone"
+STRATEGIES = (COPY, SNAPSHOT, CSI_CLONE)
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Choice:
+    strategy: str
+    asked: str
+    reason: str = ""
+    """CamelCase fallback reason ("" when the asked strategy is used)."""
+    message: str = ""
+
+
+def _mode(claim: Obj) -> str:
+    return str((claim.get("spec") or {}).get("volumeMode") or "Filesystem")
+
+
+def _request(claim: Obj) -> int | None:
+    text = (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
+        "storage")
+    try:
+        return parse_bytes(str(text)) if text is not None else None
+    except ValueError:
+        return None
+
+
+def asked_for(*, override: str | None, profile_strategy: str | None) -> str:
+    for value in (override, profile_strategy):
+        if value in STRATEGIES:
+            return str(value)
+    return SNAPSHOT
+
+
+def choose(*, override: str | None, profile_strategy: str | None, source: Obj, target: Obj,
+           source_class: Obj | None, target_class: Obj | None) -> Choice:
+    asked = asked_for(override=override, profile_strategy=profile_strategy)
+    if asked == COPY:
+        return Choice(COPY, asked)
+    if asked == SNAPSHOT:
+        return Choice(COPY, asked, "NoVolumeSnapshotClass",
+                      "snapshot clones are not offered: this cluster has no VolumeSnapshot"
+                      " support; using host-assisted copy")
+    source_ns = (source.get("metadata") or {}).get("namespace")
+    if source_ns != (target.get("metadata") or {}).get("namespace"):
+        return Choice(COPY, asked, "CrossNamespaceCSIClone",
+                      "csi-clone across namespaces is not offered; using host-assisted copy")
+    if source_class is None or target_class is None or source_class.get(
+            "provisioner") != target_class.get("provisioner"):
+        return Choice(COPY, asked, "IncompatibleProvisioners",
+                      "source and target storage classes have no provisioner in common")
+    if _mode(source) != _mode(target):
+        return Choice(COPY, asked, "IncompatibleVolumeModes",
+                      f"source volume mode {_mode(source)} differs from target's"
+                      f" {_mode(target)}")
+    src, dst = _request(source), _request(target)
+    if src is not None and dst is not None and dst > src and not target_class.get(
+            "allowVolumeExpansion"):
+        return Choice(COPY, asked, "NoVolumeExpansion",
+                      "the target is larger than the source and its class cannot expand"
+                      " volumes")
+    return Choice(CSI_CLONE, asked)
+
+
+def writers(*, pods: list[dict[str, Any]], claim: str) -> list[str]:
+    """Running pods that mount ``claim`` writable (read-only users do not block a clone):
+    the claim volume is read-only, or every mount of it is."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or meta.get(
+                "deletionTimestamp"):
+            continue
+        spec = pod.get("spec") or {}
+        vols = [v for v in spec.get("volumes") or []
+                if (v.get("persistentVolumeClaim") or {}).get("claimName") == claim]
+        if not vols:
+            continue
+        names = {v.get("name") for v in vols if not v["persistentVolumeClaim"].get("readOnly")}
+        if not names:
+            continue
+        containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+        writable = any(
+            m.get("name") in names and not m.get("readOnly")
+            for c in containers for m in c.get("volumeMounts") or []
+        ) or any(d.get("name") in names for c in containers for d in c.get("volumeDevices")
+                 or [])
+        if writable:
+            out.append(str(meta.get("name")))
+    return sorted(out)
