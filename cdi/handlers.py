@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from cdi import api, reconcile
-from cdi.kube import DATAVOLUMES, Client, KubeError, load_configuration
+from cdi.kube import DATASOURCES, DATAVOLUMES, Client, KubeError, load_configuration
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,28 @@ def claim_event(event: Any, body: Any, namespace: str, **_: Any) -> None:
     owner = reconcile.datavolume_owner(dict(body))
     if owner is not None and event.get("type") != "DELETED":
         reconcile.reconcile_datavolume(client(), namespace, owner)
+    _data_sources_of(namespace, str((body.get("metadata") or {}).get("name")))
+
+
+@kopf.on.event(api.GROUP, api.VERSION, "datasources")
+def data_source_event(event: Any, name: str, namespace: str, **_: Any) -> None:
+    if event.get("type") != "DELETED":
+        reconcile.reconcile_data_source(client(), namespace, name)
+
+
+def _data_sources_of(namespace: str, claim: str) -> None:
+    """A claim came, changed or went: the DataSources naming it look again."""
+    try:
+        items = client().list(DATASOURCES)
+    except KubeError as err:
+        logger.debug("datasources not listed: %s", err)
+        return
+    for ds in items:
+        pvc = ((ds.get("spec") or {}).get("source") or {}).get("pvc") or {}
+        if pvc.get("name") == claim and (pvc.get("namespace") or ds["metadata"][
+                "namespace"]) == namespace:
+            reconcile.reconcile_data_source(client(), ds["metadata"]["namespace"],
+                                            ds["metadata"]["name"])
 
 
 @kopf.on.event(api.GROUP, api.VERSION, "cdiconfigs")
@@ -81,6 +103,12 @@ def profile_event(event: Any, name: str, **_: Any) -> None:
 
 def _resync() -> None:
     while not _stop.wait(RESYNC_SECONDS):
+        try:
+            for ds in client().list(DATASOURCES):
+                reconcile.reconcile_data_source(client(), ds["metadata"]["namespace"],
+                                                ds["metadata"]["name"])
+        except KubeError as err:
+            logger.warning("resync: DataSources: %s", err)
         try:
             items = client().list(DATAVOLUMES)
         except KubeError as err:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cdi import api, authorize, clone, config, profiles
+from cdi import api, authorize, clone, config, datasource, profiles
 from cdi.kube import (
     CDICONFIGS,
     CLONE_SOURCES,
@@ -244,6 +244,30 @@ def _clone_source(client: Client, dv: Obj, ref: clone.SourceRef,
                                    storage_class=(claim.get("spec") or {}).get(
                                        "storageClassName"), volume_mode=mode)
     return clone.Source(claim=claim, overhead=overhead)
+
+
+def reconcile_data_source(client: Client, namespace: str, name: str) -> None:
+    """Keep a DataSource's Ready condition in step with its source."""
+    ds = client.get(DATASOURCES, name, namespace)
+    if ds is None:
+        return
+    kinds = {"PersistentVolumeClaim": PVCS, "DataVolume": DATAVOLUMES,
+             "DataSource": DATASOURCES}
+    condition = datasource.ready(
+        data_source=ds, lookup=lambda kind, ns, n: client.get(kinds[kind], n, ns))
+    new = datasource.status_patch(data_source=ds, condition=condition, now=now())
+    if new is None:
+        return
+    try:
+        client.patch(DATASOURCES, name, {
+            "metadata": {"resourceVersion": ds["metadata"]["resourceVersion"]},
+            "status": new}, namespace, subresource="status")
+    except KubeError as err:
+        if err.status not in (404, 409):
+            raise
+        return
+    logger.info("datasource %s/%s: Ready %s (%s)", namespace, name, condition[0],
+                condition[1])
 
 
 def reconcile_config(client: Client) -> Obj:

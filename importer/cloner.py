@@ -7,7 +7,8 @@ The pod mounts the source claim read-only and PVC' read-write, each as a Filesys
 ``SEEK_DATA``/``SEEK_HOLE`` and skipped; on a device every block is read and zero blocks
 become holes in the target. A Filesystem target's ``disk.img`` is then grown to the
 usable size of its claim (as the importer does), a Block target keeps its size; a source
-larger than the target's room is refused (``TooSmall``) before a byte is written.
+larger than the target's room is refused (``TooSmall``) before a byte is written, unless
+all it holds beyond that room is a hole (a permissive clone of a mostly empty disk).
 
 Environment (set by the clone populator's pod): ``CLONER_SOURCE`` and ``CLONER_TARGET``
 (paths), ``IMPORTER_IMAGE_SIZE`` (the target claim's request), ``FILESYSTEM_OVERHEAD``,
@@ -93,22 +94,36 @@ def clone(config: Config, *, listeners: list[Listener] | None = None) -> int:
     """Copy; returns the bytes of data read from the source."""
     source_block = is_block_device(config.source)
     size = device_size(config.source) if source_block else config.source.stat().st_size
-    target_block = is_block_device(config.target)
-    if target_block:
+    if is_block_device(config.target):
         room = device_size(config.target)
     else:
         stat = os.statvfs(config.target.parent)
         room = usable_bytes(block_device_size=None, requested=config.requested,
                             available=stat.f_bavail * stat.f_frsize,
                             overhead=parse_overhead(config.overhead))
-    check_fits(virtual_size=size, usable=room)
-    progress = Progress(listeners)
-    progress.stage(start=0, end=100, total_bytes=size)
-    writer = SparseWriter(config.target, preallocate=config.preallocate)
-    read = 0
     fd = os.open(config.source, os.O_RDONLY)
     try:
-        for offset, length, data in extents(fd, size, seekable_holes=not source_block):
+        runs = list(extents(fd, size, seekable_holes=not source_block))
+        data_end = max((o + n for o, n, d in runs if d), default=0)
+        # A source larger than the room fits when all it has beyond the room is a hole
+        # (a permissive clone of a mostly empty disk); its zero tail is then left off.
+        check_fits(virtual_size=size if size <= room else data_end, usable=room)
+        return _copy(fd, config, runs=runs, limit=min(size, room), listeners=listeners)
+    finally:
+        os.close(fd)
+
+
+def _copy(fd: int, config: Config, *, runs: list[tuple[int, int, bool]], limit: int,
+          listeners: list[Listener] | None) -> int:
+    progress = Progress(listeners)
+    progress.stage(start=0, end=100, total_bytes=limit)
+    writer = SparseWriter(config.target, preallocate=config.preallocate)
+    read = 0
+    try:
+        for offset, length, data in runs:
+            length = min(length, limit - offset)
+            if length <= 0:
+                break
             if not data:
                 writer.skip(length)
                 progress.advance(length)
@@ -117,21 +132,27 @@ def clone(config: Config, *, listeners: list[Listener] | None = None) -> int:
             while offset < end:
                 chunk = os.pread(fd, min(CHUNK, end - offset), offset)
                 if not chunk:
-                    raise ImporterError(f"source ended at {offset} of {size} bytes")
+                    raise ImporterError(f"source ended at {offset} of {limit} bytes")
                 writer.write(chunk)
                 offset += len(chunk)
                 read += len(chunk)
                 progress.advance(len(chunk))
-        writer.finish(None if target_block else room)
+        writer.finish(None if writer.block else _room(config, limit))
     except BaseException:
         writer.discard()
         raise
-    finally:
-        os.close(fd)
     progress.set_percent(100.0)
-    logger.info("cloned %d bytes (%d of data) from %s into %s", size, read, config.source,
+    logger.info("cloned %d bytes (%d of data) from %s into %s", limit, read, config.source,
                 config.target)
     return read
+
+
+def _room(config: Config, limit: int) -> int:
+    """A Filesystem target's final ``disk.img`` size: the usable size of its request."""
+    if config.requested is None:
+        return limit
+    return usable_bytes(block_device_size=None, requested=config.requested,
+                        available=1 << 62, overhead=parse_overhead(config.overhead))
 
 
 def main() -> int:

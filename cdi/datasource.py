@@ -1,0 +1,70 @@
+"""A DataSource's status (pure): its source, and a Ready condition that follows it.
+
+As upstream: a DataSource names a PVC (or another DataSource, one level down). It is
+Ready when that claim exists and is Bound, and — when a DataVolume made the claim — that
+DataVolume has Succeeded; deleting the golden claim, or replacing it with one still
+being filled, turns Ready False, and the new claim turns it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
+"""``lookup(kind, namespace, name)`` for kind "PersistentVolumeClaim", "DataVolume",
+"DataSource"."""
+
+
+def ready(*, data_source: Mapping[str, Any], lookup: Lookup,
+          depth: int = 0) -> tuple[str, str, str]:
+    """(status, reason, message) of the Ready condition."""
+    ns = str((data_source.get("metadata") or {}).get("namespace") or "")
+    source = (data_source.get("spec") or {}).get("source") or {}
+    pvc, ds = source.get("pvc"), source.get("dataSource")
+    if isinstance(ds, Mapping) and ds.get("name"):
+        if depth >= 1:
+            return ("False", "NotFound", "a DataSource may refer to another DataSource only"
+                    " one level deep")
+        ref_ns = str(ds.get("namespace") or ns)
+        other = lookup("DataSource", ref_ns, str(ds["name"]))
+        if other is None:
+            return ("False", "NotFound", f"DataSource {ref_ns}/{ds['name']} not found")
+        return ready(data_source=other, lookup=lookup, depth=depth + 1)
+    if isinstance(pvc, Mapping) and pvc.get("name"):
+        ref_ns = str(pvc.get("namespace") or ns)
+        name = str(pvc["name"])
+        claim = lookup("PersistentVolumeClaim", ref_ns, name)
+        if claim is None:
+            return ("False", "NotFound", f"PVC {ref_ns}/{name} not found")
+        dv = lookup("DataVolume", ref_ns, name)
+        if dv is not None:
+            phase = (dv.get("status") or {}).get("phase")
+            if phase != "Succeeded":
+                return ("False", str(phase or "Pending"),
+                        f"DataVolume {ref_ns}/{name} is {phase or 'Pending'}")
+        if (claim.get("status") or {}).get("phase") != "Bound":
+            return ("False", "Pending", f"PVC {ref_ns}/{name} is not Bound")
+        return ("True", "Ready", "")
+    return ("False", "NoSource", "spec.source names no pvc or dataSource")
+
+
+def status_patch(*, data_source: Mapping[str, Any], condition: tuple[str, str, str],
+                 now: str) -> Obj | None:
+    """The new status, or None when the condition did not change."""
+    old = dict(data_source.get("status") or {})
+    conditions = [c for c in old.get("conditions") or [] if c.get("type") != "Ready"]
+    prev: Mapping[str, Any] = next(
+        (c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
+    status, reason, message = condition
+    if (prev.get("status"), prev.get("reason", ""), prev.get("message", "")) == condition:
+        return None
+    cond: Obj = {"type": "Ready", "status": status, "reason": reason,
+                 "lastTransitionTime": now if prev.get("status") != status
+                 else prev.get("lastTransitionTime") or now,
+                 "lastHeartbeatTime": now}
+    if message:
+        cond["message"] = message
+    source = (data_source.get("spec") or {}).get("source") or {}
+    return {**old, "source": dict(source), "conditions": [*conditions, cond]}

@@ -1,0 +1,404 @@
+"""Clone DataVolumes on `rootdisk up` (the operator as a pod from manifests/): a golden
+image imported once, then cloned by csi-clone (reflink) and by the host-assisted copy,
+within and across namespaces, with the size rules, the authorisation check, a source in
+use, DataSources, deletion mid-clone, and many clones at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster.controllers import client
+from localcluster.controllers.client import Kube, KubeError
+from tests.e2e import kit
+from tests.fixtures.httpserver import HttpServer
+from tests.fixtures.images import ImageFactory, allocated_bytes, compare
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+MiB = 2**20
+DATASOURCES = client.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
+VCS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeclonesources")
+ROLES = client.Resource("rbac.authorization.k8s.io", "v1", "roles")
+ROLEBINDINGS = client.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+A = "cdi.kubevirt.io/"
+TIMEOUT = 300
+
+
+@pytest.fixture(scope="module")
+def golden(kube: Kube, images: ImageFactory, tmp_path_factory: pytest.TempPathFactory,
+           ) -> Iterator[tuple[str, Path]]:
+    """Namespace and reference image of a golden PVC ``golden`` (64Mi on local-reflink,
+    a 16 MiB raw image inside)."""
+    root = tmp_path_factory.mktemp("www")
+    ns = kit.namespace(kube, "golden")
+    with HttpServer(root) as server:
+        url = server.publish(images.get("raw").path, "golden.img")
+        kube.create(kit.DVS, kit.datavolume("golden", {"http": {"url": url}},
+                                            storage={"storageClassName": "local-reflink"}), ns)
+        status = kit.wait_dv(kube, ns, "golden", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    yield ns, images.get("raw").path
+
+
+def clone_dv(name: str, src_ns: str, *, src: str = "golden", size: str | None = None,
+             storage: dict[str, Any] | None = None,
+             annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    st: dict[str, Any] = dict(storage or {})
+    if size is not None:
+        st["resources"] = {"requests": {"storage": size}}
+    return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": name, "annotations": annotations or {}},
+            "spec": {"source": {"pvc": {"namespace": src_ns, "name": src}}, "storage": st}}
+
+
+def claim_of(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    return kube.get(client.PVCS, name, ns)
+
+
+def create_as(kube: Kube, user: str, res: client.Resource, obj: dict[str, Any],
+              ns: str) -> dict[str, Any]:
+    """Create ``obj`` impersonating ``user`` (kubectl --as)."""
+    headers = {"Accept": "application/json", "Content-Type": "application/json",
+               "Impersonate-User": user}
+    resp = kube.api.call_api(res.path(ns), "POST", header_params=headers, body=obj,
+                             auth_settings=["BearerToken"], _preload_content=False,
+                             _request_timeout=30)
+    raw = resp[0].data if isinstance(resp, tuple) else resp.data
+    return dict(json.loads(raw))
+
+
+def grant(kube: Kube, ns: str, user: str, rules: list[dict[str, Any]]) -> None:
+    name = f"r-{uuid.uuid4().hex[:6]}"
+    kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                        "metadata": {"name": name}, "rules": rules}, ns)
+    kube.create(ROLEBINDINGS, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": user}]}, ns)
+
+
+DV_RULES = [{"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"],
+             "verbs": ["create", "get", "list"]}]
+
+
+def reasons(kube: Kube, ns: str, uid: str) -> list[str]:
+    return [e["reason"] for e in kit.events_for(kube, ns, uid)]
+
+
+# -- csi-clone -----------------------------------------------------------------------------
+
+
+def test_same_namespace_csi_clone_without_size(kube: Kube, golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, clone_dv("copy1", src_ns,
+                                       storage={"storageClassName": "local-reflink"}), src_ns)
+    status = kit.wait_dv(kube, src_ns, "copy1", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, src_ns, "copy1")
+    source = claim_of(kube, src_ns, "golden")
+    assert claim["spec"]["resources"]["requests"]["storage"] == \
+        source["spec"]["resources"]["requests"]["storage"]
+    anns = claim["metadata"]["annotations"]
+    assert anns[A + "clone.strategy"] == "csi-clone" and A + "cloneFallbackReason" not in anns
+    produced = kit.volume_path(kube, claim)
+    assert compare(reference, Path(produced))
+    golden_img = kit.volume_path(kube, source)
+    assert os.path.getsize(produced) == os.path.getsize(golden_img)
+    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"]) or \
+        "ImportSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    wait_for(lambda: source_ns_clean_but(kube, src_ns, {"golden", "copy1"}), timeout=120,
+             what="PVC', pod and VolumeCloneSource gone")
+    kube.delete(kit.DVS, "copy1", src_ns)
+
+
+def source_ns_clean_but(kube: Kube, ns: str, keep: set[str]) -> bool:
+    """Nothing a clone made is left in ``ns`` (PVC', pod, VolumeCloneSource): only the
+    claims in ``keep`` (those of DataVolumes still being deleted aside)."""
+    claims = {c["metadata"]["name"] for c in kube.list(client.PVCS, ns)["items"]
+              if not c["metadata"].get("deletionTimestamp")}
+    pods = kube.list(client.PODS, ns)["items"]
+    return claims <= keep | _dv_claims(kube, ns) and not [
+        c for c in claims if c.startswith("prime-")] and not pods and not kube.list(
+        VCS, ns)["items"]
+
+
+def _dv_claims(kube: Kube, ns: str) -> set[str]:
+    return {d["metadata"]["name"] for d in kube.list(kit.DVS, ns)["items"]}
+
+
+# -- host-assisted copy ----------------------------------------------------------------------
+
+
+def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    # Filesystem → Block: the modes differ, csi-clone falls back to copy with the reason
+    dv = kube.create(kit.DVS, clone_dv(
+        "blk", src_ns, storage={"storageClassName": "local-reflink", "volumeMode": "Block"}),
+        src_ns)
+    status = kit.wait_dv(kube, src_ns, "blk", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, src_ns, "blk")
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    assert "volume mode" in claim["metadata"]["annotations"][A + "cloneFallbackReason"]
+    assert "IncompatibleVolumeModes" in reasons(kube, src_ns, claim["metadata"]["uid"])
+    device = kit.volume_path(kube, claim)
+    assert compare(reference, Path(device))
+    # Block → Filesystem, into another namespace: the block clone is the source now
+    dv2 = kube.create(kit.DVS, clone_dv("back", src_ns, src="blk",
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "back", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    back = claim_of(kube, ns, "back")
+    assert back["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    produced = Path(kit.volume_path(kube, back))
+    assert compare(reference, produced)
+    # sparse: no more allocated than the reference's data (plus filesystem slack)
+    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
+    assert dv["metadata"]["uid"] and dv2["metadata"]["uid"]
+    kube.delete(kit.DVS, "blk", src_ns)
+    kube.delete(kit.DVS, "back", ns)
+
+
+def test_snapshot_is_not_offered_and_falls_back(kube: Kube, ns: str,
+                                                golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "snapshot"}})
+    try:
+        kube.create(kit.DVS, clone_dv("snap", src_ns,
+                                      storage={"storageClassName": "local-reflink"}), src_ns)
+        status = kit.wait_dv(kube, src_ns, "snap", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": None}})
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, src_ns, "snap")
+    anns = claim["metadata"]["annotations"]
+    assert anns[A + "clone.strategy"] == "copy"
+    assert "no VolumeSnapshot support" in anns[A + "cloneFallbackReason"]
+    assert "NoVolumeSnapshotClass" in reasons(kube, src_ns, claim["metadata"]["uid"])
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    kube.delete(kit.DVS, "snap", src_ns)
+
+
+# -- sizes -----------------------------------------------------------------------------------
+
+
+def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
+                                                     golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    kube.create(kit.DVS, clone_dv("small", src_ns, size="32Mi",
+                                  storage={"storageClassName": "local-reflink"}), src_ns)
+    status = kit.wait_dv(kube, src_ns, "small", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Failed"
+    assert kit.condition(status, "Ready")["message"] == (
+        "target resources requests storage size is smaller than the source")
+    assert kube.get_or_none(client.PVCS, "small", src_ns) is None
+    # permissive: the 16 MiB of data fit in 32Mi; the clone goes ahead (by copy: the
+    # storage cannot clone into a smaller volume)
+    kube.create(kit.DVS, clone_dv("small-ok", src_ns, size="32Mi",
+                                  storage={"storageClassName": "local-reflink"},
+                                  annotations={A + "permissiveClone": "true"}), src_ns)
+    status = kit.wait_dv(kube, src_ns, "small-ok", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, src_ns, "small-ok")
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    # larger: the target is as asked, the content the same
+    kube.create(kit.DVS, clone_dv("large", src_ns, size="128Mi",
+                                  storage={"storageClassName": "local-reflink"}), src_ns)
+    status = kit.wait_dv(kube, src_ns, "large", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, src_ns, "large")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "128Mi"
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    for name in ("small", "small-ok", "large"):
+        kube.delete(kit.DVS, name, src_ns)
+
+
+# -- authorisation ---------------------------------------------------------------------------
+
+
+def test_cross_namespace_denied_reads_nothing(kube: Kube, ns: str,
+                                              golden: tuple[str, Path]) -> None:
+    src_ns, _ = golden
+    grant(kube, ns, "mallory", DV_RULES)
+    dv = create_as(kube, "mallory", kit.DVS, clone_dv("steal", src_ns, size="64Mi"), ns)
+    assert json.loads(dv["metadata"]["annotations"][A + "storage.clone.requester"])[
+        "username"] == "mallory"
+    status = kit.wait_dv(kube, ns, "steal", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Failed"
+    assert kit.condition(status, "Ready")["message"] == (
+        f"User mallory has insufficient permissions in clone source namespace {src_ns}")
+    # nothing was made for it in either namespace, so no pod read the source
+    assert kube.get_or_none(client.PVCS, "steal", ns) is None
+    assert not [v for v in kube.list(VCS, src_ns)["items"]
+                if v["metadata"]["labels"].get(A + "clone-for-datavolume")
+                == dv["metadata"]["uid"]]
+    assert not [c for c in kube.list(client.PVCS, src_ns)["items"]
+                if (c["metadata"].get("annotations") or {}).get(
+                    "populators.rootdisk.io/target", "").startswith(f"{ns}/steal/")]
+    assert not [p for p in kube.list(client.PODS, src_ns)["items"]
+                if any((v.get("persistentVolumeClaim") or {}).get("claimName") == "golden"
+                       for v in p["spec"].get("volumes") or [])]
+
+
+def test_requester_cannot_be_forged_or_changed(kube: Kube, ns: str,
+                                               golden: tuple[str, Path]) -> None:
+    src_ns, _ = golden
+    grant(kube, ns, "mallory", [*DV_RULES, {"apiGroups": ["cdi.kubevirt.io"],
+                                            "resources": ["datavolumes"],
+                                            "verbs": ["update", "patch"]}])
+    forged = json.dumps({"username": "system:admin", "groups": ["system:masters"]})
+    dv = create_as(kube, "mallory", kit.DVS, clone_dv(
+        "forged", src_ns, size="64Mi", annotations={A + "storage.clone.requester": forged}),
+        ns)
+    assert json.loads(dv["metadata"]["annotations"][A + "storage.clone.requester"])[
+        "username"] == "mallory"
+    status = kit.wait_dv(kube, ns, "forged", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Failed"
+    with pytest.raises(KubeError) as err:
+        kube.patch(kit.DVS, "forged", {"metadata": {"annotations": {
+            A + "storage.clone.requester": forged}}}, ns)
+    assert err.value.status in (400, 422) and "storage.clone.requester" in str(err.value)
+
+
+def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
+                                                       golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    grant(kube, ns, "alice", DV_RULES)
+    grant(kube, src_ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
+                                   "resources": ["datavolumes/source"], "verbs": ["create"]}])
+    create_as(kube, "alice", kit.DVS, clone_dv("mine", src_ns), ns)
+    status = kit.wait_dv(kube, ns, "mine", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, ns, "mine")
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    wait_for(lambda: source_ns_clean_but(kube, src_ns, {"golden"}), timeout=120,
+             what="nothing left in the source namespace")
+
+
+# -- source in use ---------------------------------------------------------------------------
+
+
+def test_source_written_by_a_pod_waits_read_only_does_not(kube: Kube, ns: str,
+                                                          golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    writer = kit.consumer_pod("writer", "golden")
+    kube.create(client.PODS, writer, src_ns)
+    wait_for(lambda: (kube.get(client.PODS, "writer", src_ns).get("status") or {}).get(
+        "phase") == "Running", timeout=120, what="writer running")
+    dv = kube.create(kit.DVS, clone_dv("busy", src_ns,
+                                       storage={"storageClassName": "local-reflink"}), src_ns)
+    wait_for(lambda: "CloneSourceInUse" in reasons(
+        kube, src_ns, claim_of(kube, src_ns, "busy")["metadata"]["uid"]),
+        timeout=TIMEOUT, what="CloneSourceInUse event")
+    assert kit.dv_status(kube, src_ns, "busy").get("phase") != "Succeeded"
+    kube.delete(client.PODS, "writer", src_ns)
+    status = kit.wait_dv(kube, src_ns, "busy", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    assert dv["metadata"]["uid"]
+    # a read-only user does not hold a clone back
+    reader = kit.consumer_pod("reader", "golden")
+    reader["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] = True
+    reader["spec"]["containers"][0]["volumeMounts"][0]["readOnly"] = True
+    kube.create(client.PODS, reader, src_ns)
+    kube.create(kit.DVS, clone_dv("shared", src_ns,
+                                  storage={"storageClassName": "local-reflink"}), src_ns)
+    status = kit.wait_dv(kube, src_ns, "shared", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    assert "CloneSourceInUse" not in reasons(kube, src_ns,
+                                             claim_of(kube, src_ns, "shared")["metadata"]["uid"])
+    assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, src_ns, "shared"))))
+    kube.delete(client.PODS, "reader", src_ns)
+    for name in ("busy", "shared"):
+        kube.delete(kit.DVS, name, src_ns)
+
+
+# -- DataSource ------------------------------------------------------------------------------
+
+
+def test_data_source_ready_follows_the_golden_claim(kube: Kube, ns: str, images: ImageFactory,
+                                                    golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    kube.create(kit.DVS, clone_dv("gold2", src_ns,
+                                  storage={"storageClassName": "local-reflink"}), ns)
+    kit.wait_dv(kube, ns, "gold2", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    kube.create(DATASOURCES, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+                              "metadata": {"name": "fedora"},
+                              "spec": {"source": {"pvc": {"namespace": ns,
+                                                          "name": "gold2"}}}}, ns)
+    kube.create(DATASOURCES, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+                              "metadata": {"name": "latest"},
+                              "spec": {"source": {"dataSource": {"name": "fedora"}}}}, ns)
+
+    def ready(name: str) -> str:
+        ds = kube.get(DATASOURCES, name, ns)
+        return next((c["status"] for c in (ds.get("status") or {}).get("conditions") or []
+                     if c["type"] == "Ready"), "")
+
+    wait_for(lambda: ready("fedora") == "True" and ready("latest") == "True",
+             timeout=TIMEOUT, what="DataSources Ready")
+    dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+          "metadata": {"name": "vm-disk"},
+          "spec": {"sourceRef": {"kind": "DataSource", "name": "latest"},
+                   "storage": {"storageClassName": "local-reflink"}}}
+    kube.create(kit.DVS, dv, ns)
+    status = kit.wait_dv(kube, ns, "vm-disk", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, ns, "vm-disk"))))
+    # the golden claim goes: Ready flips to False; a new one: back to True
+    kube.delete(kit.DVS, "gold2", ns)
+    wait_for(lambda: ready("fedora") == "False", timeout=TIMEOUT, what="Ready False")
+    kube.create(kit.DVS, clone_dv("gold2", src_ns,
+                                  storage={"storageClassName": "local-reflink"}), ns)
+    wait_for(lambda: ready("fedora") == "True", timeout=TIMEOUT, what="Ready True again")
+
+
+# -- deletion and many at once ---------------------------------------------------------------
+
+
+def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
+                                           golden: tuple[str, Path]) -> None:
+    src_ns, _ = golden
+    kube.create(kit.DVS, clone_dv("gone", src_ns, size="64Mi",
+                                  storage={"storageClassName": "local-immediate"}), ns)
+    wait_for(lambda: kube.get_or_none(client.PVCS, "gone", ns) is not None, timeout=TIMEOUT,
+             what="target claim")
+    kube.delete(kit.DVS, "gone", ns)
+    wait_for(lambda: not kube.list(client.PVCS, ns)["items"]
+             and not kube.list(client.PODS, ns)["items"], timeout=TIMEOUT,
+             what="target namespace empty")
+    wait_for(lambda: source_ns_clean_but(kube, src_ns, {"golden"}), timeout=TIMEOUT,
+             what="source namespace as before")
+
+
+def test_many_clones_of_one_golden_image(kube: Kube, ns: str,
+                                         golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    names = [f"vm{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        # half by reflink (same namespace), half by copy (another namespace)
+        target_ns = src_ns if i % 2 == 0 else ns
+        kube.create(kit.DVS, clone_dv(name, src_ns,
+                                      storage={"storageClassName": "local-reflink"}),
+                    target_ns)
+    for i, name in enumerate(names):
+        target_ns = src_ns if i % 2 == 0 else ns
+        status = kit.wait_dv(kube, target_ns, name, ("Succeeded", "Failed"),
+                             timeout=TIMEOUT * 2)
+        assert status["phase"] == "Succeeded", (name, status)
+        assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, target_ns,
+                                                                      name))))
+    for i, name in enumerate(names):
+        kube.delete(kit.DVS, name, src_ns if i % 2 == 0 else ns)
