@@ -28,7 +28,7 @@ import kopf
 from populators import names
 from populators.import_populator import ImportPopulator
 from populators.importer_pod import Settings
-from populators.kube import Kube, load_configuration
+from populators.kube import Kube, connection_params, load_configuration
 from populators.reconcile import Reconciler
 
 logger = logging.getLogger(__name__)
@@ -82,18 +82,20 @@ async def _tick() -> None:
             await asyncio.gather(*(one(k) for k in keys))
 
 
+LOGIN_PRIORITY = 10
+"""Below the operator program's own login (rootdisk.operator), which wins when both run."""
+
+
 @kopf.on.login()
-def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """In a pod: the service account; else the kubeconfig named by KUBECONFIG now (the
-    client library reads it once, at import)."""
-    info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
-    return info or kopf.login_with_kubeconfig(**kwargs)
+def _login(**_: Any) -> kopf.ConnectionInfo:
+    """In a pod: the service account (through KUBERNETES_SERVICE_HOST/PORT); else the
+    kubeconfig named by KUBECONFIG now."""
+    params = connection_params(os.environ.get("KUBECONFIG") or None)
+    return kopf.ConnectionInfo(**params, priority=LOGIN_PRIORITY)
 
 
 @kopf.on.startup()
-async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.posting.level = logging.WARNING
-    settings.watching.server_timeout = 300
+async def _startup(**_: Any) -> None:
     kube = Kube(load_configuration(os.environ.get("KUBECONFIG") or None))
     _state.reconciler = Reconciler(kube, ImportPopulator(), Settings.from_env(os.environ))
     with _state.lock:
@@ -125,15 +127,13 @@ def _claim_event(body: kopf.Body, type: str | None, **_: Any) -> None:
             with _state.lock:
                 _state.active.discard((ns, name))
             reconciler.forget(f"{ns}/{name}", str(meta.get("uid")))
+            _via_prime(reconciler, ns, names.prime_name(str(meta.get("uid"))))
             return
         _run(ns, name)
         return
     ann = meta.get("annotations") or {}
-    if ann.get(names.POPULATOR_KIND) != reconciler.populator.kind:
-        return
-    for ref in meta.get("ownerReferences") or []:  # PVC': its target
-        if ref.get("controller") and ref.get("kind") == "PersistentVolumeClaim":
-            _run(ns, str(ref.get("name")))
+    if ann.get(names.POPULATOR_KIND) == reconciler.populator.kind and type != "DELETED":
+        _via_prime(reconciler, ns, name)
 
 
 @kopf.on.event("", "v1", "pods", labels={names.APP_LABEL: names.APP_VALUE,
@@ -143,10 +143,17 @@ def _pod_event(body: kopf.Body, **_: Any) -> None:
     if reconciler is None:
         return
     meta = body.get("metadata") or {}
-    ns = str(meta.get("namespace"))
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "PersistentVolumeClaim":
-            prime = reconciler.kube.claim(ns, str(ref.get("name")))
-            for tref in ((prime or {}).get("metadata") or {}).get("ownerReferences") or []:
-                if tref.get("controller") and tref.get("kind") == "PersistentVolumeClaim":
-                    _run(ns, str(tref.get("name")))
+            _via_prime(reconciler, str(meta.get("namespace")), str(ref.get("name")))
+
+
+def _via_prime(reconciler: Reconciler, namespace: str, prime: str) -> None:
+    """Reconcile PVC''s target (or clean up after a target that is gone)."""
+    try:
+        target = reconciler.target_of_prime(namespace, prime)
+    except Exception:
+        logger.exception("handling PVC' %s/%s failed", namespace, prime)
+        return
+    if target is not None:
+        _run(namespace, target)
