@@ -38,6 +38,7 @@ class Reconciler:
         self._guard = threading.Lock()
         self._http = requests.Session()
         self._http.trust_env = False  # the pod network is reached directly, never by proxy
+        self._events_forbidden = False
         self._copied: dict[str, set[str]] = {}
         """Per target UID: names of the events already copied onto it."""
 
@@ -188,7 +189,12 @@ class Reconciler:
                         self.kube.create_event(copy)
                         done.add(copy["metadata"]["name"])
             except KubeError as err:
-                logger.debug("events of %s not copied: %s", meta(obj).get("name"), err)
+                if err.status == 403 and not self._events_forbidden:
+                    self._events_forbidden = True
+                    logger.warning("events of PVC' and pods are not copied onto targets: "
+                                   "the service account may not list events (%s)", err)
+                else:
+                    logger.debug("events of %s not copied: %s", meta(obj).get("name"), err)
 
 
 def _users(pods: list[Any], prime_name: str, own: str) -> list[str]:

@@ -5,13 +5,15 @@ an operator restart mid-import, two operator replicas."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from localcluster.cluster import Cluster
 from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.controllers.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
@@ -29,12 +31,31 @@ TUNING = [{"name": "IMPORTER_RETRY_ATTEMPTS", "value": "2"},
           {"name": "IMPORTER_RETRY_DELAY", "value": "0.2"}]
 
 
+def update_deployment(kube: Kube, change: Callable[[dict[str, Any]], None]) -> None:
+    """Read, change, replace; again on a conflict with the Deployment controller."""
+    for _ in range(20):
+        deploy = kube.get(DEPLOYMENTS, "rootdisk-cdi-operator", kit.OPERATOR_NS)
+        change(deploy)
+        try:
+            kube.replace(DEPLOYMENTS, deploy)
+            return
+        except KubeError as err:
+            if err.status != 409:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("the operator Deployment kept changing under us")
+
+
 def operator_env(kube: Kube, env: list[dict[str, str]]) -> None:
-    deploy = kube.get(DEPLOYMENTS, "rootdisk-cdi-operator", kit.OPERATOR_NS)
-    container = deploy["spec"]["template"]["spec"]["containers"][0]
-    container["env"] = [e for e in container["env"] if e["name"] not in
-                        {x["name"] for x in env}] + env
-    kube.replace(DEPLOYMENTS, deploy)
+    def change(deploy: dict[str, Any]) -> None:
+        container = deploy["spec"]["template"]["spec"]["containers"][0]
+        container["env"] = [e for e in container["env"] if e["name"] not in
+                            {x["name"] for x in env}] + env
+    update_deployment(kube, change)
+
+
+def replicas(kube: Kube, n: int) -> None:
+    update_deployment(kube, lambda d: d["spec"].__setitem__("replicas", n))
 
 
 def lease_holder(kube: Kube) -> str | None:
@@ -172,9 +193,7 @@ def test_operator_restart_mid_import(kube: Kube, ns: str, http_server: HttpServe
 
 
 def test_two_replicas_one_leader(kube: Kube, ns: str) -> None:
-    deploy = kube.get(DEPLOYMENTS, "rootdisk-cdi-operator", kit.OPERATOR_NS)
-    deploy["spec"]["replicas"] = 2
-    kube.replace(DEPLOYMENTS, deploy)
+    replicas(kube, 2)
     try:
         wait_for(lambda: len(ready_operators(kube)) == 2, timeout=180, what="two replicas")
         leader = lease_holder(kube)
@@ -188,6 +207,4 @@ def test_two_replicas_one_leader(kube: Kube, ns: str) -> None:
                     ns)
         assert kit.wait_dv(kube, ns, "after", ("Succeeded", "Failed"))["phase"] == "Succeeded"
     finally:
-        deploy = kube.get(DEPLOYMENTS, "rootdisk-cdi-operator", kit.OPERATOR_NS)
-        deploy["spec"]["replicas"] = 1
-        kube.replace(DEPLOYMENTS, deploy)
+        replicas(kube, 1)
