@@ -91,6 +91,12 @@ def _request(claim: Mapping[str, Any]) -> int:
     return parse_bytes(str(text))
 
 
+def request_text(claim: Mapping[str, Any]) -> str:
+    """The source's storage request as written (same-mode targets copy it)."""
+    _request(claim)
+    return str(claim["spec"]["resources"]["requests"]["storage"])
+
+
 def capacity(claim: Mapping[str, Any]) -> int:
     """The source's bytes: its status capacity when bound, else its request."""
     text = ((claim.get("status") or {}).get("capacity") or {}).get("storage")

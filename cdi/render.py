@@ -227,7 +227,8 @@ def _clone_size(dv: Mapping[str, Any], claim_spec: Obj, source: clone.Source, *,
                                     volume_mode=mode)
             size = clone.default_size(source=source, target_mode=mode,
                                       target_overhead=overhead)
-            requests["storage"] = str(size)
+            same = mode == clone.volume_mode(source.claim)
+            requests["storage"] = str(clone.request_text(source.claim)) if same else str(size)
         else:
             try:
                 requested = parse_bytes(text)

@@ -1,0 +1,112 @@
+"""Clone DataVolumes: the target's size from the source, the smaller-target rule, the
+VolumeCloneSource and the claim's dataSourceRef (table tests of cdi.clone and render)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from cdi import clone
+from cdi.render import RenderError, render
+from sizes import required_space, usable_space
+from tests.cdi.builders import dv
+from tests.cdi.test_render import CONFIG, LOCAL, profile_of, storage
+
+MiB, GiB = 1024**2, 1024**3
+
+
+def source_claim(size: str = "1Gi", mode: str = "Filesystem", ns: str = "ns",
+                 capacity: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"metadata": {"name": "golden", "namespace": ns},
+                           "spec": {"volumeMode": mode, "storageClassName": "local",
+                                    "resources": {"requests": {"storage": size}}}}
+    if capacity:
+        out["status"] = {"phase": "Bound", "capacity": {"storage": capacity}}
+    return out
+
+
+def src(size: str = "1Gi", mode: str = "Filesystem", overhead: str = "0.06",
+        **kw: Any) -> clone.Source:
+    return clone.Source(claim=source_claim(size, mode, **kw), overhead=Fraction(overhead))
+
+
+def cloning(name: str = "copy", ns: str = "ns", **kw: Any) -> dict[str, Any]:
+    return dv(name, source={"pvc": {"namespace": ns, "name": "golden"}}, **kw)
+
+
+@pytest.mark.parametrize(("source", "mode", "expected"), [
+    # same mode: the source's request, as it is
+    (src("1Gi"), "Filesystem", GiB),
+    (src("1Gi", "Block"), "Block", GiB),
+    # Block → Filesystem: the device's capacity, plus the target's overhead
+    (src("1Gi", "Block", capacity="1Gi"), "Filesystem",
+     required_space(size=GiB, overhead=Fraction("0.03"))),
+    # Filesystem → Block: the image the importer grew (usable space of the request)
+    (src("1Gi"), "Block", usable_space(capacity=GiB, overhead=Fraction("0.06"))),
+])
+def test_default_size(source: clone.Source, mode: str, expected: int) -> None:
+    overhead = Fraction(0) if mode == "Block" else Fraction("0.03")
+    assert clone.default_size(source=source, target_mode=mode,
+                              target_overhead=overhead) == expected
+
+
+def test_smaller_target_refused_with_upstreams_message_unless_permissive() -> None:
+    with pytest.raises(clone.CloneError) as err:
+        clone.check_size(dv=cloning(), source=src("1Gi"), requested=GiB - 1)
+    assert err.value.message == "target resources requests storage size is smaller than " \
+        "the source"
+    clone.check_size(dv=cloning(annotations={"cdi.kubevirt.io/permissiveClone": "true"}),
+                     source=src("1Gi"), requested=GiB - 1)
+    clone.check_size(dv=cloning(), source=src("1Gi"), requested=GiB)
+    clone.check_size(dv=cloning(), source=src("1Gi"), requested=None)
+
+
+def test_render_without_size_takes_the_sources() -> None:
+    target = render(dv=cloning(storage=storage(None)), storage_class=LOCAL,
+                    profile=profile_of(LOCAL), config_status=CONFIG,
+                    clone_from=(clone.SourceRef("ns", "golden"), src("3Gi")))
+    spec = target.claim["spec"]
+    assert spec["resources"]["requests"]["storage"] == "3Gi"
+    assert spec["dataSourceRef"] == {"apiGroup": "cdi.kubevirt.io",
+                                     "kind": "VolumeCloneSource",
+                                     "name": "volume-clone-source-dv-uid"}
+    assert target.import_source is None
+    vcs = target.clone_source
+    assert vcs is not None and vcs["metadata"]["namespace"] == "ns"
+    assert vcs["spec"]["source"] == {"kind": "PersistentVolumeClaim", "name": "golden"}
+    assert vcs["metadata"]["ownerReferences"][0]["uid"] == "dv-uid"
+
+
+def test_render_across_namespaces_and_modes() -> None:
+    target = render(dv=cloning(ns="gold", storage=storage(None, volumeMode="Block")),
+                    storage_class=LOCAL, profile=profile_of(LOCAL), config_status=CONFIG,
+                    clone_from=(clone.SourceRef("gold", "golden"), src("1Gi")))
+    spec = target.claim["spec"]
+    assert spec["dataSourceRef"]["namespace"] == "gold"
+    assert spec["resources"]["requests"]["storage"] == str(
+        usable_space(capacity=GiB, overhead=Fraction("0.06")))
+    vcs = target.clone_source
+    assert vcs is not None and vcs["metadata"]["namespace"] == "gold"
+    assert "ownerReferences" not in vcs["metadata"]  # they cannot cross namespaces
+    assert vcs["metadata"]["labels"]["cdi.kubevirt.io/clone-for-datavolume"] == "dv-uid"
+
+
+def test_render_refuses_a_smaller_target() -> None:
+    with pytest.raises(RenderError) as err:
+        render(dv=cloning(storage=storage("512Mi")), storage_class=LOCAL,
+               profile=profile_of(LOCAL), config_status=CONFIG,
+               clone_from=(clone.SourceRef("ns", "golden"), src("1Gi")))
+    assert err.value.reason == "CloneValidationFailed"
+
+
+def test_data_source_targets() -> None:
+    ds = {"metadata": {"namespace": "g"}, "spec": {"source": {"pvc": {"name": "fedora"}}}}
+    assert clone.data_source_target(ds) == ("pvc", clone.SourceRef("g", "fedora"))
+    ds = {"metadata": {"namespace": "g"},
+          "spec": {"source": {"dataSource": {"name": "x", "namespace": "h"}}}}
+    assert clone.data_source_target(ds) == ("dataSource", clone.SourceRef("h", "x"))
+    assert clone.data_source_target({"metadata": {}, "spec": {"source": {}}}) is None
+    assert clone.data_source_ref(dv(sourceRef={"kind": "DataSource", "name": "f"})) == \
+        clone.SourceRef("ns", "f")
