@@ -9,7 +9,8 @@ StorageProfile ``status.cloneStrategy``, else ``snapshot`` (upstream's default).
 - ``csi-clone`` falls back to ``copy`` when the source and target classes have different
   provisioners (``IncompatibleProvisioners``), different volume modes
   (``IncompatibleVolumeModes``), a larger target on a class that cannot expand
-  (``NoVolumeExpansion``), or — a rootdisk limit — the source is in another namespace
+  (``NoVolumeExpansion``), a smaller target (a permissive clone, rootdisk's
+  ``TargetSmallerThanSource``: no storage clones into less), or — a rootdisk limit — the source is in another namespace
   (``CrossNamespaceCSIClone``: a claim's ``dataSource`` may only name a claim of its own
   namespace, and PVC' is not moved across namespaces for a CSI clone);
 - ``copy`` is the host-assisted copy by a cloner pod, always possible.
@@ -84,6 +85,10 @@ def choose(*, override: str | None, profile_strategy: str | None, source: Obj, t
                       f"source volume mode {_mode(source)} differs from target's"
                       f" {_mode(target)}")
     src, dst = _request(source), _request(target)
+    if src is not None and dst is not None and dst < src:
+        return Choice(COPY, asked, "TargetSmallerThanSource",
+                      "the target is smaller than the source (a permissive clone): the"
+                      " storage cannot clone into it; copying the data")
     if src is not None and dst is not None and dst > src and not target_class.get(
             "allowVolumeExpansion"):
         return Choice(COPY, asked, "NoVolumeExpansion",

@@ -21,7 +21,7 @@ from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
 from tests.localcluster.clusterkit import needs_root, wait_for
 
-pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 MiB = 2**20
 DATASOURCES = client.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
@@ -29,7 +29,7 @@ VCS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeclonesources")
 ROLES = client.Resource("rbac.authorization.k8s.io", "v1", "roles")
 ROLEBINDINGS = client.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
 A = "cdi.kubevirt.io/"
-TIMEOUT = 300
+TIMEOUT = 240
 
 
 @pytest.fixture(scope="module")
@@ -278,7 +278,8 @@ def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
     grant(kube, ns, "alice", DV_RULES)
     grant(kube, src_ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
                                    "resources": ["datavolumes/source"], "verbs": ["create"]}])
-    create_as(kube, "alice", kit.DVS, clone_dv("mine", src_ns), ns)
+    create_as(kube, "alice", kit.DVS, clone_dv(
+        "mine", src_ns, storage={"storageClassName": "local-immediate"}), ns)
     status = kit.wait_dv(kube, ns, "mine", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     claim = claim_of(kube, ns, "mine")

@@ -32,6 +32,7 @@ OTHER = {"provisioner": "ebs.csi.aws.com", "allowVolumeExpansion": True}
     ({"target": claim(size="2Gi"), "target_class": FIXED, "source_class": FIXED}, "copy",
      "NoVolumeExpansion"),
     ({"target": claim(size="2Gi")}, "csi-clone", ""),
+    ({"target": claim(size="512Mi")}, "copy", "TargetSmallerThanSource"),
     ({"override": "csi-clone", "profile_strategy": "copy"}, "csi-clone", ""),
 ])
 def test_choose(kw: dict[str, Any], strategy: str, reason: str) -> None:
