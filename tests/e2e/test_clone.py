@@ -302,7 +302,8 @@ def test_source_written_by_a_pod_waits_read_only_does_not(kube: Kube, ns: str,
     dv = kube.create(kit.DVS, clone_dv("busy", src_ns,
                                        storage={"storageClassName": "local-reflink"}), src_ns)
     wait_for(lambda: "CloneSourceInUse" in reasons(
-        kube, src_ns, claim_of(kube, src_ns, "busy")["metadata"]["uid"]),
+        kube, src_ns, (kube.get_or_none(client.PVCS, "busy", src_ns) or {"metadata": {
+            "uid": "-"}})["metadata"]["uid"]),
         timeout=TIMEOUT, what="CloneSourceInUse event")
     assert kit.dv_status(kube, src_ns, "busy").get("phase") != "Succeeded"
     kube.delete(client.PODS, "writer", src_ns)
@@ -372,7 +373,7 @@ def test_data_source_ready_follows_the_golden_claim(kube: Kube, ns: str, images:
 def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
                                            golden: tuple[str, Path]) -> None:
     src_ns, _ = golden
-    kube.create(kit.DVS, clone_dv("gone", src_ns, size="64Mi",
+    kube.create(kit.DVS, clone_dv("gone", src_ns,
                                   storage={"storageClassName": "local-immediate"}), ns)
     wait_for(lambda: kube.get_or_none(client.PVCS, "gone", ns) is not None, timeout=TIMEOUT,
              what="target claim")

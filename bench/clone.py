@@ -1,0 +1,164 @@
+"""Benchmark: cloning a golden image on `rootdisk up`.
+
+Why it exists: a clone of a golden disk should cost what the storage makes it cost.
+Printed, measured in one run:
+
+- ``csi-clone`` on ``local-reflink``, DataVolume created → Succeeded, for a 4 GiB and a
+  16 GiB sparse golden image holding 1 GiB of data each (goal: under 1 s of storage time,
+  the same at both sizes);
+- the host-assisted ``copy`` (CDIConfig ``cloneStrategyOverride: copy``), DataVolume
+  created → Succeeded, and the cloner program alone on the same files, each divided by
+  ``cp --reflink=never --sparse=always`` of the same ``disk.img`` between the same two
+  volumes (goal <= 1.5), with the allocated bytes of each output beside the source's.
+
+    python bench/clone.py [--sizes 4G,16G] [--data 1G] [--runs 3]
+
+Needs root (localcluster's loop devices and mounts), like `rootdisk up`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import DEFAULT_WORKDIR, human, parse_size
+
+from localcluster.cluster import Cluster, Options
+from localcluster.controllers import client
+from localcluster.controllers.client import Kube
+from tests.e2e import kit
+
+CHUNK = 16 * 2**20
+
+
+def wait(kube: Kube, ns: str, name: str, timeout: float = 1800) -> float:
+    start = time.monotonic()
+    while True:
+        phase = kit.dv_status(kube, ns, name).get("phase")
+        if phase == "Succeeded":
+            return time.monotonic() - start
+        if phase == "Failed" or time.monotonic() - start > timeout:
+            raise RuntimeError(f"DataVolume {name}: {kit.dv_status(kube, ns, name)}")
+        time.sleep(0.02)
+
+
+def golden(kube: Kube, ns: str, name: str, size: int, data: int) -> Path:
+    """A blank DataVolume on local-reflink, then ``data`` bytes of random data spread
+    over its disk.img (written on the host: the bench is root)."""
+    kube.create(kit.DVS, kit.datavolume(name, {"blank": {}}, size=f"{size // 2**20}Mi",
+                                        storage={"storageClassName": "local-reflink"}), ns)
+    wait(kube, ns, name)
+    path = Path(kit.volume_path(kube, kube.get(client.PVCS, name, ns)))
+    chunks = data // CHUNK
+    stride = (path.stat().st_size - CHUNK) // max(1, chunks - 1)
+    block = os.urandom(CHUNK)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for i in range(chunks):
+            os.pwrite(fd, block, (i * stride) // 4096 * 4096)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def clone_dv(kube: Kube, ns: str, name: str, source: str) -> float:
+    start = time.monotonic()
+    kube.create(kit.DVS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+                          "metadata": {"name": name},
+                          "spec": {"source": {"pvc": {"namespace": ns, "name": source}},
+                                   "storage": {"storageClassName": "local-reflink"}}}, ns)
+    wait(kube, ns, name)
+    return time.monotonic() - start
+
+
+def allocated(path: Path) -> int:
+    return path.stat().st_blocks * 512
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+    subprocess.run(["sync"], check=True)
+    start = time.monotonic()
+    subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, timeout=1800)
+    subprocess.run(["sync"], check=True)
+    return time.monotonic() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="4G,16G", help="golden image sizes")
+    parser.add_argument("--data", default="1G", help="data in each golden image")
+    parser.add_argument("--runs", type=int, default=3, help="runs per case (median)")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    args = parser.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    data = parse_size(args.data)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="clone-bench-", dir=args.workdir) as tmp:
+        cluster = Cluster(str(Path(tmp) / "cluster"), Options(manifests=kit.MANIFESTS))
+        cluster.start()
+        try:
+            kube = kit.cluster_kube(cluster)
+            kit.wait_operator_ready(kube)
+            ns = kit.namespace(kube, "bench")
+            for size in sizes:
+                gname = f"golden-{size >> 30}g"
+                src = golden(kube, ns, gname, size, data)
+                csi = [clone_dv(kube, ns, f"{gname}-csi-{i}", gname) for i in range(args.runs)]
+                print(f"csi-clone {human(size)} golden ({human(allocated(src))} allocated), "
+                      f"created → Succeeded, median of {args.runs}: "
+                      f"{statistics.median(csi):.2f} s (runs {', '.join(f'{t:.2f}' for t in csi)})")
+            size = sizes[0]
+            gname = f"golden-{size >> 30}g"
+            src = Path(kit.volume_path(kube, kube.get(client.PVCS, gname, ns)))
+            kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
+            try:
+                dv_times, cl_times, cp_times = [], [], []
+                for i in range(args.runs):
+                    name = f"{gname}-copy-{i}"
+                    dv_times.append(clone_dv(kube, ns, name, gname))
+                    claim = kube.get(client.PVCS, name, ns)
+                    assert claim["metadata"]["annotations"][
+                        "cdi.kubevirt.io/clone.strategy"] == "copy"
+                    out = Path(kit.volume_path(kube, claim))
+                    dv_alloc = allocated(out)
+                    cp_out = out.parent / "cp.img"
+                    cp_times.append(timed(["cp", "--reflink=never", "--sparse=always",
+                                           str(src), str(cp_out)]))
+                    cp_alloc = allocated(cp_out)
+                    cp_out.unlink()
+                    cl_out = out.parent / "cloner.img"
+                    env = {**os.environ, "CLONER_SOURCE": str(src),
+                           "CLONER_TARGET": str(cl_out),
+                           "IMPORTER_IMAGE_SIZE": str(claim["spec"]["resources"]["requests"][
+                               "storage"]),
+                           "FILESYSTEM_OVERHEAD": "0.06",
+                           "IMPORTER_TERMINATION_LOG": "/dev/null"}
+                    env.pop("POD_IP", None)
+                    cl_times.append(timed([sys.executable, "-m", "importer.cloner"], env))
+                    cl_alloc = allocated(cl_out)
+                    cl_out.unlink()
+            finally:
+                kube.patch(kit.CDICONFIGS, "config",
+                           {"spec": {"cloneStrategyOverride": None}})
+            dv_med, cl_med, cp_med = (statistics.median(t) for t in
+                                      (dv_times, cl_times, cp_times))
+            print(f"host-assisted copy of the {human(size)} golden "
+                  f"({human(allocated(src))} allocated), median of {args.runs}:")
+            print(f"  cp --sparse=always   {cp_med:7.2f} s   output {human(cp_alloc)} allocated")
+            print(f"  cloner program       {cl_med:7.2f} s   output {human(cl_alloc)} allocated"
+                  f"   ratio {cl_med / cp_med:.2f} (goal <= 1.5)")
+            print(f"  DataVolume (copy)    {dv_med:7.2f} s   output {human(dv_alloc)} allocated"
+                  f"   ratio {dv_med / cp_med:.2f}")
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
