@@ -50,9 +50,11 @@ def stop(**_: Any) -> None:
 
 
 @kopf.on.event(api.GROUP, api.VERSION, "datavolumes")
-def datavolume_event(event: Any, name: str, namespace: str, **_: Any) -> None:
+def datavolume_event(event: Any, body: Any, name: str, namespace: str, **_: Any) -> None:
     if event.get("type") != "DELETED":
         reconcile.reconcile_datavolume(client(), namespace, name)
+    else:
+        reconcile.delete_clone_source(client(), dict(body))
 
 
 @kopf.on.event("", "v1", "persistentvolumeclaims")

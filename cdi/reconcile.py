@@ -112,20 +112,14 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
 
 
 def delete_clone_source(client: Client, dv: Mapping[str, Any]) -> None:
-    """Remove the DataVolume's VolumeCloneSource (it may live in the source namespace,
-    where no owner reference can reach it)."""
-    ref = (((client.get(PVCS, dv["metadata"]["name"], dv["metadata"]["namespace"]) or {})
-            .get("spec") or {}).get("dataSourceRef") or {})
-    source = clone_target(client, dv)
-    ns = (ref.get("namespace") if ref.get("kind") == api.CLONE_SOURCE_KIND else None) or (
-        source.namespace if isinstance(source, clone.SourceRef) else None)
-    if ns is None:
-        return
-    name = clone.clone_source_name(dv["metadata"]["uid"])
-    existing = client.get(CLONE_SOURCES, name, ns)
-    if existing is not None and (existing["metadata"].get("labels") or {}).get(
-            api.CLONE_FOR_DV_LABEL) == dv["metadata"]["uid"]:
-        client.delete(CLONE_SOURCES, name, ns)
+    """Remove the DataVolume's VolumeCloneSource wherever it is (in the source namespace
+    no owner reference reaches it): found by the label naming the DataVolume's UID."""
+    uid = dv["metadata"]["uid"]
+    found = client.request("GET", CLONE_SOURCES.path(), query={
+        "labelSelector": f"{api.CLONE_FOR_DV_LABEL}={uid}"}) or {}
+    for vcs in found.get("items") or []:
+        if vcs["metadata"]["name"] == clone.clone_source_name(uid):
+            client.delete(CLONE_SOURCES, vcs["metadata"]["name"], vcs["metadata"]["namespace"])
 
 
 def clone_target(client: Client, dv: Mapping[str, Any]) -> clone.SourceRef | tuple[str, str] | None:

@@ -116,8 +116,7 @@ def test_same_namespace_csi_clone_without_size(kube: Kube, golden: tuple[str, Pa
     assert os.path.getsize(produced) == os.path.getsize(golden_img)
     assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"]) or \
         "ImportSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
-    wait_for(lambda: source_ns_clean_but(kube, src_ns, {"golden", "copy1"}), timeout=120,
-             what="PVC', pod and VolumeCloneSource gone")
+    wait_clean(kube, src_ns, {"golden", "copy1"})
     kube.delete(kit.DVS, "copy1", src_ns)
 
 
@@ -130,6 +129,16 @@ def source_ns_clean_but(kube: Kube, ns: str, keep: set[str]) -> bool:
     return claims <= keep | _dv_claims(kube, ns) and not [
         c for c in claims if c.startswith("prime-")] and not pods and not kube.list(
         VCS, ns)["items"]
+
+
+def wait_clean(kube: Kube, ns: str, keep: set[str]) -> None:
+    try:
+        wait_for(lambda: source_ns_clean_but(kube, ns, keep), timeout=TIMEOUT,
+                 what=f"nothing but {sorted(keep)} left in {ns}")
+    except AssertionError as err:
+        left = [f"{r.plural}/{o['metadata']['name']}" for r in (client.PVCS, client.PODS, VCS)
+                for o in kube.list(r, ns)["items"]]
+        raise AssertionError(f"{err}: {left}\n{kit.diagnose(kube, ns)}") from None
 
 
 def _dv_claims(kube: Kube, ns: str) -> set[str]:
@@ -285,8 +294,7 @@ def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
     claim = claim_of(kube, ns, "mine")
     assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
     assert compare(reference, Path(kit.volume_path(kube, claim)))
-    wait_for(lambda: source_ns_clean_but(kube, src_ns, {"golden"}), timeout=120,
-             what="nothing left in the source namespace")
+    wait_clean(kube, src_ns, {"golden"})
 
 
 # -- source in use ---------------------------------------------------------------------------
@@ -381,8 +389,7 @@ def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
     wait_for(lambda: not kube.list(client.PVCS, ns)["items"]
              and not kube.list(client.PODS, ns)["items"], timeout=TIMEOUT,
              what="target namespace empty")
-    wait_for(lambda: source_ns_clean_but(kube, src_ns, {"golden"}), timeout=TIMEOUT,
-             what="source namespace as before")
+    wait_clean(kube, src_ns, {"golden"})
 
 
 def test_many_clones_of_one_golden_image(kube: Kube, ns: str,
