@@ -16,11 +16,12 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import (
     crds,
+    decoding,
     defaults,
     deletion,
     gc,
@@ -66,9 +67,19 @@ APPLY_PATCH = "application/apply-patch+yaml"
 
 @dataclass(frozen=True)
 class WriteOptions:
+    """How a write was asked for. ``field_validation`` is the request's fieldValidation
+    (internal writes: Ignore); ``duplicates`` the keys the request body repeated;
+    ``warnings`` collects what the answer's ``Warning`` headers say."""
+
     user: UserInfo = ADMIN
     dry_run: bool = False
-    strict_fields: bool = False
+    field_validation: str = decoding.IGNORE
+    duplicates: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def strict_fields(self) -> bool:
+        return self.field_validation == decoding.STRICT
 
 
 def _now() -> datetime.datetime:
@@ -215,6 +226,13 @@ class Backend:
         body["kind"] = rt.kind
         return body
 
+    @staticmethod
+    def _decode(rt: ResourceType, body: Obj, options: WriteOptions) -> None:
+        """The decoder's field checks on a request body (unknown fields dropped in place)."""
+        options.warnings.extend(decoding.check_fields(
+            body, kind=rt.kind, group=rt.group, version=rt.version, custom=rt.custom,
+            validation=options.field_validation, duplicates=options.duplicates))
+
     def _invalid(self, rt: ResourceType, obj: Obj, causes: list[Cause]) -> APIError:
         name = (obj.get("metadata") or {}).get("name") or ""
         return invalid(kind=rt.kind, group=rt.group, name=str(name), causes=causes)
@@ -226,11 +244,9 @@ class Backend:
                                         creating=old is None)
         if rt.schema is not None:
             pruned = schema.prune(obj, rt.schema)
-            if options.strict_fields:
-                unknown = dropped_fields(obj, pruned)
-                if unknown:
-                    raise bad_request("strict decoding error: " + ", ".join(
-                        f'unknown field "{path}"' for path in unknown))
+            if options.field_validation != decoding.IGNORE:
+                options.warnings.extend(decoding.unknown_fields_outcome(
+                    dropped_fields(obj, pruned), validation=options.field_validation))
             obj = schema.apply_defaults(pruned, rt.schema)
             for err in schema.validate(obj, rt.schema):
                 text = str(err)
@@ -267,6 +283,7 @@ class Backend:
         if "create" not in rt.verbs:
             raise method_not_allowed(f"create is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=None)
+        self._decode(rt, body, options)
         if rt.namespaced:
             if not ns:
                 raise bad_request("the namespace of the object must be given in the URL")
@@ -369,6 +386,7 @@ class Backend:
         if "update" not in rt.verbs:
             raise method_not_allowed(f"update is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=name)
+        self._decode(rt, body, options)
         key = self._key(rt, ns, name)
         current = self.get_stored(rt, ns, name)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
@@ -434,6 +452,8 @@ class Backend:
             if wanted_rv and str(wanted_rv) != str(current.rv):
                 raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
             body = self.check_body(rt, patched, ns=ns, name=name)
+            del options.warnings[:]  # a retried patch reports its last attempt
+            self._decode(rt, body, options)
             new = self._prepare_update(rt, current, body, subresource=subresource,
                                        options=options)
             result = await self._write_update(rt, key, current, new, subresource=subresource,

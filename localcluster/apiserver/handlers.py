@@ -19,7 +19,17 @@ from typing import Any
 
 from aiohttp import web
 
-from . import authz, discovery, openapi, protobuf, selectors, subresources, tables, watch
+from . import (
+    authz,
+    decoding,
+    discovery,
+    openapi,
+    protobuf,
+    selectors,
+    subresources,
+    tables,
+    watch,
+)
 from .auth import Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
@@ -48,6 +58,8 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 LogProvider = subresources.LogProvider
 JSON_TYPE = "application/json"
+YAML_TYPE = "application/yaml"
+DUPLICATES = web.RequestKey("duplicates", tuple)  # keys a JSON body repeated
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 DEFAULT_WATCH_TIMEOUT = 1800
 # Built-in kinds whose DELETE answers with the deleted object rather than a Status, as
@@ -87,6 +99,13 @@ def _raw_response(text: str, status: int = 200) -> web.Response:
 
 def error_response(err: APIError) -> web.Response:
     return _json_response(err.to_status(), err.code)
+
+
+def _with_warnings(response: web.Response, options: WriteOptions) -> web.Response:
+    """One ``Warning`` header per problem the decoder noticed under fieldValidation=Warn."""
+    for text in dict.fromkeys(options.warnings):
+        response.headers.add("Warning", decoding.warning_header(text))
+    return response
 
 
 def _wants_table(request: web.Request) -> bool:
@@ -296,9 +315,10 @@ class Handlers:
 
     async def _body(self, request: web.Request) -> Any:
         protobuf_body = request.content_type == protobuf.CONTENT_TYPE
+        yaml_body = request.content_type == YAML_TYPE and request.method in ("POST", "PUT")
         if request.content_type not in ("application/json", "application/octet-stream", "",
                                         MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH) \
-                and not protobuf_body:
+                and not protobuf_body and not yaml_body:
             raise unsupported_media_type(request.content_type)
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
@@ -314,9 +334,13 @@ class Handlers:
             except protobuf.ProtobufError as err:
                 raise APIError(415, "UnsupportedMediaType", str(err)) from None
         try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise bad_request(f"the request body is not valid JSON: {err}") from None
+            if yaml_body:
+                return decoding.load_yaml(raw)
+            body, duplicates = decoding.load_json(raw)
+        except decoding.DecodeError as err:
+            raise bad_request(str(err)) from None
+        request[DUPLICATES] = tuple(duplicates)
+        return body
 
     @staticmethod
     def _write_options(request: web.Request, user: UserInfo) -> WriteOptions:
@@ -325,10 +349,12 @@ class Handlers:
             if value != "All":
                 raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: '
                                   '"All"')
-        validation = request.query.get("fieldValidation", "")
-        if validation not in ("", "Strict", "Warn", "Ignore"):
-            raise bad_request(f'fieldValidation: Unsupported value: "{validation}"')
-        return WriteOptions(user=user, dry_run=bool(dry), strict_fields=validation == "Strict")
+        validation = request.query.get("fieldValidation") or decoding.WARN
+        if validation not in decoding.FIELD_VALIDATIONS:
+            raise bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
+                              'values: "Ignore", "Strict", "Warn"')
+        return WriteOptions(user=user, dry_run=bool(dry), field_validation=validation,
+                            duplicates=request.get(DUPLICATES, ()))
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -373,10 +399,10 @@ class Handlers:
         if method == "PUT":
             self._authorize(user, "update", t)
             body = await self._body(request)
+            options = self._write_options(request, user)
             obj = await self.backend.update(rt, t.namespace, t.name, body,
-                                            subresource=t.subresource,
-                                            options=self._write_options(request, user))
-            return _json_response(obj)
+                                            subresource=t.subresource, options=options)
+            return _with_warnings(_json_response(obj), options)
         if method == "PATCH":
             self._authorize(user, "patch", t)
             content_type = request.content_type
@@ -387,10 +413,10 @@ class Handlers:
             if content_type not in (MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH):
                 raise unsupported_media_type(content_type)
             body = await self._body(request)
+            options = self._write_options(request, user)
             obj = await self.backend.patch(rt, t.namespace, t.name, content_type, body,
-                                           subresource=t.subresource,
-                                           options=self._write_options(request, user))
-            return _json_response(obj)
+                                           subresource=t.subresource, options=options)
+            return _with_warnings(_json_response(obj), options)
         if method == "DELETE":
             if t.subresource:
                 raise method_not_allowed(f"DELETE is not allowed on {rt.resource}/"
@@ -426,7 +452,7 @@ class Handlers:
             result.setdefault("metadata", {})["creationTimestamp"] = None
             return _json_response(result, 201)
         obj = await self.backend.create(t.rt, t.namespace, body, options)
-        return _json_response(obj, 201)
+        return _with_warnings(_json_response(obj, 201), options)
 
     async def _delete_options(self, request: web.Request) -> Obj:
         opts: Obj = {}
