@@ -45,6 +45,7 @@ from .errors import (
     bad_request,
     forbidden,
     method_not_allowed,
+    not_acceptable,
     not_found,
     too_large,
     unauthorized,
@@ -262,12 +263,16 @@ class Handlers:
         if path == "/apis":
             return _json_response(discovery.api_group_list(self.registry))
         if path.startswith("/openapi"):
+            accept = request.headers.get("Accept", "")
+            if path == "/openapi/v2" and "protobuf" in accept and "json" not in accept \
+                    and "*/*" not in accept:
+                raise not_acceptable("only application/json is served for /openapi/v2")
             doc = openapi.document(self.registry, path, request.query)
             if doc is None:
                 raise not_found(resource="", group="", name=path)
             return _json_response(doc)
         return _json_response({"paths": sorted({"/api", "/apis", "/version", "/openapi/v3",
-                                                "/healthz", "/livez", "/readyz"})})
+                                                "/openapi/v2", "/healthz", "/livez", "/readyz"})})
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
         namespace: str | None = None
