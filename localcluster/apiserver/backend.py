@@ -299,7 +299,8 @@ class Backend:
                 if self.store.get(*self._key(rt, ns, name)) is None:
                     break
         obj = meta.prepare_create(body, namespace=ns if rt.namespaced else None,
-                                  name=name or "", uid=str(uuid.uuid4()), now=self.clock())
+                                  name=name or "", uid=str(uuid.uuid4()), now=self.clock(),
+                                  generation=meta.tracks_generation(rt.kind, custom=rt.custom))
         if not name:
             obj["metadata"].pop("name", None)
         keep_status = not rt.has_status or rt.kind == "Node"
@@ -343,7 +344,8 @@ class Backend:
                         subresource: str, options: WriteOptions) -> Obj:
         old = self.view(rt, current)
         new = meta.carry_over(old, body, has_status=rt.has_status, subresource=subresource,
-                              status_in_generation=rt.custom and not rt.has_status)
+                              status_in_generation=rt.custom and not rt.has_status,
+                              generation=meta.tracks_generation(rt.kind, custom=rt.custom))
         if subresource == "finalize":
             new = copy.deepcopy(old)
             new.setdefault("spec", {})["finalizers"] = list(
@@ -545,7 +547,8 @@ class Backend:
         if self.store.get(*key) is not None:
             return
         new = meta.prepare_create(obj, namespace=ns if rt.namespaced else None, name=key[2],
-                                  uid=str(uuid.uuid4()), now=self.clock())
+                                  uid=str(uuid.uuid4()), now=self.clock(),
+                                  generation=meta.tracks_generation(rt.kind, custom=rt.custom))
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         defaults.on_create(rt.kind, new, keep_status=not rt.has_status)
         self._commit(*key, new, None)

@@ -121,7 +121,8 @@ class APIServer:
         watchcache = WatchCache(self.store, capacity=self.history_limit)
         self.backend = Backend(store=self.store, registry=self.registry, watchcache=watchcache)
         self.backend.webhooks.resolver = self._service_resolver
-        controllers = Controllers(self.backend, self.registry)
+        controllers = Controllers(self.backend, self.registry,
+                                  root_ca_pem=self.tls.ca_pem().decode())
         self._bootstrap(self.backend)
         self.handlers = Handlers(backend=self.backend, registry=self.registry,
                                  authenticator=self.authenticator, settings=self.settings)

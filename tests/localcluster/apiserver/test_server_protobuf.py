@@ -123,7 +123,8 @@ def test_kubectl_imperative_commands(shared_server, namespace, tmp_path):
     robot = f"--as=system:serviceaccount:{namespace}:robot"
     assert kubectl("auth", "can-i", "list", "configmaps", robot) == "yes\n"
     assert kubectl("auth", "can-i", "delete", "configmaps", robot, code=1).startswith("no")
-    assert kubectl("get", "configmaps", "-o", "name", robot) == "configmap/c\n"
+    assert kubectl("get", "configmaps", "-o", "name", robot) == \
+        "configmap/c\nconfigmap/kube-root-ca.crt\n"
     proc = subprocess.run([kubectl_path(), "get", "secrets", "-n", namespace, robot], env=env,
                           text=True, capture_output=True, timeout=30)
     assert proc.returncode == 1 and "cannot list resource" in proc.stderr
