@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import (
+    cel_rules,
     crds,
     decoding,
     defaults,
@@ -248,7 +249,10 @@ class Backend:
                 options.warnings.extend(decoding.unknown_fields_outcome(
                     dropped_fields(obj, pruned), validation=options.field_validation))
             obj = schema.apply_defaults(pruned, rt.schema)
-            for err in schema.validate(obj, rt.schema):
+            errors = schema.validate(obj, rt.schema)
+            if not errors and cel_rules.schema_has_rules(rt.schema):
+                errors = cel_rules.validate(obj, rt.schema, old=old)
+            for err in errors:
                 text = str(err)
                 if err.path and text.startswith(err.path + ": "):
                     text = text[len(err.path) + 2:]

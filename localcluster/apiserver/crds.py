@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import cel_rules
 from .errors import Cause
 from .registry import ResourceType
 from .schema_structural import validate_structural
@@ -86,6 +87,10 @@ def validate_crd(crd: Obj) -> list[Cause]:
         else:
             for problem in validate_structural(schema):
                 bad(f"spec.versions[{i}].schema.openAPIV3Schema", problem)
+            for problem in cel_rules.check_schema(schema):
+                where, _, message = problem.partition(": ")
+                causes.append(Cause("FieldValueInvalid", message,
+                                    f"spec.versions[{i}].schema.openAPIV3Schema.{where}"))
         for j, col in enumerate(version.get("additionalPrinterColumns") or []):
             if not isinstance(col, dict) or not col.get("name") or not col.get("jsonPath"):
                 causes.append(Cause("FieldValueRequired", "Required value: name and jsonPath",
