@@ -161,5 +161,17 @@ def served_types(crd: Obj) -> list[ResourceType]:
             selectable_fields=tuple(str(f.get("jsonPath", "")).lstrip(".")
                                     for f in version.get("selectableFields") or []
                                     if isinstance(f, dict)),
+            deprecation_warning=deprecation_warning(spec["group"], names["kind"], version),
         ))
     return out
+
+
+def deprecation_warning(group: str, kind: str, version: Obj) -> str | None:
+    """What a request to a ``deprecated`` served version is warned (upstream's default
+    text unless the version sets ``deprecationWarning``)."""
+    if not version.get("deprecated"):
+        return None
+    custom = version.get("deprecationWarning")
+    if isinstance(custom, str) and custom:
+        return custom
+    return f"{group}/{version.get('name')} {kind} is deprecated"

@@ -61,6 +61,7 @@ LogProvider = subresources.LogProvider
 JSON_TYPE = "application/json"
 YAML_TYPE = "application/yaml"
 DUPLICATES = web.RequestKey("duplicates", tuple)  # keys a JSON body repeated
+TYPE_WARNINGS = web.RequestKey("type_warnings", list)  # e.g. a deprecated CRD version
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 DEFAULT_WATCH_TIMEOUT = 1800
 # Built-in kinds whose DELETE answers with the deleted object rather than a Status, as
@@ -160,6 +161,13 @@ class Handlers:
     # -- entry ------------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        response = await self._answer(request)
+        for text in request.get(TYPE_WARNINGS, ()):
+            if not response.prepared:
+                response.headers.add("Warning", decoding.warning_header(text))
+        return response
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         try:
             return await self._handle(request)
         except APIError as err:
@@ -367,6 +375,8 @@ class Handlers:
                         watch_path: bool) -> web.StreamResponse:
         method = request.method
         rt = t.rt
+        if rt.deprecation_warning:
+            request[TYPE_WARNINGS] = [rt.deprecation_warning]
         if rt.namespaced and t.namespace is None and method not in ("GET",):
             raise APIError(404, "NotFound", f"{rt.resource} is namespaced: use "
                                             f"/namespaces/NAMESPACE/{rt.resource}")
