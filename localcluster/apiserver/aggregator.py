@@ -131,7 +131,10 @@ class Aggregator:
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
+            # No pooled keep-alive connections: a backend's certificate or address may
+            # change under a pooled connection, and an idle one would outlive the server.
             self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT),
                 auto_decompress=False)
         return self._session

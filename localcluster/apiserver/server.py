@@ -49,7 +49,8 @@ logger = logging.getLogger(__name__)
 class APIServer:
     def __init__(self, data_dir: Path | str, *, port: int = 0, host: str = "127.0.0.1",
                  bookmark_interval: float = 10.0, history_limit: int = 20000,
-                 max_body_bytes: int = 3 * 1024 * 1024) -> None:
+                 max_body_bytes: int = 3 * 1024 * 1024,
+                 aggregation_check_interval: float = 10.0) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
@@ -67,7 +68,7 @@ class APIServer:
         self._log_provider: LogProvider | None = None
         self._service_resolver: ServiceResolver | None = None
         self.aggregator: Aggregator | None = None
-        self.aggregation_check_interval = 10.0
+        self.aggregation_check_interval = aggregation_check_interval
 
     # -- public attributes ---------------------------------------------------------------
 
