@@ -10,8 +10,7 @@ dispatches on method and shape. Lists and watches are written from the stored JS
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
+import bisect
 import json
 import logging
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from . import (
     decoding,
     discovery,
     identity,
+    list_options,
     openapi,
     protobuf,
     selectors,
@@ -134,20 +134,6 @@ def _int_param(query: Any, name: str) -> int | None:
         return int(value)
     except ValueError:
         raise bad_request(f'{name}: Invalid value: "{value}": must be an integer') from None
-
-
-def _encode_continue(rv: int, ns: str, name: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": [ns, name]}).encode()
-                                    ).decode().rstrip("=")
-
-
-def _decode_continue(token: str) -> tuple[str, str]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        ns, name = data["start"]
-        return str(ns), str(name)
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise bad_request("continue: Invalid value: the continue token is not valid") from None
 
 
 class Handlers:
@@ -585,6 +571,21 @@ class Handlers:
         except selectors.SelectorError as err:
             raise bad_request(f"invalid selector: {err}") from None
 
+    def _list_items(self, t: Target, plan: list_options.ListPlan
+                    ) -> tuple[int, list[tuple[tuple[str, str], Stored]]]:
+        """The resourceVersion the list is read at and its items (sorted by key)."""
+        store = self.backend.store
+        current = self.backend.list_stored(t.rt, t.namespace)
+        if plan.min_rv is not None and plan.min_rv > store.rv:
+            raise list_options.too_large(plan.min_rv, store.rv)
+        if plan.read_rv is None or plan.read_rv == store.rv:
+            return store.rv, current
+        if plan.read_rv > store.rv:
+            raise list_options.too_large(plan.read_rv, store.rv)
+        ns = t.namespace if t.rt.namespaced else None
+        return plan.read_rv, self.backend.watchcache.state_at(
+            plan.read_rv, gr=t.rt.group_resource, ns=ns, current=current, current_rv=store.rv)
+
     def _list(self, request: web.Request, t: Target) -> web.Response:
         rt = t.rt
         if self.backend.is_review(rt):
@@ -593,34 +594,44 @@ class Handlers:
         limit = _int_param(request.query, "limit") or 0
         if limit < 0:
             raise bad_request("limit: Invalid value: must be non-negative")
-        token = request.query.get("continue")
-        start = _decode_continue(token) if token else None
-        rv = self.backend.store.rv
+        plan = list_options.list_plan(request.query, limit=limit)
+        rv, items = self._list_items(t, plan)
+        start = plan.start
         selected: list[tuple[tuple[str, str], Stored]] = []
         more = False
+        remaining: int | None = None
         needs_view = rt.from_storage is not None
-        for key, stored in self.backend.list_stored(rt, t.namespace):
-            if start is not None and key <= start:
-                continue
-            if label_sel is not None or field_sel is not None:
+        if label_sel is None and field_sel is None:
+            first = bisect.bisect_right(items, start, key=lambda item: item[0]) \
+                if start is not None else 0
+            stop = first + limit if limit else len(items)
+            selected = items[first:stop]
+            more = stop < len(items)
+            remaining = len(items) - stop if more else None
+        else:
+            for key, stored in items:
+                if start is not None and key <= start:
+                    continue
                 obj = self.backend.view(rt, stored) if needs_view or field_sel else stored.obj
                 if not watch.matches(obj, label_sel, field_sel):
                     continue
-            if limit and len(selected) == limit:
-                more = True
-                break
-            selected.append((key, stored))
+                if limit and len(selected) == limit:
+                    more = True
+                    break
+                selected.append((key, stored))
         list_meta: Obj = {"resourceVersion": str(rv)}
         if more:
             last = selected[-1][0]
-            list_meta["continue"] = _encode_continue(rv, *last)
+            list_meta["continue"] = list_options.encode_continue(rv, *last)
+            if remaining is not None:
+                list_meta["remainingItemCount"] = remaining
         if _wants_table(request):
             return _json_response(self._table([s for _, s in selected], rt, list_meta,
                                               _include_object(request)))
-        items = ",".join(self.backend.view_raw(rt, s) for _, s in selected)
+        items_text = ",".join(self.backend.view_raw(rt, s) for _, s in selected)
         head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
                            "metadata": list_meta}, separators=(",", ":"))
-        return _raw_response(head[:-1] + ',"items":[' + items + "]}")
+        return _raw_response(head[:-1] + ',"items":[' + items_text + "]}")
 
     def _table(self, stored: list[Stored], rt: ResourceType, list_meta: Obj,
                include_object: str) -> Obj:
@@ -639,10 +650,14 @@ class Handlers:
                      only_name: str = "") -> web.StreamResponse:
         label_sel, field_sel = self._selectors(request, t.rt)
         timeout = _int_param(request.query, "timeoutSeconds")
+        bookmarks = _flag(request.query.get("allowWatchBookmarks"))
+        plan = list_options.watch_plan(request.query, bookmarks=bookmarks)
+        if plan.min_rv is not None and plan.min_rv > self.backend.store.rv:
+            raise list_options.too_large(plan.min_rv, self.backend.store.rv)
         options = watch.WatchOptions(
             resource_version=request.query.get("resourceVersion", ""),
             timeout=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
-            bookmarks=_flag(request.query.get("allowWatchBookmarks")),
+            bookmarks=bookmarks, send_initial_events=plan.send_initial_events,
             bookmark_interval=self.settings.bookmark_interval,
             label_selector=label_sel, field_selector=field_sel, only_name=only_name,
             table=_include_object(request) if _wants_table(request) else None)
