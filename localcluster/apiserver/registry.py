@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .scale import BUILTIN, BUILTIN_SCALABLE, ScalePaths
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 Converter = Callable[[dict[str, Any]], dict[str, Any]]
@@ -47,6 +49,17 @@ class ResourceType:
     selectable_fields: tuple[str, ...] = ()
     # Custom resources: the Warning every request to a deprecated served version gets.
     deprecation_warning: str | None = None
+    # Custom resources with a scale subresource: where replicas and the selector live.
+    scale: ScalePaths | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def scale_paths(self) -> ScalePaths | None:
+        """Where the ``scale`` subresource reads and writes replicas, if it has one."""
+        if "scale" not in self.subresources:
+            return None
+        if self.scale is not None:
+            return self.scale
+        return BUILTIN if (self.group, self.resource) in BUILTIN_SCALABLE else None
 
     @property
     def api_version(self) -> str:
