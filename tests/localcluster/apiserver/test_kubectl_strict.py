@@ -1,17 +1,22 @@
 """kubectl 1.32 against the server's strictness: a typo in a Pod is refused with
 kubectl's strict decoding error, a 1.1 MiB ConfigMap is refused, ``kubectl explain``
-prints built-in kinds from the server's OpenAPI. Each with its accepted counterpart."""
+prints built-in kinds from the server's OpenAPI, the PrometheusRule and cert-manager-like
+CRDs apply and a CEL rule refuses a violating object with its message. Each with its
+accepted counterpart."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
 from .kubectl_tool import kubectl_path, needs_kubectl
 
 pytestmark = needs_kubectl
+DATA = Path(__file__).parent / "data"
 
 POD = """apiVersion: v1
 kind: Pod
@@ -83,3 +88,64 @@ def test_explain_builtin_kinds(kubectl):
     proc = kubectl("explain", "pods.spec.imagePullPolcy")
     assert proc.returncode != 0
     assert 'field "imagePullPolcy" does not exist' in proc.stderr
+
+
+CERT = """apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: web
+  namespace: {ns}
+spec:
+  secretName: web-tls
+  issuerRef:
+    name: ca
+  dnsNames:
+  - {dns}
+"""
+
+PROMRULE = """apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: alerts
+  namespace: {ns}
+spec:
+  groups:
+  - name: up
+    partial_response_strategy: {strategy}
+    rules:
+    - alert: Down
+      expr: up == 0
+      for: 5m
+"""
+
+
+def _wait_served(kubectl, resource):
+    for _ in range(100):
+        if kubectl("get", resource, "-A").returncode == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{resource} not served")
+
+
+def test_third_party_crds_apply_and_cel_rejects_with_its_message(kubectl, namespace,
+                                                                  tmp_path):
+    for name in ("certificates.cert-manager.io", "prometheusrules.monitoring.coreos.com"):
+        proc = kubectl("apply", "-f", str(DATA / f"{name}.yaml"))
+        assert proc.returncode == 0, proc.stderr
+    _wait_served(kubectl, "certificates.cert-manager.io")
+    _wait_served(kubectl, "prometheusrules.monitoring.coreos.com")
+    manifest = tmp_path / "cert.yaml"
+    manifest.write_text(CERT.format(ns=namespace, dns="Web.Example.com"))
+    proc = kubectl("apply", "-f", str(manifest))
+    assert proc.returncode != 0
+    assert "spec.dnsNames" in proc.stderr and "dnsNames must be lower case" in proc.stderr
+    manifest.write_text(CERT.format(ns=namespace, dns="web.example.com"))
+    proc = kubectl("apply", "-f", str(manifest))
+    assert proc.returncode == 0 and "certificate.cert-manager.io/web created" in proc.stdout
+    rule = tmp_path / "rule.yaml"
+    rule.write_text(PROMRULE.format(ns=namespace, strategy="sometimes"))
+    proc = kubectl("apply", "-f", str(rule))
+    assert proc.returncode != 0 and "partial_response_strategy" in proc.stderr
+    rule.write_text(PROMRULE.format(ns=namespace, strategy="WARN"))
+    proc = kubectl("apply", "-f", str(rule))
+    assert proc.returncode == 0, proc.stderr
