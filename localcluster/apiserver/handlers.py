@@ -665,7 +665,9 @@ class Handlers:
             table=_include_object(request) if _wants_table(request) else None)
         ns = t.namespace if t.rt.namespaced else None
         stream = watch.WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
-                                   render_table=self._table)
+                                   render_table=self._table, warnings=tuple(
+                                       decoding.warning_header(text)
+                                       for text in request.get(TYPE_WARNINGS, ())))
         return await stream.serve(request)
 
     # -- subresources with their own bodies ------------------------------------------------
