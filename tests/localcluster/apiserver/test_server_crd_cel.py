@@ -72,6 +72,15 @@ def test_message_expression_and_field_path(certs, namespace):
         "ec", privateKey={"algorithm": "ECDSA", "size": 256}))
 
 
+def test_duration_fields_are_cel_durations(certs, namespace):
+    # 90m < 2h as durations (as strings "90m" > "2h").
+    certs.create_namespaced_custom_object(G, V, namespace, P, _cert(
+        "renews", renewBefore="90m", duration="2h"))
+    status = _refused(lambda: certs.create_namespaced_custom_object(G, V, namespace, P, _cert(
+        "late", renewBefore="3h", duration="2h")))
+    assert "renewBefore must be shorter than duration" in status["message"]
+
+
 def test_transition_rule_with_old_self(certs, namespace):
     certs.create_namespaced_custom_object(G, V, namespace, P, _cert("moving"))
     status = _refused(lambda: certs.patch_namespaced_custom_object(
@@ -80,8 +89,8 @@ def test_transition_rule_with_old_self(certs, namespace):
     assert "secretName is immutable" in status["message"]
     # Other changes pass: the rule sees the same secretName in self and oldSelf.
     patched = certs.patch_namespaced_custom_object(G, V, namespace, P, "moving",
-                                                   {"spec": {"duration": "2160h"}})
-    assert patched["spec"]["duration"] == "2160h"
+                                                   {"spec": {"commonName": "moving"}})
+    assert patched["spec"]["commonName"] == "moving"
 
 
 def test_transition_rule_on_a_nested_object(certs, namespace):
