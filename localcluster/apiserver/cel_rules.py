@@ -22,9 +22,10 @@ regex dialect (close to RE2: no look-around, no back-references).
 Cost: upstream bounds a rule by a static estimate from the schema's maxItems/maxLength and
 by a runtime cost (1,000,000 per call). cel-rust has no cost counter, so before a rule
 runs its cost is bounded from the data instead: the number of values under ``self``
-raised to the number of comprehensions in the rule (an upper bound of the iterations);
-past :data:`PER_CALL_LIMIT` the rule is not run and the write is refused with upstream's
-"cost limit exceeded" wording.
+raised to the number of comprehensions in the rule (what nested comprehensions may
+iterate; one comprehension over any request-sized list passes, as upstream's does); past
+:data:`PER_CALL_LIMIT` the rule is not run and the write is refused with upstream's
+"cost limit exceeded" wording. The static estimate at CRD creation is not made.
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ def _run(rule: Any, value: Any, old: Any, path: str, schema: Schema,
     type_name = str(schema.get("type") or "object")
     if compiled.comprehensions:
         values = _values_count(value, PER_CALL_LIMIT)
-        if values ** (compiled.comprehensions + 1) > PER_CALL_LIMIT:
+        if values ** compiled.comprehensions > PER_CALL_LIMIT:
             errors.append(FieldError(where, FORBIDDEN, "operation cancelled: actual cost "
                                      "limit exceeded: validation rule is too expensive for "
                                      "this much data"))

@@ -118,13 +118,20 @@ def test_optional_old_self_runs_on_create_and_update(certs, namespace):
     assert patched["spec"]["isCA"] is True
 
 
-def test_cost_bound_refuses_huge_comprehensions(certs, namespace):
-    names = [f"n{i}.example.com" for i in range(1200)]
+def test_cost_bound_refuses_huge_nested_comprehensions(certs, namespace):
+    usages = [f"u{i}" for i in range(1100)]
     status = _refused(lambda: certs.create_namespaced_custom_object(
-        G, V, namespace, P, _cert("many", dnsNames=names)))
-    assert "cost limit exceeded" in status["message"]
+        G, V, namespace, P, _cert("costly", usages=usages)))
+    assert "spec.usages" in status["message"] and "cost limit exceeded" in status["message"]
+    # The same rule on less data runs, and judges.
+    status = _refused(lambda: certs.create_namespaced_custom_object(
+        G, V, namespace, P, _cert("twice", usages=["server auth", "server auth"])))
+    assert "usages must not repeat" in status["message"]
     certs.create_namespaced_custom_object(G, V, namespace, P,
-                                          _cert("several", dnsNames=names[:200]))
+                                          _cert("several", usages=usages[:200]))
+    # One comprehension over a long list is cheap enough (as upstream).
+    certs.create_namespaced_custom_object(G, V, namespace, P, _cert(
+        "many-names", dnsNames=[f"n{i}.example.com" for i in range(100)]))
 
 
 def _crd_with_rule(rule: dict) -> dict:
