@@ -139,7 +139,8 @@ class APIServer:
         watchcache = WatchCache(self.store, capacity=self.history_limit)
         self.backend = Backend(store=self.store, registry=self.registry, watchcache=watchcache)
         self.backend.webhooks.resolver = self._service_resolver
-        controllers = Controllers(self.backend, self.registry)
+        controllers = Controllers(self.backend, self.registry,
+                                  root_ca_pem=self.tls.ca_pem().decode())
         self._bootstrap(self.backend)
         front_proxy = ensure_front_proxy(self.data_dir / "pki")
         self._bootstrap_aggregation(self.backend, front_proxy.ca_pem())
