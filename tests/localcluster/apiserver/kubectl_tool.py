@@ -1,4 +1,4 @@
-"""kubectl for the tests: Debian's ``kubectl`` package (v1.32), which ``make setup``
+"""kubectl for the tests: the ``kubectl`` apt package (v1.32), which ``make setup``
 installs. Where it is missing the kubectl tests are skipped on a developer's machine but
 fail in CI (``CI`` set), so that a missing install step cannot pass as green."""
 
@@ -14,7 +14,7 @@ IN_CI = bool(os.environ.get("CI"))
 
 needs_kubectl = pytest.mark.skipif(
     KUBECTL is None and not IN_CI,
-    reason="kubectl is not installed here (`make setup` installs Debian's kubectl)")
+    reason="kubectl is not installed here (`make setup` installs the kubectl apt package)")
 
 
 def kubectl_path() -> str:
