@@ -20,6 +20,6 @@ needs_kubectl = pytest.mark.skipif(
 def kubectl_path() -> str:
     """The kubectl binary; fails the test (CI) when it is not installed."""
     if KUBECTL is None:
-        pytest.fail("kubectl is not installed: `make setup` installs Debian's kubectl "
+        pytest.fail("kubectl is not installed: `make setup` installs the kubectl apt "
                     "package, and CI runs the kubectl tests")
     return KUBECTL
