@@ -3,9 +3,11 @@ to create, the operator run in-process with kopf, and waits."""
 
 from __future__ import annotations
 
+import gc
 import glob
 import os
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -119,6 +121,12 @@ def operator(kubeconfig: str, **env: str) -> Iterator[KopfRunner]:
         with KopfRunner(["run", "-A", "--standalone", "-m", "populators.handlers"],
                         timeout=60) as runner:
             yield runner
+        # KopfRunner stops kopf's loop from another thread, abandoning its HTTP sessions'
+        # connections: collect them here, where their ResourceWarnings are expected,
+        # rather than in whatever test the garbage collector happens to run in next.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
     finally:
         for k, v in saved.items():
             if v is None:
