@@ -15,15 +15,17 @@ from vm.domain.options import BuildOptions
 from vm.domain.vmi import VmiSpec, parse_vmi
 
 
-def build_spec(*, spec: VmiSpec, options: BuildOptions,
-               configurators: Iterable[Configurator] = DEFAULT) -> Domain:
+def build_spec(
+    *, spec: VmiSpec, options: BuildOptions, configurators: Iterable[Configurator] = DEFAULT
+) -> Domain:
     domain = Domain(name="", uuid="", accelerator=options.accelerator)
     for configure in configurators:
         domain = configure(vmi=spec, options=options, domain=domain)
     return domain
 
 
-def build(*, vmi: dict[str, Any], options: BuildOptions,
-          configurators: Iterable[Configurator] = DEFAULT) -> Domain:
+def build(
+    *, vmi: dict[str, Any], options: BuildOptions, configurators: Iterable[Configurator] = DEFAULT
+) -> Domain:
     """:raise vm.domain.errors.DomainError: naming the VMI field that is wrong."""
     return build_spec(spec=parse_vmi(vmi), options=options, configurators=configurators)

@@ -29,10 +29,10 @@ class Cpu:
 
 @dataclass(frozen=True)
 class Disk:
-    alias: str                      # "ua-<disk name>"
+    alias: str  # "ua-<disk name>"
     device: Literal["disk", "cdrom"]
     bus: Literal["virtio", "sata", "scsi"]
-    target: str                     # vda, sda…
+    target: str  # vda, sda…
     source_kind: SourceKind
     path: str
     format: Literal["raw"] = "raw"
@@ -41,7 +41,7 @@ class Disk:
     boot_order: int | None = None
     read_only: bool = False
     serial: str | None = None
-    unit: int = 0                   # SATA port or SCSI unit on controller 0
+    unit: int = 0  # SATA port or SCSI unit on controller 0
     discard: Literal["unmap"] | None = "unmap"
     error_policy: Literal["stop"] | None = "stop"
 
@@ -63,16 +63,16 @@ class Serial:
 @dataclass(frozen=True)
 class Firmware:
     kind: Literal["bios", "efi"] = "bios"
-    loader: str | None = None        # OVMF code (read-only pflash)
-    nvram: str | None = None         # this VM's copy of the variables
+    loader: str | None = None  # OVMF code (read-only pflash)
+    nvram: str | None = None  # this VM's copy of the variables
     nvram_template: str | None = None
     secure_boot: bool = False
 
 
 @dataclass(frozen=True)
 class Interface:
-    alias: str                      # "ua-<interface name>"
-    model: str                      # "virtio-non-transitional", "e1000e"…
+    alias: str  # "ua-<interface name>"
+    model: str  # "virtio-non-transitional", "e1000e"…
     mac: str | None = None
     backend: Literal["user"] = "user"
 

@@ -27,6 +27,8 @@ class Ovmf:
 class BuildOptions:
     accelerator: Accelerator = "tcg"
     private_dir: str = PRIVATE_DIR
+    dev_dir: str = "/dev"
+    """Where Block volumes appear (``/dev/<volume>`` in a pod)."""
     block_volumes: frozenset[str] = frozenset()
     """Volumes present as block devices at /dev/<volume>; all others are Filesystem PVCs."""
     direct_io: frozenset[str] = frozenset()

@@ -31,8 +31,14 @@ def _cpu(root: ET.Element, domain: Domain) -> None:
         _sub(el, "model", cpu.model, fallback="allow")
     else:
         el = _sub(root, "cpu")
-    _sub(el, "topology", sockets=str(cpu.sockets), dies="1", cores=str(cpu.cores),
-         threads=str(cpu.threads))
+    _sub(
+        el,
+        "topology",
+        sockets=str(cpu.sockets),
+        dies="1",
+        cores=str(cpu.cores),
+        threads=str(cpu.threads),
+    )
 
 
 def _os(root: ET.Element, domain: Domain) -> None:
@@ -40,8 +46,14 @@ def _os(root: ET.Element, domain: Domain) -> None:
     _sub(os_el, "type", "hvm", arch="x86_64", machine=domain.machine)
     fw = domain.firmware
     if fw.kind == "efi" and fw.loader and fw.nvram:
-        _sub(os_el, "loader", fw.loader, readonly="yes", secure="yes" if fw.secure_boot else "no",
-             type="pflash")
+        _sub(
+            os_el,
+            "loader",
+            fw.loader,
+            readonly="yes",
+            secure="yes" if fw.secure_boot else "no",
+            type="pflash",
+        )
         nv = _sub(os_el, "nvram", fw.nvram)
         if fw.nvram_template:
             nv.set("template", fw.nvram_template)
@@ -70,9 +82,7 @@ def _disk(devices: ET.Element, disk: Disk) -> None:
     if disk.boot_order is not None:
         _sub(el, "boot", order=str(disk.boot_order))
     _sub(el, "alias", name=disk.alias)
-    if disk.bus == "scsi":
-        _sub(el, "address", type="drive", controller="0", bus="0", target="0", unit=str(disk.unit))
-    elif disk.bus == "sata":
+    if disk.bus == "scsi" or disk.bus == "sata":
         _sub(el, "address", type="drive", controller="0", bus="0", target="0", unit=str(disk.unit))
 
 

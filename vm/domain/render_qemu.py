@@ -33,8 +33,12 @@ def _memory_kib(size: int) -> int:
 def _drive(disk: Disk) -> list[str]:
     driver = "host_device" if disk.source_kind == "block" else "file"
     drive = _join(
-        f"file.driver={driver}", f"file.filename={opt(disk.path)}", f"format={disk.format}",
-        "if=none", f"id=drive-{disk.alias}", f"cache={disk.cache}",
+        f"file.driver={driver}",
+        f"file.filename={opt(disk.path)}",
+        f"format={disk.format}",
+        "if=none",
+        f"id=drive-{disk.alias}",
+        f"cache={disk.cache}",
         f"aio={disk.io}" if disk.io else None,
         f"discard={disk.discard}" if disk.discard else None,
         f"werror={disk.error_policy},rerror={disk.error_policy}" if disk.error_policy else None,
@@ -45,10 +49,17 @@ def _drive(disk: Disk) -> list[str]:
     elif disk.bus == "sata":
         dev = _join("ide-cd" if disk.device == "cdrom" else "ide-hd", f"bus=ide.{disk.unit}")
     else:
-        dev = _join("scsi-cd" if disk.device == "cdrom" else "scsi-hd",
-                    "bus=scsi0.0", "channel=0", "scsi-id=0", f"lun={disk.unit}")
+        dev = _join(
+            "scsi-cd" if disk.device == "cdrom" else "scsi-hd",
+            "bus=scsi0.0",
+            "channel=0",
+            "scsi-id=0",
+            f"lun={disk.unit}",
+        )
     dev = _join(
-        dev, f"drive=drive-{disk.alias}", f"id={disk.alias}",
+        dev,
+        f"drive=drive-{disk.alias}",
+        f"id={disk.alias}",
         f"bootindex={disk.boot_order}" if disk.boot_order is not None else None,
         f"serial={opt(disk.serial)}" if disk.serial else None,
     )
@@ -58,20 +69,36 @@ def _drive(disk: Disk) -> list[str]:
 def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
     """The argv; QEMU connects to ``qmp_socket`` (and to the serial socket) at start."""
     cpu = domain.cpu
-    machine = _join(domain.machine, f"accel={domain.accelerator}",
-                    "smm=on" if domain.smm else None,
-                    None if domain.acpi else "acpi=off")
+    machine = _join(
+        domain.machine,
+        f"accel={domain.accelerator}",
+        "smm=on" if domain.smm else None,
+        None if domain.acpi else "acpi=off",
+    )
     argv = [
-        binary, "-name", f"guest={opt(domain.name)},debug-threads=on",
-        "-uuid", domain.uuid,
-        "-machine", machine,
-        "-m", f"size={_memory_kib(domain.memory_bytes)}k",
-        "-smp", f"{cpu.vcpus},sockets={cpu.sockets},dies=1,cores={cpu.cores},threads={cpu.threads}",
-        "-no-user-config", "-nodefaults", "-display", "none",
-        "-sandbox", SANDBOX,
-        "-msg", "timestamp=on",
-        "-chardev", f"socket,id=charmonitor,path={opt(qmp_socket)}",
-        "-mon", "chardev=charmonitor,id=monitor,mode=control",
+        binary,
+        "-name",
+        f"guest={opt(domain.name)},debug-threads=on",
+        "-uuid",
+        domain.uuid,
+        "-machine",
+        machine,
+        "-m",
+        f"size={_memory_kib(domain.memory_bytes)}k",
+        "-smp",
+        f"{cpu.vcpus},sockets={cpu.sockets},dies=1,cores={cpu.cores},threads={cpu.threads}",
+        "-no-user-config",
+        "-nodefaults",
+        "-display",
+        "none",
+        "-sandbox",
+        SANDBOX,
+        "-msg",
+        "timestamp=on",
+        "-chardev",
+        f"socket,id=charmonitor,path={opt(qmp_socket)}",
+        "-mon",
+        "chardev=charmonitor,id=monitor,mode=control",
     ]
     if cpu.model == "host-passthrough":
         argv += ["-cpu", "host"]
@@ -81,8 +108,12 @@ def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
         argv += ["-cpu", cpu.model]
     fw = domain.firmware
     if fw.kind == "efi" and fw.loader and fw.nvram:
-        argv += ["-drive", f"if=pflash,format=raw,unit=0,file={opt(fw.loader)},readonly=on",
-                 "-drive", f"if=pflash,format=raw,unit=1,file={opt(fw.nvram)}"]
+        argv += [
+            "-drive",
+            f"if=pflash,format=raw,unit=0,file={opt(fw.loader)},readonly=on",
+            "-drive",
+            f"if=pflash,format=raw,unit=1,file={opt(fw.nvram)}",
+        ]
         if fw.secure_boot:
             argv += ["-global", "driver=cfi.pflash01,property=secure,value=on"]
     for ctrl in domain.controllers:
@@ -91,14 +122,33 @@ def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
         argv += _drive(disk)
     for iface in domain.interfaces:
         netdev = f"host{iface.alias}"
-        model = "virtio-net-pci-non-transitional" if iface.model.startswith("virtio") else iface.model
-        argv += ["-netdev", f"user,id={netdev}",
-                 "-device", _join(model, f"netdev={netdev}", f"id={iface.alias}",
-                                  f"mac={iface.mac}" if iface.mac else None, "romfile=")]
+        model = (
+            "virtio-net-pci-non-transitional" if iface.model.startswith("virtio") else iface.model
+        )
+        argv += [
+            "-netdev",
+            f"user,id={netdev}",
+            "-device",
+            _join(
+                model,
+                f"netdev={netdev}",
+                f"id={iface.alias}",
+                f"mac={iface.mac}" if iface.mac else None,
+                "romfile=",
+            ),
+        ]
     if domain.serial is not None:
-        argv += ["-chardev", f"socket,id=charserial0,path={opt(domain.serial.socket_path)}",
-                 "-device", "isa-serial,chardev=charserial0,id=serial0"]
+        argv += [
+            "-chardev",
+            f"socket,id=charserial0,path={opt(domain.serial.socket_path)}",
+            "-device",
+            "isa-serial,chardev=charserial0,id=serial0",
+        ]
     if domain.rng is not None:
-        argv += ["-object", f"rng-random,id=objrng0,filename={opt(domain.rng.backend)}",
-                 "-device", "virtio-rng-pci-non-transitional,rng=objrng0,id=rng0"]
+        argv += [
+            "-object",
+            f"rng-random,id=objrng0,filename={opt(domain.rng.backend)}",
+            "-device",
+            "virtio-rng-pci-non-transitional,rng=objrng0,id=rng0",
+        ]
     return argv

@@ -130,12 +130,16 @@ def _memory(domain: dict[str, Any]) -> int:
     guest = _obj(domain.get("memory"), "spec.domain.memory").get("guest")
     field = "spec.domain.memory.guest"
     if guest is None:
-        requests = _obj(_obj(domain.get("resources"), "spec.domain.resources").get("requests"),
-                        "spec.domain.resources.requests")
+        requests = _obj(
+            _obj(domain.get("resources"), "spec.domain.resources").get("requests"),
+            "spec.domain.resources.requests",
+        )
         guest, field = requests.get("memory"), "spec.domain.resources.requests.memory"
     if guest is None:
-        raise DomainError("spec.domain.resources.requests.memory",
-                          "no memory requested (set it or spec.domain.memory.guest)")
+        raise DomainError(
+            "spec.domain.resources.requests.memory",
+            "no memory requested (set it or spec.domain.memory.guest)",
+        )
     try:
         size = parse_bytes(str(guest))
     except ValueError as err:
@@ -153,8 +157,11 @@ def _name(value: Any, field: str) -> str:
     device aliases: only DNS-1123 labels, as Kubernetes volume names, are accepted."""
     name = _str(value, field)
     if not _DNS_LABEL.match(name):
-        raise DomainError(field, f"{name[:80]!r} is not a DNS-1123 label (lower-case "
-                          "letters, digits and '-', at most 63)")
+        raise DomainError(
+            field,
+            f"{name[:80]!r} is not a DNS-1123 label (lower-case "
+            "letters, digits and '-', at most 63)",
+        )
     return name
 
 
@@ -179,7 +186,9 @@ def _disk(raw: Any, index: int) -> DiskSpec:
     device = _obj(disk.get(kind), f"{field}.{kind}")
     bus = device.get("bus", DEFAULT_BUS)
     if bus not in BUSES:
-        raise DomainError(f"{field}.{kind}.bus", f"unsupported bus {bus!r} (supported: {', '.join(BUSES)})")
+        raise DomainError(
+            f"{field}.{kind}.bus", f"unsupported bus {bus!r} (supported: {', '.join(BUSES)})"
+        )
     if kind == "cdrom" and bus == "virtio":
         raise DomainError(f"{field}.cdrom.bus", "a CD-ROM cannot use the virtio bus")
     read_only = device.get("readonly", kind == "cdrom")
@@ -189,20 +198,43 @@ def _disk(raw: Any, index: int) -> DiskSpec:
         raise UnsupportedError(f"{field}.lun", "LUN pass-through is not supported")
     cache = disk.get("cache")
     if cache is not None and cache not in CACHES:
-        raise DomainError(f"{field}.cache", f"unknown cache mode {cache!r} (known: {', '.join(CACHES)})")
+        raise DomainError(
+            f"{field}.cache", f"unknown cache mode {cache!r} (known: {', '.join(CACHES)})"
+        )
     serial = disk.get("serial")
-    if serial is not None and (not isinstance(serial, str) or not serial.isprintable() or len(serial) > 20):
+    if serial is not None and (
+        not isinstance(serial, str) or not serial.isprintable() or len(serial) > 20
+    ):
         raise DomainError(f"{field}.serial", "must be printable text of at most 20 characters")
     return DiskSpec(
-        name=name, kind=kind, bus=bus, read_only=read_only, cache=cache, serial=serial,
-        boot_order=_int(disk.get("bootOrder"), f"{field}.bootOrder", 0, low=1, high=2**31 - 1) or None,
+        name=name,
+        kind=kind,
+        bus=bus,
+        read_only=read_only,
+        cache=cache,
+        serial=serial,
+        boot_order=_int(disk.get("bootOrder"), f"{field}.bootOrder", 0, low=1, high=2**31 - 1)
+        or None,
     )
 
 
 _SOURCES_SUPPORTED = ("persistentVolumeClaim", "dataVolume")
-_SOURCES_KNOWN = (*_SOURCES_SUPPORTED, "containerDisk", "emptyDisk", "ephemeral", "hostDisk",
-                  "cloudInitNoCloud", "cloudInitConfigDrive", "configMap", "secret",
-                  "serviceAccount", "downwardAPI", "downwardMetrics", "sysprep", "memoryDump")
+_SOURCES_KNOWN = (
+    *_SOURCES_SUPPORTED,
+    "containerDisk",
+    "emptyDisk",
+    "ephemeral",
+    "hostDisk",
+    "cloudInitNoCloud",
+    "cloudInitConfigDrive",
+    "configMap",
+    "secret",
+    "serviceAccount",
+    "downwardAPI",
+    "downwardMetrics",
+    "sysprep",
+    "memoryDump",
+)
 
 
 def _volume(raw: Any, index: int) -> VolumeSpec:
@@ -214,8 +246,10 @@ def _volume(raw: Any, index: int) -> VolumeSpec:
         raise DomainError(field, f"must have exactly one volume source, got {sources or 'none'}")
     source = sources[0]
     if source not in _SOURCES_SUPPORTED:
-        raise UnsupportedError(f"{field}.{source}", "this volume source is not supported "
-                               f"(supported: {', '.join(_SOURCES_SUPPORTED)})")
+        raise UnsupportedError(
+            f"{field}.{source}",
+            f"this volume source is not supported (supported: {', '.join(_SOURCES_SUPPORTED)})",
+        )
     body = _obj(vol[source], f"{field}.{source}")
     key = "claimName" if source == "persistentVolumeClaim" else "name"
     return VolumeSpec(name=name, claim_name=_str(body.get(key), f"{field}.{source}.{key}"))
@@ -242,16 +276,25 @@ def _interfaces(spec: dict[str, Any], devices: dict[str, Any]) -> tuple[Interfac
         name = _name(iface.get("name"), f"{field}.name")
         if name not in by_name:
             raise DomainError(f"{field}.name", f"network {name!r} not found in spec.networks")
-        binding = [b for b in ("masquerade", "bridge", "sriov", "slirp", "passt", "binding") if b in iface]
+        binding = [
+            b for b in ("masquerade", "bridge", "sriov", "slirp", "passt", "binding") if b in iface
+        ]
         if binding and binding != ["masquerade"]:
-            raise UnsupportedError(f"{field}.{binding[0]}", "only the masquerade binding is supported")
+            raise UnsupportedError(
+                f"{field}.{binding[0]}", "only the masquerade binding is supported"
+            )
         model = iface.get("model", "virtio")
         if model not in ("virtio", "e1000", "e1000e", "rtl8139"):
             raise DomainError(f"{field}.model", f"unknown interface model {model!r}")
         mac = iface.get("macAddress")
-        if mac is not None and (not isinstance(mac, str) or len(mac.split(":")) != 6
-                                or not all(len(p) == 2 and all(c in "0123456789abcdefABCDEF" for c in p)
-                                           for p in mac.split(":"))):
+        if mac is not None and (
+            not isinstance(mac, str)
+            or len(mac.split(":")) != 6
+            or not all(
+                len(p) == 2 and all(c in "0123456789abcdefABCDEF" for c in p)
+                for p in mac.split(":")
+            )
+        ):
             raise DomainError(f"{field}.macAddress", f"not a MAC address: {mac!r}")
         if iface.get("bootOrder") is not None:
             raise UnsupportedError(f"{field}.bootOrder", "network (PXE) boot is not supported")
@@ -275,22 +318,31 @@ def parse_vmi(vmi: Any) -> VmiSpec:
     features = _obj(domain.get("features"), "spec.domain.features")
     machine = _obj(domain.get("machine"), "spec.domain.machine").get("type", "q35")
     if not isinstance(machine, str) or not (machine == "q35" or machine.startswith("pc-q35")):
-        raise UnsupportedError("spec.domain.machine.type", f"only q35 machines are supported, got {machine!r}")
+        raise UnsupportedError(
+            "spec.domain.machine.type", f"only q35 machines are supported, got {machine!r}"
+        )
     if "bios" in bootloader and "efi" in bootloader:
         raise DomainError("spec.domain.firmware.bootloader", "efi and bios are mutually exclusive")
     efi_spec = bootloader.get("efi")
     efi = efi_spec is not None
-    secure_boot = efi and _obj(efi_spec, "spec.domain.firmware.bootloader.efi").get("secureBoot", True) is True
+    secure_boot = (
+        efi
+        and _obj(efi_spec, "spec.domain.firmware.bootloader.efi").get("secureBoot", True) is True
+    )
     smm = _enabled(features.get("smm"), "spec.domain.features.smm", secure_boot)
     if secure_boot and not smm:
         raise DomainError("spec.domain.features.smm", "EFI secure boot requires SMM to be enabled")
-    disks = tuple(_disk(d, i) for i, d in enumerate(_list(devices.get("disks"), "spec.domain.devices.disks")))
+    disks = tuple(
+        _disk(d, i) for i, d in enumerate(_list(devices.get("disks"), "spec.domain.devices.disks"))
+    )
     volumes = tuple(_volume(v, i) for i, v in enumerate(_list(spec.get("volumes"), "spec.volumes")))
     _check_names(disks, volumes)
     interfaces = _interfaces(spec, devices)
     boots = [d.boot_order for d in disks if d.boot_order]
     if len(boots) != len(set(boots)):
-        raise DomainError("spec.domain.devices.disks", f"duplicate bootOrder values {sorted(boots)}")
+        raise DomainError(
+            "spec.domain.devices.disks", f"duplicate bootOrder values {sorted(boots)}"
+        )
     uuid = firmware.get("uuid")
     if uuid is not None and not isinstance(uuid, str):
         raise DomainError("spec.domain.firmware.uuid", "must be a string")
@@ -303,25 +355,38 @@ def parse_vmi(vmi: Any) -> VmiSpec:
         cores=_int(cpu.get("cores"), "spec.domain.cpu.cores", 1, low=1, high=256),
         threads=_int(cpu.get("threads"), "spec.domain.cpu.threads", 1, low=1, high=8),
         cpu_model=cpu.get("model"),
-        machine=machine, efi=efi, secure_boot=secure_boot, smm=smm,
+        machine=machine,
+        efi=efi,
+        secure_boot=secure_boot,
+        smm=smm,
         firmware_uuid=uuid,
         acpi=_enabled(features.get("acpi"), "spec.domain.features.acpi", True),
-        disks=disks, volumes=volumes, interfaces=interfaces,
+        disks=disks,
+        volumes=volumes,
+        interfaces=interfaces,
         rng=devices.get("rng") is not None,
         serial_console=devices.get("autoattachSerialConsole", True) is not False,
-        grace_period_seconds=_int(spec.get("terminationGracePeriodSeconds"),
-                                  "spec.terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS,
-                                  low=0, high=24 * 3600),
+        grace_period_seconds=_int(
+            spec.get("terminationGracePeriodSeconds"),
+            "spec.terminationGracePeriodSeconds",
+            DEFAULT_GRACE_SECONDS,
+            low=0,
+            high=24 * 3600,
+        ),
     )
 
 
 def _check_names(disks: tuple[DiskSpec, ...], volumes: tuple[VolumeSpec, ...]) -> None:
-    for what, names in (("spec.domain.devices.disks", [d.name for d in disks]),
-                        ("spec.volumes", [v.name for v in volumes])):
+    for what, names in (
+        ("spec.domain.devices.disks", [d.name for d in disks]),
+        ("spec.volumes", [v.name for v in volumes]),
+    ):
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
             raise DomainError(what, f"duplicate names {dups}")
     vol_names = {v.name for v in volumes}
     for i, disk in enumerate(disks):
         if disk.name not in vol_names:
-            raise DomainError(f"spec.domain.devices.disks[{i}].name", f"volume {disk.name!r} not found")
+            raise DomainError(
+                f"spec.domain.devices.disks[{i}].name", f"volume {disk.name!r} not found"
+            )

@@ -64,7 +64,9 @@ def status(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
     return request(path, {"cmd": "status"}, timeout=timeout)
 
 
-def shutdown(path: str | Path, *, grace_period_seconds: int, timeout: float = 10.0) -> dict[str, Any]:
+def shutdown(
+    path: str | Path, *, grace_period_seconds: int, timeout: float = 10.0
+) -> dict[str, Any]:
     return request(
         path, {"cmd": "shutdown", "gracePeriodSeconds": grace_period_seconds}, timeout=timeout
     )

@@ -29,6 +29,10 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
     else:
         ident = _uuid(vmi.uid, "metadata.uid")
     return dataclasses.replace(
-        domain, name=vmi.domain_name, uuid=ident, accelerator=options.accelerator,
-        machine=vmi.machine, acpi=vmi.acpi,
+        domain,
+        name=vmi.domain_name,
+        uuid=ident,
+        accelerator=options.accelerator,
+        machine=vmi.machine,
+        acpi=vmi.acpi,
     )

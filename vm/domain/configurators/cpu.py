@@ -25,8 +25,9 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
         if not isinstance(model, str) or not _MODEL.match(model):
             raise DomainError("spec.domain.cpu.model", f"not a CPU model name: {str(model)[:60]!r}")
         if model in _HOST_MODELS and options.accelerator == "tcg":
-            raise DomainError("spec.domain.cpu.model",
-                              f"{model} needs KVM, but this VM runs emulated (TCG)")
+            raise DomainError(
+                "spec.domain.cpu.model", f"{model} needs KVM, but this VM runs emulated (TCG)"
+            )
     elif options.accelerator == "kvm":
         model = "host-model"
     cpu = Cpu(sockets=vmi.sockets, cores=vmi.cores, threads=vmi.threads, model=model)

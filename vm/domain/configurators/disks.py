@@ -36,16 +36,19 @@ def device_name(prefix: str, index: int) -> str:
     return prefix + letters
 
 
-def disk_path(*, volume: str, block: bool, private_dir: str) -> str:
+def disk_path(*, volume: str, block: bool, private_dir: str, dev_dir: str = "/dev") -> str:
     if block:
-        return f"/dev/{volume}"
+        return posixpath.join(dev_dir, volume)
     return posixpath.join(private_dir, "vmi-disks", volume, "disk.img")
 
 
 def _cache(spec: DiskSpec, *, direct: bool, path: str, field: str) -> str:
     if spec.cache == "none" and not direct:
-        raise DomainError(field, "Unable to use 'none' cache mode, file system where "
-                          f"{path} is stored does not support direct I/O")
+        raise DomainError(
+            field,
+            "Unable to use 'none' cache mode, file system where "
+            f"{path} is stored does not support direct I/O",
+        )
     if spec.cache is not None:
         return spec.cache
     return "none" if direct else "writethrough"
@@ -64,23 +67,29 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
         if spec.bus == "sata" and unit >= SATA_PORTS:
             raise DomainError(f"{field}.{spec.kind}.bus", f"at most {SATA_PORTS} SATA disks fit")
         block = spec.name in options.block_volumes
-        path = disk_path(volume=spec.name, block=block, private_dir=options.private_dir)
-        cache = _cache(spec, direct=spec.name in options.direct_io, path=path, field=f"{field}.cache")
+        path = disk_path(
+            volume=spec.name, block=block, private_dir=options.private_dir, dev_dir=options.dev_dir
+        )
+        cache = _cache(
+            spec, direct=spec.name in options.direct_io, path=path, field=f"{field}.cache"
+        )
         native = cache == "none" and (block or spec.name in options.preallocated)
-        disks.append(Disk(
-            alias=f"ua-{spec.name}",
-            device="cdrom" if spec.kind == "cdrom" else "disk",
-            bus=spec.bus,
-            target=device_name(prefix, name_index),
-            source_kind="block" if block else "file",
-            path=path,
-            cache=cache,  # type: ignore[arg-type]
-            io="native" if native else None,
-            boot_order=spec.boot_order,
-            read_only=spec.read_only,
-            serial=spec.serial,
-            unit=unit,
-            discard=None if spec.kind == "cdrom" else "unmap",
-        ))
+        disks.append(
+            Disk(
+                alias=f"ua-{spec.name}",
+                device="cdrom" if spec.kind == "cdrom" else "disk",
+                bus=spec.bus,
+                target=device_name(prefix, name_index),
+                source_kind="block" if block else "file",
+                path=path,
+                cache=cache,  # type: ignore[arg-type]
+                io="native" if native else None,
+                boot_order=spec.boot_order,
+                read_only=spec.read_only,
+                serial=spec.serial,
+                unit=unit,
+                discard=None if spec.kind == "cdrom" else "unmap",
+            )
+        )
     controllers = (ScsiController(),) if any(d.bus == "scsi" for d in disks) else ()
     return dataclasses.replace(domain, disks=tuple(disks), controllers=controllers)

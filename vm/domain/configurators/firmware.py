@@ -20,8 +20,7 @@ FIELD = "spec.domain.firmware.bootloader.efi"
 
 def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
     if not vmi.efi:
-        return dataclasses.replace(domain, firmware=Firmware(kind="bios"),
-                                   smm=vmi.smm)
+        return dataclasses.replace(domain, firmware=Firmware(kind="bios"), smm=vmi.smm)
     ovmf = options.ovmf
     if ovmf is None:
         raise UnsupportedError(FIELD, "EFI requested, but no OVMF firmware is installed here")
@@ -33,6 +32,11 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
             raise DomainError("spec.domain.features.smm", "EFI secure boot requires SMM")
         loader = ovmf.secure_code
     nvram = posixpath.join(options.private_dir, "libvirt", "qemu", "nvram", f"{vmi.name}_VARS.fd")
-    firmware = Firmware(kind="efi", loader=loader, nvram=nvram, nvram_template=ovmf.vars_template,
-                        secure_boot=vmi.secure_boot)
+    firmware = Firmware(
+        kind="efi",
+        loader=loader,
+        nvram=nvram,
+        nvram_template=ovmf.vars_template,
+        secure_boot=vmi.secure_boot,
+    )
     return dataclasses.replace(domain, firmware=firmware, smm=vmi.smm)

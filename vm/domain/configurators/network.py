@@ -15,8 +15,12 @@ from vm.domain.model import Domain, Interface
 from vm.domain.options import BuildOptions
 from vm.domain.vmi import VmiSpec
 
-MODELS = {"virtio": "virtio-non-transitional", "e1000": "e1000", "e1000e": "e1000e",
-          "rtl8139": "rtl8139"}
+MODELS = {
+    "virtio": "virtio-non-transitional",
+    "e1000": "e1000",
+    "e1000e": "e1000e",
+    "rtl8139": "rtl8139",
+}
 
 
 def default_mac(*, seed: str, name: str) -> str:
@@ -28,8 +32,11 @@ def default_mac(*, seed: str, name: str) -> str:
 def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
     seed = options.mac_seed or vmi.uid
     interfaces = tuple(
-        Interface(alias=f"ua-{spec.name}", model=MODELS[spec.model],
-                  mac=(spec.mac or default_mac(seed=seed, name=spec.name)).lower())
+        Interface(
+            alias=f"ua-{spec.name}",
+            model=MODELS[spec.model],
+            mac=(spec.mac or default_mac(seed=seed, name=spec.name)).lower(),
+        )
         for spec in vmi.interfaces
     )
     return dataclasses.replace(domain, interfaces=interfaces)
