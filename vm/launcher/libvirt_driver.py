@@ -28,6 +28,8 @@ from vm.launcher.driver import DomainEnd, StateCallback
 from vm.launcher.errors import DriverError, is_invalid_operation, is_not_found
 
 logger = logging.getLogger(__name__)
+# libvirtaio logs every timer and handle update at DEBUG: noise, not the launcher's story
+logging.getLogger("virEventAsyncIOImpl").setLevel(logging.INFO)
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
@@ -146,8 +148,8 @@ class LibvirtDriver:
         logger.debug("libvirt lifecycle event %d detail %d", event, detail)
         if event == libvirt.VIR_DOMAIN_EVENT_SUSPENDED:
             if detail in (
-                libvirt.VIR_DOMAIN_EVENT_SUSPENDED_PANICKED,
                 libvirt.VIR_DOMAIN_EVENT_SUSPENDED_IOERROR,
+                libvirt.VIR_DOMAIN_EVENT_SUSPENDED_API_ERROR,
             ):
                 self._on_state("crashed", "GuestError")
                 asyncio.ensure_future(self._destroy_crashed(f"the guest stopped (detail {detail})"))
