@@ -67,6 +67,7 @@ class LibvirtDriver:
         self._ended: asyncio.Future[DomainEnd] | None = None
         self._destroyed = False
         self._callback_id: int | None = None
+        self._tasks: set[asyncio.Future[None]] = set()
         self._on_state: StateCallback = lambda state, reason: None
 
     def _prepare_dirs(self) -> None:
@@ -152,7 +153,9 @@ class LibvirtDriver:
                 libvirt.VIR_DOMAIN_EVENT_SUSPENDED_API_ERROR,
             ):
                 self._on_state("crashed", "GuestError")
-                asyncio.ensure_future(self._destroy_crashed(f"the guest stopped (detail {detail})"))
+                task = asyncio.ensure_future(self._destroy_crashed(f"the guest stopped ({detail})"))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
             else:
                 self._on_state("paused", "PausedByUser")
         elif event == libvirt.VIR_DOMAIN_EVENT_RESUMED:

@@ -103,7 +103,8 @@ class QemuDriver:
         try:
             async for event in self._qmp.events:
                 name = event["event"]
-                data = event.get("data", {})
+                raw: Any = event.get("data")
+                data: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 logger.debug("QMP event %s %s", name, data)
                 if name == "SHUTDOWN":
                     self._guest_shutdown = bool(data.get("guest"))
