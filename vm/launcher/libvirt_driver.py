@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import subprocess
 from typing import Any
 
@@ -24,7 +25,7 @@ import libvirtaio
 
 from vm.domain import render_libvirt
 from vm.domain.model import Domain
-from vm.launcher.driver import DomainEnd, StateCallback
+from vm.launcher.driver import PDEATHSIG, DomainEnd, StateCallback
 from vm.launcher.errors import DriverError, is_invalid_operation, is_not_found
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class LibvirtDriver:
         log = open(os.path.join(self.root, "libvirtd.log"), "ab")  # noqa: SIM115
         try:
             self._daemon = subprocess.Popen(
-                [self.libvirtd_binary],
+                [*(PDEATHSIG if shutil.which(PDEATHSIG[0]) else ()), self.libvirtd_binary],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
