@@ -234,3 +234,18 @@ def test_qemu_dies_with_a_killed_launcher(launch: Factory, boot_sectors: dict[st
     while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{qemu}")
+
+
+def test_qemu_that_cannot_start_is_a_launch_failure(
+    launch: Factory, tmp_path: Path, boot_sectors: dict[str, Path]
+) -> None:
+    fake = tmp_path / "qemu"
+    fake.write_text("#!/bin/sh\necho 'qemu: could not load PC BIOS' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    run = launch(make_vmi(), args=["--qemu-binary", str(fake)])
+    run.add_disk("root", boot_sectors["poweroff"])
+    assert run.start().wait() == 1
+    term = run.termination()
+    assert term["phase"] == "Failed" and term["reason"] == "LaunchFailed"
+    assert "could not load PC BIOS" in term["message"]
+    assert not run.socket.exists()
