@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.guests import MARKER, POWERBUTTON_MARKER, LinuxGuest
-from tests.vm.launcher.harness import Launch, make_vmi
+from tests.vm.launcher.harness import REPO, Launch, make_vmi
 from vm.launcher import client
 
 Factory = Callable[..., Launch]
@@ -249,3 +252,19 @@ def test_qemu_that_cannot_start_is_a_launch_failure(
     assert term["phase"] == "Failed" and term["reason"] == "LaunchFailed"
     assert "could not load PC BIOS" in term["message"]
     assert not run.socket.exists()
+
+
+def test_missing_vmi_env_is_a_configuration_failure(tmp_path: Path) -> None:
+    term = tmp_path / "term"
+    env = {k: v for k, v in os.environ.items() if k != "VMI"}
+    done = subprocess.run(
+        [sys.executable, "-m", "vm.launcher", "--termination-log", str(term)],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    body = json.loads(term.read_text())
+    assert body["phase"] == "Failed" and body["reason"] == "InvalidConfiguration"
+    assert body["message"].startswith("VMI:")
