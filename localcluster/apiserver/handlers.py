@@ -25,7 +25,9 @@ from . import (
     identity,
     list_options,
     openapi,
+    portforward,
     protobuf,
+    remotecommand,
     selectors,
     subresources,
     tables,
@@ -145,6 +147,7 @@ class Handlers:
         self.settings = settings
         self.log_provider: LogProvider | None = None
         self.aggregator: Aggregator | None = None
+        self.exec_provider: remotecommand.ExecProvider | None = None
         self.closing = asyncio.Event()
 
     # -- entry ------------------------------------------------------------------------------
@@ -428,6 +431,21 @@ class Handlers:
             return await self._watch(request, t, only_name=t.name)
         if t.subresource in ("log", "token", "binding"):
             return await self._special_subresource(request, user, t)
+        if t.subresource == "portforward":
+            if method not in ("GET", "POST"):
+                raise method_not_allowed("only GET and POST are allowed on pods/portforward")
+            self._authorize(user, "create", t)
+            return await portforward.serve(
+                request, stored=self.backend.get_stored(rt, t.namespace, t.name),
+                namespace=t.namespace or "", pod=t.name)
+        if t.subresource in ("exec", "attach"):
+            if method not in ("GET", "POST"):
+                raise method_not_allowed(f"only GET and POST are allowed on pods/{t.subresource}")
+            self._authorize(user, "create", t)
+            return await remotecommand.serve(
+                request, stored=self.backend.get_stored(rt, t.namespace, t.name),
+                namespace=t.namespace or "", pod=t.name, kind=t.subresource,
+                provider=self.exec_provider)
         if t.subresource == "scale":
             return await self._scale(request, user, t)
         if method == "GET":
@@ -665,7 +683,9 @@ class Handlers:
             table=_include_object(request) if _wants_table(request) else None)
         ns = t.namespace if t.rt.namespaced else None
         stream = watch.WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
-                                   render_table=self._table)
+                                   render_table=self._table, warnings=tuple(
+                                       decoding.warning_header(text)
+                                       for text in request.get(TYPE_WARNINGS, ())))
         return await stream.serve(request)
 
     # -- subresources with their own bodies ------------------------------------------------

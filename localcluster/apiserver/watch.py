@@ -56,13 +56,14 @@ class WatchOptions:
 class WatchStream:
     def __init__(self, backend: Backend, rt: ResourceType, namespace: str | None,
                  options: WatchOptions, *, closing: asyncio.Event,
-                 render_table: RenderTable) -> None:
+                 render_table: RenderTable, warnings: tuple[str, ...] = ()) -> None:
         self.backend = backend
         self.rt = rt
         self.namespace = namespace
         self.options = options
         self.closing = closing
         self.render_table = render_table
+        self.warnings = warnings  # Warning header values (a deprecated version's)
 
     def _start(self) -> tuple[list[tuple[str, Stored, Obj | None]], APIError | None]:
         rv_text = self.options.resource_version
@@ -91,6 +92,8 @@ class WatchStream:
         watcher = cache.subscribe(self.rt.group_resource, self.namespace) \
             if error is None else None
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        for value in self.warnings:
+            response.headers.add("Warning", value)
         response.enable_chunked_encoding()
         await response.prepare(request)
         try:

@@ -1,4 +1,4 @@
-"""kubectl for the tests: Debian's ``kubectl`` package (v1.32), which ``make setup``
+"""kubectl for the tests: the ``kubectl`` apt package (v1.32), which ``make setup``
 installs. Where it is missing the kubectl tests are skipped on a developer's machine but
 fail in CI (``CI`` set), so that a missing install step cannot pass as green."""
 
@@ -14,12 +14,12 @@ IN_CI = bool(os.environ.get("CI"))
 
 needs_kubectl = pytest.mark.skipif(
     KUBECTL is None and not IN_CI,
-    reason="kubectl is not installed here (`make setup` installs Debian's kubectl)")
+    reason="kubectl is not installed here (`make setup` installs the kubectl apt package)")
 
 
 def kubectl_path() -> str:
     """The kubectl binary; fails the test (CI) when it is not installed."""
     if KUBECTL is None:
-        pytest.fail("kubectl is not installed: `make setup` installs Debian's kubectl "
+        pytest.fail("kubectl is not installed: `make setup` installs the kubectl apt "
                     "package, and CI runs the kubectl tests")
     return KUBECTL

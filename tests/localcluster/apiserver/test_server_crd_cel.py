@@ -72,6 +72,15 @@ def test_message_expression_and_field_path(certs, namespace):
         "ec", privateKey={"algorithm": "ECDSA", "size": 256}))
 
 
+def test_duration_fields_are_cel_durations(certs, namespace):
+    # 90m < 2h as durations (as strings "90m" > "2h").
+    certs.create_namespaced_custom_object(G, V, namespace, P, _cert(
+        "renews", renewBefore="90m", duration="2h"))
+    status = _refused(lambda: certs.create_namespaced_custom_object(G, V, namespace, P, _cert(
+        "late", renewBefore="3h", duration="2h")))
+    assert "renewBefore must be shorter than duration" in status["message"]
+
+
 def test_transition_rule_with_old_self(certs, namespace):
     certs.create_namespaced_custom_object(G, V, namespace, P, _cert("moving"))
     status = _refused(lambda: certs.patch_namespaced_custom_object(
@@ -80,8 +89,8 @@ def test_transition_rule_with_old_self(certs, namespace):
     assert "secretName is immutable" in status["message"]
     # Other changes pass: the rule sees the same secretName in self and oldSelf.
     patched = certs.patch_namespaced_custom_object(G, V, namespace, P, "moving",
-                                                   {"spec": {"duration": "2160h"}})
-    assert patched["spec"]["duration"] == "2160h"
+                                                   {"spec": {"commonName": "moving"}})
+    assert patched["spec"]["commonName"] == "moving"
 
 
 def test_transition_rule_on_a_nested_object(certs, namespace):
@@ -109,13 +118,20 @@ def test_optional_old_self_runs_on_create_and_update(certs, namespace):
     assert patched["spec"]["isCA"] is True
 
 
-def test_cost_bound_refuses_huge_comprehensions(certs, namespace):
-    names = [f"n{i}.example.com" for i in range(1200)]
+def test_cost_bound_refuses_huge_nested_comprehensions(certs, namespace):
+    usages = [f"u{i}" for i in range(1100)]
     status = _refused(lambda: certs.create_namespaced_custom_object(
-        G, V, namespace, P, _cert("many", dnsNames=names)))
-    assert "cost limit exceeded" in status["message"]
+        G, V, namespace, P, _cert("costly", usages=usages)))
+    assert "spec.usages" in status["message"] and "cost limit exceeded" in status["message"]
+    # The same rule on less data runs, and judges.
+    status = _refused(lambda: certs.create_namespaced_custom_object(
+        G, V, namespace, P, _cert("twice", usages=["server auth", "server auth"])))
+    assert "usages must not repeat" in status["message"]
     certs.create_namespaced_custom_object(G, V, namespace, P,
-                                          _cert("several", dnsNames=names[:200]))
+                                          _cert("several", usages=usages[:200]))
+    # One comprehension over a long list is cheap enough (as upstream).
+    certs.create_namespaced_custom_object(G, V, namespace, P, _cert(
+        "many-names", dnsNames=[f"n{i}.example.com" for i in range(100)]))
 
 
 def _crd_with_rule(rule: dict) -> dict:

@@ -55,6 +55,9 @@ def test_deprecated_version_warns_on_every_verb(http, namespace, version, warnin
     assert code == 200 and warnings == [warning]
     code, warnings, _ = http("GET", f"{base}/missing")
     assert code == 404 and warnings == [warning]
+    with http.stream(f"{base}?watch=true&timeoutSeconds=1") as resp:
+        assert resp.headers.get_all("Warning") == [warning]
+        assert json.loads(resp.readline())["type"] == "ADDED"
 
 
 def test_current_version_does_not_warn(http, namespace):

@@ -33,6 +33,12 @@ class Http:
             status, headers, text = err.code, err.headers, err.read()
         return status, headers.get_all("Warning") or [], json.loads(text)
 
+    def stream(self, path: str):
+        """A streaming GET (watch); the caller reads lines and closes it."""
+        req = urllib.request.Request(self.base + path)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        return urllib.request.urlopen(req, context=self.ctx, timeout=30)
+
 
 @pytest.fixture
 def http(shared_server):

@@ -47,6 +47,9 @@ def test_v3_apps_uses_upstream_names(raw):
     assert "io.k8s.api.core.v1.PodTemplateSpec" in doc["components"]["schemas"]
     ops = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]
     assert "fieldValidation" in [p["name"] for p in ops["patch"]["parameters"]]
+    ref = ops["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref == "#/components/schemas/io.k8s.api.apps.v1.Deployment"
+    assert "io.k8s.apps.v1.Deployment" not in doc["components"]["schemas"]
 
 
 def test_v3_custom_resource_metadata_is_object_meta(raw, widgets):
