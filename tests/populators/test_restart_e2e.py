@@ -40,7 +40,7 @@ def test_operator_restarts_mid_import_and_while_it_completes(
     kube: Kube = cluster.kube  # type: ignore[assignment]
     ns = kit.namespace(kube)
     http_server.publish(images.get("raw").path, "slow.raw")
-    http_server.set_faults("slow.raw", Faults(rate=2 * 1024 * 1024))  # 16 MiB: ~8 s
+    http_server.set_faults("slow.raw", Faults(rate=768 * 1024))  # 16 MiB: ~21 s
     kit.import_source(kube, ns, "src", {"http": {"url": http_server.url_for("slow.raw")}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     uid = target["metadata"]["uid"]
