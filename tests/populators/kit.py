@@ -159,6 +159,14 @@ def diagnosis(kube: Kube, ns: str) -> str:
     return "\n".join(lines)
 
 
+def wait_for_why(fn: Any, *, timeout: float, what: str, why: Any) -> Any:
+    """:func:`wait_for`, with ``why()`` (e.g. :func:`diagnosis`) in the failure."""
+    try:
+        return wait_for(fn, timeout=timeout, what=what)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{why()}") from None
+
+
 def wait_bound(kube: Kube, ns: str, name: str, timeout: float = 120) -> dict[str, Any]:
     try:
         wait_for(lambda: (kube.get_or_none(client.PVCS, name, ns) or {}).get(

@@ -54,9 +54,9 @@ def test_operator_restarts_mid_import_and_while_it_completes(
 
     # A second operator run while the import goes on: same PVC', same pod.
     with kit.operator(cluster.kubeconfig):
-        wait_for(lambda: kit.annotations(kube, ns, "disk").get(
+        kit.wait_for_why(lambda: kit.annotations(kube, ns, "disk").get(
             "cdi.kubevirt.io/storage.populator.progress") not in (None, "100.0%"),
-            timeout=60, what="progress after the restart")
+            timeout=60, what="progress after the restart", why=lambda: kit.diagnosis(kube, ns))
         assert kube.get(client.PODS, pod_name, ns)["metadata"]["uid"] == \
             first["metadata"]["uid"]
         assert kube.get(client.PVCS, f"prime-{uid}", ns)["metadata"]["uid"] == \
