@@ -9,10 +9,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from localcluster.controllers import client, deployments, replicasets, workloads
-from localcluster.controllers.client import Kube, KubeError
-from localcluster.controllers.informer import Informer, Loop
-from localcluster.storage.events import now
+from localcluster.controllers import deployments, replicasets, workloads
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
+from localcluster.kube.informer import Informer, Loop
+from localcluster.kube.times import now
 
 logger = logging.getLogger(__name__)
 

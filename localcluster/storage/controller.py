@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError, Obj
-from localcluster.controllers.informer import Informer, Loop
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError, Obj
+from localcluster.kube.events import EventRecorder
+from localcluster.kube.informer import Informer, Loop
 from localcluster.storage import classes, decisions, quantity
 from localcluster.storage.errors import StorageError, VolumeNotFound
-from localcluster.storage.events import EventRecorder
 from localcluster.storage.volumes import REFLINK, STANDARD, VolumeManager
 
 logger = logging.getLogger(__name__)
