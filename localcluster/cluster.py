@@ -14,7 +14,7 @@ Where it differs from a real cluster (on purpose, documented where it is done):
   pods must bind it rather than 0.0.0.0 to run side by side.
 - Services get a 127.x.y.z clusterIP and Endpoints, but there is no proxy: "resolving" a
   Service (what the API server does for admission webhooks) yields a ready endpoint's
-  pod IP and target port (controllers/services.py).
+  pod IP and target port (services/controller.py).
 - Deployments roll out through ReplicaSets as kube-controller-manager does (RollingUpdate
   and Recreate, revisions, history, the scale subresource: ``kubectl rollout`` and
   ``kubectl scale`` work); DaemonSets keep no ControllerRevisions; StatefulSets, Jobs
@@ -44,17 +44,17 @@ from pathlib import Path
 from typing import IO
 
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.controllers.apply import apply_manifests
-from localcluster.controllers.apps import AppsController
-from localcluster.controllers.services import ServiceController
 from localcluster.kube import client
 from localcluster.kube.addresses import networks_for
 from localcluster.kube.client import Kube
 from localcluster.kube.informer import Informer
 from localcluster.kubelet import images, restarts
 from localcluster.kubelet.node import Node
+from localcluster.services.controller import ServiceController
 from localcluster.storage.controller import StorageController, install_classes
 from localcluster.storage.volumes import DEFAULT_REFLINK_POOL_SIZE, VolumeManager
+from localcluster.workloads.apply import apply_manifests
+from localcluster.workloads.apps import AppsController
 
 logger = logging.getLogger(__name__)
 

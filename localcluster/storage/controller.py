@@ -1,6 +1,6 @@
 """The provisioner, the PV binder and the expander, talking to the API server.
 
-One level-triggered pass (see controllers/informer.py) applies the decisions of
+One level-triggered pass (see kube/informer.py) applies the decisions of
 decisions.py to what the informers hold: make volumes and PVs for claims that may have
 them, bind claims and PVs, set phases, delete released volumes, grow volumes whose claim
 asks for more. Also installs the StorageClasses and the CSIDriver at start.

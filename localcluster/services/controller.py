@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 
-from localcluster.controllers import endpoints
 from localcluster.kube import client
 from localcluster.kube.addresses import AddressPool
 from localcluster.kube.client import Kube, KubeError
 from localcluster.kube.informer import Informer, Loop
+from localcluster.services import endpoints
 
 logger = logging.getLogger(__name__)
 
