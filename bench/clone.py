@@ -31,8 +31,8 @@ from pathlib import Path
 from _common import DEFAULT_WORKDIR, human, parse_size
 
 from localcluster.cluster import Cluster, Options
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from tests.e2e import kit
 
 CHUNK = 16 * 2**20

@@ -97,8 +97,13 @@ def observe(
                         ("False", "TransferRunning",
                          f"{'Clone' if cloning else 'Import'} into {name} in progress"))
     if _has_populator(claim):
-        return Observed(api.CLONE_SCHEDULED if cloning else api.IMPORT_SCHEDULED,
-                        anns.get(api.POPULATOR_PROGRESS) or "N/A",
+        # Once in progress, a pod between runs (restarting, or its phase not yet copied
+        # again by a restarted populator) does not send the DataVolume back: the phase
+        # does not flap, restartCount says what happened.
+        in_progress = api.CLONE_IN_PROGRESS if cloning else api.IMPORT_IN_PROGRESS
+        phase = in_progress if previous == in_progress else (
+            api.CLONE_SCHEDULED if cloning else api.IMPORT_SCHEDULED)
+        return Observed(phase, anns.get(api.POPULATOR_PROGRESS) or "N/A",
                         restarts, bound, running, ("False", "", ""))
     return Observed(api.PENDING, "N/A", restarts, bound, running, ("False", "", ""))
 

@@ -10,7 +10,8 @@ StorageProfile ``status.cloneStrategy``, else ``snapshot`` (upstream's default).
   provisioners (``IncompatibleProvisioners``), different volume modes
   (``IncompatibleVolumeModes``), a larger target on a class that cannot expand
   (``NoVolumeExpansion``), a smaller target (a permissive clone, rootdisk's
-  ``TargetSmallerThanSource``: no storage clones into less), or — a rootdisk limit — the source is in another namespace
+  ``TargetSmallerThanSource``: no storage clones into less), or — a rootdisk limit —
+  the source is in another namespace
   (``CrossNamespaceCSIClone``: a claim's ``dataSource`` may only name a claim of its own
   namespace, and PVC' is not moved across namespaces for a CSI clone);
 - ``copy`` is the host-assisted copy by a cloner pod, always possible.

@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from populators import claims, flow, names, progress
+from populators import claims, events, flow, names, progress
 from populators.cdiconfig import CdiConfig
 from populators.cdiconfig import parse as parse_config
 from populators.claims import Obj, meta, spec
@@ -153,7 +153,7 @@ class Reconciler:
                 if self.kube.set_claim_ref(pv, ref, rv):
                     logger.info("%s/%s: volume %s rebound to the target", ns, name, pv)
             case flow.Emit() as emit:
-                self.kube.create_event(flow.emitted_event(target=target, emit=emit,
+                self.kube.create_event(events.emitted_event(target=target, emit=emit,
                                                           now=_now()))
 
     def _progress(self, target: Obj, url: str) -> None:
@@ -184,7 +184,7 @@ class Reconciler:
                 continue
             try:
                 for event in self.kube.events_about(ns, str(meta(obj).get("uid"))):
-                    copy = flow.copied_event(target=target, event=event)
+                    copy = events.copied_event(target=target, event=event)
                     if copy["metadata"]["name"] not in done:
                         self.kube.create_event(copy)
                         done.add(copy["metadata"]["name"])

@@ -142,8 +142,8 @@ def _lead(elector: kube.Elector, args: argparse.Namespace, stop: threading.Event
     threading.Thread(target=renew, name="lease-renewal", daemon=True).start()
     if stop.is_set():
         kopf_stop.set()
-    # identity given: kopf would otherwise ask getpass for a user name, and uid 1001 has
-    # no passwd entry in a confined pod
+    # identity given: kopf would otherwise ask getpwuid() for a user name, and a pod's
+    # non-root uid has no passwd entry
     kopf.run(clusterwide=True, standalone=True, stop_flag=kopf_stop, identity=args.identity)
     kopf_stop.set()
     if lost.is_set():

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
@@ -263,3 +263,36 @@ def test_webhook_trust_restored_after_reapply(kube: Kube, ns: str) -> None:
     kube.create(kit.DVS, kit.datavolume("trusted", {"blank": {}}, size="8Mi",
                                         storage={"storageClassName": "local-immediate"}), ns)
     assert kit.wait_dv(kube, ns, "trusted", ("Succeeded", "Failed"))["phase"] == "Succeeded"
+
+
+def test_http_qcow2_into_block(kube: Kube, ns: str, http_server: HttpServer,
+                               images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "block.qcow2")
+    kube.create(kit.DVS, kit.datavolume(
+        "block", {"http": {"url": url}},
+        storage={"storageClassName": "local-immediate", "volumeMode": "Block"}), ns)
+    status = kit.wait_dv(kube, ns, "block", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    claim = kube.get(client.PVCS, "block", ns)
+    assert claim["spec"]["resources"]["requests"]["storage"] == "64Mi"  # Block: no overhead
+    assert "alerts.k8s.io/KubePersistentVolumeFillingUp" not in claim["metadata"]["labels"]
+    assert compare(images.get("raw").path, kit.volume_path(kube, claim))
+
+
+def test_checksums(kube: Kube, ns: str, http_server: HttpServer,
+                   images: ImageFactory) -> None:
+    image = images.get("qcow2")
+    url = http_server.publish(image.path, "summed.qcow2")
+    wrong = "sha256:" + ("0" * 64)
+    for name, checksum in (("right", image.checksum("sha256")), ("wrong", wrong)):
+        kube.create(kit.DVS, kit.datavolume(
+            name, {"http": {"url": url, "checksum": checksum}},
+            storage={"storageClassName": "local-immediate"}), ns)
+    assert kit.wait_dv(kube, ns, "right", ("Succeeded", "Failed"))["phase"] == "Succeeded"
+    status = kit.wait_dv(kube, ns, "wrong", ("Succeeded", "Failed"))
+    assert status["phase"] == "Failed"
+    assert kit.condition(status, "Running")["reason"] == "ChecksumMismatch"
+    assert status["restartCount"] == 0
+    reasons = [e["reason"] for e in kit.events_for(
+        kube, ns, kube.get(kit.DVS, "wrong", ns)["metadata"]["uid"])]
+    assert reasons.count("ImportFailed") == 1

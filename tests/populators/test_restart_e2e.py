@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from populators import claims
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
@@ -40,7 +40,7 @@ def test_operator_restarts_mid_import_and_while_it_completes(
     kube: Kube = cluster.kube  # type: ignore[assignment]
     ns = kit.namespace(kube)
     http_server.publish(images.get("raw").path, "slow.raw")
-    http_server.set_faults("slow.raw", Faults(rate=2 * 1024 * 1024))  # 16 MiB: ~8 s
+    http_server.set_faults("slow.raw", Faults(rate=768 * 1024))  # 16 MiB: ~21 s
     kit.import_source(kube, ns, "src", {"http": {"url": http_server.url_for("slow.raw")}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     uid = target["metadata"]["uid"]
@@ -54,9 +54,9 @@ def test_operator_restarts_mid_import_and_while_it_completes(
 
     # A second operator run while the import goes on: same PVC', same pod.
     with kit.operator(cluster.kubeconfig):
-        wait_for(lambda: kit.annotations(kube, ns, "disk").get(
+        kit.wait_for_why(lambda: kit.annotations(kube, ns, "disk").get(
             "cdi.kubevirt.io/storage.populator.progress") not in (None, "100.0%"),
-            timeout=60, what="progress after the restart")
+            timeout=60, what="progress after the restart", why=lambda: kit.diagnosis(kube, ns))
         assert kube.get(client.PODS, pod_name, ns)["metadata"]["uid"] == \
             first["metadata"]["uid"]
         assert kube.get(client.PVCS, f"prime-{uid}", ns)["metadata"]["uid"] == \
