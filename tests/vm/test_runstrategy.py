@@ -18,7 +18,7 @@ from vm.controller.runstrategy import (
 from vm.controller.views import VMIView
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-A, R, M, H, O = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.MANUAL,
+A, R, M, H, ONCE = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.MANUAL,
                  RunStrategy.HALTED, RunStrategy.ONCE)
 STOP = Request("Stop", uid="u1")
 START = Request("Start")
@@ -31,7 +31,7 @@ def vmi(phase: str = "Running", **kw: object) -> VMIView:
 
 @pytest.mark.parametrize(("spec", "want"), [
     ({"running": True}, A), ({"running": False}, H),
-    ({"runStrategy": "Manual"}, M), ({"runStrategy": "Once"}, O),
+    ({"runStrategy": "Manual"}, M), ({"runStrategy": "Once"}, ONCE),
 ])
 def test_running_maps_to_a_strategy(spec: dict, want: RunStrategy) -> None:
     assert run_strategy(spec) is want
@@ -76,9 +76,9 @@ CASES = [
      "none", ()),
     ("manual-stop", M, "Manual", (STOP,), vmi(), "delete", (STOP,)),
     ("manual-start-while-running-consumed", M, "Manual", (START,), vmi(), "none", ()),
-    ("once-starts", O, "", (), None, "create", ()),
-    ("once-never-restarts", O, "Once", (), None, "none", ()),
-    ("once-final-stays", O, "Once", (), vmi("Succeeded", ever_running=True), "none", ()),
+    ("once-starts", ONCE, "", (), None, "create", ()),
+    ("once-never-restarts", ONCE, "Once", (), None, "none", ()),
+    ("once-final-stays", ONCE, "Once", (), vmi("Succeeded", ever_running=True), "none", ()),
     ("deleting-vmi-waits", A, "Always", (), vmi(deleting=True), "none", ()),
 ]
 
