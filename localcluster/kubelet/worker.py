@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import sizes
 from localcluster.controllers import client
 from localcluster.controllers.client import KubeError
 from localcluster.kubelet import images, podvolumes, probes, restarts, status
 from localcluster.kubelet.cgroups import Limits
 from localcluster.kubelet.env import ConfigError, container_env
 from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
-from localcluster.storage import quantity
 
 if TYPE_CHECKING:
     from localcluster.kubelet.node import Node
@@ -367,8 +367,8 @@ class PodWorker(threading.Thread):
     @staticmethod
     def _limits(c: Mapping[str, Any]) -> Limits:
         lim = (c.get("resources") or {}).get("limits") or {}
-        memory = quantity.to_bytes(lim["memory"]) if "memory" in lim else None
-        cpu = quantity.to_millis(lim["cpu"]) if "cpu" in lim else None
+        memory = sizes.parse_bytes(lim["memory"]) if "memory" in lim else None
+        cpu = sizes.to_millis(lim["cpu"]) if "cpu" in lim else None
         return Limits(memory=memory, cpu_millis=cpu)
 
     # -- status ------------------------------------------------------------------------

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import sizes
 from localcluster.controllers import client
 from localcluster.controllers.client import Kube, KubeError, Obj
 from localcluster.controllers.informer import Informer, Loop
-from localcluster.storage import classes, decisions, quantity
+from localcluster.storage import classes, decisions
 from localcluster.storage.errors import StorageError, VolumeNotFound
 from localcluster.storage.events import EventRecorder
 from localcluster.storage.volumes import REFLINK, STANDARD, VolumeManager
@@ -219,6 +220,6 @@ class StorageController:
         name = pv["metadata"]["name"]
         vol = self.volumes.expand(name, want)
         self.kube.patch(client.PVS, name,
-                        {"spec": {"capacity": {"storage": quantity.format_bytes(vol.capacity)}}})
+                        {"spec": {"capacity": {"storage": sizes.format_bytes(vol.capacity)}}})
         self.events.emit(claim, "Normal", "VolumeResizeSuccessful",
-                         f"volume {name} expanded to {quantity.format_bytes(vol.capacity)}")
+                         f"volume {name} expanded to {sizes.format_bytes(vol.capacity)}")

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from localcluster.storage import quantity
+import sizes
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
@@ -109,7 +109,7 @@ def provision(
     if request is None:
         return Refuse("ProvisioningFailed", "spec.resources.requests.storage is required")
     try:
-        capacity = quantity.to_bytes(request)
+        capacity = sizes.parse_bytes(request)
     except ValueError as err:
         return Refuse("ProvisioningFailed", f"spec.resources.requests.storage: {err}")
     if capacity <= 0:
@@ -143,7 +143,7 @@ def volume_manifest(
             "finalizers": [PV_PROTECTION],
         },
         "spec": {
-            "capacity": {"storage": quantity.format_bytes(capacity)},
+            "capacity": {"storage": sizes.format_bytes(capacity)},
             "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
             "persistentVolumeReclaimPolicy": storage_class.get("reclaimPolicy") or "Delete",
             "storageClassName": plan.storage_class,
@@ -290,5 +290,5 @@ def expansion(*, claim: Obj, volume: Obj) -> int | None:
     have = (_spec(volume).get("capacity") or {}).get("storage")
     if request is None or have is None:
         return None
-    want = quantity.to_bytes(request)
-    return want if want > quantity.to_bytes(have) else None
+    want = sizes.parse_bytes(request)
+    return want if want > sizes.parse_bytes(have) else None
