@@ -37,7 +37,7 @@ def test_crd_is_accepted_and_structural(name: str) -> None:
 def test_upstream_vm_manifest_validates_and_nothing_is_pruned() -> None:
     vm = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     vm["metadata"]["namespace"] = "default"
-    s = _schema(crds.all_crds()["kubevirt.io_virtualmachines.yaml"])
+    s = _schema(crds.all_crds()["virtualmachines.yaml"])
     assert schema.validate(vm, s) == []
     pruned, report = schema.prune_with_report(copy.deepcopy(vm), s)
     assert report == []
@@ -49,15 +49,15 @@ def test_upstream_vm_manifest_validates_and_nothing_is_pruned() -> None:
 def test_schema_rejects_a_wrong_type_naming_the_field() -> None:
     vm = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     vm["spec"]["template"]["spec"]["domain"]["devices"]["disks"][0]["bootOrder"] = "first"
-    s = _schema(crds.all_crds()["kubevirt.io_virtualmachines.yaml"])
+    s = _schema(crds.all_crds()["virtualmachines.yaml"])
     errors = [str(e) for e in schema.validate(vm, s)]
     assert any("bootOrder" in e for e in errors), errors
 
 
 def test_short_names_and_columns() -> None:
     all_ = crds.all_crds()
-    vm = all_["kubevirt.io_virtualmachines.yaml"]["spec"]
-    vmi = all_["kubevirt.io_virtualmachineinstances.yaml"]["spec"]
+    vm = all_["virtualmachines.yaml"]["spec"]
+    vmi = all_["virtualmachineinstances.yaml"]["spec"]
     assert vm["names"]["shortNames"] == ["vm", "vms"]
     assert vmi["names"]["shortNames"] == ["vmi", "vmis"]
     assert [c["name"] for c in vm["versions"][0]["additionalPrinterColumns"]] == [

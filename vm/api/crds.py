@@ -251,13 +251,13 @@ def crd(*, kind: str, plural: str, singular: str, short: list[str], spec: Schema
 def all_crds() -> dict[str, dict[str, Any]]:
     """File name → CRD."""
     return {
-        "kubevirt.io_virtualmachines.yaml": crd(
+        "virtualmachines.yaml": crd(
             kind=names.VM_KIND, plural=names.VM_PLURAL, singular="virtualmachine",
             short=["vm", "vms"], spec=VM_SPEC, status=VM_STATUS,
             columns=[AGE, {"name": "Status", "type": "string",
                            "description": "Human Readable Status",
                            "jsonPath": ".status.printableStatus"}, READY]),
-        "kubevirt.io_virtualmachineinstances.yaml": crd(
+        "virtualmachineinstances.yaml": crd(
             kind=names.VMI_KIND, plural=names.VMI_PLURAL, singular="virtualmachineinstance",
             short=["vmi", "vmis"], spec=VMI_SPEC, status=VMI_STATUS,
             columns=[AGE, {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
@@ -265,7 +265,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
                       "jsonPath": ".status.interfaces[0].ipAddress"},
                      {"name": "NodeName", "type": "string", "jsonPath": ".status.nodeName"},
                      READY]),
-        "kubevirt.io_kubevirts.yaml": crd(
+        "kubevirts.yaml": crd(
             kind=names.KUBEVIRT_KIND, plural=names.KUBEVIRT_PLURAL, singular="kubevirt",
             short=["kv", "kvs"], spec=KUBEVIRT_SPEC, status=ANY_OBJECT,
             columns=[AGE, {"name": "Phase", "type": "string", "jsonPath": ".status.phase"}],

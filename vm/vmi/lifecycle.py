@@ -133,7 +133,7 @@ def decide(*, phase: str, launcher: PodView | None, binding: PodView | None,
         return Outcome(phase="Succeeded" if succeeded else "Failed", reason=reason,
                        message=message, node=launcher.node,
                        conditions=(Condition("Ready", "False", "PodTerminating",
-                                             "the launcher pod has ended"),))
+                                             message or "the launcher pod has ended"),))
     conds: list[Condition] = []
     if launcher.unschedulable:
         conds.append(Condition("PodScheduled", "False", "Unschedulable",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from importer.sizes import parse_bytes, parse_quantity
+from sizes import parse_bytes, parse_quantity
 
 Mi = 1024 * 1024
 FIXED = 240 * Mi

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from importer.sizes import parse_bytes
+from sizes import parse_bytes
 
 VOLUME_SOURCES = (
     "persistentVolumeClaim", "dataVolume", "containerDisk", "cloudInitNoCloud",
