@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import (
+    apiservices,
     crds,
     defaults,
     deletion,
@@ -239,6 +240,8 @@ class Backend:
                 causes.append(Cause(err.type, text, err.path))
         if not rt.custom:
             causes += validation.validate(rt.kind, obj)
+        if rt.group_resource == apiservices.APISERVICE_GR:
+            causes += apiservices.validate(obj)
         if rt.group_resource == CRD_GR:
             causes += crds.validate_crd(obj)
             if old is not None and not causes:

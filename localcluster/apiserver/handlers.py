@@ -19,13 +19,24 @@ from typing import Any
 
 from aiohttp import web
 
-from . import authz, discovery, openapi, protobuf, selectors, subresources, tables, watch
-from .auth import Authenticator, UserInfo, service_account_user
+from . import (
+    authz,
+    discovery,
+    identity,
+    openapi,
+    protobuf,
+    selectors,
+    subresources,
+    tables,
+    watch,
+)
+from .aggregator import Aggregator
+from .apiservices import request_attributes
+from .auth import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
     JSON_PATCH,
     MERGE_PATCH,
-    SA_GR,
     STRATEGIC_PATCH,
     Backend,
     WriteOptions,
@@ -135,6 +146,7 @@ class Handlers:
         self.auth = authenticator
         self.settings = settings
         self.log_provider: LogProvider | None = None
+        self.aggregator: Aggregator | None = None
         self.closing = asyncio.Event()
 
     # -- entry ------------------------------------------------------------------------------
@@ -154,18 +166,21 @@ class Handlers:
             logger.exception("%s %s failed", request.method, request.path)
             return error_response(APIError(500, "InternalError", f"internal error: {err}"))
 
-    def _user(self, request: web.Request) -> UserInfo:
+    def _user(self, request: web.Request, path: str) -> UserInfo:
         header = request.headers.get("Authorization", "")
+        if not header and request.method == "GET":
+            # Anonymous requests get what RBAC grants system:unauthenticated on non-resource
+            # paths (system:public-info-viewer: /version and the health checks); 401 else.
+            if authz.allowed_for(self.backend.store, ANONYMOUS_USER, verb="get",
+                                 path=path)[0]:
+                return ANONYMOUS_USER
+            raise unauthorized()
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthorized()
-        user = self.auth.authenticate(token.strip())
+        user = identity.authenticate(self.auth, self.backend, token.strip())
         if user is None:
             raise unauthorized()
-        if user.service_account is not None:
-            ns, name = user.service_account
-            if self.backend.store.get(SA_GR, ns, name) is None:
-                raise unauthorized()
         target = request.headers.get("Impersonate-User")
         if target:
             return self._impersonate(user, target, request.headers.getall("Impersonate-Group",
@@ -195,9 +210,13 @@ class Handlers:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
+        user = self._user(request, path)
         if path in PUBLIC_PATHS:
+            self._authorize_path(user, path)
             return web.Response(text="ok")
-        user = self._user(request)
+        if path in identity.DISCOVERY_PATHS and request.method == "GET":
+            self._authorize_path(user, path)
+            return _json_response(identity.discovery_document(self.auth, path))
         if request.method == "GET" and (path == "/version" or path == "/"
                                         or path.startswith("/openapi")
                                         or path in ("/api", "/apis")):
@@ -211,11 +230,17 @@ class Handlers:
         elif parts[0] == "apis" and len(parts) == 2 and request.method == "GET":
             self._authorize_path(user, path)
             doc = discovery.api_group(self.registry, parts[1])
+            if doc is None and self.aggregator is not None:
+                doc = self.aggregator.group_doc(parts[1])
             if doc is None:
                 raise not_found(resource="", group="", name=parts[1])
             return _json_response(doc)
         else:
             raise not_found(resource="", group="", name=path)
+        route = self.aggregator.route_for(group, version) if self.aggregator else None
+        if route is not None and self.aggregator is not None:
+            self._authorize_proxied(user, request, path, rest)
+            return await self.aggregator.proxy(request, user, route)
         if not rest:
             if request.method != "GET":
                 raise method_not_allowed(f"{request.method} is not allowed on {path}")
@@ -236,12 +261,17 @@ class Handlers:
         if path in ("/api", "/apis") and discovery.wants_aggregated(
                 request.headers.get("Accept", "")):
             doc = discovery.aggregated(self.registry, core=path == "/api")
+            if path == "/apis" and self.aggregator is not None:
+                doc = self.aggregator.merge_aggregated(doc)
             return web.Response(text=json.dumps(doc, separators=(",", ":")), headers={
                 "Content-Type": discovery.AGGREGATED_CONTENT_TYPE})
         if path == "/api":
             return _json_response(discovery.api_versions())
         if path == "/apis":
-            return _json_response(discovery.api_group_list(self.registry))
+            groups = discovery.api_group_list(self.registry)
+            if self.aggregator is not None:
+                groups = self.aggregator.merge_group_list(groups)
+            return _json_response(groups)
         if path.startswith("/openapi"):
             doc = openapi.document(self.registry, path, request.query)
             if doc is None:
@@ -284,6 +314,24 @@ class Handlers:
         if not allowed:
             raise forbidden(authz.forbidden_message(user=user.username, **attrs),
                             resource=t.rt.resource, group=t.rt.group, name=t.name)
+
+    def _authorize_proxied(self, user: UserInfo, request: web.Request, path: str,
+                           rest: list[str]) -> None:
+        """RBAC on a request for an aggregated API, as kube-apiserver checks it before
+        proxying (the backend checks again with a SubjectAccessReview)."""
+        attrs = request_attributes(request.method, rest,
+                                   watch=_flag(request.query.get("watch")))
+        if attrs is None:
+            self._authorize_path(user, path)
+            return
+        parts = path.strip("/").split("/")
+        if user.is_admin:
+            return
+        full = {**attrs, "api_group": parts[1]}
+        allowed, _ = authz.allowed_for(self.backend.store, user, **full)
+        if not allowed:
+            raise forbidden(authz.forbidden_message(user=user.username, **full),
+                            resource=full["resource"], group=parts[1], name=full["name"])
 
     def _authorize_path(self, user: UserInfo, path: str) -> None:
         if user.is_admin:
@@ -411,6 +459,9 @@ class Handlers:
         options = self._write_options(request, user)
         if self.backend.is_review(t.rt):
             body = self.backend.check_body(t.rt, body, ns=t.namespace, name=None)
+            if t.rt.resource in identity.REVIEWS:
+                return _json_response(identity.review(self.auth, self.backend, t.rt.resource,
+                                                      body, user), 201)
             if t.rt.resource == "selfsubjectreviews":
                 return _json_response({"apiVersion": t.rt.api_version, "kind": t.rt.kind,
                                        "metadata": {"creationTimestamp": None},
@@ -595,9 +646,9 @@ class Handlers:
         if not isinstance(body, dict):
             raise bad_request("the body must be a JSON object")
         if t.subresource == "token":
-            self.backend.get_stored(t.rt, t.namespace, t.name)
-            return _json_response(subresources.token_request(
-                self.auth, namespace=t.namespace or "", name=t.name, body=body), 201)
+            sa = self.backend.get_stored(t.rt, t.namespace, t.name)
+            return _json_response(identity.token_request(
+                self.auth, self.backend, sa=sa.obj, body=body), 201)
         return _json_response(await subresources.bind_pod(
             self.backend, t.rt, namespace=t.namespace or "", name=t.name, body=body,
             user=user), 201)

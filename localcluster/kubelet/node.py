@@ -60,7 +60,7 @@ def _micro_now() -> str:
 class Node:
     def __init__(
         self, kube: Kube, *, data_dir: str, api_host: str, api_port: int, ca_pem: str,
-        token_for: Callable[[str, str], str], pods: Informer, claims: Informer,
+        token_for: Callable[..., str], pods: Informer, claims: Informer,
         volumes: Informer, storage_classes: Informer, configmaps: Informer, secrets: Informer,
         images: ImageTable, backoff: restarts.BackoffSettings | None = None,
         name: str = NODE_NAME, heartbeat: float = 10.0, shutdown_grace: float = 5.0,
@@ -374,7 +374,11 @@ class Node:
             configmaps=cms, secrets=secrets,
             claims={c["metadata"]["name"]: c for c in self.claims.list(ns)},
             volumes={v["metadata"]["name"]: v for v in self.pvs.list()},
-            token=lambda: self.token_for(ns, sa), ca_pem=self.ca_pem,
+            token=lambda audience=None, expiration_seconds=podvolumes.DEFAULT_TOKEN_SECONDS:
+            self.token_for(ns, sa, pod_name=worker.name, pod_uid=worker.uid,
+                           audiences=(audience,) if audience else (),
+                           expiration_seconds=expiration_seconds),
+            ca_pem=self.ca_pem,
             node_cpu_millis=self.cpu_millis, node_memory=self.memory_bytes)
 
     # -- logs ------------------------------------------------------------------------

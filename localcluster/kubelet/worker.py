@@ -16,7 +16,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,8 @@ class PodWorker(threading.Thread):
         self.slots = [self._slot(c, old=old.get(c.get("name"))) for c in spec["containers"]]
         self._volumes: dict[str, podvolumes.HostVolume] | None = None
         self._env: dict[str, dict[str, str]] = {}
+        self._tokens: list[podvolumes.ProjectedToken] = []
+        self._mint: Callable[..., str] = str
 
     @staticmethod
     def _slot(c: Mapping[str, Any], *, init: bool = False,
@@ -143,6 +145,8 @@ class PodWorker(threading.Thread):
     def _step(self) -> None:
         if self._volumes is None and not self._prepare():
             return
+        if self._tokens:
+            podvolumes.rotate_tokens(self._tokens, self._mint, now=time.time())
         pending_init = [s for s in self.init_slots if not s.record.done]
         if pending_init:
             slot = pending_init[0]
@@ -155,7 +159,9 @@ class PodWorker(threading.Thread):
         """Volumes first: until they are ready every container waits ContainerCreating."""
         try:
             self.node.finish_resizes(self)
-            self._volumes = podvolumes.prepare(self.pod, self.node.pod_context(self))
+            ctx = self.node.pod_context(self)
+            self._volumes = podvolumes.prepare(self.pod, ctx)
+            self._tokens, self._mint = ctx.tokens, ctx.token
             self._message = self._reason = ""
             return True
         except podvolumes.VolumeNotReady as err:

@@ -12,7 +12,7 @@ from .server_fixtures import Raw, make_client
 
 
 def test_anonymous_and_bad_tokens_get_401(shared_server):
-    for token in ("", "nope", "lcsa.e30.forged"):
+    for token in ("", "nope", "e30.e30.forged"):
         code, body = Raw(shared_server, token=token).request("GET", "/api/v1/namespaces")
         assert code == 401 and body["reason"] == "Unauthorized"
     code, body = Raw(shared_server, token="").request("GET", "/healthz")
