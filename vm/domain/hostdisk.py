@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from importer.sizes import align_down
+from sizes import align_down
 from vm.domain.errors import DomainError
 
 MINIMUM_RESERVE_BYTES = 131072

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from importer.sizes import parse_bytes
+from sizes import parse_bytes
 from vm.domain.errors import DomainError, UnsupportedError
 
 Bus = Literal["virtio", "sata", "scsi"]

@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from importer.sizes import parse_bytes
+from sizes import parse_bytes
 from vm.domain.errors import DomainError
 from vm.domain.hostdisk import disk_image_size
 from vm.domain.vmi import VmiSpec
