@@ -11,4 +11,6 @@ from __future__ import annotations
 SETS: dict[str, tuple[str, ...]] = {
     # VM side: the VM controller and the VMI controller (KubeVirt's virt-controller).
     "vm": ("vm.controller.handlers", "vm.vmi.handlers"),
+    # The node handler (KubeVirt's virt-handler), one per node: a DaemonSet.
+    "handler": ("vm.handler.handlers",),
 }

@@ -73,23 +73,39 @@ def ensure_pki(kube: Kube, namespace: str) -> tuple[certs.KeyPair, certs.KeyPair
     return found
 
 
+def _set_bundle(kube: Kube, res: Res, name: str, bundle: str) -> None:
+    """Write ``bundle`` into the object's caBundle(s); re-read and retry on conflicts
+    (the aggregator updates an APIService's status concurrently)."""
+    for attempt in range(10):
+        obj = kube.get(res, name)
+        if obj is None:
+            logger.warning("%s %s is not installed; caBundle not set", res.plural, name)
+            return
+        changed = False
+        if res is WEBHOOKS:
+            for hook in obj.get("webhooks") or []:
+                cc = hook.setdefault("clientConfig", {})
+                if cc.get("caBundle") != bundle:
+                    cc["caBundle"] = bundle
+                    changed = True
+        elif (obj.get("spec") or {}).get("caBundle") != bundle:
+            obj["spec"]["caBundle"] = bundle
+            changed = True
+        if not changed:
+            return
+        try:
+            kube.request("PUT", res.path(None, name), body=obj)
+            return
+        except KubeError as err:
+            if err.status != 409 or attempt == 9:
+                raise
+
+
 def publish_ca(kube: Kube, ca_pem: bytes) -> None:
     """Write the CA into the webhook configuration and the APIService (when installed)."""
     bundle = _b64(ca_pem)
-    hooks = kube.get(WEBHOOKS, WEBHOOK_CONFIG)
-    if hooks is not None:
-        changed = False
-        for hook in hooks.get("webhooks") or []:
-            cc = hook.setdefault("clientConfig", {})
-            if cc.get("caBundle") != bundle:
-                cc["caBundle"] = bundle
-                changed = True
-        if changed:
-            kube.request("PUT", WEBHOOKS.path(None, WEBHOOK_CONFIG), body=hooks)
-    svc = kube.get(APISERVICES, APISERVICE)
-    if svc is not None and (svc.get("spec") or {}).get("caBundle") != bundle:
-        svc["spec"]["caBundle"] = bundle
-        kube.request("PUT", APISERVICES.path(None, APISERVICE), body=svc)
+    _set_bundle(kube, WEBHOOKS, WEBHOOK_CONFIG, bundle)
+    _set_bundle(kube, APISERVICES, APISERVICE, bundle)
 
 
 def front_proxy(kube: Kube) -> FrontProxyConfig:
@@ -139,5 +155,8 @@ def handler_address(kube: Kube, namespace: str, node: str) -> tuple[str, int] | 
         status: Mapping[str, Any] = pod.get("status") or {}
         if spec.get("nodeName") == node and status.get("podIP") and status.get(
                 "phase") == "Running":
-            return str(status["podIP"]), HANDLER_PORT
+            port = next((int(p["containerPort"]) for c in spec.get("containers") or []
+                         for p in c.get("ports") or [] if p.get("name") == "console"),
+                        HANDLER_PORT)
+            return str(status["podIP"]), port
     return None
