@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import shutil
 import ssl
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,5 +181,39 @@ def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa:
         kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": NODE}}, ns,
                    sub="status")
         assert "ECHO:hello-console" in asyncio.run(talk())
+
+        # the same through `rootdisk console` (stdin a pipe here; Ctrl+] detaches)
+        import subprocess
+        import sys
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rootdisk", "console", name, "-n", ns, "--kubeconfig",
+             str(server.kubeconfig_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
+        try:
+            seen = b""
+            deadline = time.monotonic() + 60
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(b"from-cli\n")
+            proc.stdin.flush()
+            os.set_blocking(proc.stdout.fileno(), False)
+            while b"ECHO:from-cli" not in seen and time.monotonic() < deadline:
+                chunk = proc.stdout.read(4096)
+                seen += chunk or b""
+                if not chunk:
+                    time.sleep(0.1)
+            if b"ECHO:from-cli" not in seen:
+                proc.kill()
+                _, err = proc.communicate(timeout=10)
+                raise AssertionError(f"no echo from `rootdisk console`: {seen!r} {err!r}")
+            proc.stdin.write(b"\x1d")
+            proc.stdin.flush()
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                if f is not None:
+                    f.close()
     finally:
         handler.stop()

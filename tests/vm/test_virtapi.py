@@ -190,3 +190,31 @@ def test_direct_calls_without_the_front_proxy_are_refused(cluster: tuple[object,
         urllib.request.urlopen(req, context=ctx, timeout=10)
     err.value.close()
     assert err.value.code == 401
+
+
+def _cli(server: object, *argv: str) -> "subprocess.CompletedProcess[str]":
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "rootdisk", *argv, "--kubeconfig",
+                           str(server.kubeconfig_path)],  # type: ignore[attr-defined]
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_cli_start_stop_restart(cluster: tuple[object, Kube, int], ns: str) -> None:
+    server, kube, _ = cluster
+    kube.create(VMS, example(runStrategy="Halted"), ns)
+    out = _cli(server, "start", "demo", "-n", ns, "--dry-run")
+    assert out.returncode == 0 and "(dry run)" in out.stdout
+    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    out = _cli(server, "start", "demo", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"
+    out = _cli(server, "restart", "demo", "-n", ns)
+    assert out.returncode == 1 and "VM is not running" in out.stderr
+    out = _cli(server, "start", "demo", "-n", ns, "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["code"] == 409
+    out = _cli(server, "stop", "demo", "-n", ns, "--grace-period", "-3")
+    assert out.returncode == 1 and "StopOptions.gracePeriod" in out.stderr
+    assert _cli(server, "stop", "demo", "-n", ns).returncode == 0
+    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
