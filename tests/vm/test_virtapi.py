@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -192,9 +194,7 @@ def test_direct_calls_without_the_front_proxy_are_refused(cluster: tuple[object,
     assert err.value.code == 401
 
 
-def _cli(server: object, *argv: str) -> "subprocess.CompletedProcess[str]":
-    import subprocess
-    import sys
+def _cli(server: object, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rootdisk", *argv, "--kubeconfig",
                            str(server.kubeconfig_path)],  # type: ignore[attr-defined]
                           capture_output=True, text=True, timeout=120, check=False)
