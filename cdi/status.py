@@ -18,6 +18,9 @@ from cdi import api
 
 Obj = dict[str, Any]
 
+PERMANENT = frozenset({"InvalidVolumeMode", "UnsupportedSource", "MissingStorage"})
+"""Controller-side failures no later change can mend: the DataVolume's spec is immutable."""
+
 
 @dataclass(frozen=True)
 class Event:
@@ -43,13 +46,16 @@ def observe(
     """What the DataVolume's status should say now.
 
     ``failure`` is a (reason, message) the controller itself hit (e.g. rendering the claim
-    failed); it makes the DataVolume Failed.
+    failed). As upstream, most leave the DataVolume Pending with the reason on its
+    conditions (a StorageProfile may be completed, a class created, a claim in the way
+    deleted); the ones nothing can mend (:data:`PERMANENT`) make it Failed.
     """
     previous = (dv.get("status") or {}).get("phase")
     name = dv["metadata"]["name"]
     if claim is None:
         if failure is not None:
-            return Observed(api.FAILED, "N/A", 0, ("Unknown", "NotFound", "No PVC found"),
+            phase = api.FAILED if failure[0] in PERMANENT else api.PENDING
+            return Observed(phase, "N/A", 0, ("Unknown", "NotFound", "No PVC found"),
                             ("False", failure[0], failure[1]),
                             ("False", failure[0], failure[1]))
         return Observed(api.PENDING, "N/A", 0, ("Unknown", "NotFound", "No PVC found"),
@@ -72,7 +78,8 @@ def observe(
         return Observed(api.SUCCEEDED, "100.0%", restarts, bound,
                         ("False", running[1] or "Completed", running[2]), ("True", "", ""))
     if failure is not None:
-        return Observed(api.FAILED, "N/A", restarts, bound, ("False", *failure),
+        phase = api.FAILED if failure[0] in PERMANENT else api.PENDING
+        return Observed(phase, "N/A", restarts, bound, ("False", *failure),
                         ("False", *failure))
     if pod_phase == "Failed" or claim_phase == "Lost":
         reason = running[1] or ("ClaimLost" if claim_phase == "Lost" else "Error")

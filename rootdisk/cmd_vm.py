@@ -1,15 +1,13 @@
 """``rootdisk start|stop|restart VM`` and ``rootdisk console VM [--log]`` (virtctl's).
 
 They use the cluster's ``subresources.kubevirt.io/v1`` API, so they work the same on a
-real KubeVirt-compatible cluster and on ``rootdisk up``. The cluster is found as
-kubectl finds it (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``), else the
-running ``rootdisk up``'s kubeconfig; the namespace is ``-n``, else the context's.
+real KubeVirt-compatible cluster and on ``rootdisk up``. The cluster and namespace are
+found by ``rootdisk.kubeconfig`` (as kubectl, else the running ``rootdisk up``'s).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -52,42 +50,14 @@ def register(subparsers: Any) -> None:
     console.set_defaults(func=cmd_console)
 
 
-def find_kubeconfig(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        return env.split(os.pathsep)[0]
-    home = os.path.join(os.path.expanduser("~"), ".kube", "config")
-    if os.path.exists(home):
-        return home
-    from localcluster.cluster import default_data_dir
-    return os.path.join(default_data_dir(), "kubeconfig")
-
-
-def context_namespace(path: str) -> str | None:
-    import yaml
-    try:
-        with open(path, encoding="utf-8") as fh:
-            cfg = yaml.safe_load(fh) or {}
-    except OSError:
-        return None
-    current = cfg.get("current-context")
-    for ctx in cfg.get("contexts") or []:
-        if ctx.get("name") == current:
-            ns = (ctx.get("context") or {}).get("namespace")
-            return str(ns) if ns else None
-    return None
-
-
 def _connect(args: argparse.Namespace) -> tuple[Any, str]:
+    from rootdisk import kubeconfig
     from vm.kube import Kube, load_config
-    path = find_kubeconfig(args.kubeconfig)
-    if not os.path.exists(path):
-        raise SystemExit(f"rootdisk {args.command}: no kubeconfig at {path} (give "
-                         "--kubeconfig, set KUBECONFIG, or run `rootdisk up`)")
-    ns = args.namespace or context_namespace(path) or "default"
-    return Kube(load_config(path)), ns
+    try:
+        found = kubeconfig.discover(args.kubeconfig)
+    except kubeconfig.KubeconfigNotFound as err:
+        raise SystemExit(f"rootdisk {args.command}: {err}") from None
+    return Kube(load_config(found.path)), kubeconfig.namespace(args.namespace, found)
 
 
 def cmd_lifecycle(args: argparse.Namespace) -> int:

@@ -1,16 +1,8 @@
-"""The operator program (image ``rootdisk/operator``): ``python -m rootdisk.operator
---controllers SET[,SET…]`` runs the chosen controller sets in one kopf process.
+"""The operator program (image ``rootdisk/operator``): ``python -m rootdisk.operator``.
 
-Each set is a list of kopf wiring modules (``*.handlers``) registered in ``SETS``;
-importing a module registers its handlers. One image, one program, each set deployed
-on its own with its own RBAC.
+One program for every controller set; ``--controllers cdi`` (or ``vm``, ``handler``…)
+picks which handler modules kopf loads (``registry``), so each set deploys on its own
+with its own RBAC. Leader election by a coordination.k8s.io Lease (``lease``,
+``kube``) makes two replicas safe: only the holder runs controllers, every replica
+serves the admission webhooks and the health and metrics endpoints (``server``).
 """
-
-from __future__ import annotations
-
-SETS: dict[str, tuple[str, ...]] = {
-    # VM side: the VM controller and the VMI controller (KubeVirt's virt-controller).
-    "vm": ("vm.controller.handlers", "vm.vmi.handlers"),
-    # The node handler (KubeVirt's virt-handler), one per node: a DaemonSet.
-    "handler": ("vm.handler.handlers",),
-}

@@ -63,12 +63,17 @@ def test_succeeded_is_final() -> None:
         "Succeeded")
 
 
-def test_controller_failure() -> None:
+def test_controller_failure_waits_unless_permanent() -> None:
     o = observe(dv=dv(), claim=None, storage_class=None,
                 failure=("ErrClaimNotValid", "no accessMode specified in StorageProfile x"))
-    assert o.phase == "Failed"
+    assert o.phase == "Pending"
     assert o.running == o.ready == ("False", "ErrClaimNotValid",
                                     "no accessMode specified in StorageProfile x")
+    o = observe(dv=dv(), claim=None, storage_class=None,
+                failure=("InvalidVolumeMode", "ContentType Archive cannot have block volumeMode"))
+    assert o.phase == "Failed"
+    assert o.ready == ("False", "InvalidVolumeMode",
+                       "ContentType Archive cannot have block volumeMode")
 
 
 @pytest.mark.parametrize(("previous", "anns", "phase", "events"), [
