@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -83,6 +84,20 @@ class Options:
     shutdown_grace: float = 5.0
 
 
+DATA_DIR_MODE = 0o700
+
+
+def secure_data_dir(path: str) -> None:
+    """Create the data directory 0700, or tighten a looser one with a warning: it holds
+    the store (Secrets), the CA key, tokens and the pods' volumes."""
+    os.makedirs(path, mode=DATA_DIR_MODE, exist_ok=True)
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode != DATA_DIR_MODE:
+        logger.warning("data directory %s was mode %04o: tightened to %04o (it holds "
+                       "Secrets)", path, mode, DATA_DIR_MODE)
+        os.chmod(path, DATA_DIR_MODE)
+
+
 class Cluster:
     def __init__(self, data_dir: str, options: Options | None = None) -> None:
         self.data_dir = os.path.realpath(data_dir)
@@ -102,7 +117,7 @@ class Cluster:
     # -- the lock --------------------------------------------------------------------
 
     def _take_lock(self) -> None:
-        os.makedirs(self.data_dir, exist_ok=True)
+        secure_data_dir(self.data_dir)
         fh = open(os.path.join(self.data_dir, LOCK_FILE), "a+")  # noqa: SIM115
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_OVERHEAD = "0.06"
-DEFAULT_RETRY_LIMIT = 3
+DEFAULT_RETRY_LIMIT = 5
+"""As cdi/config.py's default (the config controller normally writes the status)."""
 DEFAULT_RESOURCES: Mapping[str, Mapping[str, str]] = {
     "limits": {"cpu": "750m", "memory": "600M"},
     "requests": {"cpu": "100m", "memory": "60M"},

@@ -125,15 +125,13 @@ def _claim_event(body: kopf.Body, type: str | None, **_: Any) -> None:
             with _state.lock:
                 _state.active.discard((ns, name))
             reconciler.forget(f"{ns}/{name}", str(meta.get("uid")))
+            _via_prime(reconciler, ns, names.prime_name(str(meta.get("uid"))))
             return
         _run(ns, name)
         return
     ann = meta.get("annotations") or {}
-    if ann.get(names.POPULATOR_KIND) != reconciler.populator.kind:
-        return
-    for ref in meta.get("ownerReferences") or []:  # PVC': its target
-        if ref.get("controller") and ref.get("kind") == "PersistentVolumeClaim":
-            _run(ns, str(ref.get("name")))
+    if ann.get(names.POPULATOR_KIND) == reconciler.populator.kind and type != "DELETED":
+        _via_prime(reconciler, ns, name)
 
 
 @kopf.on.event("", "v1", "pods", labels={names.APP_LABEL: names.APP_VALUE,
@@ -143,10 +141,17 @@ def _pod_event(body: kopf.Body, **_: Any) -> None:
     if reconciler is None:
         return
     meta = body.get("metadata") or {}
-    ns = str(meta.get("namespace"))
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "PersistentVolumeClaim":
-            prime = reconciler.kube.claim(ns, str(ref.get("name")))
-            for tref in ((prime or {}).get("metadata") or {}).get("ownerReferences") or []:
-                if tref.get("controller") and tref.get("kind") == "PersistentVolumeClaim":
-                    _run(ns, str(tref.get("name")))
+            _via_prime(reconciler, str(meta.get("namespace")), str(ref.get("name")))
+
+
+def _via_prime(reconciler: Reconciler, namespace: str, prime: str) -> None:
+    """Reconcile PVC''s target (or clean up after a target that is gone)."""
+    try:
+        target = reconciler.target_of_prime(namespace, prime)
+    except Exception:
+        logger.exception("handling PVC' %s/%s failed", namespace, prime)
+        return
+    if target is not None:
+        _run(namespace, target)

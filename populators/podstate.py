@@ -117,10 +117,10 @@ def view(pod: Mapping[str, Any], *, retry_limit: int) -> PodView:
     restarts = before + int((cs or {}).get("restartCount") or 0)
     state: Mapping[str, Any] = (cs or {}).get("state") or {}
     terminated = state.get("terminated")
-    if pod_phase == names.SUCCEEDED or (terminated and int(terminated.get("exitCode") or 0)
-                                        == 0 and pod_phase != names.FAILED):
+    if pod_phase == names.SUCCEEDED or (terminated is not None and int(
+            terminated.get("exitCode") or 0) == 0 and pod_phase != names.FAILED):
         term = parse_termination(terminated or {})
-        return PodView(State.SUCCEEDED, term.reason if terminated else "Completed",
+        return PodView(State.SUCCEEDED, term.reason if terminated is not None else "Completed",
                        term.message, restarts, names.SUCCEEDED, term.preallocation_applied)
     if pod_phase == names.FAILED:
         # The pod failed as a whole (evicted, node lost): a retryable failure.
@@ -136,9 +136,9 @@ def view(pod: Mapping[str, Any], *, retry_limit: int) -> PodView:
                 return PodView(State.PENDING, "Unschedulable", UNSCHEDULABLE_MESSAGE,
                                restarts, pod_phase)
         return PodView(State.PENDING, names.PENDING, "", restarts, pod_phase)
-    if state.get("running"):
+    if state.get("running") is not None:
         return PodView(State.RUNNING, RUNNING_REASON, "", restarts, pod_phase)
-    if terminated:
+    if terminated is not None:
         return _failed(parse_termination(terminated), restarts=restarts,
                        retry_limit=retry_limit, pod_phase=pod_phase)
     waiting: Mapping[str, Any] = state.get("waiting") or {}
@@ -147,7 +147,7 @@ def view(pod: Mapping[str, Any], *, retry_limit: int) -> PodView:
         return PodView(State.PENDING, "ImagePullFailed", str(waiting.get("message") or ""),
                        restarts, pod_phase)
     last = ((cs.get("lastState") or {}).get("terminated"))
-    if wreason == "CrashLoopBackOff" and last:
+    if wreason == "CrashLoopBackOff" and last is not None:
         return _failed(parse_termination(last), restarts=restarts, retry_limit=retry_limit,
                        pod_phase=pod_phase)
     return PodView(State.PENDING, wreason, simplify(str(waiting.get("message") or "")),

@@ -73,6 +73,29 @@ class Reconciler:
             self._copy_events(target, observed)
             return plan.active
 
+    def target_of_prime(self, namespace: str, prime_name: str) -> str | None:
+        """The name of PVC''s target, to reconcile; when the target is gone, stop the pod
+        and remove PVC' here (garbage collection alone would wait: PVC' is protected
+        while the pod that uses it runs, and the pod goes only after PVC')."""
+        prime = self.kube.claim(namespace, prime_name)
+        if prime is None:
+            return None
+        owner = claims.controller_owner(prime)
+        if owner is None or owner.get("kind") != "PersistentVolumeClaim":
+            return None
+        target = self.kube.claim(namespace, str(owner.get("name")))
+        if target is not None and meta(target).get("uid") == owner.get("uid"):
+            return str(owner.get("name"))
+        pod = self.kube.pod(namespace, names.importer_pod_name(prime_name))
+        if pod is not None and claims.owned_by(pod, prime):
+            logger.info("%s/%s: target gone; deleting pod %s", namespace, prime_name,
+                        meta(pod).get("name"))
+            self.kube.delete_pod(namespace, str(meta(pod).get("name")),
+                                 str(meta(pod).get("uid")))
+        if not meta(prime).get("deletionTimestamp"):
+            self.kube.delete_claim(namespace, prime_name, str(meta(prime).get("uid")))
+        return None
+
     # -- observe ---------------------------------------------------------------------------
 
     def _observe(self, target: Obj) -> flow.Observed:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import glob
 import json
 import logging
 import os
@@ -28,12 +29,22 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from localcluster.kubelet import logformat
+from localcluster.kubelet import logformat, seccomp
 from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
+from localcluster.kubelet.security import Confinement, setpriv_argv
 
 logger = logging.getLogger(__name__)
 
 BWRAP = "bwrap"
+SETPRIV = "/usr/bin/setpriv"
+"""util-linux's setpriv, reached through the sandbox's read-only /usr."""
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/bus", "/proc/irq")
+"""Read-only in the sandbox, as containerd's ``readonlyPaths`` (a uid-0 process may
+write sysctls and the SysRq trigger by file mode alone, without any capability)."""
+PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+               "/proc/latency_stats", "/proc/acpi", "/proc/scsi")
+"""Hidden behind /dev/null (files) or an empty tmpfs (directories), as containerd's
+``maskedPaths``."""
 LOG_MAX_BYTES = 10 * 1024 * 1024
 """A container log rotates once past this (one previous file is kept, as ``.1``)."""
 TERMINATION_MESSAGE_MAX = 4096
@@ -73,6 +84,7 @@ class SandboxSpec:
     termination_path: str = "/dev/termination-log"
     limits: Limits = field(default_factory=Limits)
     hostname: str | None = None
+    confinement: Confinement = field(default_factory=Confinement)
 
 
 def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
@@ -91,41 +103,115 @@ def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
     return argv
 
 
-def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None) -> list[str]:
-    """The bubblewrap command line for ``spec``."""
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                "/etc/security/opasswd", "/etc/ssl/private", "/etc/ssh/ssh_host_*_key")
+"""The host's secrets in the /etc the sandbox shares: hidden (a real container has an
+/etc of its own image, and a uid-0 pod holds CAP_DAC_OVERRIDE)."""
+
+
+def _hide_host_secrets() -> list[str]:
+    argv: list[str] = []
+    for pattern in HOST_SECRETS:
+        for path in sorted(glob.glob(pattern)):
+            if os.path.islink(path):
+                continue
+            if os.path.isdir(path):
+                argv += ["--tmpfs", path, "--remount-ro", path]
+            else:
+                argv += ["--ro-bind", "/dev/null", path]
+    return argv
+
+
+def _parents(path: str) -> list[str]:
+    """``/a/b/c`` → ``["/a", "/a/b"]``."""
+    parts = [p for p in path.split("/") if p]
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _proc_confinement() -> list[str]:
+    argv: list[str] = []
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    for path in PROC_MASKED:
+        if os.path.isdir(path):
+            argv += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", "/dev/null", path]
+    return argv
+
+
+def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
+               seccomp_fd: int | None = None) -> list[str]:
+    """The bubblewrap command line for ``spec``.
+
+    Every writable mount in the sandbox is ``nodev`` (bubblewrap mounts its tmpfs and
+    plain binds so); /dev itself is read-only once the pod's devices are in it, so no
+    device node can appear there. Mount points bubblewrap has to create are made 0755
+    first (it makes them 0700, which a non-root container could not cross).
+    """
+    conf = spec.confinement
     targets = [m.path for m in spec.mounts] + [spec.termination_path]
     argv = [BWRAP]
     for system_dir in ("/usr", "/etc"):
         argv += _system_dir(system_dir, targets)
+    argv += _hide_host_secrets()
     argv += [
         "--symlink", "usr/bin", "/bin",
         "--symlink", "usr/sbin", "/sbin",
         "--symlink", "usr/lib", "/lib",
         "--symlink", "usr/lib64", "/lib64",
-        "--dev", "/dev",
-        "--proc", "/proc",
-        "--tmpfs", "/tmp",  # noqa: S108 - the sandbox's own private /tmp
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--die-with-parent",
     ]
+    if conf.privileged:
+        argv += ["--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    else:
+        argv += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108
+        for dev in conf.devices:
+            if not dev.startswith("/dev/") or dev in _BWRAP_DEVICES or dev in targets:
+                continue
+            argv += ["--dev-bind", dev, dev]
+        argv += ["--proc", "/proc", *_proc_confinement()]
+    if not conf.read_only_root or "/tmp" in targets:  # noqa: S108
+        argv += ["--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108 - private /tmp
+    else:  # as in an image: /tmp is there, read-only with the rest of the root
+        argv += ["--perms", "1777", "--dir", "/tmp"]  # noqa: S108
+    argv += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if spec.hostname:
         argv += ["--unshare-uts", "--hostname", spec.hostname]
+    made: set[str] = set()
+    binds: list[str] = []
     for path in [project_root(), *python_paths()]:
-        argv += ["--ro-bind", path, path]
+        binds += ["--ro-bind", path, path]
     for m in spec.mounts:
         if m.device:
-            argv += ["--dev-bind", m.host, m.path]
+            binds += ["--dev-bind", m.host, m.path]
         else:
-            argv += ["--ro-bind" if m.read_only else "--bind", m.host, m.path]
+            binds += ["--ro-bind" if m.read_only else "--bind", m.host, m.path]
     if spec.termination_host_file:
-        argv += ["--bind", spec.termination_host_file, spec.termination_path]
+        binds += ["--bind", spec.termination_host_file, spec.termination_path]
+    for path in [project_root(), *python_paths(), *targets]:
+        for parent in _parents(path):
+            if parent not in made and parent not in ("/usr", "/etc", "/dev", "/proc"):
+                made.add(parent)
+                argv += ["--perms", "0755", "--dir", parent]
+    argv += binds
+    if not conf.privileged:
+        argv += ["--remount-ro", "/dev"]
+    if conf.read_only_root:
+        argv += ["--remount-ro", "/"]
     if spec.cwd:
         argv += ["--chdir", spec.cwd]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
-    argv += ["--", *spec.argv]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    argv += ["--", *setpriv_argv(conf, setpriv=SETPRIV), *spec.argv]
     return argv
+
+
+_BWRAP_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                            "/dev/urandom", "/dev/tty"})
+"""The nodes ``bwrap --dev`` provides itself."""
 
 
 class LogWriter(threading.Thread):
@@ -205,9 +291,17 @@ class Container:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         if self._cgroups is not None:
             self._cgroup = self._cgroups.create(self.name, self.spec.limits)
+        if not os.path.exists(SETPRIV):
+            raise SandboxError(f"{SETPRIV} (util-linux) is not installed")
+        conf = self.spec.confinement
+        try:
+            filter_fd = seccomp.filter_fd(conf.caps) if conf.seccomp else None
+        except (OSError, ImportError) as err:
+            raise SandboxError(f"cannot build the seccomp filter: {err}") from err
         log_r, log_w = os.pipe()
         info_r, info_w = os.pipe()
         cgroup = self._cgroup
+        extra_fds = (info_w,) if filter_fd is None else (info_w, filter_fd)
 
         def child_setup() -> None:
             if cgroup is not None:
@@ -216,21 +310,21 @@ class Container:
         os.makedirs(os.path.dirname(self.spec.log_path), exist_ok=True)
         try:
             self._proc = subprocess.Popen(
-                bwrap_argv(self.spec, info_fd=info_w),
+                bwrap_argv(self.spec, info_fd=info_w, seccomp_fd=filter_fd),
                 stdin=subprocess.DEVNULL, stdout=log_w, stderr=log_w,
-                env=dict(self.spec.env), pass_fds=(info_w,),
+                env=dict(self.spec.env), pass_fds=extra_fds,
                 preexec_fn=child_setup if cgroup is not None else None,
                 start_new_session=True,
             )
         except OSError as err:
-            for fd in (log_r, log_w, info_r, info_w):
+            for fd in (log_r, info_r):
                 os.close(fd)
             raise SandboxError(f"cannot start bwrap: {err}") from err
         finally:
-            with contextlib.suppress(OSError):
-                os.close(log_w)
-            with contextlib.suppress(OSError):
-                os.close(info_w)
+            for fd in (log_w, info_w, filter_fd):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         self.started_at = time.time()
         self._log = LogWriter(log_r, self.spec.log_path)
         self._log.start()

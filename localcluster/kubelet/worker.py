@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import sizes
 from localcluster.controllers import client
 from localcluster.controllers.client import KubeError
-from localcluster.kubelet import images, podvolumes, probes, restarts, status
+from localcluster.kubelet import images, ownership, podvolumes, probes, restarts, security, status
 from localcluster.kubelet.cgroups import Limits
 from localcluster.kubelet.env import ConfigError, container_env
 from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
@@ -170,6 +170,9 @@ class PodWorker(threading.Thread):
             self._reason = ""
         except ConfigError as err:
             self._set_waiting_all(status.CREATE_CONTAINER_CONFIG_ERROR, str(err))
+        except OSError as err:
+            logger.warning("pod %s/%s: volumes: %s", self.namespace, self.name, err)
+            self._set_waiting_all(status.CREATE_CONTAINER_CONFIG_ERROR, f"volumes: {err}")
         return False
 
     def _set_waiting_all(self, reason: str, message: str) -> None:
@@ -213,8 +216,10 @@ class PodWorker(threading.Thread):
             slot.restart_at = time.monotonic() + slot.backoff
             return
         try:
-            env = self._container_env(c)
-        except ConfigError as err:
+            confinement = security.resolve(pod=self.pod, container=c)
+            env = self._container_env(c, home=confinement.home)
+            mounts = self._mounts(c) + self._devices(confinement)
+        except (ConfigError, security.SecurityError, OSError) as err:
             slot.record = replace(slot.record, state=status.Waiting(
                 status.CREATE_CONTAINER_CONFIG_ERROR, str(err)))
             slot.restart_at = time.monotonic() + 1.0
@@ -229,11 +234,12 @@ class PodWorker(threading.Thread):
         term_file = os.path.join(self.pod_dir, "termination", f"{name}-{slot.instance}")
         os.makedirs(os.path.dirname(term_file), exist_ok=True)
         open(term_file, "wb").close()
+        os.chmod(term_file, 0o666)  # noqa: S103 - as the kubelet: any container uid writes it
         spec = SandboxSpec(
-            argv=argv, env=env, log_path=log_path, mounts=self._mounts(c),
+            argv=argv, env=env, log_path=log_path, mounts=mounts,
             cwd=c.get("workingDir") or None, termination_host_file=term_file,
             termination_path=c.get("terminationMessagePath") or "/dev/termination-log",
-            limits=self._limits(c), hostname=self.name[:63],
+            limits=self._limits(c), hostname=self.name[:63], confinement=confinement,
         )
         slot.process = Container(spec, cgroups=self.node.cgroups,
                                  name=f"{self.uid}-{name}-{slot.instance}")
@@ -326,11 +332,11 @@ class PodWorker(threading.Thread):
 
     # -- container inputs --------------------------------------------------------------
 
-    def _container_env(self, c: Mapping[str, Any]) -> dict[str, str]:
+    def _container_env(self, c: Mapping[str, Any], *, home: str) -> dict[str, str]:
         configmaps, secrets = self.node.config_data(self.pod)
         extra = {
             "PATH": self.node.default_path,
-            "HOME": "/root",
+            "HOME": home,
             "HOSTNAME": self.name[:63],
             "PYTHONPATH": self.node.project_root,
             "KUBERNETES_SERVICE_HOST": self.node.api_host,
@@ -368,6 +374,24 @@ class PodWorker(threading.Thread):
         sa = self._volumes.get(podvolumes.SA_VOLUME)
         if sa is not None:
             mounts.append(Mount(sa.host, podvolumes.SA_PATH, read_only=True))
+        return mounts
+
+    def _devices(self, conf: security.Confinement) -> list[Mount]:
+        """Host devices the container asked for beyond the defaults (/dev/kvm), each
+        as a node of the pod's own with the mode udev gives it on a host (0666)."""
+        if conf.privileged:
+            return []
+        mounts = []
+        for dev in conf.devices:
+            if dev in security.DEFAULT_DEVICES:
+                continue
+            if not os.path.exists(dev):
+                raise ConfigError(f"{dev} was requested ({security.KVM_RESOURCE}) but "
+                                  f"this node has no {dev}")
+            node = ownership.device_node(
+                os.path.join(self.pod_dir, "devices", os.path.basename(dev)), dev, gid=None)
+            os.chmod(node, 0o666)  # noqa: S103 - udev's mode for /dev/kvm
+            mounts.append(Mount(node, dev, device=True))
         return mounts
 
     @staticmethod

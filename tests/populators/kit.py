@@ -135,3 +135,26 @@ def annotations(kube: Kube, ns: str, name: str) -> dict[str, str]:
 def events_of(kube: Kube, ns: str, uid: str) -> list[dict[str, Any]]:
     items = kube.list(client.EVENTS, ns)["items"]
     return [e for e in items if (e.get("involvedObject") or {}).get("uid") == uid]
+
+
+def diagnosis(kube: Kube, ns: str) -> str:
+    """The namespace's claims' annotations and pods' container states, for failures."""
+    lines = []
+    for c in kube.list(client.PVCS, ns)["items"]:
+        lines.append(f"claim {c['metadata']['name']} {c.get('status', {}).get('phase')}: "
+                     f"{c['metadata'].get('annotations')}")
+    for p in kube.list(client.PODS, ns)["items"]:
+        states = [(s.get("state"), s.get("lastState"), s.get("restartCount"))
+                  for s in p.get("status", {}).get("containerStatuses") or []]
+        lines.append(f"pod {p['metadata']['name']} {p.get('status', {}).get('phase')}: "
+                     f"{states}")
+    return "\n".join(lines)
+
+
+def wait_bound(kube: Kube, ns: str, name: str, timeout: float = 120) -> dict[str, Any]:
+    try:
+        wait_for(lambda: (kube.get_or_none(client.PVCS, name, ns) or {}).get(
+            "status", {}).get("phase") == "Bound", timeout=timeout, what=f"{name} Bound")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnosis(kube, ns)}") from None
+    return kube.get(client.PVCS, name, ns)
