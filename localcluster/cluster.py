@@ -15,7 +15,10 @@ Where it differs from a real cluster (on purpose, documented where it is done):
 - Services get a 127.x.y.z clusterIP and Endpoints, but there is no proxy: "resolving" a
   Service (what the API server does for admission webhooks) yields a ready endpoint's
   pod IP and target port (controllers/services.py).
-- Deployments own their pods directly (no ReplicaSets); pods carry pod-template-hash.
+- Deployments roll out through ReplicaSets as kube-controller-manager does (RollingUpdate
+  and Recreate, revisions, history, the scale subresource: ``kubectl rollout`` and
+  ``kubectl scale`` work); DaemonSets keep no ControllerRevisions; StatefulSets, Jobs
+  and CronJobs are stored but have no controller.
 - Only images named ``rootdisk/<program>`` run (kubelet/images.py); others ErrImagePull.
 - exec/grpc probes are not run (httpGet and tcpSocket are); no port-forward/exec/attach.
 - A Filesystem volume grows offline when the kernel refuses online resize (containers
@@ -178,8 +181,8 @@ class Cluster:
         scs = informer(client.STORAGECLASSES)
         cms, secrets = informer(client.CONFIGMAPS), informer(client.SECRETS)
         services, eps = informer(client.SERVICES), informer(client.ENDPOINTS)
-        deps, dss, nodes = (informer(client.DEPLOYMENTS), informer(client.DAEMONSETS),
-                            informer(client.NODES))
+        deps, rss, dss, nodes = (informer(client.DEPLOYMENTS), informer(client.REPLICASETS),
+                                 informer(client.DAEMONSETS), informer(client.NODES))
         for inf in self._informers:
             inf.start()
         extras = images.load_extra_images(os.environ.get(images.ENV_EXTRA_IMAGES))
@@ -198,7 +201,8 @@ class Cluster:
                                     pvs=pvs, storage_classes=scs, pods=pods)
         svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods,
                                 service_cidr=service_cidr)
-        apps = AppsController(kube, deployments=deps, daemonsets=dss, pods=pods, nodes=nodes)
+        apps = AppsController(kube, deployments=deps, replicasets=rss, daemonsets=dss,
+                              pods=pods, nodes=nodes)
         self._controllers = [storage, svc, apps]
         server.set_log_provider(self.node.log_provider)
         server.set_service_resolver(svc.resolve)

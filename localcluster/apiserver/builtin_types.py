@@ -75,7 +75,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
     # apps/v1
     ResourceType("apps", "v1", "deployments", "Deployment", True, "deployment", ("deploy",),
-                 ("all",), subresources=("status",)),
+                 ("all",), subresources=("status", "scale")),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, "daemonset", ("ds",),
                  ("all",), subresources=("status",)),
     # Stored and served without a controller behind them here (as on a cluster missing
@@ -85,9 +85,9 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "limitranges", "LimitRange", True, "limitrange", ("limits",)),
     ResourceType("", "v1", "podtemplates", "PodTemplate", True, "podtemplate"),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, "replicaset", ("rs",),
-                 ("all",), subresources=("status",)),
+                 ("all",), subresources=("status", "scale")),
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, "statefulset", ("sts",),
-                 ("all",), subresources=("status",)),
+                 ("all",), subresources=("status", "scale")),
     ResourceType("apps", "v1", "controllerrevisions", "ControllerRevision", True,
                  "controllerrevision"),
     ResourceType("batch", "v1", "jobs", "Job", True, "job", (), ("all",),

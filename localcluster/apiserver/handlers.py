@@ -410,6 +410,8 @@ class Handlers:
             return await self._watch(request, t, only_name=t.name)
         if t.subresource in ("log", "token", "binding"):
             return await self._special_subresource(request, user, t)
+        if t.subresource == "scale":
+            return await self._scale(request, user, t)
         if method == "GET":
             self._check_verb(rt, "get")
             self._authorize(user, "get", t)
@@ -620,6 +622,23 @@ class Handlers:
         return await stream.serve(request)
 
     # -- subresources with their own bodies ------------------------------------------------
+
+    async def _scale(self, request: web.Request, user: UserInfo, t: Target) -> web.Response:
+        method = request.method
+        verb = {"GET": "get", "PUT": "update", "PATCH": "patch"}.get(method)
+        if verb is None:
+            raise method_not_allowed(f"{method} is not allowed on {t.rt.resource}/scale")
+        self._authorize(user, verb, t)
+        if method == "GET":
+            return _json_response(await self.backend.scale(t.rt, t.namespace, t.name))
+        content_type = request.content_type if method == "PATCH" else None
+        if content_type is not None and content_type not in (MERGE_PATCH, JSON_PATCH,
+                                                             STRATEGIC_PATCH):
+            raise unsupported_media_type(content_type)
+        body = await self._body(request)
+        return _json_response(await self.backend.scale(
+            t.rt, t.namespace, t.name, content_type=content_type, body=body,
+            options=self._write_options(request, user)))
 
     async def _special_subresource(self, request: web.Request, user: UserInfo,
                                    t: Target) -> web.StreamResponse:

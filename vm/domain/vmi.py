@@ -182,7 +182,7 @@ def _disk(raw: Any, index: int) -> DiskSpec:
     kinds = [k for k in ("disk", "cdrom", "lun") if k in disk]
     if len(kinds) > 1:
         raise DomainError(field, f"only one of disk, cdrom, lun may be set, got {kinds}")
-    kind: DeviceKind = kinds[0] if kinds else "disk"  # type: ignore[assignment]
+    kind: DeviceKind = kinds[0] if kinds else "disk"
     device = _obj(disk.get(kind), f"{field}.{kind}")
     bus = device.get("bus", DEFAULT_BUS)
     if bus not in BUSES:

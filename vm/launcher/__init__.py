@@ -12,12 +12,16 @@ THE INTERFACE (what the VMI controller and the node handler rely on)
 Input
 -----
 - env ``VMI``: the VirtualMachineInstance as JSON (``metadata.name``, ``metadata.namespace``,
-  ``metadata.uid`` and ``spec``; ``status`` is ignored).
+  ``metadata.uid`` and ``spec``; of ``status`` only ``volumeStatus[].persistentVolumeClaimInfo``
+  ``requests``/``capacity`` are read, to size a missing ``disk.img`` as upstream does).
 - env ``LAUNCHER_DRIVER``: ``qemu`` (default; QEMU driven over QMP) or ``libvirt`` (a
   per-pod unprivileged ``libvirtd`` in session mode, as upstream runs one per pod).
 - env ``USE_EMULATION``: ``"true"`` forces TCG (the KubeVirt CR's
   ``developerConfiguration.useEmulation``); otherwise KVM is used only where a probe shows
   it really runs guests (see :mod:`vm.launcher.accel`).
+- env ``KVM_PROBE_KERNEL``/``KVM_PROBE_INITRD``: the probe guest (the image installs one
+  under /usr/share/rootdisk/kvm-probe); the verdict is cached in
+  ``<private-dir>/accelerator.json``.
 - ``--socket-dir`` (default ``/var/run/kubevirt/sockets``), ``--private-dir`` (default
   ``/var/run/kubevirt-private``), ``--termination-log`` (default ``/dev/termination-log``).
 - Disks: a Filesystem PVC volume is mounted at ``<private-dir>/vmi-disks/<volume>`` and

@@ -92,7 +92,10 @@ def probe_boot(
             done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return Verdict("tcg", f"a Linux guest did not finish under KVM within {timeout:g} s")
-        seen = open(log, "rb").read() if os.path.exists(log) else b""  # noqa: SIM115
+        seen = b""
+        if os.path.exists(log):
+            with open(log, "rb") as f:
+                seen = f.read()
         if PROBE_MARKER.encode() in seen:
             return Verdict("kvm", "a Linux guest ran under KVM")
         err = done.stderr.decode(errors="replace").strip().splitlines()

@@ -15,6 +15,10 @@ from typing import Literal, Protocol
 from vm.domain.model import Domain
 from vm.launcher.protocol import State
 
+PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
+"""Prefix for the programs a driver starts: they die with the launcher even outside a pod
+(in a pod the PID namespace would take them)."""
+
 EndKind = Literal["shutdown", "destroyed", "crashed"]
 StateCallback = Callable[[State, str], None]
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import subprocess
 from typing import Any
 
@@ -24,10 +25,12 @@ import libvirtaio
 
 from vm.domain import render_libvirt
 from vm.domain.model import Domain
-from vm.launcher.driver import DomainEnd, StateCallback
+from vm.launcher.driver import PDEATHSIG, DomainEnd, StateCallback
 from vm.launcher.errors import DriverError, is_invalid_operation, is_not_found
 
 logger = logging.getLogger(__name__)
+# libvirtaio logs every timer and handle update at DEBUG: noise, not the launcher's story
+logging.getLogger("virEventAsyncIOImpl").setLevel(logging.INFO)
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
@@ -65,6 +68,7 @@ class LibvirtDriver:
         self._ended: asyncio.Future[DomainEnd] | None = None
         self._destroyed = False
         self._callback_id: int | None = None
+        self._tasks: set[asyncio.Future[None]] = set()
         self._on_state: StateCallback = lambda state, reason: None
 
     def _prepare_dirs(self) -> None:
@@ -86,7 +90,7 @@ class LibvirtDriver:
         log = open(os.path.join(self.root, "libvirtd.log"), "ab")  # noqa: SIM115
         try:
             self._daemon = subprocess.Popen(
-                [self.libvirtd_binary],
+                [*(PDEATHSIG if shutil.which(PDEATHSIG[0]) else ()), self.libvirtd_binary],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -146,11 +150,13 @@ class LibvirtDriver:
         logger.debug("libvirt lifecycle event %d detail %d", event, detail)
         if event == libvirt.VIR_DOMAIN_EVENT_SUSPENDED:
             if detail in (
-                libvirt.VIR_DOMAIN_EVENT_SUSPENDED_PANICKED,
                 libvirt.VIR_DOMAIN_EVENT_SUSPENDED_IOERROR,
+                libvirt.VIR_DOMAIN_EVENT_SUSPENDED_API_ERROR,
             ):
                 self._on_state("crashed", "GuestError")
-                asyncio.ensure_future(self._destroy_crashed(f"the guest stopped (detail {detail})"))
+                task = asyncio.ensure_future(self._destroy_crashed(f"the guest stopped ({detail})"))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
             else:
                 self._on_state("paused", "PausedByUser")
         elif event == libvirt.VIR_DOMAIN_EVENT_RESUMED:

@@ -53,7 +53,7 @@ def parse_request(*, line: bytes) -> Request | BadRequest:
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         return BadRequest(f"cmd: unknown command {cmd!r} (known: {', '.join(COMMANDS)})")
     if cmd != "shutdown":
-        return Request(cmd=cmd)  # type: ignore[arg-type]
+        return Request(cmd=cmd)
     grace = body.get("gracePeriodSeconds")
     if grace is None:
         return Request(cmd="shutdown", grace_period_seconds=None)

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import logging
 import os
+import shutil
 import signal
 from typing import Any
 
@@ -21,7 +22,7 @@ from qemu.qmp.error import QMPError
 
 from vm.domain import render_qemu
 from vm.domain.model import Domain
-from vm.launcher.driver import DomainEnd, StateCallback
+from vm.launcher.driver import PDEATHSIG, DomainEnd, StateCallback
 from vm.launcher.errors import DriverError
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class QemuDriver:
         self._qmp = QMPClient(domain.name)
         await self._qmp.start_server(self.qmp_path)
         argv = render_qemu.render(domain, qmp_socket=self.qmp_path, binary=self.qemu_binary)
+        argv = [*PDEATHSIG, *argv] if shutil.which(PDEATHSIG[0]) else argv
         logger.debug("starting %s", argv)
         try:
             self._proc = await asyncio.create_subprocess_exec(
@@ -103,7 +105,8 @@ class QemuDriver:
         try:
             async for event in self._qmp.events:
                 name = event["event"]
-                data = event.get("data", {})
+                raw: Any = event.get("data")
+                data: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 logger.debug("QMP event %s %s", name, data)
                 if name == "SHUTDOWN":
                     self._guest_shutdown = bool(data.get("guest"))

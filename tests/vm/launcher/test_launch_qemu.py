@@ -219,3 +219,18 @@ def test_missing_volume_fails(launch: Factory) -> None:
     term = run.termination()
     assert term["reason"] == "VolumeNotFound"
     assert "spec.volumes[0]" in term["message"] and "pvc-root" in term["message"]
+
+
+def test_qemu_dies_with_a_killed_launcher(launch: Factory, boot_sectors: dict[str, Path]) -> None:
+    run = launch(make_vmi())
+    run.add_disk("root", boot_sectors["halt"])
+    run.start()
+    run.wait_for_state("running")
+    [qemu] = run.qemu_pids()
+    assert run.proc is not None
+    run.proc.kill()
+    run.proc.wait(30)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{qemu}")

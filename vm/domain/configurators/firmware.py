@@ -21,6 +21,8 @@ FIELD = "spec.domain.firmware.bootloader.efi"
 def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
     if not vmi.efi:
         return dataclasses.replace(domain, firmware=Firmware(kind="bios"), smm=vmi.smm)
+    if not vmi.acpi:
+        raise DomainError("spec.domain.features.acpi", "EFI firmware requires ACPI on x86_64")
     ovmf = options.ovmf
     if ovmf is None:
         raise UnsupportedError(FIELD, "EFI requested, but no OVMF firmware is installed here")
