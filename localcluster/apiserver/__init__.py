@@ -13,8 +13,15 @@ How it is put together (one module per subject):
   ``discovery`` and ``openapi``: what clients read to find types; ``protobuf``: the
   request bodies kubectl's imperative commands send.
 - ``backend``: the verbs on stored objects (create/update/patch/delete); ``webhooks``:
-  admission calls; ``watch``: watch streams; ``subresources``: logs, token, binding;
+  admission calls; ``watch``: watch streams; ``subresources``: logs, binding;
   ``controllers``: garbage collector, namespace and CRD cleanup, CRD serving.
+- Identity: ``auth`` (bearer tokens to users), ``sa_tokens`` (signed JWT service-account
+  tokens: mint, verify, JWKS), ``identity`` (bound-object checks, TokenRequest,
+  TokenReview, SelfSubjectRulesReview, OIDC discovery documents).
+- Aggregation: ``apiservices`` (pure: APIService validation, routes, local APIServices,
+  discovery of proxied groups), ``aggregator`` (proxying, WebSocket relay, the
+  Available check loop), ``frontproxy_pki`` (requestheader CA and the proxy's client
+  certificate). Backends verify the proxy with the top-level ``apiservice`` package.
 - ``store``: SQLite (WAL) + in-memory mirror, one global resourceVersion, a history table
   of recent events; ``watchcache``: the same events in memory for watchers.
   A watch from resourceVersion R replays the events after R from that history (which
@@ -23,7 +30,7 @@ How it is put together (one module per subject):
 - Pure rules: ``meta`` (names, system metadata, generation), ``deletion`` (what a DELETE
   does), ``gc`` (owner references), ``immutability``, ``defaults``, ``crds``,
   ``conversions`` (events.k8s.io), ``registry``/``builtin_types`` (served types),
-  ``errors`` (Status objects), ``auth``/``authz``, ``tls``, ``kubeconfig``.
+  ``errors`` (Status objects), ``authz``, ``tls``, ``kubeconfig``.
 - Helpers shared with other parts: ``patches``, ``selectors``, ``schema``, ``rbac``,
   ``tables``, ``admission``.
 """

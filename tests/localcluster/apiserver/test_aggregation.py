@@ -310,3 +310,19 @@ def test_apiservice_validation(server, api):
     with pytest.raises(k8s.ApiException) as err:
         apis.create_api_service(bad)
     assert err.value.status == 422 and "spec.caBundle" in err.value.body
+
+
+def test_request_attributes_of_proxied_paths():
+    from localcluster.apiserver.apiservices import request_attributes
+
+    assert request_attributes("GET", [], watch=False) is None
+    assert request_attributes("PUT", ["namespaces", "ns", "vms", "a", "start"], watch=False) \
+        == {"verb": "update", "resource": "vms", "subresource": "start", "name": "a",
+            "namespace": "ns"}
+    assert request_attributes("GET", ["namespaces", "ns", "vms"], watch=True)["verb"] == \
+        "watch"
+    assert request_attributes("GET", ["watch", "vms"], watch=False)["verb"] == "watch"
+    assert request_attributes("DELETE", ["vms"], watch=False)["verb"] == "deletecollection"
+    assert request_attributes("GET", ["namespaces", "ns"], watch=False) == {
+        "verb": "get", "resource": "namespaces", "subresource": "", "name": "ns",
+        "namespace": "ns"}

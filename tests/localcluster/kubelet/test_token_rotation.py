@@ -28,18 +28,18 @@ def _read(path: str) -> str:
         return fh.read()
 
 
-def _pod(namespace: str, sa: str = "default") -> dict:
-    return {"metadata": {"name": "p", "namespace": namespace}, "spec": {
+def _pod(ns: str, sa: str = "default") -> dict:
+    return {"metadata": {"name": "p", "namespace": ns}, "spec": {
         "serviceAccountName": sa, "containers": [{"name": "c", "image": "i"}],
         "volumes": [{"name": "vault-token", "projected": {"sources": [{
             "serviceAccountToken": {"audience": "vault", "expirationSeconds": 600,
                                     "path": "vault"}}]}}]}}
 
 
-def _context(server, tmp_path, namespace, pod_uid, sa="default"):
+def _context(server, tmp_path, ns, pod_uid, sa="default"):
     def mint(*, audience=None, expiration_seconds):
         return server.token_for_service_account(
-            namespace, sa, pod_name="p", pod_uid=pod_uid,
+            ns, sa, pod_name="p", pod_uid=pod_uid,
             audiences=(audience,) if audience else (), expiration_seconds=expiration_seconds)
 
     return podvolumes.PodContext(
