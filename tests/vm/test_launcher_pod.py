@@ -108,6 +108,8 @@ def test_launcher_pod() -> None:
         assert path in mounts
     vols = {v["name"]: v for v in ps["volumes"]}
     assert vols["private"] == {"name": "private", "emptyDir": {}}
+    assert vols["vmi-disks"] == {"name": "vmi-disks", "emptyDir": {}}
+    assert mounts["/var/run/kubevirt-private/vmi-disks"]["name"] == "vmi-disks"
     assert vols["root"]["persistentVolumeClaim"]["claimName"] == "root-dv"
     assert vols["sockets"]["hostPath"]["path"] == "/var/run/kubevirt/sockets"
     assert "ci" not in vols  # not a claim: the launcher reads it from the VMI

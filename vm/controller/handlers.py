@@ -1,5 +1,6 @@
 """kopf wiring of the VM controller: every event of a VM, of its VMI or of its
-DataVolumes syncs the VM; a timer re-syncs (crash-loop back-off ends, missed events).
+DataVolumes syncs the VM; a resync loop (``vm.resync``) re-syncs every VM (crash-loop
+back-off ends, missed events).
 
 Syncs of one VM are serialised in this process; across processes resourceVersion
 guards every write (see ``vm.controller.kube``).
@@ -7,6 +8,7 @@ guards every write (see ``vm.controller.kube``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import defaultdict
@@ -14,9 +16,10 @@ from typing import Any
 
 import kopf
 
+from vm import resync
 from vm.api import names
 from vm.controller.kube import owner_vm, sync_vm
-from vm.kube import Kube, KubeError, load_config
+from vm.kube import VMS, Kube, KubeError, load_config
 
 logger = logging.getLogger(__name__)
 RESYNC_SECONDS = 3.0
@@ -46,10 +49,20 @@ def vm_event(namespace: str, name: str, type: str | None, **_: Any) -> None:
         sync(namespace, name)
 
 
-@kopf.timer(names.GROUP, names.VERSION, names.VM_PLURAL, interval=RESYNC_SECONDS,
-            sharp=False)
-def vm_resync(namespace: str, name: str, **_: Any) -> None:
-    sync(namespace, name)
+_tasks: list[asyncio.Task[None]] = []
+
+
+@kopf.on.startup()
+async def start_resync(**_: Any) -> None:
+    _tasks.append(asyncio.create_task(resync.every(
+        RESYNC_SECONDS, list_objects=lambda: _client().list(VMS),
+        sync=lambda vm: _sync_obj(vm))))
+
+
+@kopf.on.cleanup()
+async def stop_resync(**_: Any) -> None:
+    for t in _tasks:
+        t.cancel()
 
 
 @kopf.on.event(names.GROUP, names.VERSION, names.VMI_PLURAL)
@@ -65,3 +78,7 @@ def dv_event(body: Any, namespace: str, **_: Any) -> None:
     owner = owner_vm(dict(body))
     if owner:
         sync(namespace, owner)
+
+
+def _sync_obj(vm: dict[str, Any]) -> None:
+    sync(vm["metadata"]["namespace"], vm["metadata"]["name"])

@@ -17,6 +17,7 @@ from typing import Any
 import kopf
 from aiohttp import web
 
+from vm import resync
 from vm.api import certs
 from vm.api.kube import load_pki
 from vm.api.names import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
@@ -78,6 +79,8 @@ async def start_console(logger: Any, **_: Any) -> None:
 
 @kopf.on.cleanup()
 async def stop_console(**_: Any) -> None:
+    for t in _tasks:
+        t.cancel()
     for runner in _runner:
         await runner.cleanup()
     for tmp in _tmp:
@@ -100,7 +103,11 @@ def vmi_event(body: Any, type: str | None, **_: Any) -> None:
         _sync(body)
 
 
-@kopf.timer(GROUP, VERSION, VMI_PLURAL, interval=POLL_SECONDS, sharp=False,
-            labels={LABEL_NODE_NAME: NODE or kopf.ABSENT})
-def vmi_poll(body: Any, **_: Any) -> None:
-    _sync(body)
+_tasks: list[asyncio.Task[None]] = []
+
+
+@kopf.on.startup()
+async def start_poll(**_: Any) -> None:
+    _tasks.append(asyncio.create_task(resync.every(
+        POLL_SECONDS, list_objects=lambda: handler_kube.vmis_on(_client(), NODE),
+        sync=_sync)))

@@ -1,8 +1,9 @@
 """kopf wiring of the VMI controller: VMI events, launcher pod events and DataVolume
-events sync the VMI; a timer re-syncs VMIs that are not final yet."""
+events sync the VMI; a resync loop (``vm.resync``) re-syncs VMIs that are not final."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import defaultdict
@@ -10,6 +11,7 @@ from typing import Any
 
 import kopf
 
+from vm import resync
 from vm.api import names
 from vm.kube import VMIS, Kube, KubeError, load_config
 from vm.vmi.claims import disk_claims
@@ -42,15 +44,25 @@ def vmi_event(namespace: str, name: str, type: str | None, **_: Any) -> None:
         sync(namespace, name)
 
 
-def _not_final(status: Any, meta: Any, **_: Any) -> bool:
-    return bool(meta.get("deletionTimestamp")) or (status or {}).get("phase") not in (
-        "Succeeded", "Failed")
+def _not_final(vmi: dict[str, Any]) -> bool:
+    return bool(vmi["metadata"].get("deletionTimestamp")) or (vmi.get("status") or {}).get(
+        "phase") not in ("Succeeded", "Failed")
 
 
-@kopf.timer(names.GROUP, names.VERSION, names.VMI_PLURAL, interval=RESYNC_SECONDS,
-            sharp=False, when=_not_final)
-def vmi_resync(namespace: str, name: str, **_: Any) -> None:
-    sync(namespace, name)
+_tasks: list[asyncio.Task[None]] = []
+
+
+@kopf.on.startup()
+async def start_resync(**_: Any) -> None:
+    _tasks.append(asyncio.create_task(resync.every(
+        RESYNC_SECONDS, list_objects=lambda: [v for v in _client().list(VMIS) if _not_final(v)],
+        sync=lambda vmi: sync(vmi["metadata"]["namespace"], vmi["metadata"]["name"]))))
+
+
+@kopf.on.cleanup()
+async def stop_resync(**_: Any) -> None:
+    for t in _tasks:
+        t.cancel()
 
 
 @kopf.on.event("", "v1", "pods", labels={names.LABEL_APP: "virt-launcher"})

@@ -92,6 +92,13 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
         {"name": "libvirt-runtime", "emptyDir": {}},
         {"name": "ephemeral-disks", "emptyDir": {}},
     ]
+    if any((views.get(c.claim) or ClaimView(exists=True)).volume_mode != "Block"
+           for c in claims):
+        # its own emptyDir, so the directory holding the mount points is the volume's
+        # (group-writable, fsGroup) and not one the runtime makes for the nested mounts
+        # (localcluster's is root-only, so uid 107 could not reach the disks)
+        mounts.append({"name": "vmi-disks", "mountPath": DISKS})
+        volumes.append({"name": "vmi-disks", "emptyDir": {}})
     for c in claims:
         view = views.get(c.claim)
         volumes.append({"name": c.volume, "persistentVolumeClaim": {

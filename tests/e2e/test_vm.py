@@ -1,0 +1,68 @@
+"""VirtualMachines on `rootdisk up`, every component a pod from manifests/: the root disk
+imported by a dataVolumeTemplate from the test HTTP server, the guest booted by the
+launcher, its marker on the console; start/stop/restart through the subresource API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.controllers import client
+from localcluster.controllers.client import Kube
+from tests.e2e import vmkit
+from tests.fixtures.guests import MARKER, write_boot_sector_disk
+from tests.fixtures.httpserver import HttpServer
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vm_side(kube: Kube) -> None:
+    vmkit.wait_vm_side_ready(kube)
+
+
+@pytest.fixture
+def guest_url(http_server: HttpServer, tmp_path: Path) -> str:
+    disk = write_boot_sector_disk(tmp_path / "guest.img", poweroff=False)
+    return http_server.publish(disk, "guest.img")
+
+
+def test_vm_imports_boots_and_prints_its_marker(cluster: Cluster, kube: Kube, ns: str,
+                                                guest_url: str) -> None:
+    kube.create(vmkit.VMS, vmkit.vm("demo", guest_url), ns)
+    try:
+        vmkit.wait_printable(kube, ns, "demo", "Running", timeout=400)
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    dv = kube.get(client.Resource("cdi.kubevirt.io", "v1beta1", "datavolumes"), "demo-root", ns)
+    assert dv["status"]["phase"] == "Succeeded"
+    assert dv["metadata"]["labels"]["kubevirt.io/created-by"] == kube.get(
+        vmkit.VMS, "demo", ns)["metadata"]["uid"]
+    vmi = kube.get(vmkit.VMIS, "demo", ns)
+    assert vmi["status"]["phase"] == "Running" and vmi["status"]["nodeName"]
+    # the guest's marker, from the launcher pod's guest-console-log container
+    wait_for(lambda: MARKER in vmkit.cli(cluster, "console", "demo", "-n", ns, "--log").stdout,
+             timeout=120, what="the guest's marker in `rootdisk console --log`")
+
+    # stop: the VMI goes, the VM is Stopped; start: a new VMI runs again
+    out = vmkit.cli(cluster, "stop", "demo", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    vmkit.wait_printable(kube, ns, "demo", "Stopped", timeout=180)
+    assert kube.get_or_none(vmkit.VMIS, "demo", ns) is None
+    assert kube.get(vmkit.VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    out = vmkit.cli(cluster, "start", "demo", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    vmkit.wait_printable(kube, ns, "demo", "Running", timeout=240)
+    first = vmkit.vmi_uid(kube, ns, "demo")
+    out = vmkit.cli(cluster, "start", "demo", "-n", ns)
+    assert out.returncode == 1 and "does not support manual start" in out.stderr
+
+    # restart: a new VMI (a new uid) reaches Running
+    out = vmkit.cli(cluster, "restart", "demo", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    wait_for(lambda: (u := vmkit.vmi_uid(kube, ns, "demo")) and u != first, timeout=240,
+             what="a new VMI after restart")
+    vmkit.wait_printable(kube, ns, "demo", "Running", timeout=240)
