@@ -58,7 +58,7 @@ def test_vm_imports_boots_and_prints_its_marker(cluster: Cluster, kube: Kube, ns
     vmkit.wait_printable(kube, ns, "demo", "Running", timeout=240)
     first = vmkit.vmi_uid(kube, ns, "demo")
     out = vmkit.cli(cluster, "start", "demo", "-n", ns)
-    assert out.returncode == 1 and "does not support manual start" in out.stderr
+    assert out.returncode == 1 and "VM is already running" in out.stderr
 
     # restart: a new VMI (a new uid) reaches Running
     out = vmkit.cli(cluster, "restart", "demo", "-n", ns)
