@@ -30,6 +30,7 @@ def guest_url(http_server: HttpServer, tmp_path: Path) -> str:
     return http_server.publish(disk, "guest.img")
 
 
+@pytest.mark.timeout(900)
 def test_vm_imports_boots_and_prints_its_marker(cluster: Cluster, kube: Kube, ns: str,
                                                 guest_url: str) -> None:
     kube.create(vmkit.VMS, vmkit.vm("demo", guest_url), ns)
@@ -66,3 +67,40 @@ def test_vm_imports_boots_and_prints_its_marker(cluster: Cluster, kube: Kube, ns
     wait_for(lambda: (u := vmkit.vmi_uid(kube, ns, "demo")) and u != first, timeout=240,
              what="a new VMI after restart")
     vmkit.wait_printable(kube, ns, "demo", "Running", timeout=240)
+
+
+@pytest.fixture
+def poweroff_url(http_server: HttpServer, tmp_path: Path) -> str:
+    disk = write_boot_sector_disk(tmp_path / "off.img", poweroff=True)
+    return http_server.publish(disk, "off.img")
+
+
+@pytest.mark.timeout(900)
+def test_guest_poweroff_restarts_under_always_not_under_rerun(kube: Kube, ns: str,
+                                                              poweroff_url: str) -> None:
+    kube.create(vmkit.VMS, vmkit.vm("always", poweroff_url), ns)
+    kube.create(vmkit.VMS, vmkit.vm("rerun", poweroff_url, strategy="RerunOnFailure"), ns)
+    # Always: each VMI the guest powers off is replaced by a new one
+    seen: set[str] = set()
+
+    def restarted() -> bool:
+        uid = vmkit.vmi_uid(kube, ns, "always")
+        if uid:
+            seen.add(uid)
+        return len(seen) >= 2
+    try:
+        wait_for(restarted, timeout=400, what="two VMIs of the Always VM")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    # RerunOnFailure: the guest's clean power-off ends it; it is not started again
+    vmkit.wait_printable(kube, ns, "rerun", "Stopped", timeout=300)
+    status = kube.get(vmkit.VMS, "rerun", ns)["status"]
+    assert status["created"] is False
+    assert "startFailure" not in status
+
+
+def test_failed_import_shows_datavolume_error(kube: Kube, ns: str,
+                                              http_server: HttpServer) -> None:
+    kube.create(vmkit.VMS, vmkit.vm("broken", http_server.url_for("missing.img")), ns)
+    vmkit.wait_printable(kube, ns, "broken", "DataVolumeError", timeout=300)
+    assert kube.get_or_none(vmkit.VMIS, "broken", ns) is None

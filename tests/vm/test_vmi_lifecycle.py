@@ -64,6 +64,10 @@ def test_pod_end_ends_the_vmi() -> None:
         "phase": "Failed", "reason": "GuestCrashed", "message": "boom"}),
                  binding=None, volumes=READY)
     assert (bad.phase, bad.reason, bad.message) == ("Failed", "GuestCrashed", "boom")
+    # the sidecar still runs: the pod is Running, the compute container has ended
+    sidecar = decide(phase="Running", launcher=PodView("p", "Running", exit_code=0),
+                     binding=None, volumes=READY)
+    assert sidecar.phase == "Succeeded"
     gone = decide(phase="Running", launcher=None, binding=None, volumes=READY)
     assert (gone.phase, gone.reason) == ("Failed", "PodVanished")
     assert decide(phase="Failed", launcher=None, binding=None, volumes=READY).phase == "Failed"

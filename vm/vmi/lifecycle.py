@@ -3,7 +3,8 @@
 Pending → Scheduling (the launcher pod exists) → Scheduled (the pod runs and is ready;
 ``nodeName`` set). The node handler moves Scheduled to Running and, from the domain's
 state, to Succeeded or Failed. The controller also ends the VMI when the pod ends
-(exit 0: the guest powered off → Succeeded; else Failed, with the launcher's reason),
+(the compute container's exit 0: the guest powered off → Succeeded; else Failed, with
+the launcher's reason; the console-log sidecar may keep the pod itself Running),
 when the pod vanished, or when a DataVolume failed, so a VMI ends even on a node whose
 handler is down. Phases only move forward.
 """
@@ -123,8 +124,11 @@ def decide(*, phase: str, launcher: PodView | None, binding: PodView | None,
             return Outcome(phase="Pending", action="delete-binding")
         return Outcome(phase="Pending", action="create-launcher",
                        event=("Normal", "SuccessfulCreate", "Created virtual machine pod"))
-    if launcher.phase in ("Succeeded", "Failed"):
-        succeeded = launcher.phase == "Succeeded" and launcher.exit_code in (0, None)
+    if launcher.phase in ("Succeeded", "Failed") or launcher.exit_code is not None:
+        # the compute container's end is the guest's: the guest-console-log sidecar
+        # keeps the pod Running after it
+        succeeded = launcher.exit_code == 0 or (launcher.exit_code is None
+                                                and launcher.phase == "Succeeded")
         reason = str(launcher.termination.get("reason") or "")
         message = str(launcher.termination.get("message") or "")[:1024]
         if not succeeded and not reason:
