@@ -205,6 +205,7 @@ class Cluster:
                               pods=pods, nodes=nodes)
         self._controllers = [storage, svc, apps]
         server.set_log_provider(self.node.log_provider)
+        server.set_exec_provider(self.node.exec_provider)
         server.set_service_resolver(svc.resolve)
         self.node.start()
         for c in self._controllers:
@@ -231,6 +232,7 @@ class Cluster:
         self._informers = []
         if self.api is not None:
             self.api.server.set_log_provider(None)
+            self.api.server.set_exec_provider(None)
             self.api.stop()
             self.api = None
         if self.kube is not None:

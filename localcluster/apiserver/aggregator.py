@@ -43,6 +43,7 @@ Obj = dict[str, Any]
 CHECK_INTERVAL = 10.0
 CHECK_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 5.0
+MIN_PAUSE = 0.1
 AGGREGATOR_USER = UserInfo("system:kube-aggregator", ("system:masters",))
 _HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -301,6 +302,8 @@ class Aggregator:
             doc = json.loads(text)
         except ValueError:
             doc = None
+        if isinstance(doc, dict) and not isinstance(doc.get("resources"), list):
+            doc = None
         return True, "Passed", "all checks passed", doc if isinstance(doc, dict) else None
 
     async def check_all(self) -> None:
@@ -326,6 +329,7 @@ class Aggregator:
                     await self.check_all()
                 except Exception:
                     logger.exception("APIService availability check failed")
+                await asyncio.sleep(MIN_PAUSE)  # a status write wakes the loop once more
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), self.check_interval)
         finally:

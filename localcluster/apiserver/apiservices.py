@@ -211,7 +211,10 @@ def aggregated_group(group: str, versions: dict[str, Obj]) -> Obj:
     items = []
     for version, resource_list in versions.items():
         resources: dict[str, Obj] = {}
-        for res in resource_list.get("resources") or []:
+        listed = resource_list.get("resources")
+        for res in listed if isinstance(listed, list) else []:
+            if not isinstance(res, dict) or not isinstance(res.get("name"), str):
+                continue  # a backend's malformed entry must not break discovery for all
             name = str(res.get("name", ""))
             base, _, sub = name.partition("/")
             kind = {"group": res.get("group", group), "version": res.get("version", version),
@@ -223,13 +226,15 @@ def aggregated_group(group: str, versions: dict[str, Obj]) -> Obj:
             if sub:
                 entry.setdefault("subresources", []).append(
                     {"subresource": sub, "responseKind": kind,
-                     "verbs": list(res.get("verbs") or [])})
+                     "verbs": [str(v) for v in res.get("verbs") or [] if isinstance(v, str)]})
                 continue
-            entry.update({"responseKind": kind, "verbs": list(res.get("verbs") or []),
+            entry.update({"responseKind": kind,
+                          "verbs": [str(v) for v in res.get("verbs") or []
+                                    if isinstance(v, str)],
                           "singularResource": res.get("singularName", "")})
             for key, out_key in (("shortNames", "shortNames"), ("categories", "categories")):
-                if res.get(key):
-                    entry[out_key] = list(res[key])
+                if isinstance(res.get(key), list):
+                    entry[out_key] = [str(v) for v in res[key] if isinstance(v, str)]
         items.append({"version": version, "freshness": "Current",
                       "resources": list(resources.values())})
     return {"metadata": {"name": group, "creationTimestamp": None}, "versions": items}

@@ -89,7 +89,7 @@ def _read_or_create(path: Path, nbytes: int) -> str:
 
 
 class Authenticator:
-    """Maps bearer tokens to users. Thread-safe: nothing here mutates after __init__."""
+    """Maps bearer tokens to users. Thread-safe (the token issuer's cache has a lock)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.admin_token = _read_or_create(data_dir / "admin-token", 32)

@@ -23,7 +23,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, "serviceaccount",
                  ("sa",), subresources=("token",)),
     ResourceType("", "v1", "pods", "Pod", True, "pod", ("po",), ("all",),
-                 subresources=("status", "log", "binding")),
+                 subresources=("status", "log", "binding", "exec", "attach", "portforward")),
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True,
                  "persistentvolumeclaim", ("pvc",), subresources=("status",)),
     ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False,

@@ -37,6 +37,7 @@ from .errors import APIServerError
 from .frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .handlers import Handlers, LogProvider, Settings
 from .registry import Registry
+from .remotecommand import ExecProvider
 from .store import Store
 from .tls import TLSFiles, ensure_tls
 from .watchcache import WatchCache
@@ -66,6 +67,7 @@ class APIServer:
         self.backend: Backend | None = None
         self.authenticator: Authenticator | None = None
         self._log_provider: LogProvider | None = None
+        self._exec_provider: ExecProvider | None = None
         self._service_resolver: ServiceResolver | None = None
         self.aggregator: Aggregator | None = None
         self.aggregation_check_interval = aggregation_check_interval
@@ -116,6 +118,13 @@ class APIServer:
         if self.handlers is not None:
             self.handlers.log_provider = provider
 
+    def set_exec_provider(self, provider: ExecProvider | None) -> None:
+        """Serve pods/<pod>/exec and pods/<pod>/attach (WebSocket) through ``provider``
+        (see remotecommand.py)."""
+        self._exec_provider = provider
+        if self.handlers is not None:
+            self.handlers.exec_provider = provider
+
     def set_service_resolver(self, resolver: ServiceResolver | None) -> None:
         """How admission webhooks' ``service`` references become (host, port).
 
@@ -139,7 +148,8 @@ class APIServer:
         watchcache = WatchCache(self.store, capacity=self.history_limit)
         self.backend = Backend(store=self.store, registry=self.registry, watchcache=watchcache)
         self.backend.webhooks.resolver = self._service_resolver
-        controllers = Controllers(self.backend, self.registry)
+        controllers = Controllers(self.backend, self.registry,
+                                  root_ca_pem=self.tls.ca_pem().decode())
         self._bootstrap(self.backend)
         front_proxy = ensure_front_proxy(self.data_dir / "pki")
         self._bootstrap_aggregation(self.backend, front_proxy.ca_pem())
@@ -149,6 +159,7 @@ class APIServer:
                                  authenticator=self.authenticator, settings=self.settings)
         self.handlers.log_provider = self._log_provider
         self.handlers.aggregator = self.aggregator
+        self.handlers.exec_provider = self._exec_provider
         app = web.Application(client_max_size=self.settings.max_body_bytes + 64 * 1024)
         app.router.add_route("*", "/{tail:.*}", self.handlers.handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,

@@ -354,6 +354,28 @@ def _claim_volume(namespace: str, claim_name: str, ctx: PodContext, *,
                       read_only=read_only)
 
 
+def sub_path(volume: str, sub: str) -> str:
+    """The host directory for ``subPath`` ``sub`` of the volume at ``volume``, created if
+    missing. Refused (ConfigError) when it is absolute, climbs out with ``..``, or goes
+    through a symlink out of the volume: a pod writes its volume, so a symlink there
+    must not make the kubelet bind a host path into a container."""
+    parts = sub.split("/")
+    if sub.startswith("/") or ".." in parts:
+        raise ConfigError(f"subPath {sub!r}: must be a relative path without '..'")
+    root = os.path.realpath(volume)
+    path = os.path.join(root, *[p for p in parts if p and p != "."])
+
+    def inside() -> str:
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root + os.sep):
+            raise ConfigError(f"subPath {sub!r}: leads out of the volume (through a symlink)")
+        return real
+
+    inside()  # before creating anything: makedirs would follow the symlink
+    os.makedirs(path, exist_ok=True)
+    return inside()
+
+
 def claim_names(pod: Mapping[str, Any]) -> list[str]:
     return [v["persistentVolumeClaim"].get("claimName", "")
             for v in (pod.get("spec") or {}).get("volumes") or []

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from localcluster.kubelet import logformat, seccomp
@@ -41,6 +41,8 @@ SETPRIV = "/usr/bin/setpriv"
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/bus", "/proc/irq")
 """Read-only in the sandbox, as containerd's ``readonlyPaths`` (a uid-0 process may
 write sysctls and the SysRq trigger by file mode alone, without any capability)."""
+SYS_MASKED = ("/sys/firmware", "/sys/kernel/debug", "/sys/kernel/security")
+"""Hidden behind an empty read-only tmpfs, as containerd masks /sys/firmware."""
 PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
                "/proc/latency_stats", "/proc/acpi", "/proc/scsi")
 """Hidden behind /dev/null (files) or an empty tmpfs (directories), as containerd's
@@ -164,6 +166,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
     ]
     if conf.privileged:
         argv += ["--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+        if os.path.isdir("/sys"):
+            argv += ["--bind", "/sys", "/sys"]
     else:
         argv += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108
         for dev in conf.devices:
@@ -171,6 +175,11 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
                 continue
             argv += ["--dev-bind", dev, dev]
         argv += ["--proc", "/proc", *_proc_confinement()]
+        if os.path.isdir("/sys"):  # read-only, as a runtime mounts it (libvirt needs it)
+            argv += ["--ro-bind", "/sys", "/sys"]
+            for path in SYS_MASKED:
+                if os.path.isdir(path):
+                    argv += ["--tmpfs", path, "--remount-ro", path]
     if not conf.read_only_root or "/tmp" in targets:  # noqa: S108
         argv += ["--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108 - private /tmp
     else:  # as in an image: /tmp is there, read-only with the rest of the root
@@ -191,7 +200,7 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
         binds += ["--bind", spec.termination_host_file, spec.termination_path]
     for path in [project_root(), *python_paths(), *targets]:
         for parent in _parents(path):
-            if parent not in made and parent not in ("/usr", "/etc", "/dev", "/proc"):
+            if parent not in made and parent not in ("/usr", "/etc", "/dev", "/proc", "/sys"):
                 made.add(parent)
                 argv += ["--perms", "0755", "--dir", parent]
     argv += binds
@@ -223,6 +232,34 @@ class LogWriter(threading.Thread):
         self.pipe = pipe
         self.path = path
         self.max_bytes = max_bytes
+        self._listeners: list[Callable[[bytes | None], None]] = []
+        self._listeners_lock = threading.Lock()
+        self._ended = False
+
+    def listen(self, listener: Callable[[bytes | None], None]) -> Callable[[], None]:
+        """Call ``listener`` with every chunk from now on, and None at the end (kubectl
+        attach); returns the function that stops it."""
+        with self._listeners_lock:
+            if self._ended:
+                listener(None)
+                return lambda: None
+            self._listeners.append(listener)
+
+        def stop() -> None:
+            with self._listeners_lock, contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+        return stop
+
+    def _tell(self, chunk: bytes | None) -> None:
+        with self._listeners_lock:
+            if chunk is None:
+                self._ended = True
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(chunk)
+            except Exception:  # a listener's bug must not stop the log
+                logger.exception("log listener failed")
 
     def run(self) -> None:
         encoder = logformat.Encoder()
@@ -235,6 +272,7 @@ class LogWriter(threading.Thread):
                     break
                 if not chunk:
                     break
+                self._tell(chunk)
                 out.write(encoder.feed(chunk, _now()))
                 out.flush()
                 if out.tell() > self.max_bytes:
@@ -243,6 +281,7 @@ class LogWriter(threading.Thread):
                     out = open(self.path, "ab")  # noqa: SIM115
             out.write(encoder.close(_now()))
         finally:
+            self._tell(None)
             out.close()
             os.close(self.pipe)
 
@@ -336,6 +375,18 @@ class Container:
         with contextlib.suppress(ValueError):
             self._init_pid = int(json.loads(raw)["child-pid"])
 
+    def cgroup_join(self) -> Callable[[], None] | None:
+        """What a process started into this container (exec) calls between fork and exec
+        to count against the container's limits; None when it has no cgroup."""
+        return self._cgroup.join if self._cgroup is not None else None
+
+    def listen(self, listener: Callable[[bytes | None], None]) -> Callable[[], None]:
+        """Follow the container's output from now on (see LogWriter.listen)."""
+        if self._log is None:
+            listener(None)
+            return lambda: None
+        return self._log.listen(listener)
+
     @property
     def pid(self) -> int:
         assert self._proc is not None
@@ -356,7 +407,7 @@ class Container:
             self._log.join(5)
         return code
 
-    def _main_pid(self) -> int | None:
+    def main_pid(self) -> int | None:
         """The container's own process: the child of bwrap's init in the PID namespace."""
         if self._init_pid is None:
             return None
@@ -371,7 +422,7 @@ class Container:
         deadline = time.monotonic() + 2.0
         while self._init_pid is None and self.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)  # bwrap reports its child's pid right after it forks
-        pid = self._main_pid()
+        pid = self.main_pid()
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)

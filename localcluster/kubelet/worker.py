@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any
 import sizes
 from localcluster.controllers import client
 from localcluster.controllers.client import KubeError
-from localcluster.kubelet import images, ownership, podvolumes, probes, restarts, security, status
+from localcluster.kubelet import (
+    execs,
+    images,
+    ownership,
+    podvolumes,
+    probes,
+    restarts,
+    security,
+    status,
+)
 from localcluster.kubelet.cgroups import Limits
 from localcluster.kubelet.env import ConfigError, container_env
 from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
@@ -271,7 +280,8 @@ class PodWorker(threading.Thread):
         tracker = slot.readiness
         if tracker is not None and tracker.due(now):
             ok = probes.run_probe(slot.spec["readinessProbe"], pod_ip=self.pod_ip,
-                                  container=slot.spec, timeout=tracker.timeout)
+                                  container=slot.spec, timeout=tracker.timeout,
+                                  exec_runner=self._exec_runner(slot))
             ready = tracker.record(ok, time.monotonic())
             if ready != slot.record.ready:
                 slot.record = replace(slot.record, ready=ready)
@@ -280,7 +290,8 @@ class PodWorker(threading.Thread):
         tracker = slot.liveness
         if tracker is not None and tracker.due(now):
             ok = probes.run_probe(slot.spec["livenessProbe"], pod_ip=self.pod_ip,
-                                  container=slot.spec, timeout=tracker.timeout)
+                                  container=slot.spec, timeout=tracker.timeout,
+                                  exec_runner=self._exec_runner(slot))
             tracker.record(ok, time.monotonic())
             threshold = int(tracker.spec.get("failureThreshold") or 3)
             if not ok and tracker.failures >= threshold and slot.process is not None:
@@ -292,6 +303,14 @@ class PodWorker(threading.Thread):
                     "terminationGracePeriodSeconds", 30))
                 slot.process.stop(grace)
                 self._finished(slot)
+
+    def _exec_runner(self, slot: Slot) -> probes.ExecRunner | None:
+        proc = slot.process
+        if proc is None:
+            return None
+        python = self.node.python
+        return lambda command, timeout: execs.run_in_container(proc, command, python=python,
+                                                               timeout=timeout)
 
     def _finished(self, slot: Slot) -> None:
         proc = slot.process
@@ -361,8 +380,7 @@ class PodWorker(threading.Thread):
                 raise ConfigError(f"volumeMount {vm.get('name')!r}: no such volume")
             host = hv.host
             if vm.get("subPath"):
-                host = os.path.join(host, vm["subPath"])
-                os.makedirs(host, exist_ok=True)
+                host = podvolumes.sub_path(host, vm["subPath"])
             mounts.append(Mount(host, vm["mountPath"],
                                 read_only=hv.read_only or bool(vm.get("readOnly")),
                                 device=hv.device))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,9 @@ def test_default_pod_cannot_remount_the_hosts_usr_or_write_host_paths(kube: Kube
                         "try-mount", "/dev/vda", "/tmp", "ext4", "-",
                         "try-write", "/proc/sys/kernel/domainname", "x",
                         "try-write", "/etc/rootdisk-escape", "x",
-                        "try-unshare-user", "try-open", "/etc/shadow"))
+                        "try-unshare-user", "try-open", "/etc/shadow",
+                        "try-write", "/sys/kernel/uevent_helper", "x",
+                        "stat", "/sys/class"))
     st = status_of(out)
     assert st["Uid"].split() == ["0"] * 4
     assert st["CapEff"] == hexmask(DEFAULT_CAPS) and st["CapBnd"] == hexmask(DEFAULT_CAPS)
@@ -117,6 +120,8 @@ def test_default_pod_cannot_remount_the_hosts_usr_or_write_host_paths(kube: Kube
     assert r["write2"] == "EROFS"  # the host's /etc
     assert r["unshare0"] == "EPERM"  # a new user namespace would give back capabilities
     assert r["open0"] == "EACCES"  # the host's shadow file: a nodev /dev/null over it
+    assert r["write3"] == "EROFS"  # /sys is there (libvirt needs it), read-only
+    assert '"path": "/sys/class"' in out
     assert not os.path.exists(marker)
     # The same with the tools the report used.
     shell = pod("remount-sh", command=["sh", "-c", "mount -o remount,rw /usr; echo rc=$?; "
@@ -293,6 +298,12 @@ IMPORTER_CTX = {"runAsUser": 107, "runAsNonRoot": True, "fsGroup": 107,
 IMPORTER_CONTAINER_CTX = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @pytest.mark.parametrize("mode", ["Filesystem", "Block"])
 def test_importer_runs_non_root_on_filesystem_and_block(
         kube: Kube, cluster: Cluster, images: ImageFactory, http_server: HttpServer,
@@ -304,7 +315,10 @@ def test_importer_runs_non_root_on_filesystem_and_block(
                 "default")
     env = [{"name": "IMPORTER_SOURCE", "value": "http"},
            {"name": "IMPORTER_ENDPOINT", "value": url},
-           {"name": "IMPORTER_IMAGE_SIZE", "value": "32Mi"}]
+           {"name": "IMPORTER_IMAGE_SIZE", "value": "32Mi"},
+           # Pods share the host's network: a port free now, not 8443, which other
+           # programs on a shared machine may hold on 0.0.0.0.
+           {"name": "IMPORTER_METRICS_PORT", "value": str(free_port())}]
     if mode == "Filesystem":
         where: dict[str, Any] = {"mounts": [{"name": "cdi-data-vol", "mountPath": "/data"}]}
     else:
@@ -324,3 +338,29 @@ def test_importer_runs_non_root_on_filesystem_and_block(
     else:
         with open(os.path.realpath(host), "rb") as fh:
             assert fh.read(len(reference)) == reference
+
+
+KVM_OPEN = """
+import os
+fd = os.open("/dev/kvm", os.O_RDWR)
+print("kvm: opened", flush=True)
+os.close(fd)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/kvm"), reason="this machine has no /dev/kvm")
+def test_launcher_gets_dev_kvm_only_when_it_asks(kube: Kube) -> None:
+    launcher_ctx = {"runAsUser": 107, "runAsNonRoot": True}
+    ctx = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    host_before = os.stat("/dev/kvm")
+    without = run(kube, secured(pod("launcher-tcg", "try-open", "/dev/kvm"),
+                                pod_ctx=launcher_ctx, ctx=ctx))
+    assert results(without)["open0"] == "ENOENT"
+    p = secured(pod("launcher-kvm", command=["python", "-c", KVM_OPEN]),
+                pod_ctx=launcher_ctx, ctx=ctx)
+    p["spec"]["containers"][0]["resources"] = {"limits": {"devices.kubevirt.io/kvm": "1"}}
+    out = run(kube, p)
+    assert "kvm: opened" in out, out  # uid 107 without capabilities opens it
+    after = os.stat("/dev/kvm")  # through a node of the pod's own: the host's is untouched
+    assert (after.st_uid, after.st_gid, after.st_mode) == (
+        host_before.st_uid, host_before.st_gid, host_before.st_mode)

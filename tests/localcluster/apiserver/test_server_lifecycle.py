@@ -61,7 +61,7 @@ def test_background_deletion_collects_dependents(api, namespace):
     core.delete_namespaced_config_map("owner", namespace,
                                       body=k8s.V1DeleteOptions(propagation_policy="Background"))
     assert _wait(lambda: [c.metadata.name for c in core.list_namespaced_config_map(
-        namespace).items] == ["free"])
+        namespace).items] == ["free", "kube-root-ca.crt"])
 
 
 def test_dependent_with_another_live_owner_only_loses_the_reference(api, namespace):

@@ -98,3 +98,21 @@ def test_device_node_copies_the_device_with_the_pods_group(tmp_path: Path) -> No
         subprocess.run(["losetup", "-d", dev], check=True)
     with pytest.raises(OSError, match="is not a device"):
         ownership.device_node(str(tmp_path / "devices" / "x"), str(img), gid=None)
+
+
+def test_sub_path_stays_inside_the_volume(tmp_path: Path) -> None:
+    from localcluster.kubelet.env import ConfigError
+    from localcluster.kubelet.podvolumes import sub_path
+
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    assert sub_path(str(vol), "a/b") == str(vol / "a" / "b") and (vol / "a" / "b").is_dir()
+    (vol / "evil").symlink_to("/")
+    (vol / "inner").symlink_to("a")
+    assert sub_path(str(vol), "inner/b") == str(vol / "a" / "b")  # a symlink inside is fine
+    for bad in ("evil", "evil/etc", "evil/rootdisk-subpath-escape", "../x", "/etc",
+                "a/../../x"):
+        with pytest.raises(ConfigError, match="subPath"):
+            sub_path(str(vol), bad)
+    assert not (tmp_path / "x").exists()
+    assert not os.path.exists("/rootdisk-subpath-escape")  # nothing made on the host

@@ -171,6 +171,12 @@ def argv_for(conf: Confinement, mounts: list[Mount] | None = None) -> list[str]:
                                   mounts=mounts or [], confinement=conf), seccomp_fd=9)
 
 
+def remount_index(argv: list[str], path: str) -> int:
+    """Where ``--remount-ro PATH`` is (-1 if nowhere)."""
+    found = [i for i, a in enumerate(argv[:-1]) if a == "--remount-ro" and argv[i + 1] == path]
+    return found[0] if found else -1
+
+
 def pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
     return [(argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a == flag]
 
@@ -180,7 +186,7 @@ def test_default_sandbox_dev_is_read_only_after_the_pods_devices() -> None:
                                           device=True)])
     assert ("/pod/devices/d", "/dev/cdi-block-volume") in pairs(argv, "--dev-bind")
     assert ("/dev", "/dev") not in pairs(argv, "--dev-bind")
-    ro = argv.index("/dev", argv.index("--remount-ro"))
+    ro = remount_index(argv, "/dev")
     assert argv.index("/dev/cdi-block-volume") < ro  # bound before /dev turns read-only
     assert argv[argv.index("--seccomp") + 1] == "9"
     assert ("/proc/sys", "/proc/sys") in pairs(argv, "--ro-bind")
@@ -193,7 +199,8 @@ def test_default_sandbox_dev_is_read_only_after_the_pods_devices() -> None:
 def test_privileged_sandbox_binds_the_hosts_dev() -> None:
     argv = argv_for(Confinement(privileged=True, caps=frozenset(ALL_CAPS), seccomp=False))
     assert ("/dev", "/dev") in pairs(argv, "--dev-bind")
-    assert "--remount-ro" not in argv and "--seccomp" in argv  # fd given: caller decides
+    assert remount_index(argv, "/dev") == -1
+    assert "--seccomp" in argv  # an fd was given: whether to give one is the caller's call
     assert ("/proc/sys", "/proc/sys") not in pairs(argv, "--ro-bind")
 
 
@@ -215,5 +222,23 @@ def test_mount_point_parents_are_made_0755_and_root_can_be_read_only() -> None:
         i = argv.index(parent)
         assert argv[i - 1] == "--dir" and argv[i - 3:i - 1] == ["--perms", "0755"]
     assert "/tmp" in dirs  # read-only root: /tmp exists but is not a tmpfs
-    assert argv[argv.index("--remount-ro", argv.index("/dev", argv.index("--remount-ro")) + 1)
-                + 1] == "/"
+    assert remount_index(argv, "/") > remount_index(argv, "/dev") > 0
+    assert remount_index(argv_for(Confinement()), "/") == -1
+
+
+def test_exec_argv_joins_the_container_with_its_confinement() -> None:
+    from localcluster.kubelet.execs import HELPER, exec_argv
+
+    conf = Confinement(uid=107, gid=107, caps=frozenset())
+    argv = exec_argv(target_pid=42, confinement=conf, command=["sh", "-c", "id"], tty=True,
+                     python="/py", seccomp_fd=7)
+    assert argv[:9] == ["/usr/bin/nsenter", "--target=42", "--mount", "--pid", "--ipc",
+                        "--uts", "--root", "--wd", "--"]
+    assert argv[9:11] == ["/usr/bin/setsid", "--ctty"]
+    rest = argv[11:]
+    assert rest[:rest.index("--") + 1] == setpriv_argv(conf, setpriv="/usr/bin/setpriv")
+    assert rest[rest.index("--") + 1:] == ["/py", "-I", "-S", HELPER, "7", "--",
+                                           "sh", "-c", "id"]
+    plain = exec_argv(target_pid=42, confinement=conf, command=["ls"], tty=False,
+                      python="/py", seccomp_fd=None)
+    assert "/usr/bin/setsid" not in plain and HELPER not in plain and plain[-1] == "ls"

@@ -69,7 +69,8 @@ def test_tokens_are_bound_and_rotated_at_80_percent(shared_server, api, namespac
     rotated = _read(vault_file)
     assert rotated != vault and _claims(rotated)["aud"] == ["vault"]
     assert _claims(rotated)["kubernetes.io"]["pod"]["uid"] == pod.metadata.uid
-    assert oct(os.stat(vault_file).st_mode & 0o777) == oct(0o600)
+    # The mode stays what the volume asked for (defaultMode, 0644 when unset).
+    assert oct(os.stat(vault_file).st_mode & 0o777) == oct(podvolumes.DEFAULT_MODE)
     assert podvolumes.rotate_tokens(ctx.tokens, ctx.token, now=start + 0.81 * 600) == 0
     later = start + 0.81 * podvolumes.SA_TOKEN_SECONDS
     assert podvolumes.rotate_tokens(ctx.tokens, ctx.token, now=later) == 2
