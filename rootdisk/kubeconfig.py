@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 
 class KubeconfigNotFound(Exception):
