@@ -217,3 +217,33 @@ def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa:
                     f.close()
     finally:
         handler.stop()
+
+
+def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # noqa: F811
+                                             tmp_path: Path) -> None:
+    """A client certificate from the same CA but another name is refused (401); no
+    certificate at all fails the TLS handshake."""
+    kube = cluster[1]
+    socket_dir = tmp_path / "sockets"
+    socket_dir.mkdir()
+    handler = HandlerThread(kube, socket_dir, tmp_path).start()
+    try:
+        ca, _ = load_pki(kube, "kubevirt")  # type: ignore[misc]
+        other = certs.issue(ca=ca, common_name="intruder", now=dt.datetime.now(dt.UTC))
+        (tmp_path / "o.crt").write_bytes(other.cert_pem)
+        (tmp_path / "o.key").write_bytes(other.key_pem)
+        url = (f"https://127.0.0.1:{handler.port}/v1/namespaces/default/"
+               "virtualmachineinstances/x/console?uid=y")
+
+        async def get(with_cert: bool) -> int:
+            ctx = ssl.create_default_context(cadata=ca.cert_pem.decode())
+            if with_cert:
+                ctx.load_cert_chain(str(tmp_path / "o.crt"), str(tmp_path / "o.key"))
+            async with aiohttp.ClientSession() as s, s.get(url, ssl=ctx) as resp:
+                return resp.status
+
+        assert asyncio.run(get(True)) == 401
+        with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+            asyncio.run(get(False))
+    finally:
+        handler.stop()

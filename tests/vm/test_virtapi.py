@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -218,3 +219,33 @@ def test_cli_start_stop_restart(cluster: tuple[object, Kube, int], ns: str) -> N
     assert out.returncode == 1 and "StopOptions.gracePeriod" in out.stderr
     assert _cli(server, "stop", "demo", "-n", ns).returncode == 0
     assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+
+
+def test_virt_api_authorizes_the_proxied_user_itself(cluster: tuple[object, Kube, int],
+                                                     ns: str) -> None:
+    """Past the front proxy's certificate, virt-api still asks a SubjectAccessReview for
+    the user named in X-Remote-User (delegated authorization), as upstream's does."""
+    server, kube, port = cluster
+    kube.create(VMS, example(runStrategy="Halted"), ns)
+    pki = Path(server.data_dir) / "pki"  # type: ignore[attr-defined]
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(str(pki / "front-proxy-client.crt"), str(pki / "front-proxy-client.key"))
+
+    def put_as(user: str, groups: list[str]) -> int:
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{port}{BASE}/namespaces/{ns}/virtualmachines/demo/start",
+            data=b"{}", method="PUT", headers={"X-Remote-User": user,
+                                               "X-Remote-Group": ",".join(groups)})
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as err:
+            err.close()
+            return int(err.code)
+
+    assert put_as("nobody", ["system:authenticated"]) == 403
+    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    assert put_as("admin", ["system:masters"]) == 202
+    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"
