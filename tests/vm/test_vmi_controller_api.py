@@ -27,6 +27,7 @@ def make_vmi(api: Kube, ns: str) -> dict:
         "metadata": {"name": "v1"},
         "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
                             "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+                 "networks": [{"name": "default", "pod": {}}],
                  "volumes": [{"name": "root", "dataVolume": {"name": "root-dv"}}]}}, ns)
 
 
@@ -78,12 +79,13 @@ def test_launcher_pod_and_phases(api: Kube, ns: str) -> None:
 
     name = pod["metadata"]["name"]
     api.patch(PODS, name, {"spec": {"nodeName": "node1"}}, ns)
-    api.patch(PODS, name, {"status": {"phase": "Running", "conditions": [
+    api.patch(PODS, name, {"status": {"phase": "Running", "podIP": "127.9.0.1", "conditions": [
         {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}},
         ns, sub="status")
     sync_vmi(api, ns, "v1")
     st = vmi_status(api, ns)
     assert (st["phase"], st["nodeName"]) == ("Scheduled", "node1")
+    assert st["interfaces"][0]["ipAddress"] == "127.9.0.1"  # the pod network's address
     assert api.get(VMIS, "v1", ns)["metadata"]["labels"]["kubevirt.io/nodeName"] == "node1"
 
     api.patch(PODS, name, {"status": {"phase": "Failed", "containerStatuses": [{

@@ -88,3 +88,16 @@ def test_pod_view_reads_termination_message() -> None:
                 "exitCode": 2, "message": '{"phase":"Failed","reason":"QemuCrashed"}'}}}]}}
     v = pod_view(pod)
     assert (v.exit_code, v.termination["reason"], v.node) == (2, "QemuCrashed", "n")
+
+
+def test_pod_network_interface_gets_the_pod_ip() -> None:
+    from vm.vmi.lifecycle import interfaces
+    spec = {"networks": [{"name": "default", "pod": {}}, {"name": "m", "multus": {}}]}
+    assert interfaces(spec, "10.0.0.7") == [{"name": "default", "ipAddress": "10.0.0.7",
+                                             "ipAddresses": ["10.0.0.7"],
+                                             "infoSource": "domain"}]
+    assert interfaces(spec, "") == []
+    out = decide(phase="Running", launcher=PodView("p", "Running", node="n", ready=True,
+                                                   ip="10.0.0.7"),
+                 binding=None, volumes=READY)
+    assert out.ip == "10.0.0.7"

@@ -134,6 +134,14 @@ def _outcome(vmi: dict[str, Any], launchers: list[dict[str, Any]],
     return lifecycle.decide(phase=phase, launcher=launcher, binding=binding, volumes=volumes)
 
 
+def _launcher_ip(vmi: dict[str, Any], out: lifecycle.Outcome) -> str | None:
+    """The pod IP for ``status.interfaces`` while the VMI is Scheduled or Running."""
+    ip = out.ip
+    if not ip or out.phase not in ("Scheduled", "Running"):
+        return None
+    return ip
+
+
 def _write_status(kube: Kube, vmi: dict[str, Any], out: lifecycle.Outcome,
                   now: str) -> float | None:
     old = vmi.get("status") or {}
@@ -148,6 +156,9 @@ def _write_status(kube: Kube, vmi: dict[str, Any], out: lifecycle.Outcome,
             status["reason"] = out.reason
     if out.node:
         status["nodeName"] = out.node
+    launcher = _launcher_ip(vmi, out)
+    if launcher is not None:
+        status["interfaces"] = lifecycle.interfaces(vmi.get("spec") or {}, launcher)
     kept = [c for c in conditions_of(vmi) if c.type not in OWNED_CONDITIONS]
     new = [*kept, *out.conditions]
     status["conditions"] = merge_conditions(new=new, old=old.get("conditions") or [], now=now)

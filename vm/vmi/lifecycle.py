@@ -38,6 +38,7 @@ class PodView:
     exit_code: int | None = None
     termination: Mapping[str, Any] = field(default_factory=dict)
     deleting: bool = False
+    ip: str = ""
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -71,7 +72,8 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
                    ready=(conds.get("Ready") or {}).get("status") == "True",
                    unschedulable=unsched, waiting_reason=waiting_reason,
                    waiting_message=waiting_message, exit_code=exit_code,
-                   termination=termination, deleting=bool(meta.get("deletionTimestamp")))
+                   termination=termination, deleting=bool(meta.get("deletionTimestamp")),
+                   ip=str(status.get("podIP") or ""))
 
 
 Action = Literal["none", "create-launcher", "create-binding", "delete-binding"]
@@ -87,6 +89,8 @@ class Outcome:
     action: Action = "none"
     event: tuple[str, str, str] | None = None
     """(type, reason, message) of an Event to record on the VMI."""
+    ip: str = ""
+    """The launcher pod's address, while it runs."""
 
 
 def advance(current: str, new: str) -> str:
@@ -151,7 +155,18 @@ def decide(*, phase: str, launcher: PodView | None, binding: PodView | None,
         conds.append(Condition("Ready", "True" if phase == "Running" else "False",
                                "" if phase == "Running" else "GuestNotRunning"))
         return Outcome(phase=advance(phase, "Scheduled"), node=launcher.node,
-                       conditions=tuple(conds))
+                       conditions=tuple(conds), ip=launcher.ip)
     conds.append(Condition("Ready", "False", "PodNotReady", "the launcher pod is not ready"))
     return Outcome(phase=advance(phase, "Scheduling"), node=launcher.node,
                    conditions=tuple(conds))
+
+
+def interfaces(spec: Mapping[str, Any], pod_ip: str) -> list[dict[str, Any]]:
+    """``status.interfaces``: a pod-network interface has the launcher pod's address
+    (masquerade, upstream's default binding); other networks are not reported."""
+    out = []
+    for net in spec.get("networks") or []:
+        if isinstance(net, Mapping) and "pod" in net and pod_ip:
+            out.append({"name": str(net.get("name") or "default"), "ipAddress": pod_ip,
+                        "ipAddresses": [pod_ip], "infoSource": "domain"})
+    return out
