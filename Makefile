@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 APT_PACKAGES := qemu-utils qemu-system-x86 qemu-block-extra nbdkit \
 	libnbd-bin libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
-	libvirt-clients libvirt-dev pkg-config gcc bubblewrap xfsprogs curl util-linux libseccomp2 \
-	kubectl syslinux syslinux-common mtools dosfstools fdisk ovmf
+	libvirt-clients libvirt-dev pkg-config gcc bubblewrap xfsprogs curl util-linux \
+	libseccomp2 kubectl syslinux syslinux-common mtools dosfstools fdisk ovmf
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -42,7 +42,7 @@ pytest: setup
 test: lint pytest
 
 demo: setup
-	$(PY) -m rootdisk.demo $(if $(STOP),--stop,)
+	$(PY) -m rootdisk.demo
 
 bench: setup
 	@for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -17,7 +17,8 @@ Cases, interleaved run by run (A B C, A B C…) so machine noise hits all alike:
 Memory: peak of the summed RSS over each process tree (bench/_common.py's sampler),
 with the peak per process name; upstream's launcher overhead for the same VMI (fixed
 240 MiB + 8 MiB per vCPU + 32 MiB video + guest/512, kubevirt's GetMemoryOverhead) is
-printed beside it. TCG only (the KVM here is kvm_pvm, which cannot run Linux).
+printed beside it. TCG only (the KVM here is kvm_pvm, which cannot run Linux). The ratio
+of the fastest runs (min÷min) is printed too: on a shared machine it is the steadier one.
 """
 
 from __future__ import annotations
@@ -179,14 +180,16 @@ def main() -> int:
 
 
 def report(guest: str, hand: Result, launchers: list[Result], memory: int) -> None:
-    print(f"\n  {'case':<18} {'median':>8} {'min':>7} {'max':>7} {'ratio':>6}  peak tree RSS")
+    print(f"\n  {'case':<18} {'median':>8} {'min':>7} {'max':>7} {'ratio':>6} {'min÷min':>7}"
+          "  peak tree RSS")
     for r in (hand, *launchers):
         if r.median is None:
             print(f"  {r.label:<18} FAILED: {r.failures[-1] if r.failures else '?'}")
             continue
         ratio = f"{r.median / hand.median:5.2f}" if hand.median else "  -  "
+        low = f"{min(r.times) / min(hand.times):5.2f}" if hand.times else "  -  "
         print(f"  {r.label:<18} {r.median:7.3f}s {min(r.times):6.3f}s {max(r.times):6.3f}s "
-              f"{ratio:>6}  {human(max(r.peak_rss))}")
+              f"{ratio:>6} {low:>7}  {human(max(r.peak_rss))}")
         parts = ", ".join(f"{n} {human(v)}" for n, v in sorted(r.by_name.items(),
                                                                 key=lambda kv: -kv[1]))
         print(f"  {'':<18} by process: {parts}")

@@ -219,7 +219,12 @@ class APIServer:
         cm_rt = self.registry.get("", "v1", "configmaps")
         role_rt = self.registry.get("rbac.authorization.k8s.io", "v1", "roles")
         assert api_rt and cm_rt and role_rt and self.tls
-        for obj in apiservices.local_apiservices(self.registry.groups()):
+        builtin: dict[str, list[str]] = {}
+        for rt in BUILTIN_TYPES:  # not CRD groups (upstream registers those as they come)
+            versions = builtin.setdefault(rt.group, [])
+            if rt.version not in versions:
+                versions.append(rt.version)
+        for obj in apiservices.local_apiservices(builtin):
             status = obj.pop("status")
             backend.create_internal(api_rt, None, obj)
             backend.mutate_internal(api_rt.group_resource, "", obj["metadata"]["name"],

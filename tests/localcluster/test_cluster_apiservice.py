@@ -1,7 +1,8 @@
-"""An APIService backed by a pod: the aggregated API server runs in a pod on the node
-(``aggpod.py``), reached through its Service's endpoints, and serves a subresource
-through the API server to kubectl, authorizing the caller itself with a
-SubjectAccessReview, as KubeVirt's virt-api does."""
+"""Identity and aggregation with pods on the node: an APIService backed by a pod (the
+aggregated API server ``aggpod.py``, reached through its Service's endpoints) serves a
+subresource through the API server to kubectl, authorizing the caller itself with a
+SubjectAccessReview, as KubeVirt's virt-api does; and the kubelet replaces a running
+pod's service-account token (``tokenwatch.py``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.localcluster.clusterkit import needs_root, running, try_logs, wait_fo
 pytestmark = [needs_root, pytest.mark.slow]
 
 AGGPOD = os.path.join(os.path.dirname(__file__), "aggpod.py")
+TOKENWATCH = os.path.join(os.path.dirname(__file__), "tokenwatch.py")
 KUBECTL = "/usr/bin/kubectl"
 NS, GROUP = "agg", "subresources.example.com"
 SECRETS = client.Resource("", "v1", "secrets")
@@ -35,7 +37,8 @@ APISERVICES = client.Resource("apiregistration.k8s.io", "v1", "apiservices")
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with running(str(tmp_path_factory.mktemp("agg")),
-                 extra_images={"rootdisk/aggpod": ["python", AGGPOD]}) as c:
+                 extra_images={"rootdisk/aggpod": ["python", AGGPOD],
+                               "rootdisk/tokenwatch": ["python", TOKENWATCH]}) as c:
         yield c
 
 
@@ -103,3 +106,27 @@ def test_an_apiservice_backed_by_a_pod(cluster: Cluster, tmp_path) -> None:
                       f"--as=system:serviceaccount:{NS}:aggpod", check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
     kube.delete(client.PODS, "aggpod", NS, grace_period=1)
+
+
+
+def test_the_kubelet_rotates_a_running_pods_token(cluster: Cluster) -> None:
+    """The rotation time of the pod's tokens is moved to now (instead of waiting 48
+    minutes for 80% of the hour): the running container then reads a new token, which
+    the API server accepts."""
+    kube: Kube = cluster.kube
+    assert cluster.node is not None
+    kube.create(client.PODS, {"metadata": {"name": "tokenwatch"}, "spec": {
+        "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "rootdisk/tokenwatch", "args": ["120"]}]}}, "default")
+    wait_for(lambda: "first" in try_logs(kube, "tokenwatch", "default"), timeout=60,
+             what="the pod's first token")
+    worker = cluster.node.worker("default", "tokenwatch")
+    assert worker is not None and worker._tokens
+    for token in worker._tokens:
+        token.refresh_at = 0.0
+    out = wait_for(lambda: (lambda t: t if "rotated" in t or "unchanged" in t else None)(
+        try_logs(kube, "tokenwatch", "default")), timeout=150, what="the rotated token")
+    lines = {word: rest for word, _, rest in (line.partition(" ") for line in out.splitlines())}
+    assert "rotated" in lines, out
+    jti, status = lines["rotated"].split()
+    assert jti != lines["first"] and status == "200"

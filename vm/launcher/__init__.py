@@ -44,8 +44,12 @@ request line per connection (at most 4096 bytes), answered with one JSON line:
   "reason": str, "driver": "qemu|libvirt", "accelerator": "tcg|kvm",
   "startedAt": RFC 3339 time or null}``
 - ``{"cmd": "shutdown", "gracePeriodSeconds": N}`` → ``{"ok": true}``: ACPI power button,
-  then the domain is killed if it still runs after N seconds.
+  then the domain is killed if it still runs after N seconds (0 ≤ N ≤ 86400; without N,
+  the VMI's ``terminationGracePeriodSeconds``; N = 0 or ACPI disabled: killed at once).
+  A later shutdown with N = 0 shortens a running grace period.
 - ``{"cmd": "kill"}``, ``{"cmd": "pause"}``, ``{"cmd": "unpause"}`` → ``{"ok": true}``.
+- shutdown/kill/pause/unpause while the domain is not running or paused (starting,
+  already shut down) → ``{"ok": false, "error": "the domain is <state>"}``.
 - ``{"cmd": "console"}`` → ``{"ok": true}`` line, then the connection is the raw
   bidirectional serial console. Several may be attached; all of them see the output,
   the most recent one attached owns the input (older ones' input is dropped).
@@ -61,5 +65,11 @@ Exit and termination message
   internal error, the domain had to be killed (upstream counts a domain destroyed while
   ACPI is on as Failed), or the launch failed (bad VMI, missing disk: the message names
   the field). Written to ``/dev/termination-log`` (at most 4096 bytes).
+- Reasons: ``GuestShutdown`` (Succeeded); ``Destroyed`` (Failed with ACPI on, Succeeded
+  without), ``Crashed``, ``LaunchFailed`` (QEMU/libvirt could not start it), ``DriverError``,
+  ``InvalidVMI`` (message ``<field path>: <what is wrong>``), ``VolumeNotFound``,
+  ``InsufficientSpace``, ``InvalidDisk``, ``DiskError``; exit code 1. ``InvalidConfiguration``
+  (the environment is wrong: message ``<VARIABLE>: …``) exits 2.
 - SIGTERM: graceful shutdown with the VMI's ``terminationGracePeriodSeconds`` (default 30).
+- QEMU (and libvirtd) get a parent-death signal: they never outlive the launcher.
 """

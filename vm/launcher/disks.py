@@ -92,8 +92,16 @@ def prepare(*, spec: VmiSpec, vmi: dict[str, Any], private_dir: str, dev_dir: st
             st = None
         if st is not None and stat.S_ISBLK(st.st_mode):
             block.add(volume.name)
-            if supports_direct_io(dev):
-                direct.add(volume.name)
+            try:
+                if supports_direct_io(dev):
+                    direct.add(volume.name)
+                os.close(os.open(dev, os.O_RDWR | os.O_CLOEXEC))
+            except OSError as err:
+                raise DiskError(
+                    f"{field}: cannot open the block device {dev} of claim "
+                    f"{volume.claim_name!r} for writing: {err.strerror} (uid {os.geteuid()})",
+                    reason="DiskError",
+                ) from err
             continue
         directory = os.path.join(private_dir, "vmi-disks", volume.name)
         image = os.path.join(directory, "disk.img")

@@ -250,6 +250,13 @@ def test_an_unreachable_backend_is_unavailable_with_503(server, api, backend):
     assert "FailedDiscoveryCheck" in body["message"]
     code, groups = Raw(server).request("GET", "/apis")
     assert GROUP not in [g["name"] for g in groups["groups"]]
+    table = subprocess.run([KUBECTL, "--kubeconfig", str(server.kubeconfig_path), "get",
+                            "apiservices", f"{VERSION}.{GROUP}", "v1.apps", "--no-headers"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    rows = [line.split() for line in table.splitlines()]
+    assert rows[0][:4] == [f"{VERSION}.{GROUP}", f"{NS}/backend", "False",
+                           "(FailedDiscoveryCheck)"]
+    assert rows[1][:3] == ["v1.apps", "Local", "True"]
 
 
 def test_a_missing_service_is_reported(server, api):

@@ -96,12 +96,14 @@ class Launch:
         driver: str = "qemu",
         sandbox: bool = False,
         env: dict[str, str] | None = None,
+        args: list[str] | None = None,
     ) -> None:
         self.vmi = vmi
         self.driver = driver
         self.sandbox = sandbox
         self.base = Path(tempfile.mkdtemp(prefix="lt-", dir="/tmp"))
         self.extra_env = env or {}
+        self.extra_args = args or []
         self.proc: subprocess.Popen[bytes] | None = None
         self.pod: Pod | None = None
         if sandbox:
@@ -148,7 +150,7 @@ class Launch:
             "LAUNCHER_LOG_LEVEL": "DEBUG",
             **self.extra_env,
         }
-        inner = [sys.executable, "-m", "vm.launcher"]
+        inner = [sys.executable, "-m", "vm.launcher", *self.extra_args]
         if self.pod is not None:
             argv = self.pod.argv(inner, env=env)
         else:

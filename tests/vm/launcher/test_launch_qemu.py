@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.guests import MARKER, POWERBUTTON_MARKER, LinuxGuest
-from tests.vm.launcher.harness import Launch, make_vmi
+from tests.vm.launcher.harness import REPO, Launch, make_vmi
 from vm.launcher import client
 
 Factory = Callable[..., Launch]
@@ -234,3 +237,34 @@ def test_qemu_dies_with_a_killed_launcher(launch: Factory, boot_sectors: dict[st
     while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{qemu}")
+
+
+def test_qemu_that_cannot_start_is_a_launch_failure(
+    launch: Factory, tmp_path: Path, boot_sectors: dict[str, Path]
+) -> None:
+    fake = tmp_path / "qemu"
+    fake.write_text("#!/bin/sh\necho 'qemu: could not load PC BIOS' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    run = launch(make_vmi(), args=["--qemu-binary", str(fake)])
+    run.add_disk("root", boot_sectors["poweroff"])
+    assert run.start().wait() == 1
+    term = run.termination()
+    assert term["phase"] == "Failed" and term["reason"] == "LaunchFailed"
+    assert "could not load PC BIOS" in term["message"]
+    assert not run.socket.exists()
+
+
+def test_missing_vmi_env_is_a_configuration_failure(tmp_path: Path) -> None:
+    term = tmp_path / "term"
+    env = {k: v for k, v in os.environ.items() if k != "VMI"}
+    done = subprocess.run(
+        [sys.executable, "-m", "vm.launcher", "--termination-log", str(term)],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    body = json.loads(term.read_text())
+    assert body["phase"] == "Failed" and body["reason"] == "InvalidConfiguration"
+    assert body["message"].startswith("VMI:")

@@ -3,7 +3,10 @@ capabilities, no_new_privs; the pod's emptyDirs bound at upstream's paths."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,49 @@ def test_libvirt_driver_kill_is_failed(launch: Factory, boot_sectors: dict[str, 
     assert run.request({"cmd": "kill"}) == {"ok": True}
     assert run.wait() == 1
     assert run.termination()["reason"] == "Destroyed"
+
+
+@pytest.fixture
+def loop_with_boot_sector(boot_sectors: dict[str, Path], tmp_path: Path) -> Iterator[str]:
+    backing = tmp_path / "block.img"
+    shutil.copyfile(boot_sectors["poweroff"], backing)
+    try:
+        dev = subprocess.run(
+            ["losetup", "--find", "--show", str(backing)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"no loop device: {err}")
+    st = os.stat(dev)
+    try:
+        yield dev
+    finally:
+        os.chown(dev, st.st_uid, st.st_gid)
+        os.chmod(dev, st.st_mode & 0o7777)
+        subprocess.run(["losetup", "-d", dev], check=False, timeout=30)
+
+
+def test_block_volume_needs_the_pods_access_and_then_boots(
+    launch: Factory, loop_with_boot_sector: str
+) -> None:
+    """A Block PVC appears as /dev/<volume> in the pod; uid 107 must be able to open it
+    (upstream's 'Permission denied' crash loop, kubevirt#11002, becomes a clear failure)."""
+    dev = loop_with_boot_sector
+    os.chmod(dev, 0o600)
+    refused = launch(make_vmi(), sandbox=True)
+    assert refused.pod is not None
+    refused.pod.dev_binds[dev] = "/dev/root"
+    assert refused.start().wait() == 1
+    term = refused.termination()
+    assert term["reason"] == "DiskError"
+    assert "/dev/root" in term["message"] and "Permission denied" in term["message"]
+    os.chown(dev, 107, 107)
+    run = launch(make_vmi(), sandbox=True)
+    assert run.pod is not None
+    run.pod.dev_binds[dev] = "/dev/root"
+    assert run.start().wait() == 0, run.log()
+    assert MARKER in run.console_text()
+    assert run.termination()["phase"] == "Succeeded"
