@@ -22,6 +22,7 @@ from vm.api import certs
 from vm.api.kube import load_pki
 from vm.api.names import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 from vm.handler import kube as handler_kube
+from vm.handler import sockets
 from vm.handler.console import ConsoleServer, server_context
 from vm.kube import Kube, KubeError, load_config
 
@@ -109,5 +110,11 @@ _tasks: list[asyncio.Task[None]] = []
 @kopf.on.startup()
 async def start_poll(**_: Any) -> None:
     _tasks.append(asyncio.create_task(resync.every(
-        POLL_SECONDS, list_objects=lambda: handler_kube.vmis_on(_client(), NODE),
-        sync=_sync)))
+        POLL_SECONDS, list_objects=_vmis_and_collect, sync=_sync)))
+
+
+def _vmis_and_collect() -> list[dict[str, Any]]:
+    """The VMIs on this node; sockets of launchers that are gone are removed on the way."""
+    vmis = handler_kube.vmis_on(_client(), NODE)
+    sockets.collect(Path(SOCKET_DIR), (v["metadata"]["uid"] for v in vmis))
+    return vmis
