@@ -67,6 +67,10 @@ class HandlerThread:
             self._stop = (asyncio.get_running_loop(), stop)
             self._ready.set()
             await stop.wait()
+            server = runner.server
+            for conn in list(getattr(server, "connections", []) if server else []):
+                if conn.transport is not None:
+                    conn.transport.abort()
             await runner.cleanup()
 
         asyncio.run(main())
