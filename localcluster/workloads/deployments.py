@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from localcluster.controllers.workloads import (
+from localcluster.workloads.shared import (
     TEMPLATE_HASH,
     Obj,
     condition,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from localcluster.controllers.workloads import (
+from localcluster.workloads.shared import (
     Obj,
     Plan,
     deleting,

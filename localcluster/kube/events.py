@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 import logging
 import threading
 import time
 import uuid
 
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError, Obj
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError, Obj
+from localcluster.kube.times import now
 
 logger = logging.getLogger(__name__)
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class EventRecorder:

@@ -1,7 +1,7 @@
 """ClusterIPs and Endpoints for Services, and service resolution for the API server.
 
 A Service of type ClusterIP (the default) without an address gets one from the
-cluster's service range (127.2.0.0/16 by default; see kubelet/podips.py). Endpoints
+cluster's service range (127.2.0.0/16 by default; see kube/addresses.py). Endpoints
 follow the selected pods (endpoints.py). There is no proxy: a connection to the
 clusterIP reaches nothing. "Resolving" a Service — what the API server
 does to call an admission webhook ``service`` — gives the first ready endpoint's pod IP
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 
-from localcluster.controllers import client, endpoints
-from localcluster.controllers.client import Kube, KubeError
-from localcluster.controllers.informer import Informer, Loop
-from localcluster.kubelet.podips import AddressPool
+from localcluster.kube import client
+from localcluster.kube.addresses import AddressPool
+from localcluster.kube.client import Kube, KubeError
+from localcluster.kube.informer import Informer, Loop
+from localcluster.services import endpoints
 
 logger = logging.getLogger(__name__)
 

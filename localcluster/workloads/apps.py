@@ -1,5 +1,5 @@
 """The Deployment, ReplicaSet and DaemonSet controllers: apply the pure plans of
-``deployments``, ``replicasets`` and ``workloads`` through the API."""
+``deployments``, ``replicasets`` and ``shared`` through the API."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from localcluster.controllers import client, deployments, replicasets, workloads
-from localcluster.controllers.client import Kube, KubeError
-from localcluster.controllers.informer import Informer, Loop
-from localcluster.storage.events import now
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
+from localcluster.kube.informer import Informer, Loop
+from localcluster.kube.times import now
+from localcluster.workloads import deployments, replicasets, shared
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class AppsController:
                     replicaset=rs, pods=self._seen(self.pods, "pods", _ns(rs)))))
         for ds in self.daemonsets.list():
             self._guard(ds, client.DAEMONSETS, lambda ds: self._pods_plan(
-                ds, client.DAEMONSETS, workloads.daemonset_plan(
+                ds, client.DAEMONSETS, shared.daemonset_plan(
                     daemonset=ds, pods=self._seen(self.pods, "pods", _ns(ds)), nodes=nodes,
                     now=now())))
 
@@ -124,7 +125,7 @@ class AppsController:
         # ReplicaSets, in a data directory kept across an upgrade): its ReplicaSet replaces
         # them.
         for pod in self._seen(self.pods, "pods", ns):
-            if workloads.owned_by(pod, d) and not workloads.deleting(pod):
+            if shared.owned_by(pod, d) and not shared.deleting(pod):
                 self.kube.delete(client.PODS, pod["metadata"]["name"], ns)
                 self._remember("pods", ns, pod["metadata"]["name"], None)
                 logger.info("deployments %s/%s: deleted pod %s of the pre-ReplicaSet layout",
@@ -138,7 +139,7 @@ class AppsController:
                             subresource="status")
 
     def _pods_plan(self, owner: Mapping[str, Any], res: client.Resource,
-                   plan: workloads.Plan) -> None:
+                   plan: shared.Plan) -> None:
         ns, name = _ns(owner), owner["metadata"]["name"]
         for pod in plan.create:
             created = self.kube.create(client.PODS, dict(pod), ns)

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from localcluster.controllers.client import Kube, KubeError, Obj, Resource
+from localcluster.kube.client import Kube, KubeError, Obj, Resource
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.controllers import deployments, replicasets, workloads
-from localcluster.controllers.deployments import REVISION
+from localcluster.workloads import deployments, replicasets, shared
+from localcluster.workloads.deployments import REVISION
 
 NOW = "2026-01-01T00:00:00Z"
 TEMPLATE = {"metadata": {"labels": {"app": "x"}},
@@ -49,11 +49,11 @@ def test_first_replica_set_carries_hash_selector_revision_and_owner() -> None:
     p = plan(deployment(4), [])
     rs = p.create
     assert rs is not None and rs["spec"]["replicas"] == 4
-    h = rs["metadata"]["labels"][workloads.TEMPLATE_HASH]
+    h = rs["metadata"]["labels"][shared.TEMPLATE_HASH]
     assert rs["metadata"]["name"] == f"d-{h}"
-    assert rs["spec"]["selector"]["matchLabels"] == {"app": "x", workloads.TEMPLATE_HASH: h}
+    assert rs["spec"]["selector"]["matchLabels"] == {"app": "x", shared.TEMPLATE_HASH: h}
     assert rs["spec"]["template"]["metadata"]["labels"] == {"app": "x",
-                                                            workloads.TEMPLATE_HASH: h}
+                                                            shared.TEMPLATE_HASH: h}
     assert rs["spec"]["template"]["spec"] == TEMPLATE["spec"]
     assert rs["metadata"]["annotations"][REVISION] == "1" and p.revision == "1"
     assert rs["metadata"]["ownerReferences"][0]["uid"] == "D"

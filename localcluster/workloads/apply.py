@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import yaml
 
-from localcluster.controllers.client import Kube, KubeError, Obj, Resource
+from localcluster.kube.client import Kube, KubeError, Obj, Resource
 
 logger = logging.getLogger(__name__)
 

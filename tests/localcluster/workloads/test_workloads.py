@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.controllers import endpoints, workloads
+from localcluster.services import endpoints
+from localcluster.workloads import shared
 
 NOW = "2026-01-01T00:00:00Z"
 TEMPLATE = {"metadata": {"labels": {"app": "x"}},
@@ -16,9 +17,9 @@ TEMPLATE = {"metadata": {"labels": {"app": "x"}},
 
 def owned_pod(name: str, *, owner: str = "D", hash_: str | None = None, phase: str = "Running",
               ready: bool = True, deleting: bool = False, node: str | None = None,
-              label: str = workloads.TEMPLATE_HASH) -> dict:
+              label: str = shared.TEMPLATE_HASH) -> dict:
     meta: dict[str, Any] = {"name": name, "namespace": "ns",
-                            "labels": {label: hash_ or workloads.template_hash(TEMPLATE)},
+                            "labels": {label: hash_ or shared.template_hash(TEMPLATE)},
                             "ownerReferences": [{"uid": owner, "controller": True}]}
     if deleting:
         meta["deletionTimestamp"] = NOW
@@ -28,9 +29,9 @@ def owned_pod(name: str, *, owner: str = "D", hash_: str | None = None, phase: s
 
 
 def test_template_hash_is_stable_and_sensitive() -> None:
-    assert workloads.template_hash(TEMPLATE) == workloads.template_hash(dict(TEMPLATE))
+    assert shared.template_hash(TEMPLATE) == shared.template_hash(dict(TEMPLATE))
     other = {**TEMPLATE, "spec": {"containers": [{"name": "c", "image": "rootdisk/x"}]}}
-    assert workloads.template_hash(other) != workloads.template_hash(TEMPLATE)
+    assert shared.template_hash(other) != shared.template_hash(TEMPLATE)
 
 
 def daemonset() -> dict:
@@ -39,7 +40,7 @@ def daemonset() -> dict:
 
 
 def ds_pod(name: str, node: str, **kw: Any) -> dict:
-    return owned_pod(name, node=node, label=workloads.REVISION_HASH, **kw)
+    return owned_pod(name, node=node, label=shared.REVISION_HASH, **kw)
 
 
 @pytest.mark.parametrize(("pods", "nodes", "create_nodes", "delete"), [
@@ -51,7 +52,7 @@ def ds_pod(name: str, node: str, **kw: Any) -> dict:
     ([ds_pod("a", "n1", phase="Failed")], ["n1"], ["n1"], ["a"]),
 ])
 def test_daemonset_plan(pods: list, nodes: list, create_nodes: list, delete: list) -> None:
-    plan = workloads.daemonset_plan(daemonset=daemonset(), pods=pods, nodes=nodes, now=NOW)
+    plan = shared.daemonset_plan(daemonset=daemonset(), pods=pods, nodes=nodes, now=NOW)
     assert [p["spec"]["nodeName"] for p in plan.create] == create_nodes
     assert sorted(plan.delete) == delete
     assert plan.status["desiredNumberScheduled"] == len(nodes)
