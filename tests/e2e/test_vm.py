@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from tests.e2e import vmkit
 from tests.fixtures.guests import MARKER, write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer

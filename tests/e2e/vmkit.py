@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import wait_for
 
 VMS = client.Resource("kubevirt.io", "v1", "virtualmachines")

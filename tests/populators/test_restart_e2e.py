@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
 from tests.localcluster.clusterkit import needs_root, running, wait_for, wait_phase

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.controllers.apply import apply_manifests
-from localcluster.controllers.client import Kube as LCKube
+from localcluster.kube.client import Kube as LCKube
+from localcluster.workloads.apply import apply_manifests
 from vm.kube import Kube, Res
 
 from .conftest import ROOT, kube_for
