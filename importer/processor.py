@@ -325,19 +325,25 @@ class Processor:
         try:
             with tarfile.open(fileobj=IterReader(chunks), mode="r|") as tar:
                 for member in tar:
-                    extracted.extend(_new_parents(target, member.name))
-                    total += member.size
+                    # What the data filter makes of the member (absolute names lose their
+                    # "/", escapes raise) is what is extracted, and what cleanup may remove.
+                    safe = tarfile.data_filter(member, str(target))
+                    path = _inside(target, safe.name)
+                    extracted.extend(_new_parents(target, safe.name))
+                    total += safe.size
                     if total > self._usable:
                         raise TooSmall(f"DataVolume too small to contain archive: more than"
                                        f" {self._usable} bytes of files")
-                    tar.extract(member, target, filter="data")
-                    extracted.append(target / member.name)
+                    existed = path.exists() or path.is_symlink()
+                    tar.extract(safe, target, filter="data")
+                    if not existed:
+                        extracted.append(path)
             self._verify_checksum()
         except tarfile.TarError as err:
-            _remove_all(extracted)
+            _remove_all(extracted, root=target)
             raise InvalidImage(f"bad tar archive: {err}", cause=err) from err
         except BaseException:
-            _remove_all(extracted)
+            _remove_all(extracted, root=target)
             raise
         self.result.size = total
         return Phase.COMPLETE
@@ -385,8 +391,18 @@ class Processor:
                 logger.warning("could not wipe %s after the failure: %s", self.config.dest, err)
 
 
+def _inside(root: Path, name: str) -> Path:
+    """``root / name``, refused unless it lies inside ``root`` (names are filtered first;
+    this is the second lock on the door)."""
+    path = Path(os.path.normpath(root / name))
+    if Path(os.path.commonpath([root.resolve(), path.parent.resolve()])) != root.resolve():
+        raise InvalidImage(f"tar member {name!r} lies outside the volume")
+    return path
+
+
 def _new_parents(root: Path, name: str) -> list[Path]:
-    """Directories extracting ``name`` will create, outermost first."""
+    """Directories extracting ``name`` (a filtered, relative name) will create,
+    outermost first."""
     created = []
     path = root
     for part in Path(name).parts[:-1]:
@@ -396,9 +412,15 @@ def _new_parents(root: Path, name: str) -> list[Path]:
     return created
 
 
-def _remove_all(paths: list[Path]) -> None:
+def _remove_all(paths: list[Path], *, root: Path) -> None:
+    """Remove what the extraction created, newest first, and only inside ``root``."""
+    base = root.resolve()
     for path in reversed(paths):
         try:
+            parent = path.parent.resolve()
+            if parent != base and base not in parent.parents:
+                logger.warning("not removing %s: outside %s", path, root)
+                continue
             if path.is_dir() and not path.is_symlink():
                 path.rmdir()
             else:
