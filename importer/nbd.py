@@ -57,6 +57,11 @@ def export(source: Source, config: ImporterConfig, *, size: int,
     """An NBD export of the source: curl on its URL where it can, else on a proxy."""
     direct = _direct_argv(config, workdir)
     if direct is not None:
+        # nbdkit's curl plugin takes a 206 at its word; the importer's own reader checks
+        # Content-Range. One read away from byte 0 shows a server (or cache) that answers
+        # every range from the start before qemu-img reads through it.
+        probe_at = min(size // 2, max(0, size - 4096)) // 512 * 512
+        source.read_range(probe_at, min(4096, size - probe_at))
         try:
             with _serve(direct, workdir, "direct") as (uri, log):
                 _check_opens(uri, size, log)
