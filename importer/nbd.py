@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from importer import children
 from importer.config import ImporterConfig, SourceKind
 from importer.errors import ImporterError, TransferError
 from importer.rangeproxy import RangeProxy
@@ -145,12 +146,20 @@ def _direct_argv(config: ImporterConfig, workdir: Path) -> list[str] | None:
 def _check_opens(uri: str, size: int, log: Path) -> None:
     """nbdkit curl opens the URL only when a client connects: connect once, and see that
     it serves the size the importer probed."""
-    done = subprocess.run(["nbdinfo", "--size", uri], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = children.run_bounded(["nbdinfo", "--size", uri], timeout=60, stdout_limit=4096)
+    stdout = done.stdout.decode(errors="replace").strip()
     if done.returncode != 0:
-        raise _StartFailed(done.stderr.strip()[-300:] or log.read_text()[-300:])
-    if int(done.stdout.strip() or -1) != size:
-        raise _StartFailed(f"served {done.stdout.strip()} bytes, expected {size}")
+        stderr = done.stderr_tail.decode(errors="replace").strip()
+        raise _StartFailed(stderr[-300:] or _log_tail(log))
+    if not stdout.isdigit() or int(stdout) != size:
+        raise _StartFailed(f"served {stdout[:40]!r} bytes, expected {size}")
+
+
+def _log_tail(log: Path, size: int = 300) -> str:
+    """The end of nbdkit's log (read from its end: the log may be large)."""
+    with log.open("rb") as f:
+        f.seek(max(0, log.stat().st_size - size))
+        return f.read().decode(errors="replace").strip()
 
 
 @contextmanager
@@ -161,25 +170,20 @@ def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[tuple[s
     argv = ["nbdkit", "--exit-with-parent", "--foreground", "--readonly",
             "--unix", str(sock), *plugin_argv]
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=dict(os.environ), stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = children.spawn(argv, env=dict(os.environ), stdin=subprocess.DEVNULL,
+                              stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_for(sock, proc, log_path)
         yield f"nbd+unix:///?socket={sock}", log_path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        children.stop(proc, grace=10)
 
 
 def _wait_for(sock: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise _StartFailed(log.read_text(errors="replace").strip()[-300:])
+            raise _StartFailed(_log_tail(log))
         if sock.exists():
             with socket.socket(socket.AF_UNIX) as probe:
                 try:

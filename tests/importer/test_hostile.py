@@ -3,6 +3,9 @@ as it was found (each failed on the importer before its fix)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from importer.config import ContentType
@@ -10,6 +13,7 @@ from importer.errors import InvalidImage, InvalidResponse, SourceChanged
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory
 from tests.importer.conftest import ImportFn
+from tests.importer.test_entrypoints import ROOT, pod_env
 
 MiB = 1024 * 1024
 
@@ -76,3 +80,40 @@ def test_nbd_route_refuses_a_server_that_answers_from_byte_zero(
     outcome = do_import(url, dest)
     assert isinstance(outcome.error, InvalidResponse), outcome.error
     assert not dest.exists()
+
+
+_MEASURED = (
+    "import atexit, resource, runpy, sys\n"
+    "def report():\n"
+    "    with open(sys.argv[1], 'w') as f:\n"
+    "        f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))\n"
+    "atexit.register(report)\n"
+    "runpy.run_module('importer', run_name='__main__')\n"
+)
+
+
+def _run_pod_measured(env: dict[str, str], report: Path, timeout: float = 300) -> int:
+    """Run the importer pod program; ``report`` receives the importer's own peak RSS in
+    bytes (its children are capped by prlimit, and measured by the benchmarks)."""
+    done = subprocess.run([sys.executable, "-c", _MEASURED, str(report)], env=env, cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          timeout=timeout, check=False)
+    return done.returncode
+
+
+def test_garbage_l1_qcow2_keeps_memory_bounded(image_factory: ImageFactory,
+                                               http_server: HttpServer,
+                                               tmp_path: Path) -> None:
+    """qemu-img check prints ~500 MB of errors for this 270 KiB image; the importer read
+    all of it into memory (gigabytes at its peak)."""
+    image = image_factory.garbage_l1_qcow2()
+    url = http_server.publish(image.path)
+    env = pod_env(tmp_path, IMPORTER_ENDPOINT=url)
+    code = _run_pod_measured(env, tmp_path / "peak")
+    peak = int((tmp_path / "peak").read_text())
+    assert code == 2
+    message = json.loads((tmp_path / "termination-log").read_text())
+    assert message["reason"] == "InvalidImage", message
+    assert "corrupt qcow2 image" in message["message"]
+    assert peak < 100 * MiB, f"peak RSS {peak / MiB:.0f} MiB"
+    assert not (tmp_path / "disk.img").exists()
