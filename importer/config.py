@@ -91,6 +91,10 @@ def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
     """Only http, https and s3 URLs, with a host (or bucket)."""
     if not url:
         raise ConfigError(f"{field_name}: an image URL is required")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        # A raw CR/LF would forge log lines and headers; URLs escape them as %0D%0A.
+        raise ConfigError(f"{field_name}: the URL holds a control character (CR, LF, ...);"
+                          " escape it with %XX")
     parts = urlsplit(url)
     allowed = _URL_SCHEMES[source]
     if parts.scheme not in allowed:

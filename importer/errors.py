@@ -26,6 +26,8 @@ a DataVolume ``Failed`` at once (upstream retries almost everything forever).
 
 from __future__ import annotations
 
+from importer.redact import redact_text
+
 
 class ImporterError(Exception):
     """Root of the importer's errors."""
@@ -34,6 +36,7 @@ class ImporterError(Exception):
     retryable = False
 
     def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
+        message = redact_text(message)  # exception text quotes URLs, queries included
         super().__init__(message)
         self.message = message
         self.cause = cause

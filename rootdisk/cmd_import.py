@@ -40,9 +40,11 @@ def register(subparsers: Any) -> None:
 def run_import(args: argparse.Namespace) -> int:
     from importer import config as cfg
     from importer.errors import ConfigError
+    from importer.redact import install_log_filter
     from importer.run import EXIT_PERMANENT, run
     from importer.termination import message
 
+    install_log_filter()
     try:
         config = _config(args, cfg)
     except ConfigError as err:

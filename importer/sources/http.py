@@ -32,6 +32,7 @@ from importer.errors import (
     Unauthorized,
 )
 from importer.formats import HEAD_BYTES
+from importer.redact import redact_url
 from importer.sources.base import CHUNK, Probe, call_with_retries
 
 logger = logging.getLogger(__name__)
@@ -197,15 +198,6 @@ def status_error(code: int, url: str) -> ImporterError:
     if code >= 500 or code in (408, 429):
         return TransferError(message)
     return ImporterError(message)
-
-
-def redact_url(url: str) -> str:
-    """A URL fit for logs: no userinfo, no query (presigned URLs carry signatures there)."""
-    base = url.split("?", 1)[0]
-    scheme, sep, rest = base.partition("://")
-    if "@" in rest.split("/", 1)[0]:
-        rest = rest.split("@", 1)[1]
-    return f"{scheme}{sep}{rest}" + ("?…" if "?" in url else "")
 
 
 def ca_bundle(cert_dir: Path) -> tempfile._TemporaryFileWrapper[bytes]:
