@@ -66,6 +66,21 @@ def sniff_compression(head: bytes) -> Compression | None:
     return None
 
 
+_HTML = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html)[\s>]", re.IGNORECASE)
+_TITLE = re.compile(rb"<title[^>]*>([^<]{0,200})", re.IGNORECASE)
+
+
+def web_page(head: bytes) -> str | None:
+    """What an HTML page at the start of the data says it is (its title), or None when
+    the data does not start like one. A disk image never starts with ``<html``: a wrong
+    URL, a login page or a proxy's error page does."""
+    if not _HTML.match(head):
+        return None
+    title = _TITLE.search(head)
+    text = title.group(1).decode("utf-8", "replace") if title else ""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:80]
+
+
 def sniff_image(head: bytes) -> Image:
     """Identify an uncompressed image from its head.
 

@@ -24,7 +24,13 @@ import zstandard
 
 from importer import nbd, plan, qemu_img
 from importer.config import ImporterConfig, SourceKind
-from importer.errors import ChecksumMismatch, ImporterError, InvalidImage, TooSmall
+from importer.errors import (
+    ChecksumMismatch,
+    ImporterError,
+    InvalidImage,
+    NotADiskImage,
+    TooSmall,
+)
 from importer.formats import (
     HEAD_BYTES,
     Compression,
@@ -32,6 +38,7 @@ from importer.formats import (
     gzip_size_hint,
     sniff_compression,
     sniff_image,
+    web_page,
     xz_uncompressed_size,
 )
 from importer.progress import Progress
@@ -148,6 +155,7 @@ class Processor:
             return Phase.BLANK
         probe = self._probe = self.source.probe()
         head = probe.head
+        _refuse_web_page(probe)
         compressions: list[Compression] = []
         while (compression := sniff_compression(head)) is not None:
             if not compressions:
@@ -389,6 +397,18 @@ class Processor:
                 wipe(self.config.dest)
             except OSError as err:
                 logger.warning("could not wipe %s after the failure: %s", self.config.dest, err)
+
+
+def _refuse_web_page(probe: Probe) -> None:
+    title = web_page(probe.head)
+    if title is None:
+        return
+    kind = (probe.content_type or "no Content-Type").split(";")[0].strip()[:60]
+    size = f"{probe.size} bytes" if probe.size is not None else "unknown size"
+    raise NotADiskImage(
+        f"the URL returned an HTML page ({kind}, {size}"
+        + (f", titled {title!r}" if title else "")
+        + "), not a disk image: check the URL and its credentials")
 
 
 def _inside(root: Path, name: str) -> Path:

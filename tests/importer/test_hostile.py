@@ -8,8 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from importer.config import ContentType
-from importer.errors import InvalidImage, InvalidResponse, SourceChanged
+from importer.errors import (
+    ConfigError,
+    InvalidImage,
+    InvalidResponse,
+    NotADiskImage,
+    SourceChanged,
+    TooManyRedirects,
+)
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory
 from tests.importer.conftest import ImportFn
@@ -121,3 +130,44 @@ def test_garbage_l1_qcow2_keeps_memory_bounded(image_factory: ImageFactory,
     assert "corrupt qcow2 image" in message["message"]
     assert peak < 100 * MiB, f"peak RSS {peak / MiB:.0f} MiB"
     assert not (tmp_path / "disk.img").exists()
+
+
+@pytest.mark.parametrize("target", ["file:///etc/passwd", "ftp://127.0.0.1/disk.img", "loop"])
+def test_bad_redirects_are_permanent(http_server: HttpServer, do_import: ImportFn,
+                                     tmp_path: Path, target: str) -> None:
+    url = http_server.url_for("hop.img")
+    http_server.set_faults("hop.img", Faults(redirect_to=url if target == "loop" else target))
+    outcome = do_import(url, tmp_path / "d.img")
+    expected = TooManyRedirects if target == "loop" else ConfigError
+    assert isinstance(outcome.error, expected), outcome.error
+    assert outcome.exit_code == 2 and not outcome.error.retryable
+    reason = "TooManyRedirects" if target == "loop" else "InvalidConfig"
+    assert json.loads(outcome.termination)["reason"] == reason
+    # Not retried: one request (or one redirect chain) only.
+    limit = 31 if target == "loop" else 1
+    assert len(http_server.requests_for("hop.img")) <= limit
+
+
+@pytest.mark.parametrize("page", [
+    b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>...</body></html>\n",
+    b"\xef\xbb\xbf\n  <html lang=en><title>404 - not here</title></html>",
+])
+def test_a_web_page_is_not_a_disk(http_server: HttpServer, do_import: ImportFn,
+                                  tmp_path: Path, page: bytes) -> None:
+    (tmp_path / "www" / "login").write_bytes(page)
+    http_server.set_faults("login", Faults(content_type="text/html"))
+    dest = tmp_path / "d.img"
+    outcome = do_import(http_server.url_for("login"), dest)
+    assert isinstance(outcome.error, NotADiskImage), outcome.error
+    assert outcome.exit_code == 2
+    assert "text/html" in outcome.error.message and "HTML" in outcome.error.message
+    assert not dest.exists()
+
+
+def test_raw_data_that_only_mentions_html_stays_raw(http_server: HttpServer,
+                                                    do_import: ImportFn, tmp_path: Path) -> None:
+    data = b"\x00" * 512 + b"<html>" + bytes(range(256)) * 16
+    (tmp_path / "www" / "disk.raw").write_bytes(data)
+    outcome = do_import(http_server.url_for("disk.raw"), tmp_path / "d.img")
+    assert outcome.exit_code == 0, outcome.error
+    assert (tmp_path / "d.img").read_bytes() == data
