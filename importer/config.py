@@ -72,6 +72,10 @@ class ImporterConfig:
     scratch_dir: Path | None = None
     """Where a compressed convertible image is decompressed before conversion.
     None: beside the destination file (Filesystem), or the temp dir (Block)."""
+    partial_file: bool = False
+    """Write a file destination as ``.NAME.partial`` beside it and rename it on success
+    (the CLI: a killed import leaves nothing under the real name). Pods write the
+    volume's disk.img in place: their exit status and termination message are the record."""
     retry_attempts: int = 6
     """Tries of one read (the first included) before a transfer error is final."""
     retry_delay: float = 1.0

@@ -109,6 +109,11 @@ class Processor:
         self.progress = progress
         self.result = Result()
         self.block = is_block_device(config.dest)
+        self.target = config.dest
+        """Where the disk is written: the destination itself (a device, a volume's
+        disk.img), or for ``config.partial_file`` a name beside it, renamed on success."""
+        if config.partial_file and not self.block and not config.dest.is_dir():
+            self.target = config.dest.with_name(f".{config.dest.name}.partial")
         self.hasher = config.checksum.hasher() if config.checksum else None
         self._probe: Probe | None = None
         self._image: Image | None = None
@@ -142,6 +147,8 @@ class Processor:
         except BaseException:
             self._wipe_destination()
             raise
+        if self.target != self.config.dest and self.result.route != plan.Route.ARCHIVE:
+            os.replace(self.target, self.config.dest)
         self.result.seconds = time.monotonic() - started
         self.progress.set_percent(100.0)
         return self.result
@@ -251,7 +258,7 @@ class Processor:
         chunks = self._chunks if self._chunks is not None else self._fetched()
         if self.result.compression:
             chunks = bounded(chunks, limit=self._usable, what="decompressed data")
-        writer = SparseWriter(self.config.dest, preallocate=self.config.preallocation)
+        writer = SparseWriter(self.target, preallocate=self.config.preallocation)
         try:
             for chunk in chunks:
                 if writer.offset + len(chunk) > self._usable:
@@ -305,16 +312,16 @@ class Processor:
         self.result.virtual_size = info.virtual_size
         plan.check_fits(virtual_size=info.virtual_size, usable=self._usable)
         qemu_img.check(image, fmt)
-        zeroed = zero_device(self.config.dest) if self.block else False
+        zeroed = zero_device(self.target) if self.block else False
         self.progress.stage(start=progress_from, end=100)
         qemu_img.convert(
-            image, fmt, self.config.dest,
+            image, fmt, self.target,
             virtual_size=info.virtual_size, dest_is_block=self.block, dest_is_zero=zeroed,
             preallocate=self.config.preallocation,
-            direct_io=supports_direct_io(self.config.dest),
+            direct_io=supports_direct_io(self.target),
             progress=self.progress.stage_percent,
         )
-        self.result.size = info.virtual_size if not self.block else device_size(self.config.dest)
+        self.result.size = info.virtual_size if not self.block else device_size(self.target)
 
     def _scratch_dir(self) -> Path | None:
         """The configured scratch dir; else a pod's scratch volume at /scratch (upstream's
@@ -358,12 +365,12 @@ class Processor:
 
     def blank(self) -> Phase:
         if self.block:
-            if not zero_device(self.config.dest):
-                writer = SparseWriter(self.config.dest)
+            if not zero_device(self.target):
+                writer = SparseWriter(self.target)
                 writer.finish()
-            self.result.size = device_size(self.config.dest)
+            self.result.size = device_size(self.target)
             return Phase.COMPLETE
-        writer = SparseWriter(self.config.dest, preallocate=self.config.preallocation)
+        writer = SparseWriter(self.target, preallocate=self.config.preallocation)
         self.result.size = writer.finish(self._usable)
         self.result.virtual_size = self.result.size
         return Phase.COMPLETE
@@ -373,30 +380,30 @@ class Processor:
         if self.block or self.config.image_size is None:
             self._record_allocation()
             return Phase.COMPLETE
-        size = self.config.dest.stat().st_size
+        size = self.target.stat().st_size
         if self._usable > size:
-            os.truncate(self.config.dest, self._usable)
+            os.truncate(self.target, self._usable)
             if self.config.preallocation:
-                fd = os.open(self.config.dest, os.O_WRONLY)
+                fd = os.open(self.target, os.O_WRONLY)
                 try:
                     os.posix_fallocate(fd, size, self._usable - size)
                 finally:
                     os.close(fd)
-            logger.info("resized %s from %d to %d bytes", self.config.dest, size, self._usable)
+            logger.info("resized %s from %d to %d bytes", self.target, size, self._usable)
         self.result.size = max(size, self._usable)
         self._record_allocation()
         return Phase.COMPLETE
 
     def _record_allocation(self) -> None:
         if not self.block:
-            self.result.allocated_bytes = self.config.dest.stat().st_blocks * 512
+            self.result.allocated_bytes = self.target.stat().st_blocks * 512
 
     def _wipe_destination(self) -> None:
         if self.result.route != plan.Route.ARCHIVE:
             try:
-                wipe(self.config.dest)
+                wipe(self.target)
             except OSError as err:
-                logger.warning("could not wipe %s after the failure: %s", self.config.dest, err)
+                logger.warning("could not wipe %s after the failure: %s", self.target, err)
 
 
 def _refuse_web_page(probe: Probe) -> None:

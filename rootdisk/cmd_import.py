@@ -110,6 +110,7 @@ def _config(args: argparse.Namespace, cfg: Any) -> Any:
         metrics_port=None,
         scratch_dir=args.scratch_dir,
         retry_attempts=args.retries,
+        partial_file=True,
     )
 
 
