@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
-from importer.config import ImporterConfig
 from importer import children
+from importer.config import ImporterConfig
 from importer.errors import ImporterError, Interrupted
 from importer.processor import Processor, Result
 from importer.progress import Listener, Progress
