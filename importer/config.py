@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
 from importer.sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
+from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
 
 FILESYSTEM_DEST = Path("/data/disk.img")
 BLOCK_DEST = Path("/dev/cdi-block-volume")
@@ -76,6 +77,11 @@ class ImporterConfig:
     """Write a file destination as ``.NAME.partial`` beside it and rename it on success
     (the CLI: a killed import leaves nothing under the real name). Pods write the
     volume's disk.img in place: their exit status and termination message are the record."""
+    stall_min_bytes: int = DEFAULT_MIN_BYTES
+    """Fail ``Stalled`` when fewer bytes than this arrive in ``stall_window`` seconds."""
+    stall_window: float = DEFAULT_WINDOW
+    deadline: float | None = None
+    """Seconds the whole import may take (None: no overall deadline)."""
     retry_attempts: int = 6
     """Tries of one read (the first included) before a transfer error is final."""
     retry_delay: float = 1.0
@@ -89,6 +95,12 @@ class ImporterConfig:
         check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
         if self.retry_attempts < 1:
             raise ConfigError("retry_attempts: must be at least 1")
+        if self.stall_window <= 0:
+            raise ConfigError(f"IMPORTER_STALL_WINDOW: must be positive, got {self.stall_window}")
+        if self.stall_min_bytes < 0:
+            raise ConfigError("IMPORTER_STALL_MIN_BYTES: must not be negative")
+        if self.deadline is not None and self.deadline <= 0:
+            raise ConfigError(f"IMPORTER_DEADLINE: must be positive, got {self.deadline}")
 
 
 def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
@@ -150,6 +162,10 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
         retry_attempts=_int(env, "IMPORTER_RETRY_ATTEMPTS", 6),
         retry_delay=_float(env, "IMPORTER_RETRY_DELAY", 1.0),
+        stall_min_bytes=parse_byte_count(env.get("IMPORTER_STALL_MIN_BYTES") or "1Mi",
+                                         field_name="IMPORTER_STALL_MIN_BYTES"),
+        stall_window=_float(env, "IMPORTER_STALL_WINDOW", DEFAULT_WINDOW),
+        deadline=_float(env, "IMPORTER_DEADLINE", 0.0) or None,
     )
 
 
@@ -176,6 +192,14 @@ def parse_size(text: str, *, field_name: str) -> int:
     if size <= 0:
         raise ConfigError(f"{field_name}: size must be positive, got {text!r}")
     return size
+
+
+def parse_byte_count(text: str, *, field_name: str) -> int:
+    """A byte count where 0 is allowed (0 turns a minimum off)."""
+    try:
+        return parse_bytes(text)
+    except ValueError as err:
+        raise ConfigError(f"{field_name}: {err}") from None
 
 
 def _env_headers(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

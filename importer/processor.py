@@ -8,11 +8,13 @@ anywhere wipes the destination, so a broken import never looks like a good disk.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ from importer.formats import (
 from importer.progress import Progress
 from importer.sources.base import Probe, Source
 from importer.streams import IterReader, bounded, decompressed, observed, peek, resumable
+from importer.watchdog import Watchdog
 from importer.writers import (
     SparseWriter,
     device_size,
@@ -103,8 +106,10 @@ class Result:
 
 
 class Processor:
-    def __init__(self, config: ImporterConfig, source: Source, progress: Progress) -> None:
+    def __init__(self, config: ImporterConfig, source: Source, progress: Progress, *,
+                 watchdog: Watchdog | None = None) -> None:
         self.config = config
+        self.watchdog = watchdog
         self.source = source
         self.progress = progress
         self.result = Result()
@@ -119,6 +124,7 @@ class Processor:
         self._image: Image | None = None
         self._chunks: Iterator[bytes] | None = None  # a stream opened by Info, to go on with
         self._usable = 0
+        self._fetch_lock = threading.Lock()
         self.steps: dict[Phase, Callable[[], Phase]] = {
             Phase.INFO: self.info,
             Phase.STREAM: self.stream,
@@ -240,7 +246,16 @@ class Processor:
 
     def _count(self, chunk: bytes) -> None:
         self.result.fetched_bytes += len(chunk)
+        if self.watchdog is not None:
+            self.watchdog.add(len(chunk))
         self.progress.advance(len(chunk))
+
+    def _fetched_by_proxy(self, count: int) -> None:
+        """Bytes the range endpoint fetched for nbdkit (from reader threads)."""
+        with self._fetch_lock:
+            self.result.fetched_bytes += count
+        if self.watchdog is not None:
+            self.watchdog.add(count)
 
     def _verify_checksum(self) -> None:
         expected = self.config.checksum
@@ -278,11 +293,17 @@ class Processor:
         assert self._probe is not None and self._probe.size is not None and self._image
         with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
                 nbd.export(self.source, self.config, size=self._probe.size,
-                           workdir=Path(workdir)) as export:
-            try:
-                self._convert(export.uri, progress_from=0)
-            except ImporterError as err:
-                raise (export.failure() or err) from err
+                           workdir=Path(workdir), on_fetch=self._fetched_by_proxy) as export:
+            # nbdkit's curl plugin fetches the direct route's bytes: its reads count.
+            counter = nbd.read_counter(export.reads_log) if export.reads_log else None
+            with (self.watchdog.watch(counter) if self.watchdog and counter
+                  else contextlib.nullcontext()):
+                try:
+                    self._convert(export.uri, progress_from=0)
+                except ImporterError as err:
+                    raise (export.failure() or err) from err
+                if counter is not None:
+                    self.result.fetched_bytes += counter()
         return Phase.RESIZE
 
     def scratch_convert(self) -> Phase:
@@ -302,7 +323,8 @@ class Processor:
                 writer.discard()
                 raise
             self._verify_checksum()
-            self._convert(str(scratch), progress_from=self._fetch_share())
+            with (self.watchdog.paused() if self.watchdog else contextlib.nullcontext()):
+                self._convert(str(scratch), progress_from=self._fetch_share())
         return Phase.RESIZE
 
     def _convert(self, image: str, *, progress_from: float) -> None:

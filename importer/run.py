@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from importer.processor import Processor, Result
 from importer.progress import Listener, Progress
 from importer.sources import open_source
 from importer.termination import message, write
+from importer.watchdog import Rule, Watchdog, armed
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +73,14 @@ def run(config: ImporterConfig, *, listeners: list[Listener] | None = None) -> O
                                 addr=config.metrics_addr)
     progress = Progress([*([metric] if metric else []), *(listeners or [])])
     try:
-        with stopped_by_signals():
+        rule = Rule(min_bytes=config.stall_min_bytes, window=config.stall_window,
+                    deadline=config.deadline, started=time.monotonic())
+        with stopped_by_signals(), \
+                armed(Watchdog(rule, time.monotonic),
+                      interval=min(1.0, config.stall_window / 4)) as watchdog:
             source = open_source(config)
             try:
-                result = Processor(config, source, progress).run()
+                result = Processor(config, source, progress, watchdog=watchdog).run()
             finally:
                 source.close()
     except ImporterError as err:
