@@ -12,6 +12,7 @@ import pytest
 
 from importer.config import ContentType
 from importer.errors import (
+    BackingFileRejected,
     ConfigError,
     InvalidImage,
     InvalidResponse,
@@ -19,8 +20,9 @@ from importer.errors import (
     SourceChanged,
     TooManyRedirects,
 )
+from importer.formats import HEAD_BYTES, sniff_image
 from tests.fixtures.httpserver import Faults, HttpServer
-from tests.fixtures.images import ImageFactory
+from tests.fixtures.images import SECRET_MARKER, ImageFactory
 from tests.importer.conftest import ImportFn
 from tests.importer.test_entrypoints import ROOT, pod_env
 
@@ -171,3 +173,25 @@ def test_raw_data_that_only_mentions_html_stays_raw(http_server: HttpServer,
     outcome = do_import(http_server.url_for("disk.raw"), tmp_path / "d.img")
     assert outcome.exit_code == 0, outcome.error
     assert (tmp_path / "d.img").read_bytes() == data
+
+
+@pytest.mark.parametrize("variant", ["capacity0", "indented", "parent"])
+def test_sparse_vmdk_naming_a_host_file_is_refused_before_qemu(
+        image_factory: ImageFactory, http_server: HttpServer, do_import: ImportFn,
+        tmp_path: Path, variant: str) -> None:
+    secret = tmp_path / "host-secret.raw"
+    secret.write_bytes(SECRET_MARKER * 16)
+    image = image_factory.hostile_sparse_vmdk(variant, secret.resolve())
+    # The header check itself refuses it: qemu-img (which would open the file) never runs.
+    with pytest.raises(BackingFileRejected):
+        sniff_image(image.path.read_bytes()[:HEAD_BYTES])
+    dest = tmp_path / "d.img"
+    outcome = do_import(http_server.publish(image.path), dest)
+    assert isinstance(outcome.error, BackingFileRejected), outcome.error
+    assert not dest.exists()
+
+
+def test_ordinary_sparse_vmdk_still_passes(images: ImageFactory) -> None:
+    image = images.get("vmdk")
+    sniffed = sniff_image(image.path.read_bytes()[:HEAD_BYTES])
+    assert sniffed.virtual_size == image.virtual_size
