@@ -179,9 +179,9 @@ def _direct_argv(config: ImporterConfig, workdir: Path) -> list[str] | None:
     header_file = workdir / "headers"
     header_file.touch(mode=0o600)
     header_file.write_text("\n".join(headers) + "\n")
-    argv = ["--filter=log", f"logfile={workdir / READS_LOG}",
-            "--filter=retry", "curl", f"url={config.endpoint}",
-            f"header-script=cat {shlex.quote(str(header_file))}",
+    argv = ["--filter=log", "--filter=retry", "curl", f"logfile={workdir / READS_LOG}",
+            f"url={config.endpoint}",
+            f"header-script={_header_script(header_file)}",
             "protocols=http,https", "timeout=60",
             f"retries={config.retry_attempts - 1}",
             f"retry-delay={max(1, round(config.retry_delay))}"]  # whole seconds, at least 1
@@ -194,6 +194,14 @@ def _direct_argv(config: ImporterConfig, workdir: Path) -> list[str] | None:
             bundle.write_bytes(tmp.read())
         argv.append(f"cainfo={bundle}")
     return argv
+
+
+def _header_script(header_file: Path) -> str:
+    """The script that prints the headers. nbdkit sends a script's stderr to a new
+    ``/tmp/errorsXXXXXX`` it never removes; the script removes its own (that file, found
+    through its stderr, and only if named so)."""
+    return (f"cat {shlex.quote(str(header_file))} && "
+            'e=$(readlink /proc/$$/fd/2); case "$e" in /tmp/errors??????) rm -f -- "$e";; esac')
 
 
 def _check_opens(uri: str, size: int, log: Path) -> None:

@@ -4,8 +4,10 @@ as it was found (each failed on the importer before its fix)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,36 @@ def test_ordinary_sparse_vmdk_still_passes(images: ImageFactory) -> None:
     image = images.get("vmdk")
     sniffed = sniff_image(image.path.read_bytes()[:HEAD_BYTES])
     assert sniffed.virtual_size == image.virtual_size
+
+
+def _fetched_by_curl(server: HttpServer) -> bool:
+    """Whether nbdkit's curl plugin read the image itself (the direct route): the
+    importer's own requests always send Accept-Encoding: identity, curl's never do."""
+    return any("Accept-Encoding" not in r.headers for r in server.requests if r.method == "GET")
+
+
+@pytest.mark.parametrize("query", ["", "?X-Amz-Signature=abc"], ids=["direct", "proxy"])
+def test_nbd_import_leaves_no_temp_files(images: ImageFactory, http_server: HttpServer,
+                                         tmp_path: Path, query: str) -> None:
+    """nbdkit's curl plugin with a header script made a /tmp/errorsXXXXXX per run (the
+    path is nbdkit's own, not $TMPDIR's): the pod program runs with a private /tmp."""
+    private = tmp_path / "private-tmp"
+    private.mkdir()
+    url = http_server.publish(images.get("qcow2").path) + query
+    outside = Path(tempfile.mkdtemp(prefix="rootdisk-test-", dir="/var/tmp"))  # not under /tmp
+    try:
+        env = pod_env(outside, IMPORTER_ENDPOINT=url)
+        script = (f"mount --bind {private} /tmp && cd {ROOT} && "
+                  f"exec {sys.executable} -m importer")
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private",
+                               "sh", "-c", script], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        if done.returncode != 0 and "Operation not permitted" in done.stderr:
+            pytest.skip("no private mount namespace here (needs root)")
+        assert done.returncode == 0, done.stderr
+        message = json.loads((outside / "termination-log").read_text())
+        assert message["route"] == "nbd-convert"
+        assert _fetched_by_curl(http_server) == (query == "")
+    finally:
+        shutil.rmtree(outside)
+    assert list(private.iterdir()) == []

@@ -14,6 +14,7 @@ from importer.watchdog import Rule
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory
 from tests.importer.conftest import ImportFn
+from tests.importer.test_hostile import _fetched_by_curl
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -65,6 +66,7 @@ def test_nbd_route_reports_the_bytes_it_fetched(images: ImageFactory, http_serve
     url = http_server.publish(image.path) + query
     outcome = do_import(url, tmp_path / "d.img")
     assert outcome.result is not None and outcome.result.route == "nbd-convert"
+    assert _fetched_by_curl(http_server) == (query == "")
     sent = sum(r.sent or 0 for r in http_server.requests)
     fetched = outcome.result.fetched_bytes
     assert json.loads(outcome.termination)["fetchedBytes"] == fetched
