@@ -35,8 +35,23 @@ _live: set[subprocess.Popen[bytes]] = set()
 _lock = threading.Lock()
 
 
+# The importer's own credentials, as upstream passes them: no child needs them (nbdkit
+# gets headers from a 0600 file), and a child's environment is readable in /proc.
+_SECRET_VARIABLES = ("IMPORTER_ACCESS_KEY_ID", "IMPORTER_SECRET_KEY", "AWS_ACCESS_KEY_ID",
+                     "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_SECRET_PREFIXES = ("IMPORTER_EXTRA_HEADER_",)
+
+
+def child_environment() -> dict[str, str]:
+    """The importer's environment without its credentials."""
+    return {k: v for k, v in os.environ.items()
+            if k not in _SECRET_VARIABLES and not k.startswith(_SECRET_PREFIXES)}
+
+
 def spawn(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as a registered child in its own process group."""
+    """Start ``argv`` as a registered child in its own process group, with the
+    importer's environment less its credentials."""
+    kwargs.setdefault("env", child_environment())
     proc: subprocess.Popen[bytes] = subprocess.Popen(
         [*PDEATHSIG, *argv], process_group=0, **kwargs)
     with _lock:

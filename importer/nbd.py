@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import re
 import shlex
 import socket
@@ -232,7 +231,7 @@ def _serve(plugin_argv: list[str], workdir: Path,
     argv = ["nbdkit", "--exit-with-parent", "--foreground", "--readonly",
             "--unix", str(sock), *plugin_argv]
     with log_path.open("wb") as log:
-        proc = children.spawn(argv, env=dict(os.environ), stdin=subprocess.DEVNULL,
+        proc = children.spawn(argv, stdin=subprocess.DEVNULL,
                               stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_for(sock, proc, log_path)
