@@ -82,6 +82,8 @@ class ImporterConfig:
     stall_window: float = DEFAULT_WINDOW
     deadline: float | None = None
     """Seconds the whole import may take (None: no overall deadline)."""
+    read_timeout: float = 60.0
+    """Seconds without a byte before a read is given up (and retried, resuming)."""
     retry_attempts: int = 6
     """Tries of one read (the first included) before a transfer error is final."""
     retry_delay: float = 1.0
@@ -95,6 +97,8 @@ class ImporterConfig:
         check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
         if self.retry_attempts < 1:
             raise ConfigError("retry_attempts: must be at least 1")
+        if self.read_timeout <= 0:
+            raise ConfigError(f"IMPORTER_READ_TIMEOUT: must be positive, got {self.read_timeout}")
         if self.stall_window <= 0:
             raise ConfigError(f"IMPORTER_STALL_WINDOW: must be positive, got {self.stall_window}")
         if self.stall_min_bytes < 0:
@@ -162,6 +166,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
         retry_attempts=_int(env, "IMPORTER_RETRY_ATTEMPTS", 6),
         retry_delay=_float(env, "IMPORTER_RETRY_DELAY", 1.0),
+        read_timeout=_float(env, "IMPORTER_READ_TIMEOUT", 60.0),
         stall_min_bytes=parse_byte_count(env.get("IMPORTER_STALL_MIN_BYTES") or "1Mi",
                                          field_name="IMPORTER_STALL_MIN_BYTES"),
         stall_window=_float(env, "IMPORTER_STALL_WINDOW", DEFAULT_WINDOW),

@@ -38,7 +38,7 @@ from importer.sources.base import CHUNK, Probe, call_with_retries
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "rootdisk-importer"
-TIMEOUT = (10, 60)  # connect, between bytes: a stalled server is a transfer error
+CONNECT_TIMEOUT = 10  # and config.read_timeout between bytes: a stalled read is retried
 _CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 
 
@@ -120,7 +120,8 @@ class HTTPSource:
         if start or end is not None:
             headers["Range"] = f"bytes={start}-{'' if end is None else end}"
         try:
-            response = self.session.get(self.url, headers=headers, stream=True, timeout=TIMEOUT,
+            response = self.session.get(self.url, headers=headers, stream=True,
+                                        timeout=(CONNECT_TIMEOUT, self.config.read_timeout),
                                         verify=self.verify)
         except requests.exceptions.SSLError as err:
             raise ImporterError(f"TLS verification of {self._safe_url()} failed: {err}",

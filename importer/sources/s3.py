@@ -84,7 +84,7 @@ class S3Source:
             "s3": {"addressing_style": "path"},
             "retries": {"total_max_attempts": 1},  # retries are the importer's own, resuming
             "connect_timeout": 10,
-            "read_timeout": 60,
+            "read_timeout": config.read_timeout,
         }
         if not config.access_key_id:
             options["signature_version"] = UNSIGNED
