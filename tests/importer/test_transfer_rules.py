@@ -4,6 +4,7 @@ before their transfer."""
 
 from __future__ import annotations
 
+import itertools
 import lzma
 import os
 from pathlib import Path
@@ -26,7 +27,7 @@ def test_retries_back_off_exponentially(images: ImageFactory, http_server: HttpS
     assert isinstance(outcome.error, TransferError)
     times = [r.at for r in http_server.requests_for("busy.img")]
     assert len(times) == 4
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     # Sleeping never ends early: each gap is at least its backoff (0.1, 0.2, 0.4 s).
     for gap, least in zip(gaps, (0.1, 0.2, 0.4), strict=True):
         assert gap >= least * 0.95, gaps
