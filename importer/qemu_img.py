@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from importer import children
 from importer.errors import BackingFileRejected, ImporterError, InvalidImage, TransferError
@@ -156,3 +156,33 @@ def convert(
 def _last_line(stderr: bytes) -> str:
     lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     return lines[-1] if lines else "no error output"
+
+
+class QemuImg(Protocol):
+    """What the processor asks of qemu-img: a seam, so the clone and upload programs and
+    tests can supply another (``tests/fakes.py:FakeQemuImg``)."""
+
+    def info(self, image: str, fmt: ImageFormat) -> ImageInfo: ...
+
+    def check(self, image: str, fmt: ImageFormat) -> None: ...
+
+    def convert(self, source: str, fmt: ImageFormat, dest: Path, *, virtual_size: int,
+                dest_is_block: bool, dest_is_zero: bool, preallocate: bool, direct_io: bool,
+                progress: Callable[[float], None] | None = None) -> None: ...
+
+
+class SubprocessQemuImg:
+    """The real one: the functions above, each a confined child process."""
+
+    def info(self, image: str, fmt: ImageFormat) -> ImageInfo:
+        return info(image, fmt)
+
+    def check(self, image: str, fmt: ImageFormat) -> None:
+        check(image, fmt)
+
+    def convert(self, source: str, fmt: ImageFormat, dest: Path, *, virtual_size: int,
+                dest_is_block: bool, dest_is_zero: bool, preallocate: bool, direct_io: bool,
+                progress: Callable[[float], None] | None = None) -> None:
+        convert(source, fmt, dest, virtual_size=virtual_size, dest_is_block=dest_is_block,
+                dest_is_zero=dest_is_zero, preallocate=preallocate, direct_io=direct_io,
+                progress=progress)
