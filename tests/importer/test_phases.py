@@ -19,7 +19,7 @@ MiB = 1024 * 1024
 RAW = bytes(range(256)) * 4096  # 1 MiB of data
 QCOW2 = qcow2_head(4 * MiB)
 
-I, S, N, X, B, R = (Phase.INFO, Phase.STREAM, Phase.NBD_CONVERT, Phase.SCRATCH_CONVERT,
+INFO, S, N, X, B, R = (Phase.INFO, Phase.STREAM, Phase.NBD_CONVERT, Phase.SCRATCH_CONVERT,
                     Phase.BLANK, Phase.RESIZE)
 
 
@@ -37,14 +37,14 @@ class Case:
 
 
 CASES = [
-    Case("raw streams", RAW, [I, S, R]),
-    Case("qcow2 converts while streaming", QCOW2, [I, N, R]),
-    Case("qcow2 without Range goes through scratch", QCOW2, [I, X, R], ranged=False),
-    Case("blank", b"", [I, B], source=SourceKind.BLANK, image_size=8 * MiB),
-    Case("too small in Info: nothing fetched", QCOW2, [I], TooSmall, free=MiB),
-    Case("ENOSPC while converting is TooSmall", QCOW2, [I, N], TooSmall, fail=ENOSPC),
-    Case("a failed convert", QCOW2, [I, N], InvalidImage, fail=InvalidImage("bad")),
-    Case("ENOSPC in the scratch route", QCOW2, [I, X], TooSmall, ranged=False, fail=ENOSPC),
+    Case("raw streams", RAW, [INFO, S, R]),
+    Case("qcow2 converts while streaming", QCOW2, [INFO, N, R]),
+    Case("qcow2 without Range goes through scratch", QCOW2, [INFO, X, R], ranged=False),
+    Case("blank", b"", [INFO, B], source=SourceKind.BLANK, image_size=8 * MiB),
+    Case("too small in Info: nothing fetched", QCOW2, [INFO], TooSmall, free=MiB),
+    Case("ENOSPC while converting is TooSmall", QCOW2, [INFO, N], TooSmall, fail=ENOSPC),
+    Case("a failed convert", QCOW2, [INFO, N], InvalidImage, fail=InvalidImage("bad")),
+    Case("ENOSPC in the scratch route", QCOW2, [INFO, X], TooSmall, ranged=False, fail=ENOSPC),
 ]
 
 
@@ -78,7 +78,7 @@ def test_phase_table(case: Case, tmp_path: Path) -> None:
         processor.run()
     assert processor.visited == case.phases
     assert not dest.exists()  # wiped: the half-written disk is gone
-    if case.phases == [I]:
+    if case.phases == [INFO]:
         assert source.streamed == 0 and qemu.calls == []
 
 
@@ -88,5 +88,5 @@ def test_loop_guard(tmp_path: Path) -> None:
     processor.steps[Phase.RESIZE] = lambda planned: Phase.STREAM  # a step naming a visited one
     with pytest.raises(ImporterError, match="phase TransferDataFile reached twice"):
         processor.run()
-    assert processor.visited == [I, S, R]
+    assert processor.visited == [INFO, S, R]
     assert not dest.exists()
