@@ -176,22 +176,22 @@ def run_bounded(argv: Sequence[str], *, timeout: float, stdout_limit: int = 1 <<
         err = _Tail(tail)
         overflow: str | None = None
         deadline = time.monotonic() + timeout
-        streams: dict[IO[bytes], str] = {proc.stdout: "stdout", proc.stderr: "stderr"}
+        streams: dict[int, str] = {proc.stdout.fileno(): "stdout",
+                                   proc.stderr.fileno(): "stderr"}
         with selectors.DefaultSelector() as selector:
-            for stream in streams:
-                selector.register(stream, selectors.EVENT_READ)
+            for fd in streams:
+                selector.register(fd, selectors.EVENT_READ)
             while streams and overflow is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 for key, _ in selector.select(timeout=min(left, 1.0)):
-                    stream = key.fileobj
-                    assert not isinstance(stream, int) and hasattr(stream, "fileno")
-                    data = os.read(stream.fileno(), 64 * 1024)
-                    name = streams[stream]  # type: ignore[index]
+                    fd = key.fd
+                    data = os.read(fd, 64 * 1024)
+                    name = streams[fd]
                     if not data:
-                        selector.unregister(stream)
-                        del streams[stream]  # type: ignore[arg-type]
+                        selector.unregister(fd)
+                        del streams[fd]
                     elif name == "stdout":
                         out += data
                         if len(out) > stdout_limit:
