@@ -15,7 +15,10 @@ Where it differs from a real cluster (on purpose, documented where it is done):
 - Services get a 127.x.y.z clusterIP and Endpoints, but there is no proxy: "resolving" a
   Service (what the API server does for admission webhooks) yields a ready endpoint's
   pod IP and target port (controllers/services.py).
-- Deployments own their pods directly (no ReplicaSets); pods carry pod-template-hash.
+- Deployments roll out through ReplicaSets as kube-controller-manager does (RollingUpdate
+  and Recreate, revisions, history, the scale subresource: ``kubectl rollout`` and
+  ``kubectl scale`` work); DaemonSets keep no ControllerRevisions; StatefulSets, Jobs
+  and CronJobs are stored but have no controller.
 - Only images named ``rootdisk/<program>`` run (kubelet/images.py); others ErrImagePull.
 - exec/grpc probes are not run (httpGet and tcpSocket are); no port-forward/exec/attach.
 - A Filesystem volume grows offline when the kernel refuses online resize (containers
@@ -30,6 +33,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -83,6 +87,20 @@ class Options:
     shutdown_grace: float = 5.0
 
 
+DATA_DIR_MODE = 0o700
+
+
+def secure_data_dir(path: str) -> None:
+    """Create the data directory 0700, or tighten a looser one with a warning: it holds
+    the store (Secrets), the CA key, tokens and the pods' volumes."""
+    os.makedirs(path, mode=DATA_DIR_MODE, exist_ok=True)
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode != DATA_DIR_MODE:
+        logger.warning("data directory %s was mode %04o: tightened to %04o (it holds "
+                       "Secrets)", path, mode, DATA_DIR_MODE)
+        os.chmod(path, DATA_DIR_MODE)
+
+
 class Cluster:
     def __init__(self, data_dir: str, options: Options | None = None) -> None:
         self.data_dir = os.path.realpath(data_dir)
@@ -102,7 +120,7 @@ class Cluster:
     # -- the lock --------------------------------------------------------------------
 
     def _take_lock(self) -> None:
-        os.makedirs(self.data_dir, exist_ok=True)
+        secure_data_dir(self.data_dir)
         fh = open(os.path.join(self.data_dir, LOCK_FILE), "a+")  # noqa: SIM115
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -163,8 +181,8 @@ class Cluster:
         scs = informer(client.STORAGECLASSES)
         cms, secrets = informer(client.CONFIGMAPS), informer(client.SECRETS)
         services, eps = informer(client.SERVICES), informer(client.ENDPOINTS)
-        deps, dss, nodes = (informer(client.DEPLOYMENTS), informer(client.DAEMONSETS),
-                            informer(client.NODES))
+        deps, rss, dss, nodes = (informer(client.DEPLOYMENTS), informer(client.REPLICASETS),
+                                 informer(client.DAEMONSETS), informer(client.NODES))
         for inf in self._informers:
             inf.start()
         extras = images.load_extra_images(os.environ.get(images.ENV_EXTRA_IMAGES))
@@ -183,9 +201,11 @@ class Cluster:
                                     pvs=pvs, storage_classes=scs, pods=pods)
         svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods,
                                 service_cidr=service_cidr)
-        apps = AppsController(kube, deployments=deps, daemonsets=dss, pods=pods, nodes=nodes)
+        apps = AppsController(kube, deployments=deps, replicasets=rss, daemonsets=dss,
+                              pods=pods, nodes=nodes)
         self._controllers = [storage, svc, apps]
         server.set_log_provider(self.node.log_provider)
+        server.set_exec_provider(self.node.exec_provider)
         server.set_service_resolver(svc.resolve)
         self.node.start()
         for c in self._controllers:
@@ -212,6 +232,7 @@ class Cluster:
         self._informers = []
         if self.api is not None:
             self.api.server.set_log_provider(None)
+            self.api.server.set_exec_provider(None)
             self.api.stop()
             self.api = None
         if self.kube is not None:

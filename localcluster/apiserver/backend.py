@@ -27,6 +27,7 @@ from . import (
     immutability,
     meta,
     patches,
+    scale,
     schema,
     validation,
 )
@@ -440,6 +441,45 @@ class Backend:
                                               options=options)
             if result is not None:
                 return result
+        raise conflict(resource=rt.resource, group=rt.group, name=name,
+                       why="too many concurrent writes, try again")
+
+    async def scale(self, rt: ResourceType, ns: str | None, name: str, *,
+                    content_type: str | None = None, body: Any = None,
+                    options: WriteOptions = WriteOptions()) -> Obj:
+        """The ``scale`` subresource: the Scale view (``body`` None), a new Scale (PUT,
+        ``content_type`` None) or a patch of the Scale view; writes go to the object
+        itself, so they bump its generation and pass its admission like a spec edit."""
+        paths = rt.scale_paths
+        if paths is None:
+            raise not_found(resource=f"{rt.resource}/scale", group=rt.group, name=name)
+        key = self._key(rt, ns, name)
+        for _ in range(16):
+            current = self.get_stored(rt, ns, name)
+            view = self.view(rt, current)
+            old_scale = scale.scale_of(view, paths, group=rt.group)
+            if body is None:
+                return old_scale
+            wanted = body
+            if content_type is not None:  # a Scale has no merge keys: strategic = merge
+                wanted = self._apply_patch(
+                    rt, old_scale, MERGE_PATCH if content_type == STRATEGIC_PATCH
+                    else content_type, body)
+            wanted_rv = (wanted.get("metadata") or {}).get("resourceVersion") \
+                if isinstance(wanted, dict) else None
+            if wanted_rv and str(wanted_rv) != str(current.rv):
+                raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
+            try:
+                replicas = scale.replicas_of(wanted)
+            except scale.ScaleError as err:
+                raise invalid(kind="Scale", group="autoscaling", name=name,
+                              causes=err.causes) from None
+            new = self._prepare_update(rt, current, scale.with_replicas(view, paths, replicas),
+                                       subresource="", options=options)
+            result = await self._write_update(rt, key, current, new, subresource="",
+                                              options=options)
+            if result is not None:
+                return scale.scale_of(result, paths, group=rt.group)
         raise conflict(resource=rt.resource, group=rt.group, name=name,
                        why="too many concurrent writes, try again")
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import Cause
 from .registry import ResourceType
+from .scale import ScaleError, crd_paths
 from .schema_structural import validate_structural
 
 Obj = dict[str, Any]
@@ -86,6 +87,14 @@ def validate_crd(crd: Obj) -> list[Cause]:
         else:
             for problem in validate_structural(schema):
                 bad(f"spec.versions[{i}].schema.openAPIV3Schema", problem)
+        scale = (version.get("subresources") or {}).get("scale")
+        if scale is not None:
+            try:
+                crd_paths(scale if isinstance(scale, dict) else {})
+            except ScaleError as err:
+                causes += [Cause(c.reason, c.message,
+                                 c.field.replace("versions[]", f"versions[{i}]"))
+                           for c in err.causes]
         for j, col in enumerate(version.get("additionalPrinterColumns") or []):
             if not isinstance(col, dict) or not col.get("name") or not col.get("jsonPath"):
                 causes.append(Cause("FieldValueRequired", "Required value: name and jsonPath",
@@ -149,7 +158,8 @@ def served_types(crd: Obj) -> list[ResourceType]:
             kind=names["kind"], namespaced=spec["scope"] == "Namespaced",
             singular=names["singular"], short_names=tuple(names.get("shortNames") or ()),
             categories=tuple(names.get("categories") or ()),
-            subresources=("status",) if "status" in subresources else (),
+            subresources=tuple(s for s in ("status", "scale") if s in subresources),
+            scale=crd_paths(subresources["scale"]) if "scale" in subresources else None,
             schema=(version.get("schema") or {}).get("openAPIV3Schema"),
             printer_columns=tuple(columns) if columns else DEFAULT_COLUMNS,
             custom=True,

@@ -14,12 +14,19 @@ from .registry import Registry, ResourceType
 
 Obj = dict[str, Any]
 
+_SUBRESOURCE_KINDS = {"token": ("authentication.k8s.io", "v1", "TokenRequest"),
+                      "binding": ("", "v1", "Binding"),
+                      "scale": ("autoscaling", "v1", "Scale")}
 _SUBRESOURCE_VERBS = {
     "status": ["get", "patch", "update"],
     "log": ["get"],
+    "exec": ["create", "get"],
+    "attach": ["create", "get"],
+    "portforward": ["create", "get"],
     "token": ["create"],
     "binding": ["create"],
     "finalize": ["update"],
+    "scale": ["get", "patch", "update"],
 }
 
 
@@ -72,11 +79,15 @@ def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
     for rt in types:
         resources.append(_resource_entry(rt))
         for sub in rt.subresources:
-            resources.append({"name": f"{rt.resource}/{sub}", "singularName": "",
-                              "namespaced": rt.namespaced,
-                              "kind": {"token": "TokenRequest", "binding": "Binding"}.get(
-                                  sub, rt.kind),
-                              "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])})
+            entry = {"name": f"{rt.resource}/{sub}", "singularName": "",
+                     "namespaced": rt.namespaced,
+                     "kind": {"token": "TokenRequest", "binding": "Binding"}.get(sub, rt.kind),
+                     "verbs": _SUBRESOURCE_VERBS.get(sub, ["get"])}
+            if sub in _SUBRESOURCE_KINDS:
+                sub_group, sub_version, entry["kind"] = _SUBRESOURCE_KINDS[sub]
+                if (sub_group, sub_version) != (group, version):
+                    entry.update(group=sub_group, version=sub_version)
+            resources.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": f"{group}/{version}" if group else version,
             "resources": resources}
@@ -96,8 +107,6 @@ def wants_aggregated(accept: str) -> bool:
     return False
 
 
-_SUBRESOURCE_KINDS = {"token": ("authentication.k8s.io", "v1", "TokenRequest"),
-                      "binding": ("", "v1", "Binding")}
 
 
 def _aggregated_resource(rt: ResourceType) -> Obj:

@@ -19,7 +19,18 @@ from typing import Any
 
 from aiohttp import web
 
-from . import authz, discovery, openapi, protobuf, selectors, subresources, tables, watch
+from . import (
+    authz,
+    discovery,
+    openapi,
+    portforward,
+    protobuf,
+    remotecommand,
+    selectors,
+    subresources,
+    tables,
+    watch,
+)
 from .auth import Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
@@ -135,6 +146,7 @@ class Handlers:
         self.auth = authenticator
         self.settings = settings
         self.log_provider: LogProvider | None = None
+        self.exec_provider: remotecommand.ExecProvider | None = None
         self.closing = asyncio.Event()
 
     # -- entry ------------------------------------------------------------------------------
@@ -362,6 +374,23 @@ class Handlers:
             return await self._watch(request, t, only_name=t.name)
         if t.subresource in ("log", "token", "binding"):
             return await self._special_subresource(request, user, t)
+        if t.subresource == "portforward":
+            if method not in ("GET", "POST"):
+                raise method_not_allowed("only GET and POST are allowed on pods/portforward")
+            self._authorize(user, "create", t)
+            return await portforward.serve(
+                request, stored=self.backend.get_stored(rt, t.namespace, t.name),
+                namespace=t.namespace or "", pod=t.name)
+        if t.subresource in ("exec", "attach"):
+            if method not in ("GET", "POST"):
+                raise method_not_allowed(f"only GET and POST are allowed on pods/{t.subresource}")
+            self._authorize(user, "create", t)
+            return await remotecommand.serve(
+                request, stored=self.backend.get_stored(rt, t.namespace, t.name),
+                namespace=t.namespace or "", pod=t.name, kind=t.subresource,
+                provider=self.exec_provider)
+        if t.subresource == "scale":
+            return await self._scale(request, user, t)
         if method == "GET":
             self._check_verb(rt, "get")
             self._authorize(user, "get", t)
@@ -569,6 +598,23 @@ class Handlers:
         return await stream.serve(request)
 
     # -- subresources with their own bodies ------------------------------------------------
+
+    async def _scale(self, request: web.Request, user: UserInfo, t: Target) -> web.Response:
+        method = request.method
+        verb = {"GET": "get", "PUT": "update", "PATCH": "patch"}.get(method)
+        if verb is None:
+            raise method_not_allowed(f"{method} is not allowed on {t.rt.resource}/scale")
+        self._authorize(user, verb, t)
+        if method == "GET":
+            return _json_response(await self.backend.scale(t.rt, t.namespace, t.name))
+        content_type = request.content_type if method == "PATCH" else None
+        if content_type is not None and content_type not in (MERGE_PATCH, JSON_PATCH,
+                                                             STRATEGIC_PATCH):
+            raise unsupported_media_type(content_type)
+        body = await self._body(request)
+        return _json_response(await self.backend.scale(
+            t.rt, t.namespace, t.name, content_type=content_type, body=body,
+            options=self._write_options(request, user)))
 
     async def _special_subresource(self, request: web.Request, user: UserInfo,
                                    t: Target) -> web.StreamResponse:

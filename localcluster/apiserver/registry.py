@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .scale import BUILTIN, BUILTIN_SCALABLE, ScalePaths
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 Converter = Callable[[dict[str, Any]], dict[str, Any]]
@@ -45,6 +47,17 @@ class ResourceType:
     name_rule: str = "subdomain"
     # Custom resources: the CRD version's selectableFields (built-ins: see selectors.py).
     selectable_fields: tuple[str, ...] = ()
+    # Custom resources with a scale subresource: where replicas and the selector live.
+    scale: ScalePaths | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def scale_paths(self) -> ScalePaths | None:
+        """Where the ``scale`` subresource reads and writes replicas, if it has one."""
+        if "scale" not in self.subresources:
+            return None
+        if self.scale is not None:
+            return self.scale
+        return BUILTIN if (self.group, self.resource) in BUILTIN_SCALABLE else None
 
     @property
     def api_version(self) -> str:

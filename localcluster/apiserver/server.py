@@ -32,6 +32,7 @@ from .controllers import Controllers
 from .errors import APIServerError
 from .handlers import Handlers, LogProvider, Settings
 from .registry import Registry
+from .remotecommand import ExecProvider
 from .store import Store
 from .tls import TLSFiles, ensure_tls
 from .watchcache import WatchCache
@@ -60,6 +61,7 @@ class APIServer:
         self.backend: Backend | None = None
         self.authenticator: Authenticator | None = None
         self._log_provider: LogProvider | None = None
+        self._exec_provider: ExecProvider | None = None
         self._service_resolver: ServiceResolver | None = None
 
     # -- public attributes ---------------------------------------------------------------
@@ -98,6 +100,13 @@ class APIServer:
         if self.handlers is not None:
             self.handlers.log_provider = provider
 
+    def set_exec_provider(self, provider: ExecProvider | None) -> None:
+        """Serve pods/<pod>/exec and pods/<pod>/attach (WebSocket) through ``provider``
+        (see remotecommand.py)."""
+        self._exec_provider = provider
+        if self.handlers is not None:
+            self.handlers.exec_provider = provider
+
     def set_service_resolver(self, resolver: ServiceResolver | None) -> None:
         """How admission webhooks' ``service`` references become (host, port).
 
@@ -126,6 +135,7 @@ class APIServer:
         self.handlers = Handlers(backend=self.backend, registry=self.registry,
                                  authenticator=self.authenticator, settings=self.settings)
         self.handlers.log_provider = self._log_provider
+        self.handlers.exec_provider = self._exec_provider
         app = web.Application(client_max_size=self.settings.max_body_bytes + 64 * 1024)
         app.router.add_route("*", "/{tail:.*}", self.handlers.handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,

@@ -9,6 +9,10 @@ keeps the newest ``history_limit`` events and remembers the newest one it droppe
 Checkpoints (the only writes that fsync in WAL mode with ``synchronous=NORMAL``) run in a
 background thread on their own connection, so a slow disk flush never stalls a request.
 
+The database holds Secrets: ``store.db`` is created 0600 before SQLite opens it (SQLite
+gives its ``-wal`` and ``-shm`` files the database's mode), and a looser database, WAL
+or SHM file left by an older version is tightened with a warning.
+
 Reads never touch SQLite: the whole data set is loaded at start and mirrored in memory (a
 single-node cluster's objects fit easily). Stored dicts are never mutated; callers get
 them with their JSON text and copy (``json.loads``) before changing anything.
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,8 +72,35 @@ def dumps(obj: Obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+DB_MODE = 0o600
+
+
+def secure_db_files(path: Path) -> None:
+    """Create ``path`` 0600 if missing; tighten it and its WAL/SHM files to 0600."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, DB_MODE)
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode != DB_MODE:
+            logger.warning("%s was mode %04o: tightened to %04o (it holds Secrets)",
+                           path, mode, DB_MODE)
+            os.fchmod(fd, DB_MODE)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        side = Path(str(path) + suffix)
+        try:
+            st = os.lstat(side)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != DB_MODE:
+            logger.warning("%s was mode %04o: tightened to %04o (it holds Secrets)",
+                           side, stat.S_IMODE(st.st_mode), DB_MODE)
+            os.chmod(side, DB_MODE)
+
+
 class Store:
     def __init__(self, path: Path, *, history_limit: int = 20000) -> None:
+        secure_db_files(path)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")

@@ -81,6 +81,7 @@ CSIDRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 DAEMONSETS = Resource("apps", "v1", "daemonsets")
+REPLICASETS = Resource("apps", "v1", "replicasets")
 
 
 class Kube:

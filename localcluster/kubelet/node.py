@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import datetime
 import logging
 import os
@@ -27,7 +29,7 @@ from typing import Any
 from localcluster.controllers import client
 from localcluster.controllers.client import Kube, KubeError, Obj
 from localcluster.controllers.informer import Informer, Loop
-from localcluster.kubelet import logs, podvolumes, restarts
+from localcluster.kubelet import execs, logs, podvolumes, restarts
 from localcluster.kubelet.cgroups import CgroupManager
 from localcluster.kubelet.env import referenced_names
 from localcluster.kubelet.images import ImageTable
@@ -376,6 +378,39 @@ class Node:
             volumes={v["metadata"]["name"]: v for v in self.pvs.list()},
             token=lambda: self.token_for(ns, sa), ca_pem=self.ca_pem,
             node_cpu_millis=self.cpu_millis, node_memory=self.memory_bytes)
+
+    # -- exec and attach ---------------------------------------------------------------
+
+    async def exec_provider(self, *, namespace: str, pod: str, container: str,
+                            command: list[str], stdin: bool, tty: bool,
+                            attach: bool = False) -> execs.ExecSession | execs.AttachSession:
+        """For the API server's ``pods/<name>/exec`` and ``attach`` (remotecommand.py)."""
+        worker = self.worker(namespace, pod)
+        slot = next((s for s in (worker.init_slots + worker.slots if worker else [])
+                     if s.spec["name"] == container), None)
+        proc = slot.process if slot is not None else None
+        main_pid = proc.main_pid() if proc is not None and proc.poll() is None else None
+        if proc is None or main_pid is None:
+            raise LookupError(f'container "{container}" in pod "{pod}" is not running')
+        if attach:
+            session = execs.AttachSession(asyncio.get_running_loop())
+            session.detach = proc.listen(session.feed)
+            return session
+        conf = proc.spec.confinement
+        fd = execs.filter_fd(conf)
+        try:
+            argv = execs.exec_argv(target_pid=main_pid, confinement=conf, command=command,
+                                   tty=tty, python=self.python, seccomp_fd=fd)
+            env = dict(proc.spec.env)
+            if tty:
+                env.setdefault("TERM", "xterm")
+            return await execs.ExecSession.start(
+                argv, env=env, stdin=stdin, tty=tty, pass_fds=(fd,) if fd is not None else (),
+                pts_dir=f"/proc/{main_pid}/root/dev/pts", preexec=proc.cgroup_join())
+        finally:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     # -- logs ------------------------------------------------------------------------
 

@@ -6,6 +6,13 @@ of files written from the API objects (mounted read-only); hostPath is the host 
 a PVC is its PV's ``local.path`` — the mounted filesystem of a Filesystem volume, or the
 loop device behind a Block volume's symlink. The service-account token is written like a
 projected volume and mounted at the well-known path unless the pod opts out.
+
+File modes are the API's (``defaultMode``, an item's ``mode``; 0644 when unset) and an
+emptyDir is 0777, as on a real node, so a pod running as any uid reads its own Secrets
+and writes its scratch space; the pod directory itself sits in the kubelet's data
+directory (0700), out of other local users' reach. With ``fsGroup`` every volume but
+hostPath is then handed to that group (ownership.py), and a Block volume becomes a
+device node of the pod's own.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from localcluster.kubelet import ownership
 from localcluster.kubelet.env import ConfigError, Data, field_value, resource_value
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -53,12 +61,33 @@ class PodContext:
     node_memory: int
 
 
-def _write_files(target: str, files: Mapping[str, str | bytes], mode: int = 0o644) -> None:
+DEFAULT_MODE = 0o644
+EMPTY_DIR_MODE = 0o777
+
+
+def _mode(value: object, where: str) -> int:
+    if value is None:
+        return DEFAULT_MODE
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0o777:
+        raise ConfigError(f"{where}: must be a file mode between 0 and 0777, got {value!r}")
+    return value
+
+
+def _item_modes(items: list[Any] | None, where: str) -> dict[str, int]:
+    """Per-file modes asked for by ``items[].mode``, by the file's path."""
+    return {i.get("path") or i.get("key", ""): _mode(i["mode"], f"{where}.items.mode")
+            for i in items or [] if i.get("mode") is not None}
+
+
+def _write_files(target: str, files: Mapping[str, str | bytes], mode: int = DEFAULT_MODE,
+                 modes: Mapping[str, int] | None = None) -> None:
     """Replace the directory's content with ``files`` (relative paths)."""
     tmp = target + ".new"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
+    os.chmod(tmp, 0o755)  # noqa: S103 - the pod reads it as whatever uid it runs as
     for rel, content in files.items():
+        file_mode = (modes or {}).get(rel, mode)
         rel = os.path.normpath(rel)
         if rel.startswith("..") or os.path.isabs(rel):
             raise ConfigError(f"invalid volume item path {rel!r}")
@@ -66,7 +95,7 @@ def _write_files(target: str, files: Mapping[str, str | bytes], mode: int = 0o64
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as fh:
             fh.write(content.encode() if isinstance(content, str) else content)
-        os.chmod(path, mode)
+        os.chmod(path, file_mode)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(tmp, target)
 
@@ -143,12 +172,27 @@ def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
     base = os.path.join(ctx.pod_dir, "volumes")
     os.makedirs(base, exist_ok=True)
     namespace = (pod.get("metadata") or {}).get("namespace", "")
+    pod_ctx = (pod.get("spec") or {}).get("securityContext") or {}
+    fs_group = pod_ctx.get("fsGroup")
+    policy = pod_ctx.get("fsGroupChangePolicy") or ownership.ALWAYS
+    if fs_group is not None and (isinstance(fs_group, bool) or not isinstance(fs_group, int)
+                                 or not 0 <= fs_group < 2**32):
+        raise ConfigError(f"spec.securityContext.fsGroup: must be an integer in [0, 2^32), "
+                          f"got {fs_group!r}")
+    if policy not in ownership.POLICIES:
+        raise ConfigError(f"spec.securityContext.fsGroupChangePolicy: must be one of "
+                          f"{', '.join(ownership.POLICIES)}, got {policy!r}")
+    managed: list[str] = []
+    """Volumes whose ownership fsGroup manages (all but hostPath)."""
     for vol in (pod.get("spec") or {}).get("volumes") or []:
         name = vol.get("name", "")
         target = os.path.join(base, name)
+        where = f"volumes[{name}]"
         if "emptyDir" in vol:
             os.makedirs(target, exist_ok=True)
+            os.chmod(target, EMPTY_DIR_MODE)
             result[name] = HostVolume(target)
+            managed.append(name)
         elif vol.get("hostPath"):
             hp = vol["hostPath"]
             path, kind = hp.get("path", ""), hp.get("type") or ""
@@ -163,32 +207,61 @@ def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
         elif vol.get("configMap"):
             cm = vol["configMap"]
             _write_files(target, _keyed("configmap", cm.get("name", ""), ctx.configmaps,
-                                        cm.get("items"), bool(cm.get("optional"))))
+                                        cm.get("items"), bool(cm.get("optional"))),
+                         mode=_mode(cm.get("defaultMode"), f"{where}.configMap.defaultMode"),
+                         modes=_item_modes(cm.get("items"), f"{where}.configMap"))
             result[name] = HostVolume(target, read_only=True)
+            managed.append(name)
         elif vol.get("secret"):
             s = vol["secret"]
             _write_files(target, _keyed("secret", s.get("secretName", ""), ctx.secrets,
-                                        s.get("items"), bool(s.get("optional"))), mode=0o600)
+                                        s.get("items"), bool(s.get("optional"))),
+                         mode=_mode(s.get("defaultMode"), f"{where}.secret.defaultMode"),
+                         modes=_item_modes(s.get("items"), f"{where}.secret"))
             result[name] = HostVolume(target, read_only=True)
+            managed.append(name)
         elif vol.get("downwardAPI"):
-            _write_files(target, _downward(pod, vol["downwardAPI"].get("items") or [], ctx))
+            d = vol["downwardAPI"]
+            _write_files(target, _downward(pod, d.get("items") or [], ctx),
+                         mode=_mode(d.get("defaultMode"), f"{where}.downwardAPI.defaultMode"),
+                         modes=_item_modes(d.get("items"), f"{where}.downwardAPI"))
             result[name] = HostVolume(target, read_only=True)
+            managed.append(name)
         elif vol.get("projected"):
-            _write_files(target, _projected(pod, vol["projected"].get("sources") or [], ctx),
-                         mode=0o600)
+            p = vol["projected"]
+            _write_files(target, _projected(pod, p.get("sources") or [], ctx),
+                         mode=_mode(p.get("defaultMode"), f"{where}.projected.defaultMode"))
             result[name] = HostVolume(target, read_only=True)
+            managed.append(name)
         elif vol.get("persistentVolumeClaim"):
             ref = vol["persistentVolumeClaim"]
-            result[name] = _claim_volume(namespace, ref.get("claimName", ""), ctx,
-                                         read_only=bool(ref.get("readOnly")))
+            hv = _claim_volume(namespace, ref.get("claimName", ""), ctx,
+                               read_only=bool(ref.get("readOnly")))
+            if hv.device:
+                node = os.path.join(ctx.pod_dir, "devices", name)
+                try:
+                    hv = HostVolume(ownership.device_node(node, hv.host, gid=fs_group),
+                                    device=True, read_only=hv.read_only)
+                except OSError as err:
+                    raise VolumeNotReady(f"volume {name}: cannot make its device node: "
+                                         f"{err}") from err
+            else:
+                managed.append(name)
+            result[name] = hv
         else:
             raise ConfigError(f"volume {name}: unsupported volume type "
                               f"{sorted(k for k in vol if k != 'name')}")
     if wants_service_account(pod):
         target = os.path.join(base, SA_VOLUME)
         _write_files(target, {"token": ctx.token(), "ca.crt": ctx.ca_pem,
-                              "namespace": namespace}, mode=0o644)
+                              "namespace": namespace}, mode=DEFAULT_MODE)
         result[SA_VOLUME] = HostVolume(target, read_only=True)
+        managed.append(SA_VOLUME)
+    if fs_group is not None:
+        for name in managed:
+            hv = result[name]
+            ownership.apply_fs_group(hv.host, gid=fs_group, read_only=hv.read_only,
+                                     policy=policy)
     return result
 
 
@@ -208,6 +281,28 @@ def _claim_volume(namespace: str, claim_name: str, ctx: PodContext, *,
     block = ((pv or {}).get("spec") or {}).get("volumeMode") == "Block"
     return HostVolume(os.path.realpath(path) if block else path, device=block,
                       read_only=read_only)
+
+
+def sub_path(volume: str, sub: str) -> str:
+    """The host directory for ``subPath`` ``sub`` of the volume at ``volume``, created if
+    missing. Refused (ConfigError) when it is absolute, climbs out with ``..``, or goes
+    through a symlink out of the volume: a pod writes its volume, so a symlink there
+    must not make the kubelet bind a host path into a container."""
+    parts = sub.split("/")
+    if sub.startswith("/") or ".." in parts:
+        raise ConfigError(f"subPath {sub!r}: must be a relative path without '..'")
+    root = os.path.realpath(volume)
+    path = os.path.join(root, *[p for p in parts if p and p != "."])
+
+    def inside() -> str:
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root + os.sep):
+            raise ConfigError(f"subPath {sub!r}: leads out of the volume (through a symlink)")
+        return real
+
+    inside()  # before creating anything: makedirs would follow the symlink
+    os.makedirs(path, exist_ok=True)
+    return inside()
 
 
 def claim_names(pod: Mapping[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import glob
 import json
 import logging
 import os
@@ -25,15 +26,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from localcluster.kubelet import logformat
+from localcluster.kubelet import logformat, seccomp
 from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
+from localcluster.kubelet.security import Confinement, setpriv_argv
 
 logger = logging.getLogger(__name__)
 
 BWRAP = "bwrap"
+SETPRIV = "/usr/bin/setpriv"
+"""util-linux's setpriv, reached through the sandbox's read-only /usr."""
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/bus", "/proc/irq")
+"""Read-only in the sandbox, as containerd's ``readonlyPaths`` (a uid-0 process may
+write sysctls and the SysRq trigger by file mode alone, without any capability)."""
+SYS_MASKED = ("/sys/firmware", "/sys/kernel/debug", "/sys/kernel/security")
+"""Hidden behind an empty read-only tmpfs, as containerd masks /sys/firmware."""
+PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+               "/proc/latency_stats", "/proc/acpi", "/proc/scsi")
+"""Hidden behind /dev/null (files) or an empty tmpfs (directories), as containerd's
+``maskedPaths``."""
 LOG_MAX_BYTES = 10 * 1024 * 1024
 """A container log rotates once past this (one previous file is kept, as ``.1``)."""
 TERMINATION_MESSAGE_MAX = 4096
@@ -73,6 +86,7 @@ class SandboxSpec:
     termination_path: str = "/dev/termination-log"
     limits: Limits = field(default_factory=Limits)
     hostname: str | None = None
+    confinement: Confinement = field(default_factory=Confinement)
 
 
 def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
@@ -91,41 +105,122 @@ def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
     return argv
 
 
-def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None) -> list[str]:
-    """The bubblewrap command line for ``spec``."""
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                "/etc/security/opasswd", "/etc/ssl/private", "/etc/ssh/ssh_host_*_key")
+"""The host's secrets in the /etc the sandbox shares: hidden (a real container has an
+/etc of its own image, and a uid-0 pod holds CAP_DAC_OVERRIDE)."""
+
+
+def _hide_host_secrets() -> list[str]:
+    argv: list[str] = []
+    for pattern in HOST_SECRETS:
+        for path in sorted(glob.glob(pattern)):
+            if os.path.islink(path):
+                continue
+            if os.path.isdir(path):
+                argv += ["--tmpfs", path, "--remount-ro", path]
+            else:
+                argv += ["--ro-bind", "/dev/null", path]
+    return argv
+
+
+def _parents(path: str) -> list[str]:
+    """``/a/b/c`` → ``["/a", "/a/b"]``."""
+    parts = [p for p in path.split("/") if p]
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _proc_confinement() -> list[str]:
+    argv: list[str] = []
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    for path in PROC_MASKED:
+        if os.path.isdir(path):
+            argv += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", "/dev/null", path]
+    return argv
+
+
+def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
+               seccomp_fd: int | None = None) -> list[str]:
+    """The bubblewrap command line for ``spec``.
+
+    Every writable mount in the sandbox is ``nodev`` (bubblewrap mounts its tmpfs and
+    plain binds so); /dev itself is read-only once the pod's devices are in it, so no
+    device node can appear there. Mount points bubblewrap has to create are made 0755
+    first (it makes them 0700, which a non-root container could not cross).
+    """
+    conf = spec.confinement
     targets = [m.path for m in spec.mounts] + [spec.termination_path]
     argv = [BWRAP]
     for system_dir in ("/usr", "/etc"):
         argv += _system_dir(system_dir, targets)
+    argv += _hide_host_secrets()
     argv += [
         "--symlink", "usr/bin", "/bin",
         "--symlink", "usr/sbin", "/sbin",
         "--symlink", "usr/lib", "/lib",
         "--symlink", "usr/lib64", "/lib64",
-        "--dev", "/dev",
-        "--proc", "/proc",
-        "--tmpfs", "/tmp",  # noqa: S108 - the sandbox's own private /tmp
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--die-with-parent",
     ]
+    if conf.privileged:
+        argv += ["--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+        if os.path.isdir("/sys"):
+            argv += ["--bind", "/sys", "/sys"]
+    else:
+        argv += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]  # noqa: S108
+        for dev in conf.devices:
+            if not dev.startswith("/dev/") or dev in _BWRAP_DEVICES or dev in targets:
+                continue
+            argv += ["--dev-bind", dev, dev]
+        argv += ["--proc", "/proc", *_proc_confinement()]
+        if os.path.isdir("/sys"):  # read-only, as a runtime mounts it (libvirt needs it)
+            argv += ["--ro-bind", "/sys", "/sys"]
+            for path in SYS_MASKED:
+                if os.path.isdir(path):
+                    argv += ["--tmpfs", path, "--remount-ro", path]
+    if not conf.read_only_root or "/tmp" in targets:  # noqa: S108
+        argv += ["--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108 - private /tmp
+    else:  # as in an image: /tmp is there, read-only with the rest of the root
+        argv += ["--perms", "1777", "--dir", "/tmp"]  # noqa: S108
+    argv += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if spec.hostname:
         argv += ["--unshare-uts", "--hostname", spec.hostname]
+    made: set[str] = set()
+    binds: list[str] = []
     for path in [project_root(), *python_paths()]:
-        argv += ["--ro-bind", path, path]
+        binds += ["--ro-bind", path, path]
     for m in spec.mounts:
         if m.device:
-            argv += ["--dev-bind", m.host, m.path]
+            binds += ["--dev-bind", m.host, m.path]
         else:
-            argv += ["--ro-bind" if m.read_only else "--bind", m.host, m.path]
+            binds += ["--ro-bind" if m.read_only else "--bind", m.host, m.path]
     if spec.termination_host_file:
-        argv += ["--bind", spec.termination_host_file, spec.termination_path]
+        binds += ["--bind", spec.termination_host_file, spec.termination_path]
+    for path in [project_root(), *python_paths(), *targets]:
+        for parent in _parents(path):
+            if parent not in made and parent not in ("/usr", "/etc", "/dev", "/proc", "/sys"):
+                made.add(parent)
+                argv += ["--perms", "0755", "--dir", parent]
+    argv += binds
+    if not conf.privileged:
+        argv += ["--remount-ro", "/dev"]
+    if conf.read_only_root:
+        argv += ["--remount-ro", "/"]
     if spec.cwd:
         argv += ["--chdir", spec.cwd]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
-    argv += ["--", *spec.argv]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    argv += ["--", *setpriv_argv(conf, setpriv=SETPRIV), *spec.argv]
     return argv
+
+
+_BWRAP_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+                            "/dev/urandom", "/dev/tty"})
+"""The nodes ``bwrap --dev`` provides itself."""
 
 
 class LogWriter(threading.Thread):
@@ -137,6 +232,34 @@ class LogWriter(threading.Thread):
         self.pipe = pipe
         self.path = path
         self.max_bytes = max_bytes
+        self._listeners: list[Callable[[bytes | None], None]] = []
+        self._listeners_lock = threading.Lock()
+        self._ended = False
+
+    def listen(self, listener: Callable[[bytes | None], None]) -> Callable[[], None]:
+        """Call ``listener`` with every chunk from now on, and None at the end (kubectl
+        attach); returns the function that stops it."""
+        with self._listeners_lock:
+            if self._ended:
+                listener(None)
+                return lambda: None
+            self._listeners.append(listener)
+
+        def stop() -> None:
+            with self._listeners_lock, contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+        return stop
+
+    def _tell(self, chunk: bytes | None) -> None:
+        with self._listeners_lock:
+            if chunk is None:
+                self._ended = True
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(chunk)
+            except Exception:  # a listener's bug must not stop the log
+                logger.exception("log listener failed")
 
     def run(self) -> None:
         encoder = logformat.Encoder()
@@ -149,6 +272,7 @@ class LogWriter(threading.Thread):
                     break
                 if not chunk:
                     break
+                self._tell(chunk)
                 out.write(encoder.feed(chunk, _now()))
                 out.flush()
                 if out.tell() > self.max_bytes:
@@ -157,6 +281,7 @@ class LogWriter(threading.Thread):
                     out = open(self.path, "ab")  # noqa: SIM115
             out.write(encoder.close(_now()))
         finally:
+            self._tell(None)
             out.close()
             os.close(self.pipe)
 
@@ -205,9 +330,17 @@ class Container:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         if self._cgroups is not None:
             self._cgroup = self._cgroups.create(self.name, self.spec.limits)
+        if not os.path.exists(SETPRIV):
+            raise SandboxError(f"{SETPRIV} (util-linux) is not installed")
+        conf = self.spec.confinement
+        try:
+            filter_fd = seccomp.filter_fd(conf.caps) if conf.seccomp else None
+        except (OSError, ImportError) as err:
+            raise SandboxError(f"cannot build the seccomp filter: {err}") from err
         log_r, log_w = os.pipe()
         info_r, info_w = os.pipe()
         cgroup = self._cgroup
+        extra_fds = (info_w,) if filter_fd is None else (info_w, filter_fd)
 
         def child_setup() -> None:
             if cgroup is not None:
@@ -216,21 +349,21 @@ class Container:
         os.makedirs(os.path.dirname(self.spec.log_path), exist_ok=True)
         try:
             self._proc = subprocess.Popen(
-                bwrap_argv(self.spec, info_fd=info_w),
+                bwrap_argv(self.spec, info_fd=info_w, seccomp_fd=filter_fd),
                 stdin=subprocess.DEVNULL, stdout=log_w, stderr=log_w,
-                env=dict(self.spec.env), pass_fds=(info_w,),
+                env=dict(self.spec.env), pass_fds=extra_fds,
                 preexec_fn=child_setup if cgroup is not None else None,
                 start_new_session=True,
             )
         except OSError as err:
-            for fd in (log_r, log_w, info_r, info_w):
+            for fd in (log_r, info_r):
                 os.close(fd)
             raise SandboxError(f"cannot start bwrap: {err}") from err
         finally:
-            with contextlib.suppress(OSError):
-                os.close(log_w)
-            with contextlib.suppress(OSError):
-                os.close(info_w)
+            for fd in (log_w, info_w, filter_fd):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         self.started_at = time.time()
         self._log = LogWriter(log_r, self.spec.log_path)
         self._log.start()
@@ -241,6 +374,18 @@ class Container:
             raw = fh.read()
         with contextlib.suppress(ValueError):
             self._init_pid = int(json.loads(raw)["child-pid"])
+
+    def cgroup_join(self) -> Callable[[], None] | None:
+        """What a process started into this container (exec) calls between fork and exec
+        to count against the container's limits; None when it has no cgroup."""
+        return self._cgroup.join if self._cgroup is not None else None
+
+    def listen(self, listener: Callable[[bytes | None], None]) -> Callable[[], None]:
+        """Follow the container's output from now on (see LogWriter.listen)."""
+        if self._log is None:
+            listener(None)
+            return lambda: None
+        return self._log.listen(listener)
 
     @property
     def pid(self) -> int:
@@ -262,7 +407,7 @@ class Container:
             self._log.join(5)
         return code
 
-    def _main_pid(self) -> int | None:
+    def main_pid(self) -> int | None:
         """The container's own process: the child of bwrap's init in the PID namespace."""
         if self._init_pid is None:
             return None
@@ -277,7 +422,7 @@ class Container:
         deadline = time.monotonic() + 2.0
         while self._init_pid is None and self.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)  # bwrap reports its child's pid right after it forks
-        pid = self._main_pid()
+        pid = self.main_pid()
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)

@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from localcluster.controllers import client
 from localcluster.controllers.client import KubeError
-from localcluster.kubelet import images, podvolumes, probes, restarts, status
+from localcluster.kubelet import (
+    execs,
+    images,
+    ownership,
+    podvolumes,
+    probes,
+    restarts,
+    security,
+    status,
+)
 from localcluster.kubelet.cgroups import Limits
 from localcluster.kubelet.env import ConfigError, container_env
 from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
@@ -164,6 +173,9 @@ class PodWorker(threading.Thread):
             self._reason = ""
         except ConfigError as err:
             self._set_waiting_all(status.CREATE_CONTAINER_CONFIG_ERROR, str(err))
+        except OSError as err:
+            logger.warning("pod %s/%s: volumes: %s", self.namespace, self.name, err)
+            self._set_waiting_all(status.CREATE_CONTAINER_CONFIG_ERROR, f"volumes: {err}")
         return False
 
     def _set_waiting_all(self, reason: str, message: str) -> None:
@@ -207,8 +219,10 @@ class PodWorker(threading.Thread):
             slot.restart_at = time.monotonic() + slot.backoff
             return
         try:
-            env = self._container_env(c)
-        except ConfigError as err:
+            confinement = security.resolve(pod=self.pod, container=c)
+            env = self._container_env(c, home=confinement.home)
+            mounts = self._mounts(c) + self._devices(confinement)
+        except (ConfigError, security.SecurityError, OSError) as err:
             slot.record = replace(slot.record, state=status.Waiting(
                 status.CREATE_CONTAINER_CONFIG_ERROR, str(err)))
             slot.restart_at = time.monotonic() + 1.0
@@ -223,11 +237,12 @@ class PodWorker(threading.Thread):
         term_file = os.path.join(self.pod_dir, "termination", f"{name}-{slot.instance}")
         os.makedirs(os.path.dirname(term_file), exist_ok=True)
         open(term_file, "wb").close()
+        os.chmod(term_file, 0o666)  # noqa: S103 - as the kubelet: any container uid writes it
         spec = SandboxSpec(
-            argv=argv, env=env, log_path=log_path, mounts=self._mounts(c),
+            argv=argv, env=env, log_path=log_path, mounts=mounts,
             cwd=c.get("workingDir") or None, termination_host_file=term_file,
             termination_path=c.get("terminationMessagePath") or "/dev/termination-log",
-            limits=self._limits(c), hostname=self.name[:63],
+            limits=self._limits(c), hostname=self.name[:63], confinement=confinement,
         )
         slot.process = Container(spec, cgroups=self.node.cgroups,
                                  name=f"{self.uid}-{name}-{slot.instance}")
@@ -259,7 +274,8 @@ class PodWorker(threading.Thread):
         tracker = slot.readiness
         if tracker is not None and tracker.due(now):
             ok = probes.run_probe(slot.spec["readinessProbe"], pod_ip=self.pod_ip,
-                                  container=slot.spec, timeout=tracker.timeout)
+                                  container=slot.spec, timeout=tracker.timeout,
+                                  exec_runner=self._exec_runner(slot))
             ready = tracker.record(ok, time.monotonic())
             if ready != slot.record.ready:
                 slot.record = replace(slot.record, ready=ready)
@@ -268,7 +284,8 @@ class PodWorker(threading.Thread):
         tracker = slot.liveness
         if tracker is not None and tracker.due(now):
             ok = probes.run_probe(slot.spec["livenessProbe"], pod_ip=self.pod_ip,
-                                  container=slot.spec, timeout=tracker.timeout)
+                                  container=slot.spec, timeout=tracker.timeout,
+                                  exec_runner=self._exec_runner(slot))
             tracker.record(ok, time.monotonic())
             threshold = int(tracker.spec.get("failureThreshold") or 3)
             if not ok and tracker.failures >= threshold and slot.process is not None:
@@ -280,6 +297,14 @@ class PodWorker(threading.Thread):
                     "terminationGracePeriodSeconds", 30))
                 slot.process.stop(grace)
                 self._finished(slot)
+
+    def _exec_runner(self, slot: Slot) -> probes.ExecRunner | None:
+        proc = slot.process
+        if proc is None:
+            return None
+        python = self.node.python
+        return lambda command, timeout: execs.run_in_container(proc, command, python=python,
+                                                               timeout=timeout)
 
     def _finished(self, slot: Slot) -> None:
         proc = slot.process
@@ -320,11 +345,11 @@ class PodWorker(threading.Thread):
 
     # -- container inputs --------------------------------------------------------------
 
-    def _container_env(self, c: Mapping[str, Any]) -> dict[str, str]:
+    def _container_env(self, c: Mapping[str, Any], *, home: str) -> dict[str, str]:
         configmaps, secrets = self.node.config_data(self.pod)
         extra = {
             "PATH": self.node.default_path,
-            "HOME": "/root",
+            "HOME": home,
             "HOSTNAME": self.name[:63],
             "PYTHONPATH": self.node.project_root,
             "KUBERNETES_SERVICE_HOST": self.node.api_host,
@@ -349,8 +374,7 @@ class PodWorker(threading.Thread):
                 raise ConfigError(f"volumeMount {vm.get('name')!r}: no such volume")
             host = hv.host
             if vm.get("subPath"):
-                host = os.path.join(host, vm["subPath"])
-                os.makedirs(host, exist_ok=True)
+                host = podvolumes.sub_path(host, vm["subPath"])
             mounts.append(Mount(host, vm["mountPath"],
                                 read_only=hv.read_only or bool(vm.get("readOnly")),
                                 device=hv.device))
@@ -362,6 +386,24 @@ class PodWorker(threading.Thread):
         sa = self._volumes.get(podvolumes.SA_VOLUME)
         if sa is not None:
             mounts.append(Mount(sa.host, podvolumes.SA_PATH, read_only=True))
+        return mounts
+
+    def _devices(self, conf: security.Confinement) -> list[Mount]:
+        """Host devices the container asked for beyond the defaults (/dev/kvm), each
+        as a node of the pod's own with the mode udev gives it on a host (0666)."""
+        if conf.privileged:
+            return []
+        mounts = []
+        for dev in conf.devices:
+            if dev in security.DEFAULT_DEVICES:
+                continue
+            if not os.path.exists(dev):
+                raise ConfigError(f"{dev} was requested ({security.KVM_RESOURCE}) but "
+                                  f"this node has no {dev}")
+            node = ownership.device_node(
+                os.path.join(self.pod_dir, "devices", os.path.basename(dev)), dev, gid=None)
+            os.chmod(node, 0o666)  # noqa: S103 - udev's mode for /dev/kvm
+            mounts.append(Mount(node, dev, device=True))
         return mounts
 
     @staticmethod

@@ -11,10 +11,26 @@ Each word is a step, run in order (``print hello sleep 1 exit 3``):
     ignore-term         ignore SIGTERM (so only SIGKILL ends it)
     serve PORT          answer HTTP GETs on $POD_IP:PORT with "hello from $POD_NAME"
     whoami              GET this pod from the API server with the service-account token
+    ready FILE          create FILE (a readiness signal: the steps before it are done)
+    status              print {Uid, Gid, Groups, CapEff, CapBnd, NoNewPrivs, Seccomp} of
+                        /proc/self/status (JSON)
+    stat PATH           print {"path", "uid", "gid", "mode"} (JSON, mode in octal)
+
+Attempts, each printing ``NAME: OK`` or ``NAME: <errno name>`` (never failing the box):
+
+    try-mount SRC TARGET FSTYPE FLAGS   mount(2); FLAGS: remount,bind,ro... or -
+    try-mknod PATH MAJOR MINOR          mknod(2) of a block device
+    try-open PATH                       open and read 512 bytes (prints their sha256)
+    try-write PATH TEXT                 create/overwrite PATH
+    try-unshare-user                    unshare(CLONE_NEWUSER)
+    find-in-proc RELPATH                open /proc/*/root/RELPATH for every visible pid
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import hashlib
 import http.server
 import json
 import os
@@ -50,6 +66,66 @@ def whoami() -> None:
         print("whoami:", resp.status, body["metadata"]["name"], flush=True)
     except urllib.error.HTTPError as err:
         print("whoami:", err.code, flush=True)
+
+
+_MS = {"ro": 1, "nodev": 4, "remount": 32, "bind": 4096}
+
+
+def _attempt(name: str, fn, *args) -> None:
+    try:
+        extra = fn(*args)
+    except OSError as err:
+        print(f"{name}: {errno.errorcode.get(err.errno or 0, err.errno)}", flush=True)
+    else:
+        print(f"{name}: OK" + (f" {extra}" if extra else ""), flush=True)
+
+
+def _libc_call(func: str, *args) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, func)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _mount(src: str, target: str, fstype: str, flags: str) -> None:
+    bits = 0
+    for f in flags.split(","):
+        bits |= _MS.get(f, 0)
+    _libc_call("mount", src.encode(), target.encode(), fstype.encode(), bits, None)
+
+
+def _read512(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read(512)).hexdigest()
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _status() -> dict[str, str]:
+    keys = ("Uid", "Gid", "Groups", "CapEff", "CapBnd", "CapPrm", "NoNewPrivs", "Seccomp")
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in keys:
+                out[key] = value.strip()
+    return out
+
+
+def _find_in_proc(rel: str) -> str:
+    found = []
+    for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/root/{rel}", "rb"):
+                found.append(pid)
+        except OSError:
+            pass
+    if found:
+        return "found in " + ",".join(found)
+    raise OSError(errno.ENOENT, "not found")
 
 
 def main(words: list[str]) -> None:
@@ -110,6 +186,32 @@ def main(words: list[str]) -> None:
             server.serve_forever()
         elif word == "whoami":
             whoami()
+        elif word == "ready":
+            open(next(it), "w").close()
+        elif word == "status":
+            print(json.dumps(_status()), flush=True)
+        elif word == "stat":
+            path = next(it)
+            st = os.stat(path)
+            print(json.dumps({"path": path, "uid": st.st_uid, "gid": st.st_gid,
+                              "mode": oct(st.st_mode & 0o7777)}), flush=True)
+        elif word == "try-mount":
+            args = [next(it) for _ in range(4)]
+            _attempt("mount", _mount, *args)
+        elif word == "try-mknod":
+            path, major, minor = next(it), int(next(it)), int(next(it))
+            _attempt("mknod", os.mknod, path, 0o600 | 0o060000, os.makedev(major, minor))
+        elif word == "try-open":
+            path = next(it)
+            _attempt("open", _read512, path)
+        elif word == "try-write":
+            path, text = next(it), next(it)
+            _attempt("write", _write, path, text)
+        elif word == "try-unshare-user":
+            _attempt("unshare", _libc_call, "unshare", 0x10000000)
+        elif word == "find-in-proc":
+            rel = next(it)
+            _attempt("find", _find_in_proc, rel)
         else:
             print(f"testbox: unknown step {word!r}", file=sys.stderr, flush=True)
             sys.exit(64)

@@ -331,7 +331,8 @@ def test_aggregated_discovery(raw: Raw, widgets):
     assert [i["metadata"]["name"] for i in core["items"]] == [""]
     pods = next(r for r in core["items"][0]["versions"][0]["resources"]
                 if r["resource"] == "pods")
-    assert {s["subresource"] for s in pods["subresources"]} == {"status", "log", "binding"}
+    assert {s["subresource"] for s in pods["subresources"]} == {
+        "status", "log", "binding", "exec", "attach", "portforward"}
     code, plain = raw.request("GET", "/api", headers={"Accept": "application/json"})
     assert plain["kind"] == "APIVersions"
 

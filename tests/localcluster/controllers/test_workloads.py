@@ -1,4 +1,5 @@
-"""Table tests of the Deployment/DaemonSet plans and Service endpoints (pure)."""
+"""Table tests of the DaemonSet plan and Service endpoints (pure); Deployments and
+ReplicaSets are in test_deployments.py."""
 
 from __future__ import annotations
 
@@ -11,11 +12,6 @@ from localcluster.controllers import endpoints, workloads
 NOW = "2026-01-01T00:00:00Z"
 TEMPLATE = {"metadata": {"labels": {"app": "x"}},
             "spec": {"containers": [{"name": "c", "image": "rootdisk/operator"}]}}
-
-
-def deployment(replicas: int = 2, template: dict | None = None, **spec: Any) -> dict:
-    return {"metadata": {"name": "d", "namespace": "ns", "uid": "D", "generation": 3},
-            "spec": {"replicas": replicas, "template": template or TEMPLATE, **spec}}
 
 
 def owned_pod(name: str, *, owner: str = "D", hash_: str | None = None, phase: str = "Running",
@@ -35,46 +31,6 @@ def test_template_hash_is_stable_and_sensitive() -> None:
     assert workloads.template_hash(TEMPLATE) == workloads.template_hash(dict(TEMPLATE))
     other = {**TEMPLATE, "spec": {"containers": [{"name": "c", "image": "rootdisk/x"}]}}
     assert workloads.template_hash(other) != workloads.template_hash(TEMPLATE)
-
-
-def test_scale_up_from_nothing() -> None:
-    plan = workloads.deployment_plan(deployment=deployment(3), pods=[], now=NOW)
-    assert len(plan.create) == 3 and plan.delete == []
-    pod = plan.create[0]
-    assert pod["metadata"]["generateName"].startswith("d-")
-    assert pod["metadata"]["labels"]["app"] == "x"
-    assert pod["metadata"]["ownerReferences"][0]["uid"] == "D"
-    assert plan.status["replicas"] == 0
-    assert {c["type"]: c["status"] for c in plan.status["conditions"]}["Available"] == "False"
-
-
-def test_steady_state_is_available() -> None:
-    plan = workloads.deployment_plan(deployment=deployment(2),
-                                     pods=[owned_pod("a"), owned_pod("b")], now=NOW)
-    assert plan.create == [] and plan.delete == []
-    assert plan.status["readyReplicas"] == 2 and plan.status["availableReplicas"] == 2
-    assert plan.status["observedGeneration"] == 3
-    assert {c["type"]: c["status"] for c in plan.status["conditions"]}["Available"] == "True"
-
-
-@pytest.mark.parametrize(("pods", "create", "delete"), [
-    ([owned_pod("a"), owned_pod("b"), owned_pod("c", ready=False)], 0, ["c"]),  # scale down
-    ([owned_pod("a"), owned_pod("b", phase="Failed")], 1, ["b"]),  # replace a failed pod
-    ([owned_pod("a"), owned_pod("b", deleting=True)], 1, []),  # a deleting pod is gone
-    ([owned_pod("a", owner="OTHER")], 2, []),  # not ours
-    ([owned_pod("a", hash_="old"), owned_pod("b", hash_="old")], 2, []),  # rollout starts
-    ([owned_pod("a", hash_="old"), owned_pod("n1"), owned_pod("n2")], 0, ["a"]),  # completes
-    ([owned_pod("a", hash_="old"), owned_pod("n1"), owned_pod("n2", ready=False)], 0, []),
-])
-def test_deployment_plan(pods: list, create: int, delete: list) -> None:
-    plan = workloads.deployment_plan(deployment=deployment(2), pods=pods, now=NOW)
-    assert (len(plan.create), sorted(plan.delete)) == (create, delete)
-
-
-def test_recreate_deletes_old_pods_first() -> None:
-    plan = workloads.deployment_plan(deployment=deployment(1, strategy={"type": "Recreate"}),
-                                     pods=[owned_pod("a", hash_="old")], now=NOW)
-    assert plan.delete == ["a"] and plan.create == []
 
 
 def daemonset() -> dict:

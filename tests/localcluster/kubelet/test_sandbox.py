@@ -105,26 +105,37 @@ def test_termination_message_file_and_fallback(tmp_path) -> None:
     assert c2.termination_message(fallback_to_logs=True).endswith("last words")
 
 
+def wait_up(c: Container, timeout: float = 60) -> None:
+    """Wait until the box printed "up": the steps before it (a SIGTERM handler) are in
+    place. A readiness signal, not a guess at how long a loaded machine takes."""
+    deadline = time.monotonic() + timeout
+    while "up" not in read_log(c.spec.log_path).decode().splitlines():
+        assert c.poll() is None, "container ended before it was up"
+        assert time.monotonic() < deadline, "container never said it was up"
+        time.sleep(0.02)
+
+
 def test_sigterm_then_sigkill_after_grace(tmp_path) -> None:
     polite = Container(spec(tmp_path, "trap-term", "0", "print", "up", "sleep", "60"))
     polite.start()
-    time.sleep(0.5)
+    wait_up(polite)
     assert polite.stop(grace=10) == 0
     assert "got SIGTERM" in read_log(polite.spec.log_path).decode()
 
     stubborn = Container(spec(tmp_path / "s", "ignore-term", "print", "up", "sleep", "60"))
     stubborn.start()
-    time.sleep(0.5)
+    wait_up(stubborn)
     t0 = time.monotonic()
     stubborn.stop(grace=1)
     assert stubborn.exit_code() == 128 + signal.SIGKILL
-    assert 0.9 < time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 >= 0.9  # it was given its grace period first
+    assert "up" in read_log(stubborn.spec.log_path).decode()
 
 
 def test_default_sigterm_exit_code(tmp_path) -> None:
-    c = Container(spec(tmp_path, "sleep", "60"))
+    c = Container(spec(tmp_path, "print", "up", "sleep", "60"))
     c.start()
-    time.sleep(0.3)
+    wait_up(c)
     c.stop(grace=10)
     assert c.exit_code() == 128 + signal.SIGTERM
 
@@ -144,7 +155,9 @@ def test_bwrap_argv_binds_volumes_after_system_paths(tmp_path) -> None:
     assert argv.index("--ro-bind") < argv.index("/h")
     assert argv[argv.index("/h") - 1] == "--ro-bind"
     assert argv[argv.index("--chdir") + 1] == "/c"
-    assert argv[argv.index("--") + 1] == "python"
+    command = argv[argv.index("--") + 1:]
+    assert command[0] == "/usr/bin/setpriv"
+    assert command[command.index("--") + 1] == "python"
 
 
 def test_log_rotation_bounds_the_log(tmp_path) -> None:

@@ -1,9 +1,13 @@
 """Fixtures for the volume layer: a data dir whose mounts and loop devices are always
-undone, even when a test fails half-way."""
+undone, even when a test fails half-way.
+
+The fixtures skip where volumes cannot be made (not root, no losetup/mkfs): a
+``pytestmark`` here would do nothing, pytest reads it only in test modules."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +15,15 @@ import pytest
 from localcluster.storage import system
 from localcluster.storage.volumes import GiB, VolumeManager
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="volumes need root (mount, losetup)")
+TOOLS = ("losetup", "mkfs.ext4", "mount")
+
+
+def skip_unless_volumes_can_be_made() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("volumes need root (mount, losetup)")
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"volumes need {', '.join(missing)} (util-linux, e2fsprogs)")
 
 
 def leftovers(root: str) -> tuple[list[str], list[str]]:
@@ -24,6 +36,7 @@ def leftovers(root: str) -> tuple[list[str], list[str]]:
 
 @pytest.fixture
 def data_dir(tmp_path: os.PathLike[str]) -> Iterator[str]:
+    skip_unless_volumes_can_be_made()
     path = str(tmp_path)
     yield path
     VolumeManager(path).cleanup()
