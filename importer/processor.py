@@ -29,9 +29,12 @@ from importer import nbd, plan
 from importer.config import ImporterConfig, SourceKind
 from importer.errors import (
     ChecksumMismatch,
+    DeadlineExceeded,
     ImporterError,
+    Interrupted,
     InvalidImage,
     NotADiskImage,
+    Stalled,
     TooSmall,
 )
 from importer.formats import (
@@ -341,6 +344,8 @@ class Processor:
                   else contextlib.nullcontext()):
                 try:
                     self._convert(planned, export.uri, progress_from=0)
+                except (Interrupted, Stalled, DeadlineExceeded):
+                    raise  # the import's own verdict, not the source's
                 except ImporterError as err:
                     raise (export.failure() or err) from err
                 if counter is not None:
