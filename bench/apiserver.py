@@ -74,7 +74,30 @@ def _wait_for_line(proc: subprocess.Popen[str], pattern: str, timeout: float = 3
     raise TimeoutError(f"no line matching {pattern!r}")
 
 
-def start_localcluster(data_dir: Path) -> Target:
+def _service_account_token(url: str, headers: dict[str, str], ctx: ssl.SSLContext) -> str:
+    """A signed token of ServiceAccount default/bench, bound to cluster-admin: requests
+    then pay the JWT check (cached) and the bound-object look-ups, not the admin shortcut."""
+    import urllib.request
+
+    def post(path: str, body: dict[str, object]) -> dict[str, object]:
+        req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={**headers, "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+            return dict(json.loads(resp.read()))
+
+    post("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "bench"}})
+    post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "metadata": {"name": "bench"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": "default"}]})
+    answer = post("/api/v1/namespaces/default/serviceaccounts/bench/token", {"spec": {}})
+    status = answer["status"]
+    assert isinstance(status, dict)
+    return str(status["token"])
+
+
+def start_localcluster(data_dir: Path, *, service_account: bool = False) -> Target:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -94,7 +117,10 @@ def start_localcluster(data_dir: Path) -> Target:
     url = _wait_for_line(proc, r"serving (https://\S+);")
     token = (data_dir / "admin-token").read_text().strip()
     ctx = ssl.create_default_context(cafile=str(data_dir / "pki" / "ca.crt"))
-    return Target("localcluster", url, {"Authorization": f"Bearer {token}"}, ctx, proc)
+    headers = {"Authorization": f"Bearer {token}"}
+    if service_account:
+        headers = {"Authorization": f"Bearer {_service_account_token(url, headers, ctx)}"}
+    return Target("localcluster", url, headers, ctx, proc)
 
 
 def start_kmock() -> Target:
@@ -204,6 +230,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--time-limit", type=float, default=60.0,
                         help="seconds of writing per server (kmock slows down as it fills)")
+    parser.add_argument("--service-account", action="store_true",
+                        help="localcluster: send a service-account token (a signed JWT whose "
+                             "account is bound to cluster-admin) instead of the admin token")
     parser.add_argument("--serve-kmock", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_kmock:
@@ -211,7 +240,9 @@ def main() -> int:
         return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as tmp:
-        for start in (lambda: start_localcluster(Path(tmp) / "lc"), start_kmock):
+        for start in (lambda: start_localcluster(Path(tmp) / "lc",
+                                                 service_account=args.service_account),
+                      start_kmock):
             target = start()
             try:
                 results.append(

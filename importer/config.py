@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
-from importer.sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
 from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
+from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
 
 FILESYSTEM_DEST = Path("/data/disk.img")
 BLOCK_DEST = Path("/dev/cdi-block-volume")

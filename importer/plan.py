@@ -22,7 +22,7 @@ from fractions import Fraction
 from importer.config import ContentType
 from importer.errors import InvalidImage, TooSmall
 from importer.formats import Compression, Image
-from importer.sizes import usable_space
+from sizes import usable_space
 
 
 class Route(StrEnum):

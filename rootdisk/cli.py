@@ -16,6 +16,8 @@ from collections.abc import Sequence
 COMMANDS = (
     "rootdisk.cmd_import",
     "rootdisk.cmd_cluster",
+    "rootdisk.cmd_wait",
+    "rootdisk.cmd_vm",
 )
 
 

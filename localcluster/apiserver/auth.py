@@ -1,26 +1,26 @@
 """Who is calling: bearer tokens for the admin and for service accounts.
 
 The admin token is random and lives in the data dir (and the kubeconfig). Service-account
-tokens are minted here without storing them: ``lcsa.<payload>.<hmac>``, where the payload
-names the account and the HMAC key is a per-data-dir secret, so a restart keeps mounted
-tokens valid and nobody can forge one. Whether the account still exists is checked by the
-caller (a deleted account's token stops working, as with bound tokens upstream).
+tokens are signed JWTs (``sa_tokens``) whose signing key is kept in the data dir's pki, so
+a restart keeps mounted tokens valid and nobody without the key can forge one. Whether the
+bound objects (the ServiceAccount, the pod) still exist with the uids the token names is
+checked by the caller against the store: a token of a deleted account or pod stops working.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
-import json
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .sa_tokens import TokenClaims, TokenError, TokenIssuer, load_or_create_key
+
 ADMIN_USER = "admin"
 ADMIN_GROUPS = ("system:masters", "system:authenticated")
-_PREFIX = "lcsa"
+ANONYMOUS = "system:anonymous"
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,10 @@ class UserInfo:
     uid: str = ""
     # Set for service accounts: (namespace, name).
     service_account: tuple[str, str] | None = None
+    # (key, values) pairs sent on as X-Remote-Extra-<key> and in reviews' userInfo.extra.
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # For service-account tokens: the uids the token is bound to (checked per request).
+    bound_uids: tuple[str, ...] = ()
 
     @property
     def is_admin(self) -> bool:
@@ -39,10 +43,13 @@ class UserInfo:
         out: dict[str, object] = {"username": self.username, "groups": list(self.groups)}
         if self.uid:
             out["uid"] = self.uid
+        if self.extra:
+            out["extra"] = {k: list(v) for k, v in self.extra}
         return out
 
 
 ADMIN = UserInfo(ADMIN_USER, ADMIN_GROUPS)
+ANONYMOUS_USER = UserInfo(ANONYMOUS, ("system:unauthenticated",))
 
 
 def service_account_user(namespace: str, name: str) -> UserInfo:
@@ -52,6 +59,23 @@ def service_account_user(namespace: str, name: str) -> UserInfo:
          "system:authenticated"),
         service_account=(namespace, name),
     )
+
+
+def token_user(claims: TokenClaims) -> UserInfo:
+    """The user of a verified service-account token, as kube-apiserver names it."""
+    base = service_account_user(claims.namespace, claims.service_account)
+    extra: list[tuple[str, tuple[str, ...]]] = []
+    if claims.token_id:
+        extra.append(("authentication.kubernetes.io/credential-id",
+                      (f"JTI={claims.token_id}",)))
+    bound = [claims.service_account_uid]
+    if claims.pod_uid:
+        extra += [("authentication.kubernetes.io/pod-name", (claims.pod_name,)),
+                  ("authentication.kubernetes.io/pod-uid", (claims.pod_uid,))]
+        bound.append(claims.pod_uid)
+    return UserInfo(base.username, base.groups, uid=claims.service_account_uid,
+                    service_account=base.service_account, extra=tuple(extra),
+                    bound_uids=tuple(bound))
 
 
 def _read_or_create(path: Path, nbytes: int) -> str:
@@ -64,39 +88,22 @@ def _read_or_create(path: Path, nbytes: int) -> str:
     return value
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 class Authenticator:
-    """Maps bearer tokens to users. Thread-safe: nothing here mutates after __init__."""
+    """Maps bearer tokens to users. Thread-safe (the token issuer's cache has a lock)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.admin_token = _read_or_create(data_dir / "admin-token", 32)
-        self._key = _read_or_create(data_dir / "sa-signing-key", 32).encode()
+        self.tokens = TokenIssuer(load_or_create_key(data_dir / "pki" / "sa.key"))
 
-    def _sign(self, payload: str) -> str:
-        return _b64(hmac.new(self._key, payload.encode(), hashlib.sha256).digest())
-
-    def mint_service_account_token(self, namespace: str, name: str) -> str:
-        payload = _b64(json.dumps({"ns": namespace, "sa": name,
-                                   "n": secrets.token_hex(4)}).encode())
-        return f"{_PREFIX}.{payload}.{self._sign(payload)}"
-
-    def authenticate(self, token: str) -> UserInfo | None:
+    def authenticate(self, token: str, *, audiences: tuple[str, ...] = ()) -> UserInfo | None:
+        """The user of ``token``, or None. Service-account users carry ``bound_uids``:
+        the caller checks those objects still exist."""
         if hmac.compare_digest(token, self.admin_token):
             return ADMIN
-        parts = token.split(".")
-        if len(parts) != 3 or parts[0] != _PREFIX:
-            return None
-        if not hmac.compare_digest(self._sign(parts[1]), parts[2]):
+        if token.count(".") != 2:
             return None
         try:
-            claims = json.loads(_unb64(parts[1]))
-            return service_account_user(str(claims["ns"]), str(claims["sa"]))
-        except (ValueError, KeyError):
+            claims = self.tokens.verify(token, now=int(time.time()), audiences=audiences)
+        except TokenError:
             return None
+        return token_user(claims)

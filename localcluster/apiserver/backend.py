@@ -16,11 +16,14 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import (
+    apiservices,
+    cel_rules,
     crds,
+    decoding,
     defaults,
     deletion,
     gc,
@@ -67,9 +70,19 @@ APPLY_PATCH = "application/apply-patch+yaml"
 
 @dataclass(frozen=True)
 class WriteOptions:
+    """How a write was asked for. ``field_validation`` is the request's fieldValidation
+    (internal writes: Ignore); ``duplicates`` the keys the request body repeated;
+    ``warnings`` collects what the answer's ``Warning`` headers say."""
+
     user: UserInfo = ADMIN
     dry_run: bool = False
-    strict_fields: bool = False
+    field_validation: str = decoding.IGNORE
+    duplicates: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def strict_fields(self) -> bool:
+        return self.field_validation == decoding.STRICT
 
 
 def _now() -> datetime.datetime:
@@ -216,6 +229,13 @@ class Backend:
         body["kind"] = rt.kind
         return body
 
+    @staticmethod
+    def _decode(rt: ResourceType, body: Obj, options: WriteOptions) -> None:
+        """The decoder's field checks on a request body (unknown fields dropped in place)."""
+        options.warnings.extend(decoding.check_fields(
+            body, kind=rt.kind, group=rt.group, version=rt.version, custom=rt.custom,
+            validation=options.field_validation, duplicates=options.duplicates))
+
     def _invalid(self, rt: ResourceType, obj: Obj, causes: list[Cause]) -> APIError:
         name = (obj.get("metadata") or {}).get("name") or ""
         return invalid(kind=rt.kind, group=rt.group, name=str(name), causes=causes)
@@ -227,19 +247,22 @@ class Backend:
                                         creating=old is None)
         if rt.schema is not None:
             pruned = schema.prune(obj, rt.schema)
-            if options.strict_fields:
-                unknown = dropped_fields(obj, pruned)
-                if unknown:
-                    raise bad_request("strict decoding error: " + ", ".join(
-                        f'unknown field "{path}"' for path in unknown))
+            if options.field_validation != decoding.IGNORE:
+                options.warnings.extend(decoding.unknown_fields_outcome(
+                    dropped_fields(obj, pruned), validation=options.field_validation))
             obj = schema.apply_defaults(pruned, rt.schema)
-            for err in schema.validate(obj, rt.schema):
+            errors = schema.validate(obj, rt.schema)
+            if not errors and cel_rules.schema_has_rules(rt.schema):
+                errors = cel_rules.validate(obj, rt.schema, old=old)
+            for err in errors:
                 text = str(err)
                 if err.path and text.startswith(err.path + ": "):
                     text = text[len(err.path) + 2:]
                 causes.append(Cause(err.type, text, err.path))
         if not rt.custom:
             causes += validation.validate(rt.kind, obj)
+        if rt.group_resource == apiservices.APISERVICE_GR:
+            causes += apiservices.validate(obj)
         if rt.group_resource == CRD_GR:
             causes += crds.validate_crd(obj)
             if old is not None and not causes:
@@ -268,6 +291,7 @@ class Backend:
         if "create" not in rt.verbs:
             raise method_not_allowed(f"create is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=None)
+        self._decode(rt, body, options)
         if rt.namespaced:
             if not ns:
                 raise bad_request("the namespace of the object must be given in the URL")
@@ -283,7 +307,8 @@ class Backend:
                 if self.store.get(*self._key(rt, ns, name)) is None:
                     break
         obj = meta.prepare_create(body, namespace=ns if rt.namespaced else None,
-                                  name=name or "", uid=str(uuid.uuid4()), now=self.clock())
+                                  name=name or "", uid=str(uuid.uuid4()), now=self.clock(),
+                                  generation=meta.tracks_generation(rt.kind, custom=rt.custom))
         if not name:
             obj["metadata"].pop("name", None)
         keep_status = not rt.has_status or rt.kind == "Node"
@@ -327,7 +352,8 @@ class Backend:
                         subresource: str, options: WriteOptions) -> Obj:
         old = self.view(rt, current)
         new = meta.carry_over(old, body, has_status=rt.has_status, subresource=subresource,
-                              status_in_generation=rt.custom and not rt.has_status)
+                              status_in_generation=rt.custom and not rt.has_status,
+                              generation=meta.tracks_generation(rt.kind, custom=rt.custom))
         if subresource == "finalize":
             new = copy.deepcopy(old)
             new.setdefault("spec", {})["finalizers"] = list(
@@ -370,6 +396,7 @@ class Backend:
         if "update" not in rt.verbs:
             raise method_not_allowed(f"update is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=name)
+        self._decode(rt, body, options)
         key = self._key(rt, ns, name)
         current = self.get_stored(rt, ns, name)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
@@ -435,6 +462,8 @@ class Backend:
             if wanted_rv and str(wanted_rv) != str(current.rv):
                 raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
             body = self.check_body(rt, patched, ns=ns, name=name)
+            del options.warnings[:]  # a retried patch reports its last attempt
+            self._decode(rt, body, options)
             new = self._prepare_update(rt, current, body, subresource=subresource,
                                        options=options)
             result = await self._write_update(rt, key, current, new, subresource=subresource,
@@ -565,7 +594,8 @@ class Backend:
         if self.store.get(*key) is not None:
             return
         new = meta.prepare_create(obj, namespace=ns if rt.namespaced else None, name=key[2],
-                                  uid=str(uuid.uuid4()), now=self.clock())
+                                  uid=str(uuid.uuid4()), now=self.clock(),
+                                  generation=meta.tracks_generation(rt.kind, custom=rt.custom))
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         defaults.on_create(rt.kind, new, keep_status=not rt.has_status)
         self._commit(*key, new, None)

@@ -64,6 +64,13 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     # authentication.k8s.io/v1: who am I (kubectl auth whoami)
     ResourceType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview",
                  False, "selfsubjectreview", verbs=_CREATE_ONLY),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews",
+                 "SelfSubjectRulesReview", False, "selfsubjectrulesreview", verbs=_CREATE_ONLY),
+    ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False,
+                 "tokenreview", verbs=_CREATE_ONLY),
+    # apiregistration.k8s.io/v1: aggregated APIs (aggregator.py)
+    ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
+                 "apiservice", categories=("api-extensions",), subresources=("status",)),
     # coordination.k8s.io/v1
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
     # apps/v1
@@ -121,6 +128,8 @@ REVIEW_RESOURCES = frozenset({
     "authorization.k8s.io/selfsubjectaccessreviews",
     "authorization.k8s.io/localsubjectaccessreviews",
     "authentication.k8s.io/selfsubjectreviews",
+    "authentication.k8s.io/tokenreviews",
+    "authorization.k8s.io/selfsubjectrulesreviews",
 })
 
 # Namespaces that always exist (recreated at start if missing).

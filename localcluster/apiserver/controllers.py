@@ -1,4 +1,7 @@
-"""The server's own controllers: garbage collector, namespace and CRD cleanup, CRD serving.
+"""The server's own controllers: garbage collector, namespace and CRD cleanup, CRD serving,
+and the root-CA publisher (every namespace's ``kube-root-ca.crt`` ConfigMap with the
+cluster CA, put back when deleted or changed, as kube-controller-manager's
+root-ca-cert-publisher does).
 
 They react to the store's events (a listener on :class:`Backend`) and do their work on the
 event loop through the backend's internal writes, which skip admission and authorization
@@ -22,6 +25,12 @@ logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
+CM_GR = "/configmaps"
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters.")
 
 
 def _without_finalizer(name: str) -> Any:
@@ -42,9 +51,15 @@ def _without_spec_finalizer(obj: Obj) -> Obj:
 
 
 class Controllers:
-    def __init__(self, backend: Backend, registry: Registry) -> None:
+    def __init__(self, backend: Backend, registry: Registry, *,
+                 root_ca_pem: str | None = None) -> None:
         self.backend = backend
         self.registry = registry
+        self.root_ca_pem = root_ca_pem
+        # Namespaces whose kube-root-ca.crt is to be checked (all of them at start).
+        self._ca_namespaces: set[str] = set()
+        if root_ca_pem is not None:
+            self._ca_namespaces = {n for (_, n), _ in backend.store.items(NS_GR)}
         self._gone_owners: set[str] = set()
         self._keys: set[Key] = set()
         self._new_namespaces: set[str] = set()
@@ -64,7 +79,7 @@ class Controllers:
                 self._dangling.add(key)
         if self._dangling:
             self._wake.set()
-        if self._keys:
+        if self._keys or self._ca_namespaces:
             self._wake.set()
 
     def _owners_all_gone(self, obj: Obj) -> bool:
@@ -87,6 +102,12 @@ class Controllers:
         ns, name = m.get("namespace", ""), m["name"]
         if event.gr == CRD_GR:
             self._serve_crd(obj, deleted=event.type == "DELETED")
+        if self.root_ca_pem is not None and (
+                (event.gr == NS_GR and event.type == "ADDED")
+                or (event.gr == CM_GR and name == ROOT_CA_CONFIGMAP and (
+                    event.type == "DELETED" or obj.get("data") != self._root_ca_data()))):
+            self._ca_namespaces.add(name if event.gr == NS_GR else ns)
+            self._wake.set()
         if event.type == "DELETED":
             uid = m.get("uid")
             if uid and self.backend.dependents_of(uid):
@@ -129,6 +150,8 @@ class Controllers:
                 sa = self.registry.get("", "v1", "serviceaccounts")
                 if sa is not None and self.backend.store.get(SA_GR, ns, "default") is None:
                     self.backend.create_internal(sa, ns, {"metadata": {"name": "default"}})
+        while self._ca_namespaces:
+            self._publish_root_ca(self._ca_namespaces.pop())
         while self._gone_owners:
             self._owner_gone(self._gone_owners.pop())
         while self._dangling:
@@ -141,6 +164,26 @@ class Controllers:
         while self._keys and rounds < 1000:
             rounds += 1
             self._reconcile(self._keys.pop())
+
+    def _root_ca_data(self) -> Obj:
+        return {"ca.crt": self.root_ca_pem}
+
+    def _publish_root_ca(self, ns: str) -> None:
+        stored = self.backend.store.get(NS_GR, "", ns)
+        cm = self.registry.get("", "v1", "configmaps")
+        if stored is None or stored.obj["metadata"].get("deletionTimestamp") or cm is None:
+            return
+        current = self.backend.store.get(CM_GR, ns, ROOT_CA_CONFIGMAP)
+        if current is None:
+            self.backend.create_internal(cm, ns, {
+                "metadata": {"name": ROOT_CA_CONFIGMAP,
+                             "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+                "data": self._root_ca_data()})
+        elif current.obj.get("data") != self._root_ca_data() \
+                and not current.obj["metadata"].get("deletionTimestamp"):
+            data = self._root_ca_data()
+            self.backend.mutate_internal(CM_GR, ns, ROOT_CA_CONFIGMAP,
+                                         lambda o: {**o, "data": dict(data)})
 
     def _owner_gone(self, uid: str) -> None:
         for key in self.backend.dependents_of(uid):

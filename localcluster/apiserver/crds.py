@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import cel_rules
 from .errors import Cause
 from .registry import ResourceType
 from .scale import ScaleError, crd_paths
@@ -87,6 +88,10 @@ def validate_crd(crd: Obj) -> list[Cause]:
         else:
             for problem in validate_structural(schema):
                 bad(f"spec.versions[{i}].schema.openAPIV3Schema", problem)
+            for problem in cel_rules.check_schema(schema):
+                where, _, message = problem.partition(": ")
+                causes.append(Cause("FieldValueInvalid", message,
+                                    f"spec.versions[{i}].schema.openAPIV3Schema.{where}"))
         scale = (version.get("subresources") or {}).get("scale")
         if scale is not None:
             try:
@@ -166,5 +171,17 @@ def served_types(crd: Obj) -> list[ResourceType]:
             selectable_fields=tuple(str(f.get("jsonPath", "")).lstrip(".")
                                     for f in version.get("selectableFields") or []
                                     if isinstance(f, dict)),
+            deprecation_warning=deprecation_warning(spec["group"], names["kind"], version),
         ))
     return out
+
+
+def deprecation_warning(group: str, kind: str, version: Obj) -> str | None:
+    """What a request to a ``deprecated`` served version is warned (upstream's default
+    text unless the version sets ``deprecationWarning``)."""
+    if not version.get("deprecated"):
+        return None
+    custom = version.get("deprecationWarning")
+    if isinstance(custom, str) and custom:
+        return custom
+    return f"{group}/{version.get('name')} {kind} is deprecated"

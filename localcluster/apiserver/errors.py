@@ -113,7 +113,8 @@ def invalid(*, kind: str, group: str, name: str, causes: list[Cause]) -> APIErro
     """422 Invalid, message ``Kind "name" is invalid: field: msg, field: msg``."""
     parts = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
     joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    return APIError(422, "Invalid", f'{kind} "{name}" is invalid: {joined}',
+    qualified = f"{kind}.{group}" if group else kind  # as upstream: Deployment.apps
+    return APIError(422, "Invalid", f'{qualified} "{name}" is invalid: {joined}',
                     name=name, group=group, kind=kind, causes=causes)
 
 

@@ -10,8 +10,7 @@ dispatches on method and shape. Lists and watches are written from the stored JS
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
+import bisect
 import json
 import logging
 from dataclasses import dataclass
@@ -21,7 +20,10 @@ from aiohttp import web
 
 from . import (
     authz,
+    decoding,
     discovery,
+    identity,
+    list_options,
     openapi,
     portforward,
     protobuf,
@@ -31,12 +33,13 @@ from . import (
     tables,
     watch,
 )
-from .auth import Authenticator, UserInfo, service_account_user
+from .aggregator import Aggregator
+from .apiservices import request_attributes
+from .auth import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
     JSON_PATCH,
     MERGE_PATCH,
-    SA_GR,
     STRATEGIC_PATCH,
     Backend,
     WriteOptions,
@@ -46,6 +49,7 @@ from .errors import (
     bad_request,
     forbidden,
     method_not_allowed,
+    not_acceptable,
     not_found,
     too_large,
     unauthorized,
@@ -59,6 +63,9 @@ logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
 LogProvider = subresources.LogProvider
 JSON_TYPE = "application/json"
+YAML_TYPE = "application/yaml"
+DUPLICATES = web.RequestKey("duplicates", tuple)  # keys a JSON body repeated
+TYPE_WARNINGS = web.RequestKey("type_warnings", list)  # e.g. a deprecated CRD version
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 DEFAULT_WATCH_TIMEOUT = 1800
 # Built-in kinds whose DELETE answers with the deleted object rather than a Status, as
@@ -100,6 +107,13 @@ def error_response(err: APIError) -> web.Response:
     return _json_response(err.to_status(), err.code)
 
 
+def _with_warnings(response: web.Response, options: WriteOptions) -> web.Response:
+    """One ``Warning`` header per problem the decoder noticed under fieldValidation=Warn."""
+    for text in dict.fromkeys(options.warnings):
+        response.headers.add("Warning", decoding.warning_header(text))
+    return response
+
+
 def _wants_table(request: web.Request) -> bool:
     accept = request.headers.get("Accept", "")
     first = accept.split(",")[0]
@@ -124,20 +138,6 @@ def _int_param(query: Any, name: str) -> int | None:
         raise bad_request(f'{name}: Invalid value: "{value}": must be an integer') from None
 
 
-def _encode_continue(rv: int, ns: str, name: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": [ns, name]}).encode()
-                                    ).decode().rstrip("=")
-
-
-def _decode_continue(token: str) -> tuple[str, str]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        ns, name = data["start"]
-        return str(ns), str(name)
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise bad_request("continue: Invalid value: the continue token is not valid") from None
-
-
 class Handlers:
     def __init__(self, *, backend: Backend, registry: Registry, authenticator: Authenticator,
                  settings: Settings) -> None:
@@ -146,12 +146,20 @@ class Handlers:
         self.auth = authenticator
         self.settings = settings
         self.log_provider: LogProvider | None = None
+        self.aggregator: Aggregator | None = None
         self.exec_provider: remotecommand.ExecProvider | None = None
         self.closing = asyncio.Event()
 
     # -- entry ------------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        response = await self._answer(request)
+        for text in request.get(TYPE_WARNINGS, ()):
+            if not response.prepared:
+                response.headers.add("Warning", decoding.warning_header(text))
+        return response
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         try:
             return await self._handle(request)
         except APIError as err:
@@ -166,18 +174,21 @@ class Handlers:
             logger.exception("%s %s failed", request.method, request.path)
             return error_response(APIError(500, "InternalError", f"internal error: {err}"))
 
-    def _user(self, request: web.Request) -> UserInfo:
+    def _user(self, request: web.Request, path: str) -> UserInfo:
         header = request.headers.get("Authorization", "")
+        if not header and request.method == "GET":
+            # Anonymous requests get what RBAC grants system:unauthenticated on non-resource
+            # paths (system:public-info-viewer: /version and the health checks); 401 else.
+            if authz.allowed_for(self.backend.store, ANONYMOUS_USER, verb="get",
+                                 path=path)[0]:
+                return ANONYMOUS_USER
+            raise unauthorized()
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthorized()
-        user = self.auth.authenticate(token.strip())
+        user = identity.authenticate(self.auth, self.backend, token.strip())
         if user is None:
             raise unauthorized()
-        if user.service_account is not None:
-            ns, name = user.service_account
-            if self.backend.store.get(SA_GR, ns, name) is None:
-                raise unauthorized()
         target = request.headers.get("Impersonate-User")
         if target:
             return self._impersonate(user, target, request.headers.getall("Impersonate-Group",
@@ -207,9 +218,13 @@ class Handlers:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
+        user = self._user(request, path)
         if path in PUBLIC_PATHS:
+            self._authorize_path(user, path)
             return web.Response(text="ok")
-        user = self._user(request)
+        if path in identity.DISCOVERY_PATHS and request.method == "GET":
+            self._authorize_path(user, path)
+            return _json_response(identity.discovery_document(self.auth, path))
         if request.method == "GET" and (path == "/version" or path == "/"
                                         or path.startswith("/openapi")
                                         or path in ("/api", "/apis")):
@@ -223,11 +238,17 @@ class Handlers:
         elif parts[0] == "apis" and len(parts) == 2 and request.method == "GET":
             self._authorize_path(user, path)
             doc = discovery.api_group(self.registry, parts[1])
+            if doc is None and self.aggregator is not None:
+                doc = self.aggregator.group_doc(parts[1])
             if doc is None:
                 raise not_found(resource="", group="", name=parts[1])
             return _json_response(doc)
         else:
             raise not_found(resource="", group="", name=path)
+        route = self.aggregator.route_for(group, version) if self.aggregator else None
+        if route is not None and self.aggregator is not None:
+            self._authorize_proxied(user, request, path, rest)
+            return await self.aggregator.proxy(request, user, route)
         if not rest:
             if request.method != "GET":
                 raise method_not_allowed(f"{request.method} is not allowed on {path}")
@@ -248,19 +269,28 @@ class Handlers:
         if path in ("/api", "/apis") and discovery.wants_aggregated(
                 request.headers.get("Accept", "")):
             doc = discovery.aggregated(self.registry, core=path == "/api")
+            if path == "/apis" and self.aggregator is not None:
+                doc = self.aggregator.merge_aggregated(doc)
             return web.Response(text=json.dumps(doc, separators=(",", ":")), headers={
                 "Content-Type": discovery.AGGREGATED_CONTENT_TYPE})
         if path == "/api":
             return _json_response(discovery.api_versions())
         if path == "/apis":
-            return _json_response(discovery.api_group_list(self.registry))
+            groups = discovery.api_group_list(self.registry)
+            if self.aggregator is not None:
+                groups = self.aggregator.merge_group_list(groups)
+            return _json_response(groups)
         if path.startswith("/openapi"):
+            accept = request.headers.get("Accept", "")
+            if path == "/openapi/v2" and "protobuf" in accept and "json" not in accept \
+                    and "*/*" not in accept:
+                raise not_acceptable("only application/json is served for /openapi/v2")
             doc = openapi.document(self.registry, path, request.query)
             if doc is None:
                 raise not_found(resource="", group="", name=path)
             return _json_response(doc)
         return _json_response({"paths": sorted({"/api", "/apis", "/version", "/openapi/v3",
-                                                "/healthz", "/livez", "/readyz"})})
+                                                "/openapi/v2", "/healthz", "/livez", "/readyz"})})
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
         namespace: str | None = None
@@ -297,6 +327,24 @@ class Handlers:
             raise forbidden(authz.forbidden_message(user=user.username, **attrs),
                             resource=t.rt.resource, group=t.rt.group, name=t.name)
 
+    def _authorize_proxied(self, user: UserInfo, request: web.Request, path: str,
+                           rest: list[str]) -> None:
+        """RBAC on a request for an aggregated API, as kube-apiserver checks it before
+        proxying (the backend checks again with a SubjectAccessReview)."""
+        attrs = request_attributes(request.method, rest,
+                                   watch=_flag(request.query.get("watch")))
+        if attrs is None:
+            self._authorize_path(user, path)
+            return
+        parts = path.strip("/").split("/")
+        if user.is_admin:
+            return
+        full = {**attrs, "api_group": parts[1]}
+        allowed, _ = authz.allowed_for(self.backend.store, user, **full)
+        if not allowed:
+            raise forbidden(authz.forbidden_message(user=user.username, **full),
+                            resource=full["resource"], group=parts[1], name=full["name"])
+
     def _authorize_path(self, user: UserInfo, path: str) -> None:
         if user.is_admin:
             return
@@ -308,9 +356,10 @@ class Handlers:
 
     async def _body(self, request: web.Request) -> Any:
         protobuf_body = request.content_type == protobuf.CONTENT_TYPE
+        yaml_body = request.content_type == YAML_TYPE and request.method in ("POST", "PUT")
         if request.content_type not in ("application/json", "application/octet-stream", "",
                                         MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH) \
-                and not protobuf_body:
+                and not protobuf_body and not yaml_body:
             raise unsupported_media_type(request.content_type)
         limit = self.settings.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
@@ -326,9 +375,13 @@ class Handlers:
             except protobuf.ProtobufError as err:
                 raise APIError(415, "UnsupportedMediaType", str(err)) from None
         try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise bad_request(f"the request body is not valid JSON: {err}") from None
+            if yaml_body:
+                return decoding.load_yaml(raw)
+            body, duplicates = decoding.load_json(raw)
+        except decoding.DecodeError as err:
+            raise bad_request(str(err)) from None
+        request[DUPLICATES] = tuple(duplicates)
+        return body
 
     @staticmethod
     def _write_options(request: web.Request, user: UserInfo) -> WriteOptions:
@@ -337,10 +390,12 @@ class Handlers:
             if value != "All":
                 raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: '
                                   '"All"')
-        validation = request.query.get("fieldValidation", "")
-        if validation not in ("", "Strict", "Warn", "Ignore"):
-            raise bad_request(f'fieldValidation: Unsupported value: "{validation}"')
-        return WriteOptions(user=user, dry_run=bool(dry), strict_fields=validation == "Strict")
+        validation = request.query.get("fieldValidation") or decoding.WARN
+        if validation not in decoding.FIELD_VALIDATIONS:
+            raise bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
+                              'values: "Ignore", "Strict", "Warn"')
+        return WriteOptions(user=user, dry_run=bool(dry), field_validation=validation,
+                            duplicates=request.get(DUPLICATES, ()))
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -348,6 +403,8 @@ class Handlers:
                         watch_path: bool) -> web.StreamResponse:
         method = request.method
         rt = t.rt
+        if rt.deprecation_warning:
+            request[TYPE_WARNINGS] = [rt.deprecation_warning]
         if rt.namespaced and t.namespace is None and method not in ("GET",):
             raise APIError(404, "NotFound", f"{rt.resource} is namespaced: use "
                                             f"/namespaces/NAMESPACE/{rt.resource}")
@@ -402,10 +459,10 @@ class Handlers:
         if method == "PUT":
             self._authorize(user, "update", t)
             body = await self._body(request)
+            options = self._write_options(request, user)
             obj = await self.backend.update(rt, t.namespace, t.name, body,
-                                            subresource=t.subresource,
-                                            options=self._write_options(request, user))
-            return _json_response(obj)
+                                            subresource=t.subresource, options=options)
+            return _with_warnings(_json_response(obj), options)
         if method == "PATCH":
             self._authorize(user, "patch", t)
             content_type = request.content_type
@@ -416,10 +473,10 @@ class Handlers:
             if content_type not in (MERGE_PATCH, JSON_PATCH, STRATEGIC_PATCH):
                 raise unsupported_media_type(content_type)
             body = await self._body(request)
+            options = self._write_options(request, user)
             obj = await self.backend.patch(rt, t.namespace, t.name, content_type, body,
-                                           subresource=t.subresource,
-                                           options=self._write_options(request, user))
-            return _json_response(obj)
+                                           subresource=t.subresource, options=options)
+            return _with_warnings(_json_response(obj), options)
         if method == "DELETE":
             if t.subresource:
                 raise method_not_allowed(f"DELETE is not allowed on {rt.resource}/"
@@ -440,6 +497,9 @@ class Handlers:
         options = self._write_options(request, user)
         if self.backend.is_review(t.rt):
             body = self.backend.check_body(t.rt, body, ns=t.namespace, name=None)
+            if t.rt.resource in identity.REVIEWS:
+                return _json_response(identity.review(self.auth, self.backend, t.rt.resource,
+                                                      body, user), 201)
             if t.rt.resource == "selfsubjectreviews":
                 return _json_response({"apiVersion": t.rt.api_version, "kind": t.rt.kind,
                                        "metadata": {"creationTimestamp": None},
@@ -455,7 +515,7 @@ class Handlers:
             result.setdefault("metadata", {})["creationTimestamp"] = None
             return _json_response(result, 201)
         obj = await self.backend.create(t.rt, t.namespace, body, options)
-        return _json_response(obj, 201)
+        return _with_warnings(_json_response(obj, 201), options)
 
     async def _delete_options(self, request: web.Request) -> Obj:
         opts: Obj = {}
@@ -531,6 +591,21 @@ class Handlers:
         except selectors.SelectorError as err:
             raise bad_request(f"invalid selector: {err}") from None
 
+    def _list_items(self, t: Target, plan: list_options.ListPlan
+                    ) -> tuple[int, list[tuple[tuple[str, str], Stored]]]:
+        """The resourceVersion the list is read at and its items (sorted by key)."""
+        store = self.backend.store
+        current = self.backend.list_stored(t.rt, t.namespace)
+        if plan.min_rv is not None and plan.min_rv > store.rv:
+            raise list_options.too_large(plan.min_rv, store.rv)
+        if plan.read_rv is None or plan.read_rv == store.rv:
+            return store.rv, current
+        if plan.read_rv > store.rv:
+            raise list_options.too_large(plan.read_rv, store.rv)
+        ns = t.namespace if t.rt.namespaced else None
+        return plan.read_rv, self.backend.watchcache.state_at(
+            plan.read_rv, gr=t.rt.group_resource, ns=ns, current=current, current_rv=store.rv)
+
     def _list(self, request: web.Request, t: Target) -> web.Response:
         rt = t.rt
         if self.backend.is_review(rt):
@@ -539,34 +614,44 @@ class Handlers:
         limit = _int_param(request.query, "limit") or 0
         if limit < 0:
             raise bad_request("limit: Invalid value: must be non-negative")
-        token = request.query.get("continue")
-        start = _decode_continue(token) if token else None
-        rv = self.backend.store.rv
+        plan = list_options.list_plan(request.query, limit=limit)
+        rv, items = self._list_items(t, plan)
+        start = plan.start
         selected: list[tuple[tuple[str, str], Stored]] = []
         more = False
+        remaining: int | None = None
         needs_view = rt.from_storage is not None
-        for key, stored in self.backend.list_stored(rt, t.namespace):
-            if start is not None and key <= start:
-                continue
-            if label_sel is not None or field_sel is not None:
+        if label_sel is None and field_sel is None:
+            first = bisect.bisect_right(items, start, key=lambda item: item[0]) \
+                if start is not None else 0
+            stop = first + limit if limit else len(items)
+            selected = items[first:stop]
+            more = stop < len(items)
+            remaining = len(items) - stop if more else None
+        else:
+            for key, stored in items:
+                if start is not None and key <= start:
+                    continue
                 obj = self.backend.view(rt, stored) if needs_view or field_sel else stored.obj
                 if not watch.matches(obj, label_sel, field_sel):
                     continue
-            if limit and len(selected) == limit:
-                more = True
-                break
-            selected.append((key, stored))
+                if limit and len(selected) == limit:
+                    more = True
+                    break
+                selected.append((key, stored))
         list_meta: Obj = {"resourceVersion": str(rv)}
         if more:
             last = selected[-1][0]
-            list_meta["continue"] = _encode_continue(rv, *last)
+            list_meta["continue"] = list_options.encode_continue(rv, *last)
+            if remaining is not None:
+                list_meta["remainingItemCount"] = remaining
         if _wants_table(request):
             return _json_response(self._table([s for _, s in selected], rt, list_meta,
                                               _include_object(request)))
-        items = ",".join(self.backend.view_raw(rt, s) for _, s in selected)
+        items_text = ",".join(self.backend.view_raw(rt, s) for _, s in selected)
         head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
                            "metadata": list_meta}, separators=(",", ":"))
-        return _raw_response(head[:-1] + ',"items":[' + items + "]}")
+        return _raw_response(head[:-1] + ',"items":[' + items_text + "]}")
 
     def _table(self, stored: list[Stored], rt: ResourceType, list_meta: Obj,
                include_object: str) -> Obj:
@@ -585,16 +670,22 @@ class Handlers:
                      only_name: str = "") -> web.StreamResponse:
         label_sel, field_sel = self._selectors(request, t.rt)
         timeout = _int_param(request.query, "timeoutSeconds")
+        bookmarks = _flag(request.query.get("allowWatchBookmarks"))
+        plan = list_options.watch_plan(request.query, bookmarks=bookmarks)
+        if plan.min_rv is not None and plan.min_rv > self.backend.store.rv:
+            raise list_options.too_large(plan.min_rv, self.backend.store.rv)
         options = watch.WatchOptions(
             resource_version=request.query.get("resourceVersion", ""),
             timeout=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
-            bookmarks=_flag(request.query.get("allowWatchBookmarks")),
+            bookmarks=bookmarks, send_initial_events=plan.send_initial_events,
             bookmark_interval=self.settings.bookmark_interval,
             label_selector=label_sel, field_selector=field_sel, only_name=only_name,
             table=_include_object(request) if _wants_table(request) else None)
         ns = t.namespace if t.rt.namespaced else None
         stream = watch.WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
-                                   render_table=self._table)
+                                   render_table=self._table, warnings=tuple(
+                                       decoding.warning_header(text)
+                                       for text in request.get(TYPE_WARNINGS, ())))
         return await stream.serve(request)
 
     # -- subresources with their own bodies ------------------------------------------------
@@ -641,9 +732,9 @@ class Handlers:
         if not isinstance(body, dict):
             raise bad_request("the body must be a JSON object")
         if t.subresource == "token":
-            self.backend.get_stored(t.rt, t.namespace, t.name)
-            return _json_response(subresources.token_request(
-                self.auth, namespace=t.namespace or "", name=t.name, body=body), 201)
+            sa = self.backend.get_stored(t.rt, t.namespace, t.name)
+            return _json_response(identity.token_request(
+                self.auth, self.backend, sa=sa.obj, body=body), 201)
         return _json_response(await subresources.bind_pod(
             self.backend, t.rt, namespace=t.namespace or "", name=t.name, body=body,
             user=user), 201)

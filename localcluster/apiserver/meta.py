@@ -144,8 +144,23 @@ def validate_metadata(obj: Obj, *, name_rule: str, creating: bool) -> list[Cause
     return causes
 
 
+# Built-in kinds whose registry counts metadata.generation upstream (v1.32): those with a
+# spec that a controller acts on. ConfigMaps, Secrets, Pods, Services, claims... have none.
+GENERATION_KINDS = frozenset({
+    "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob",
+    "CustomResourceDefinition", "Ingress", "IngressClass", "NetworkPolicy",
+    "PodDisruptionBudget", "EndpointSlice", "PodTemplate",
+    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+})
+
+
+def tracks_generation(kind: str, *, custom: bool) -> bool:
+    """Whether objects of ``kind`` carry ``metadata.generation`` (custom resources: all)."""
+    return custom or kind in GENERATION_KINDS
+
+
 def prepare_create(obj: Obj, *, namespace: str | None, name: str, uid: str,
-                   now: datetime.datetime) -> Obj:
+                   now: datetime.datetime, generation: bool = True) -> Obj:
     """The object as first stored: system fields set, client-set ones dropped."""
     out = copy.deepcopy(obj)
     meta = out.setdefault("metadata", {})
@@ -160,7 +175,8 @@ def prepare_create(obj: Obj, *, namespace: str | None, name: str, uid: str,
         meta.pop("namespace", None)
     meta["uid"] = uid
     meta["creationTimestamp"] = format_time(now)
-    meta["generation"] = 1
+    if generation:
+        meta["generation"] = 1
     return out
 
 
@@ -177,7 +193,7 @@ def _whole_view(obj: Obj) -> Obj:
 
 
 def carry_over(old: Obj, new: Obj, *, has_status: bool, subresource: str,
-               status_in_generation: bool = False) -> Obj:
+               status_in_generation: bool = False, generation: bool = True) -> Obj:
     """Merge a client's ``new`` object onto the stored ``old`` one for an update.
 
     - system metadata always comes from ``old``;
@@ -211,7 +227,9 @@ def carry_over(old: Obj, new: Obj, *, has_status: bool, subresource: str,
         else:
             out.pop("status", None)
     view = _whole_view if status_in_generation else spec_view
-    if view(old) != view(out):
+    if not generation:
+        meta.pop("generation", None)
+    elif view(old) != view(out):
         meta["generation"] = int(old_meta.get("generation") or 1) + 1
     return out
 

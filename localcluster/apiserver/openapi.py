@@ -1,13 +1,16 @@
-"""OpenAPI v3 documents: enough for kubectl to validate on the server and to explain.
+"""OpenAPI documents (``/openapi/v3``, ``/openapi/v3/<gv>``, ``/openapi/v2``): what
+kubectl reads to validate on the server and to ``explain``.
 
 kubectl (1.27+) decides how to validate ``apply``/``create`` input from ``/openapi/v3``:
 when the PATCH operation of a kind accepts the ``fieldValidation`` query parameter, it
-leaves validation to the server (which prunes/validates custom resources against their
-schema and rejects unknown fields under ``fieldValidation=Strict``). So every served type
-gets its paths with that parameter; custom resources get their structural schema as the
-component schema (``kubectl explain``); built-in kinds get an open object schema.
-Strategic merge patch is deliberately not advertised: kubectl then builds it from its
-own compiled-in types, which know the merge keys.
+leaves validation to the server (which decodes built-in kinds against their schemas and
+prunes/validates custom resources against theirs, rejecting unknown fields under
+``fieldValidation=Strict``). So every served type gets its paths with that parameter.
+Built-in kinds are described by Kubernetes' own definitions for the release this server
+stands for (``builtin_schemas``), with everything they reference; custom resources by
+their structural schema, their ``metadata`` by ObjectMeta. Strategic merge patch is
+deliberately not advertised: kubectl then builds it from its own compiled-in types, which
+know the merge keys. Documents are cached per group/version until its types change.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from . import builtin_schemas
 from .registry import Registry, ResourceType
 
 Obj = dict[str, Any]
@@ -31,7 +35,15 @@ def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
+def _builtin_name(rt: ResourceType) -> str | None:
+    return None if rt.custom else builtin_schemas.definition_name(rt.group, rt.version,
+                                                                   rt.kind)
+
+
 def _schema_name(rt: ResourceType) -> str:
+    builtin = _builtin_name(rt)
+    if builtin is not None:
+        return builtin
     group = ".".join(reversed(rt.group.split("."))) if rt.group else "io.k8s.api.core"
     return f"{group}.{rt.version}.{rt.kind}"
 
@@ -40,13 +52,14 @@ def _gvk(rt: ResourceType) -> Obj:
     return {"group": rt.group, "version": rt.version, "kind": rt.kind}
 
 
-def _component(rt: ResourceType) -> Obj:
+def _component(rt: ResourceType, prefix: str) -> Obj:
     if rt.schema is not None:
         body = copy.deepcopy(rt.schema)
         props = body.setdefault("properties", {})
         props.setdefault("apiVersion", {"type": "string"})
         props.setdefault("kind", {"type": "string"})
-        props["metadata"] = {"type": "object"}
+        props["metadata"] = {"allOf": [{"$ref": prefix + builtin_schemas.OBJECT_META}],
+                             "description": "Standard object's metadata."}
     else:
         body = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     body["x-kubernetes-group-version-kind"] = [_gvk(rt)]
@@ -100,33 +113,101 @@ def _paths(rt: ResourceType) -> dict[str, Obj]:
     return paths
 
 
-def group_version_document(registry: Registry, group: str, version: str) -> Obj | None:
-    types = registry.in_group_version(group, version)
+_TITLE = {"title": "Kubernetes", "version": f"{builtin_schemas.KUBERNETES_VERSION}+localcluster"}
+_V3_PREFIX = "#/components/schemas/"
+_V2_PREFIX = "#/definitions/"
+
+
+def _schemas(types: list[ResourceType], *, v2: bool) -> dict[str, Obj]:
+    """Component schemas of ``types``: built-ins' definitions with all they reference."""
+    prefix = _V2_PREFIX if v2 else _V3_PREFIX
+    builtin = [n for n in (_builtin_name(rt) for rt in types) if n is not None]
+    if any(rt.schema is not None for rt in types):
+        builtin.append(builtin_schemas.OBJECT_META)
+    schemas = builtin_schemas.referenced(builtin, v2=v2)
+    for rt in types:
+        if _builtin_name(rt) is None:
+            schemas[_schema_name(rt)] = _component(rt, prefix)
+    return schemas
+
+
+# (group, version) -> (the types it was made from, the document, its digest)
+_cache: dict[tuple[str, str], tuple[tuple[ResourceType, ...], Obj, str]] = {}
+
+
+def _cached(registry: Registry, group: str, version: str) -> tuple[Obj, str] | None:
+    types = tuple(sorted(registry.in_group_version(group, version), key=lambda r: r.resource))
     if not types:
+        _cache.pop((group, version), None)
         return None
+    hit = _cache.get((group, version))
+    if hit is not None and len(hit[0]) == len(types) and all(
+            a is b for a, b in zip(hit[0], types, strict=True)):
+        return hit[1], hit[2]
     paths: dict[str, Obj] = {}
-    schemas: dict[str, Obj] = {}
-    for rt in sorted(types, key=lambda r: r.resource):
+    for rt in types:
         paths.update(_paths(rt))
-        schemas[_schema_name(rt)] = _component(rt)
-    return {"openapi": "3.0.0",
-            "info": {"title": "Kubernetes", "version": "v1.32.0+localcluster"},
-            "paths": paths, "components": {"schemas": schemas}}
+    doc = {"openapi": "3.0.0", "info": dict(_TITLE), "paths": paths,
+           "components": {"schemas": _schemas(list(types), v2=False)}}
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
+    _cache[(group, version)] = (types, doc, digest)
+    return doc, digest
+
+
+def group_version_document(registry: Registry, group: str, version: str) -> Obj | None:
+    """The v3 document of one group/version (shared: callers must not modify it)."""
+    hit = _cached(registry, group, version)
+    return hit[0] if hit is not None else None
+
+
+def _v2_operation(op: Obj, rt: ResourceType) -> Obj:
+    ref = {"$ref": _V2_PREFIX + _schema_name(rt)}
+    out: Obj = {k: op[k] for k in ("operationId", "x-kubernetes-action",
+                                   "x-kubernetes-group-version-kind")}
+    out["consumes"] = list(op["requestBody"]["content"]) if "requestBody" in op else ["*/*"]
+    out["produces"] = ["application/json", "application/yaml"]
+    params: list[Obj] = [{"name": p["name"], "in": "query", "type": "string",
+                          "uniqueItems": True} for p in op["parameters"]]
+    if "requestBody" in op:
+        body_schema = ref if op["x-kubernetes-action"] != "patch" else {"type": "object"}
+        params.append({"name": "body", "in": "body", "required": True,
+                       "schema": body_schema})
+    out["parameters"] = params
+    out["responses"] = {"200": {"description": "OK", "schema": ref}}
+    return out
+
+
+def swagger_v2(registry: Registry) -> Obj:
+    """``/openapi/v2``: every served type, in the Swagger 2.0 form older clients read."""
+    paths: dict[str, Obj] = {}
+    types: list[ResourceType] = []
+    for group, versions in registry.groups().items():
+        for version in versions:
+            for rt in sorted(registry.in_group_version(group, version),
+                             key=lambda r: r.resource):
+                types.append(rt)
+                for path, ops in _paths(rt).items():
+                    paths[path] = {verb: _v2_operation(op, rt) for verb, op in ops.items()}
+    return {"swagger": "2.0", "info": dict(_TITLE), "paths": paths,
+            "definitions": _schemas(types, v2=True)}
 
 
 def document(registry: Registry, path: str, query: Mapping[str, str]) -> Obj | None:
     """The document at ``path`` (``/openapi/v3`` or ``/openapi/v3/<gv>``), or None."""
     parts = path.strip("/").split("/")
+    if parts == ["openapi", "v2"]:
+        return swagger_v2(registry)
     if parts[:2] != ["openapi", "v3"]:
         return None
     if len(parts) == 2:
         index: dict[str, Obj] = {}
         for group, versions in registry.groups().items():
             for version in versions:
-                doc = group_version_document(registry, group, version)
-                digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+                hit = _cached(registry, group, version)
+                if hit is None:
+                    continue
                 gv = _gv_path(group, version)
-                index[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={digest[:32]}"}
+                index[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={hit[1]}"}
         return {"paths": index}
     rest = parts[2:]
     if rest[0] == "api" and len(rest) == 2:

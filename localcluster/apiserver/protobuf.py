@@ -99,6 +99,8 @@ MESSAGES: dict[str, dict[int, Field]] = {
     "SelfSubjectAccessReview": {1: _METADATA, 2: ("spec", "SelfSubjectAccessReviewSpec",
                                                   False)},
     "SelfSubjectReview": {1: _METADATA},
+    "SelfSubjectRulesReview": {1: _METADATA, 2: ("spec", "SelfSubjectRulesReviewSpec", False)},
+    "SelfSubjectRulesReviewSpec": {1: ("namespace", "string", False)},
     # What `kubectl create deployment|service|job` send (nothing more: see IGNORED).
     "Deployment": {1: _METADATA, 2: ("spec", "DeploymentSpec", False)},
     "DeploymentSpec": {1: ("replicas", "int", False), 2: ("selector", "LabelSelector", False),
@@ -128,7 +130,7 @@ IGNORED: dict[str, frozenset[int]] = {
     "ObjectMeta": frozenset({4, 8, 9, 10, 17}),
     **{kind: frozenset({3}) for kind in ("Namespace", "TokenRequest",
                                          "SelfSubjectAccessReview", "Deployment", "Job",
-                                         "Service")},
+                                         "Service", "SelfSubjectRulesReview")},
     "SelfSubjectReview": frozenset({2}),
 }
 
@@ -136,7 +138,7 @@ IGNORED: dict[str, frozenset[int]] = {
 TOP_LEVEL = frozenset({"Namespace", "ConfigMap", "Secret", "ServiceAccount", "TokenRequest",
                        "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
                        "SelfSubjectAccessReview", "SelfSubjectReview", "Deployment", "Job",
-                       "Service"})
+                       "Service", "SelfSubjectRulesReview"})
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -63,6 +63,9 @@ DEFAULT_RBAC_OBJECTS: list[dict[str, Any]] = [
         "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
     _role("system:public-info-viewer", [{"nonResourceURLs": [
         "/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+    _role("system:service-account-issuer-discovery", [{"nonResourceURLs": [
+        "/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+        "/openid/v1/jwks", "/openid/v1/jwks/"], "verbs": ["get"]}]),
     _role("system:basic-user", [
         _rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
               ["create"]),
@@ -94,6 +97,8 @@ DEFAULT_RBAC_OBJECTS: list[dict[str, Any]] = [
     _binding("cluster-admin", "cluster-admin", ["system:masters"]),
     _binding("system:discovery", "system:discovery", ["system:authenticated"]),
     _binding("system:basic-user", "system:basic-user", ["system:authenticated"]),
+    _binding("system:service-account-issuer-discovery",
+             "system:service-account-issuer-discovery", ["system:serviceaccounts"]),
     _binding("system:public-info-viewer", "system:public-info-viewer",
              ["system:authenticated", "system:unauthenticated"]),
 ]

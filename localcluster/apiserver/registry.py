@@ -47,6 +47,8 @@ class ResourceType:
     name_rule: str = "subdomain"
     # Custom resources: the CRD version's selectableFields (built-ins: see selectors.py).
     selectable_fields: tuple[str, ...] = ()
+    # Custom resources: the Warning every request to a deprecated served version gets.
+    deprecation_warning: str | None = None
     # Custom resources with a scale subresource: where replicas and the selector live.
     scale: ScalePaths | None = field(default=None, compare=False, hash=False)
 

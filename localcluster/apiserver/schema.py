@@ -28,6 +28,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from . import go_regexp
 from .field_errors import (
     DUPLICATE,
     FORBIDDEN,
@@ -243,8 +244,8 @@ def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldEr
                                  f"{schema['maxLength']}", value))
     if "pattern" in schema:
         try:
-            matched = re.search(schema["pattern"], value) is not None
-        except re.error:
+            matched = go_regexp.search(schema["pattern"], value)
+        except go_regexp.PatternError:
             matched = True  # an invalid pattern is rejected when the CRD is created
         if not matched:
             errors.append(FieldError(path, INVALID,

@@ -11,8 +11,9 @@ server prefixes them with ``spec.versions[i].schema.openAPIV3Schema``.
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from . import go_regexp
 
 Schema = dict[str, Any]
 
@@ -92,10 +93,10 @@ def _check(node: Any, path: str, errors: list[str], *, needs_type: bool,
                       f"and properties are mutual exclusive")
     if "pattern" in node:
         try:
-            re.compile(node["pattern"])
-        except (re.error, TypeError):
+            go_regexp.compile_pattern(node["pattern"])
+        except go_regexp.PatternError as err:
             errors.append(f'{_at(path, "pattern")}: Invalid value: "{node["pattern"]}": '
-                          f"must be a valid regular expression")
+                          f"must be a valid regular expression, but isn't: {err}")
     _check_list_type(node, path, errors)
 
     for name, sub in (node.get("properties") or {}).items():

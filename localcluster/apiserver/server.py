@@ -19,17 +19,22 @@ import contextlib
 import copy
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from . import kubeconfig, rbac_defaults
+from apiservice import frontproxy
+
+from . import apiservices, kubeconfig, rbac_defaults
+from .aggregator import Aggregator
 from .auth import Authenticator
 from .backend import Backend
 from .builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .controllers import Controllers
 from .errors import APIServerError
+from .frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .handlers import Handlers, LogProvider, Settings
 from .registry import Registry
 from .remotecommand import ExecProvider
@@ -45,7 +50,8 @@ logger = logging.getLogger(__name__)
 class APIServer:
     def __init__(self, data_dir: Path | str, *, port: int = 0, host: str = "127.0.0.1",
                  bookmark_interval: float = 10.0, history_limit: int = 20000,
-                 max_body_bytes: int = 3 * 1024 * 1024) -> None:
+                 max_body_bytes: int = 3 * 1024 * 1024,
+                 aggregation_check_interval: float = 10.0) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
@@ -63,6 +69,8 @@ class APIServer:
         self._log_provider: LogProvider | None = None
         self._exec_provider: ExecProvider | None = None
         self._service_resolver: ServiceResolver | None = None
+        self.aggregator: Aggregator | None = None
+        self.aggregation_check_interval = aggregation_check_interval
 
     # -- public attributes ---------------------------------------------------------------
 
@@ -84,13 +92,23 @@ class APIServer:
             raise APIServerError("the server is not started")
         return self.authenticator.admin_token
 
-    def token_for_service_account(self, namespace: str, name: str) -> str:
-        """A bearer token for ``system:serviceaccount:<namespace>:<name>`` (valid while the
-        ServiceAccount exists). Safe to call from any thread."""
-        if self.authenticator is None:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            self.authenticator = Authenticator(self.data_dir)
-        return self.authenticator.mint_service_account_token(namespace, name)
+    def token_for_service_account(self, namespace: str, name: str, *, pod_name: str = "",
+                                  pod_uid: str = "", audiences: tuple[str, ...] = (),
+                                  expiration_seconds: int = 3600) -> str:
+        """A signed token for ``system:serviceaccount:<namespace>:<name>``, valid for
+        ``expiration_seconds`` while the ServiceAccount (and the pod ``pod_name``/``pod_uid``
+        when given: what the kubelet mounts) exists. Safe to call from any thread; raises
+        LookupError when the ServiceAccount does not exist."""
+        if self.authenticator is None or self.store is None:
+            raise APIServerError("the server is not started")
+        sa = self.store.get("/serviceaccounts", namespace, name)
+        if sa is None:
+            raise LookupError(f'serviceaccount "{namespace}/{name}" not found')
+        return self.authenticator.tokens.mint(
+            namespace=namespace, service_account=name,
+            service_account_uid=str(sa.obj["metadata"]["uid"]), now=int(time.time()),
+            expiration_seconds=expiration_seconds, audiences=audiences, pod_name=pod_name,
+            pod_uid=pod_uid)
 
     def set_log_provider(self, provider: LogProvider | None) -> None:
         """Serve ``GET pods/<pod>/log`` from ``provider(namespace=, pod=, container=,
@@ -130,11 +148,17 @@ class APIServer:
         watchcache = WatchCache(self.store, capacity=self.history_limit)
         self.backend = Backend(store=self.store, registry=self.registry, watchcache=watchcache)
         self.backend.webhooks.resolver = self._service_resolver
-        controllers = Controllers(self.backend, self.registry)
+        controllers = Controllers(self.backend, self.registry,
+                                  root_ca_pem=self.tls.ca_pem().decode())
         self._bootstrap(self.backend)
+        front_proxy = ensure_front_proxy(self.data_dir / "pki")
+        self._bootstrap_aggregation(self.backend, front_proxy.ca_pem())
+        self.aggregator = Aggregator(backend=self.backend, pki=front_proxy,
+                                     check_interval=self.aggregation_check_interval)
         self.handlers = Handlers(backend=self.backend, registry=self.registry,
                                  authenticator=self.authenticator, settings=self.settings)
         self.handlers.log_provider = self._log_provider
+        self.handlers.aggregator = self.aggregator
         self.handlers.exec_provider = self._exec_provider
         app = web.Application(client_max_size=self.settings.max_body_bytes + 64 * 1024)
         app.router.add_route("*", "/{tail:.*}", self.handlers.handle)
@@ -160,6 +184,7 @@ class APIServer:
         kubeconfig.write(self.kubeconfig_path, kubeconfig.render(
             server=self.url, ca_pem=self.tls.ca_pem(), token=self.authenticator.admin_token))
         self._tasks.append(asyncio.get_running_loop().create_task(controllers.run()))
+        self._tasks.append(asyncio.get_running_loop().create_task(self.aggregator.run()))
         logger.info("API server at %s (kubeconfig %s)", self.url, self.kubeconfig_path)
 
     def _previous_port(self) -> int:
@@ -185,6 +210,40 @@ class APIServer:
         for obj in rbac_defaults.DEFAULT_RBAC_OBJECTS:
             rt = binding_rt if obj["kind"] == "ClusterRoleBinding" else role_rt
             backend.create_internal(rt, None, copy.deepcopy(obj))
+
+    def _bootstrap_aggregation(self, backend: Backend, proxy_ca_pem: str) -> None:
+        """The built-in local APIServices, and what aggregated APIs' backends read to
+        trust the front proxy: ConfigMap kube-system/extension-apiserver-authentication
+        and the Role that lets them read it (bind it to the backend's ServiceAccount)."""
+        api_rt = self.registry.get("apiregistration.k8s.io", "v1", "apiservices")
+        cm_rt = self.registry.get("", "v1", "configmaps")
+        role_rt = self.registry.get("rbac.authorization.k8s.io", "v1", "roles")
+        assert api_rt and cm_rt and role_rt and self.tls
+        builtin: dict[str, list[str]] = {}
+        for rt in BUILTIN_TYPES:  # not CRD groups (upstream registers those as they come)
+            versions = builtin.setdefault(rt.group, [])
+            if rt.version not in versions:
+                versions.append(rt.version)
+        for obj in apiservices.local_apiservices(builtin):
+            status = obj.pop("status")
+            backend.create_internal(api_rt, None, obj)
+            backend.mutate_internal(api_rt.group_resource, "", obj["metadata"]["name"],
+                                    lambda o, st=status: {**o, "status": st})
+        data = {
+            frontproxy.KEY_CLIENT_CA: proxy_ca_pem,
+            frontproxy.KEY_USER_CLIENT_CA: self.tls.ca_pem().decode(),
+            frontproxy.KEY_USERNAME_HEADERS: json.dumps(["X-Remote-User"]),
+            frontproxy.KEY_GROUP_HEADERS: json.dumps(["X-Remote-Group"]),
+            frontproxy.KEY_EXTRA_PREFIXES: json.dumps(["X-Remote-Extra-"]),
+            frontproxy.KEY_ALLOWED_NAMES: json.dumps([PROXY_CLIENT_NAME]),
+        }
+        ns, name = frontproxy.CONFIGMAP_NAMESPACE, frontproxy.CONFIGMAP_NAME
+        backend.create_internal(cm_rt, ns, {"metadata": {"name": name}, "data": data})
+        backend.mutate_internal(cm_rt.group_resource, ns, name, lambda o: {**o, "data": data})
+        backend.create_internal(role_rt, ns, {
+            "metadata": {"name": "extension-apiserver-authentication-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                       "resourceNames": [name], "verbs": ["get", "list", "watch"]}]})
 
     async def stop(self) -> None:
         if self.handlers is not None:

@@ -1,5 +1,6 @@
-"""Subresources with their own request and response shapes: pods/log, pods/binding and
-serviceaccounts/token. (``status`` and ``finalize`` are ordinary updates: see backend.)
+"""Subresources with their own request and response shapes: pods/log and pods/binding
+(serviceaccounts/token is ``identity.py``; ``status`` and ``finalize`` are ordinary
+updates: see backend).
 
 Pod logs come from the node: the kubelet registers a provider (``APIServer.
 set_log_provider``), called with keyword arguments ``namespace, pod, container, follow,
@@ -10,17 +11,15 @@ iterator of bytes; it raises LookupError/FileNotFoundError when there is nothing
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
 
-from .auth import Authenticator, UserInfo
+from .auth import UserInfo
 from .backend import MERGE_PATCH, Backend, WriteOptions
 from .errors import APIError, bad_request
-from .meta import format_time
 from .registry import ResourceType
 from .store import Stored
 
@@ -92,24 +91,6 @@ async def pod_logs(request: web.Request, *, stored: Stored, namespace: str, pod:
     with contextlib.suppress(ConnectionError, RuntimeError):
         await response.write_eof()
     return response
-
-
-def token_request(auth: Authenticator, *, namespace: str, name: str, body: Obj) -> Obj:
-    """Answer a TokenRequest for ServiceAccount ``namespace/name`` (checked to exist)."""
-    spec = body.get("spec") or {}
-    seconds = spec.get("expirationSeconds") or 3600
-    if not isinstance(seconds, int) or seconds < 600:
-        raise APIError(422, "Invalid", "spec.expirationSeconds: Invalid value: may not specify "
-                                       "a duration less than 10 minutes", name=name,
-                       group="authentication.k8s.io", kind="TokenRequest")
-    expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
-    return {
-        "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
-        "spec": {"audiences": spec.get("audiences") or [], "expirationSeconds": seconds,
-                 "boundObjectRef": spec.get("boundObjectRef")},
-        "status": {"token": auth.mint_service_account_token(namespace, name),
-                   "expirationTimestamp": format_time(expires)}}
 
 
 async def bind_pod(backend: Backend, rt: ResourceType, *, namespace: str, name: str,

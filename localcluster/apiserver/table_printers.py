@@ -455,6 +455,18 @@ def _webhooks(cfg: Obj, now: datetime) -> list[Any]:
     return [_name(cfg), len(cfg.get("webhooks") or []), _created(cfg, now)]
 
 
+def _apiservice(api: Obj, now: datetime) -> list[Any]:
+    svc = _get(api, "spec", "service")
+    service = f"{svc.get('namespace')}/{svc.get('name')}" if isinstance(svc, dict) else "Local"
+    available = "Unknown"
+    for cond in _get(api, "status", "conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Available":
+            available = str(cond.get("status"))
+            if available != "True" and cond.get("reason"):
+                available += f" ({cond.get('reason')})"
+    return [_name(api), service, available, _created(api, now)]
+
+
 def _counted(label: str) -> tuple[Column, ...]:
     return (NAME_COLUMN, Column(label, "integer"), AGE)
 
@@ -490,4 +502,5 @@ PRINTERS: dict[str, tuple[tuple[Column, ...], Printer]] = {
     "ClusterRoleBinding": (_BINDING_COLUMNS, _role_binding),
     "ValidatingWebhookConfiguration": (_counted("Webhooks"), _webhooks),
     "MutatingWebhookConfiguration": (_counted("Webhooks"), _webhooks),
+    "APIService": ((NAME_COLUMN, Column("Service"), Column("Available"), AGE), _apiservice),
 }

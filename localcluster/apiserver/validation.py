@@ -84,8 +84,29 @@ def _workload(obj: Obj) -> list[Cause]:
     return causes + _pod_spec(template.get("spec"), "spec.template.spec")
 
 
+MAX_DATA_BYTES = 1024 * 1024  # a ConfigMap's or a Secret's data, as upstream's MaxSecretSize
+
+
+def _data_size(obj: Obj) -> int:
+    """Bytes of data as upstream counts them: strings as UTF-8, base64 values decoded."""
+    total = 0
+    for fld in ("data", "binaryData"):
+        values = obj.get(fld)
+        if not isinstance(values, dict):
+            continue
+        encoded = fld == "binaryData" or obj.get("kind") == "Secret"
+        for value in values.values():
+            if isinstance(value, str):
+                total += (len(value) * 3 // 4 - value[-2:].count("=")) if encoded \
+                    else len(value.encode())
+    return total
+
+
 def _data_keys(obj: Obj) -> list[Cause]:
     causes = []
+    if _data_size(obj) > MAX_DATA_BYTES:
+        causes.append(Cause("FieldValueTooLong",
+                            f"Too long: must have at most {MAX_DATA_BYTES} bytes", "data"))
     for fld in ("data", "binaryData", "stringData"):
         for key in obj.get(fld) or {}:
             if not _KEY.fullmatch(str(key)) or len(str(key)) > 253:

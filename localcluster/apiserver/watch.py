@@ -23,6 +23,7 @@ from aiohttp import web
 
 from .backend import Backend
 from .errors import APIError, bad_request
+from .list_options import INITIAL_EVENTS_END
 from .registry import ResourceType
 from .store import Event, Stored
 
@@ -48,22 +49,25 @@ class WatchOptions:
     only_name: str = ""
     table: str | None = None
     """``includeObject`` of a Table watch (kubectl get -w), None for objects."""
+    send_initial_events: bool = False
+    """A "watch list": the current objects, then the initial-events-end BOOKMARK."""
 
 
 class WatchStream:
     def __init__(self, backend: Backend, rt: ResourceType, namespace: str | None,
                  options: WatchOptions, *, closing: asyncio.Event,
-                 render_table: RenderTable) -> None:
+                 render_table: RenderTable, warnings: tuple[str, ...] = ()) -> None:
         self.backend = backend
         self.rt = rt
         self.namespace = namespace
         self.options = options
         self.closing = closing
         self.render_table = render_table
+        self.warnings = warnings  # Warning header values (a deprecated version's)
 
     def _start(self) -> tuple[list[tuple[str, Stored, Obj | None]], APIError | None]:
         rv_text = self.options.resource_version
-        if rv_text in ("", "0"):
+        if rv_text in ("", "0") or self.options.send_initial_events:
             return [("ADDED", s, None) for _, s in
                     self.backend.list_stored(self.rt, self.namespace)], None
         try:
@@ -83,10 +87,13 @@ class WatchStream:
         opts = self.options
         deadline = time.monotonic() + opts.timeout
         initial, error = self._start()
+        initial_rv = self.backend.store.rv  # what the initial events show
         cache = self.backend.watchcache
         watcher = cache.subscribe(self.rt.group_resource, self.namespace) \
             if error is None else None
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        for value in self.warnings:
+            response.headers.add("Warning", value)
         response.enable_chunked_encoding()
         await response.prepare(request)
         try:
@@ -97,6 +104,8 @@ class WatchStream:
                 return response
             await self._write(response, [self._line(etype, stored, previous)
                                          for etype, stored, previous in initial])
+            if opts.send_initial_events:
+                await response.write(self._bookmark(initial_rv, initial_end=True).encode())
             last_sent = time.monotonic()
             while not self.closing.is_set():
                 remaining = deadline - time.monotonic()
@@ -108,7 +117,7 @@ class WatchStream:
                 except TimeoutError:
                     if opts.bookmarks and \
                             time.monotonic() - last_sent >= opts.bookmark_interval * 0.9:
-                        await response.write(self._bookmark().encode())
+                        await response.write(self._bookmark(self.backend.store.rv).encode())
                         last_sent = time.monotonic()
                     continue
                 batch: list[Event | None] = [event]
@@ -123,7 +132,7 @@ class WatchStream:
                 if stop:
                     break
             if opts.bookmarks and not self.closing.is_set():
-                await response.write(self._bookmark().encode())
+                await response.write(self._bookmark(self.backend.store.rv).encode())
         except ConnectionError:
             pass  # the client went away
         finally:
@@ -140,11 +149,12 @@ class WatchStream:
             await response.write(text.encode())
         return bool(text)
 
-    def _bookmark(self) -> str:
+    def _bookmark(self, rv: int, *, initial_end: bool = False) -> str:
+        meta: Obj = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
         return json.dumps({"type": "BOOKMARK", "object": {
-            "kind": self.rt.kind, "apiVersion": self.rt.api_version,
-            "metadata": {"resourceVersion": str(self.backend.store.rv),
-                         "annotations": {"k8s.io/initial-events-end": "true"}}}},
+            "kind": self.rt.kind, "apiVersion": self.rt.api_version, "metadata": meta}},
             separators=(",", ":")) + "\n"
 
     def _line(self, etype: str, stored: Stored, previous: Obj | None) -> str:

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import gone
-from .store import Event, Store, Stored
+from .store import Event, Store, Stored, dumps
+
+Key = tuple[str, str]
 
 
 @dataclass(eq=False)
@@ -70,6 +72,30 @@ class WatchCache:
                 out.append(event)
         out.reverse()
         return out
+
+    def state_at(self, rv: int, *, gr: str, ns: str | None, current: list[tuple[Key, Stored]],
+                 current_rv: int) -> list[tuple[Key, Stored]]:
+        """The objects of ``gr`` (in ``ns``) as they were at ``rv``: the current ones with
+        the events since ``rv`` undone, newest first. 410 when the window does not reach
+        back to ``rv`` (or lost an object's earlier state in a restart)."""
+        expired = gone(f"The provided continue parameter is too old to display a consistent "
+                       f"list result (resourceVersion {rv}, history kept from "
+                       f"{self.compacted_rv}). You can start a new list without the "
+                       f"continue parameter.")
+        if rv < self.compacted_rv:
+            raise expired
+        state = dict(current)
+        for event in reversed(self.since(rv, gr=gr, ns=ns, current_rv=current_rv)):
+            key = (event.ns, str(event.stored.obj["metadata"]["name"]))
+            if event.type == "ADDED":
+                state.pop(key, None)
+                continue
+            previous = event.previous
+            if previous is None:
+                raise expired
+            state[key] = Stored(previous, dumps(previous),
+                                int(previous["metadata"]["resourceVersion"]))
+        return sorted(state.items(), key=lambda item: item[0])
 
     def subscribe(self, gr: str, ns: str | None) -> Watcher:
         watcher = Watcher(gr, ns)

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import sizes
 from localcluster.kubelet.images import expand
-from localcluster.storage import quantity
 
 Obj = Mapping[str, Any]
 Data = Mapping[str, Mapping[str, str]]
@@ -68,11 +68,11 @@ def resource_value(
         raise ConfigError(f"unsupported resourceFieldRef.resource {resource!r}")
     raw = ((c.get("resources") or {}).get(kind) or {}).get(name)
     if name == "cpu":
-        value = quantity.parse(raw) if raw is not None else quantity.parse(f"{node_cpu_millis}m")
-        div = quantity.parse(divisor or "1")
+        value = sizes.parse_quantity(raw if raw is not None else f"{node_cpu_millis}m")
+        div = sizes.parse_quantity(divisor or "1")
     else:
-        value = quantity.parse(raw) if raw is not None else quantity.parse(node_memory)
-        div = quantity.parse(divisor or "1")
+        value = sizes.parse_quantity(raw if raw is not None else node_memory)
+        div = sizes.parse_quantity(divisor or "1")
     return str(math.ceil(value / div))
 
 

@@ -7,6 +7,11 @@ a PVC is its PV's ``local.path`` — the mounted filesystem of a Filesystem volu
 loop device behind a Block volume's symlink. The service-account token is written like a
 projected volume and mounted at the well-known path unless the pod opts out.
 
+Service-account tokens expire: each one written is remembered (``PodContext.tokens``) and
+:func:`rotate_tokens`, called on every tick of the pod's worker, replaces a token file in
+place once 80% of its lifetime (at most 24 hours) has passed, as the kubelet does. The file
+is replaced atomically inside the bound directory, so containers see the new token.
+
 File modes are the API's (``defaultMode``, an item's ``mode``; 0644 when unset) and an
 emptyDir is 0777, as on a real node, so a pod running as any uid reads its own Secrets
 and writes its scratch space; the pod directory itself sits in the kubelet's data
@@ -19,8 +24,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from localcluster.kubelet import ownership
@@ -28,6 +34,26 @@ from localcluster.kubelet.env import ConfigError, Data, field_value, resource_va
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 SA_VOLUME = "kube-api-access-localcluster"
+# What upstream's ServiceAccount admission puts in the kube-api-access projected volume.
+SA_TOKEN_SECONDS = 3607
+DEFAULT_TOKEN_SECONDS = 3600
+_MAX_TOKEN_AGE = 24 * 3600
+
+
+@dataclass
+class ProjectedToken:
+    """A service-account token file written into a volume, and when to replace it."""
+
+    directory: str
+    path: str
+    audience: str
+    expiration_seconds: int
+    refresh_at: float
+
+
+def refresh_time(*, issued: float, expiration_seconds: int) -> float:
+    """When the kubelet replaces a token: at 80% of its lifetime, at most after 24h."""
+    return issued + min(0.8 * expiration_seconds, _MAX_TOKEN_AGE)
 
 
 @dataclass(frozen=True)
@@ -54,11 +80,51 @@ class PodContext:
     """PVCs of the pod's namespace by name."""
     volumes: Mapping[str, Mapping[str, Any]]
     """PVs by name."""
-    token: Callable[[], str]
-    """Mints a token for the pod's service account."""
+    token: Callable[..., str]
+    """Mints a token for the pod's service account, bound to the pod: keyword arguments
+    ``audience`` (str or None) and ``expiration_seconds``; raises LookupError when the
+    service account does not exist."""
     ca_pem: str
     node_cpu_millis: int
     node_memory: int
+    tokens: list[ProjectedToken] = field(default_factory=list)
+    """Filled by :func:`prepare`: the token files to rotate."""
+
+
+def _mint(ctx: PodContext, directory: str, path: str, audience: str,
+          expiration_seconds: int) -> str:
+    try:
+        token = ctx.token(audience=audience or None, expiration_seconds=expiration_seconds)
+    except LookupError as err:
+        raise ConfigError(str(err)) from None
+    now = time.time()
+    ctx.tokens.append(ProjectedToken(directory, path, audience, expiration_seconds,
+                                     refresh_time(issued=now,
+                                                  expiration_seconds=expiration_seconds)))
+    return token
+
+
+def rotate_tokens(tokens: list[ProjectedToken], mint: Callable[..., str], *,
+                  now: float) -> int:
+    """Replace the token files that are due; returns how many were replaced. A failed
+    mint (the account is gone) leaves the old token and retries on the next tick."""
+    replaced = 0
+    for tok in tokens:
+        if now < tok.refresh_at or not os.path.isdir(tok.directory):
+            continue
+        try:
+            value = mint(audience=tok.audience or None, expiration_seconds=tok.expiration_seconds)
+        except LookupError:
+            continue
+        target = os.path.join(tok.directory, tok.path)
+        tmp = target + ".rotating"
+        with open(tmp, "w") as fh:
+            fh.write(value)
+        os.chmod(tmp, os.stat(target).st_mode & 0o777 if os.path.exists(target) else 0o600)
+        os.replace(tmp, target)
+        tok.refresh_at = refresh_time(issued=now, expiration_seconds=tok.expiration_seconds)
+        replaced += 1
+    return replaced
 
 
 DEFAULT_MODE = 0o644
@@ -135,11 +201,15 @@ def _downward(pod: Mapping[str, Any], items: list[Any], ctx: PodContext) -> dict
     return out
 
 
-def _projected(pod: Mapping[str, Any], sources: list[Any], ctx: PodContext) -> dict[str, str]:
+def _projected(pod: Mapping[str, Any], sources: list[Any], ctx: PodContext,
+               target: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for src in sources:
         if src.get("serviceAccountToken"):
-            out[src["serviceAccountToken"].get("path", "token")] = ctx.token()
+            sat = src["serviceAccountToken"]
+            path = sat.get("path", "token")
+            out[path] = _mint(ctx, target, path, str(sat.get("audience") or ""),
+                              int(sat.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS))
         elif src.get("configMap"):
             cm = src["configMap"]
             if cm.get("name") == "kube-root-ca.crt" and cm.get("name") not in ctx.configmaps:
@@ -229,7 +299,7 @@ def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
             managed.append(name)
         elif vol.get("projected"):
             p = vol["projected"]
-            _write_files(target, _projected(pod, p.get("sources") or [], ctx),
+            _write_files(target, _projected(pod, p.get("sources") or [], ctx, target),
                          mode=_mode(p.get("defaultMode"), f"{where}.projected.defaultMode"))
             result[name] = HostVolume(target, read_only=True)
             managed.append(name)
@@ -253,7 +323,8 @@ def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
                               f"{sorted(k for k in vol if k != 'name')}")
     if wants_service_account(pod):
         target = os.path.join(base, SA_VOLUME)
-        _write_files(target, {"token": ctx.token(), "ca.crt": ctx.ca_pem,
+        token = _mint(ctx, target, "token", "", SA_TOKEN_SECONDS)
+        _write_files(target, {"token": token, "ca.crt": ctx.ca_pem,
                               "namespace": namespace}, mode=DEFAULT_MODE)
         result[SA_VOLUME] = HostVolume(target, read_only=True)
         managed.append(SA_VOLUME)

@@ -1,6 +1,6 @@
 """The provisioner, the PV binder and the expander, talking to the API server.
 
-One level-triggered pass (see controllers/informer.py) applies the decisions of
+One level-triggered pass (see kube/informer.py) applies the decisions of
 decisions.py to what the informers hold: make volumes and PVs for claims that may have
 them, bind claims and PVs, set phases, delete released volumes, grow volumes whose claim
 asks for more. Also installs the StorageClasses and the CSIDriver at start.
@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError, Obj
-from localcluster.controllers.informer import Informer, Loop
-from localcluster.storage import classes, decisions, quantity
+import sizes
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError, Obj
+from localcluster.kube.events import EventRecorder
+from localcluster.kube.informer import Informer, Loop
+from localcluster.storage import classes, decisions
 from localcluster.storage.errors import StorageError, VolumeNotFound
-from localcluster.storage.events import EventRecorder
 from localcluster.storage.volumes import REFLINK, STANDARD, VolumeManager
 
 logger = logging.getLogger(__name__)
@@ -219,6 +220,6 @@ class StorageController:
         name = pv["metadata"]["name"]
         vol = self.volumes.expand(name, want)
         self.kube.patch(client.PVS, name,
-                        {"spec": {"capacity": {"storage": quantity.format_bytes(vol.capacity)}}})
+                        {"spec": {"capacity": {"storage": sizes.format_bytes(vol.capacity)}}})
         self.events.emit(claim, "Normal", "VolumeResizeSuccessful",
-                         f"volume {name} expanded to {quantity.format_bytes(vol.capacity)}")
+                         f"volume {name} expanded to {sizes.format_bytes(vol.capacity)}")

@@ -20,15 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from localcluster.storage import quantity
+import sizes
+from localcluster.kube.claims import SELECTED_NODE, claim_class_name
 
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
-DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 
 Obj = Mapping[str, Any]
 
@@ -41,17 +40,6 @@ def _meta(obj: Obj) -> Mapping[str, Any]:
 def _spec(obj: Obj) -> Mapping[str, Any]:
     spec: Mapping[str, Any] = obj.get("spec") or {}
     return spec
-
-
-def claim_class_name(claim: Obj, classes: Mapping[str, Obj]) -> str | None:
-    """The claim's class; a claim that names none gets the default class."""
-    name = _spec(claim).get("storageClassName")
-    if name is not None:
-        return str(name)
-    for cname, sc in sorted(classes.items()):
-        if (_meta(sc).get("annotations") or {}).get(DEFAULT_CLASS) == "true":
-            return cname
-    return None
 
 
 @dataclass(frozen=True)
@@ -109,7 +97,7 @@ def provision(
     if request is None:
         return Refuse("ProvisioningFailed", "spec.resources.requests.storage is required")
     try:
-        capacity = quantity.to_bytes(request)
+        capacity = sizes.parse_bytes(request)
     except ValueError as err:
         return Refuse("ProvisioningFailed", f"spec.resources.requests.storage: {err}")
     if capacity <= 0:
@@ -143,7 +131,7 @@ def volume_manifest(
             "finalizers": [PV_PROTECTION],
         },
         "spec": {
-            "capacity": {"storage": quantity.format_bytes(capacity)},
+            "capacity": {"storage": sizes.format_bytes(capacity)},
             "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
             "persistentVolumeReclaimPolicy": storage_class.get("reclaimPolicy") or "Delete",
             "storageClassName": plan.storage_class,
@@ -290,5 +278,5 @@ def expansion(*, claim: Obj, volume: Obj) -> int | None:
     have = (_spec(volume).get("capacity") or {}).get("storage")
     if request is None or have is None:
         return None
-    want = quantity.to_bytes(request)
-    return want if want > quantity.to_bytes(have) else None
+    want = sizes.parse_bytes(request)
+    return want if want > sizes.parse_bytes(have) else None

@@ -68,7 +68,7 @@ def test_schema_violations_are_422_naming_the_field(api, widgets, namespace):
         status = json.loads(err.value.body)
         assert err.value.status == 422 and status["reason"] == "Invalid", status
         assert field in [c["field"] for c in status["details"]["causes"]], status
-        assert status["message"].startswith('Widget "bad" is invalid: ')
+        assert status["message"].startswith('Widget.example.com "bad" is invalid: ')
     assert co.list_namespaced_custom_object(G, V, namespace, "widgets")["items"] == []
 
 

@@ -29,7 +29,7 @@ def test_create_get_list_update_delete(api, namespace):
     assert updated.metadata.uid == meta.uid
     assert updated.metadata.creation_timestamp == meta.creation_timestamp
     items = core.list_namespaced_config_map(namespace).items
-    assert [i.metadata.name for i in items] == ["one"]
+    assert [i.metadata.name for i in items] == ["kube-root-ca.crt", "one"]
     core.delete_namespaced_config_map("one", namespace)
     with pytest.raises(k8s.ApiException) as err:
         core.read_namespaced_config_map("one", namespace)
@@ -155,7 +155,7 @@ def test_pagination(api, namespace):
         token = page.metadata._continue
         if not token:
             break
-    assert pages == 3 and seen == [f"page-{i}" for i in range(7)]
+    assert pages == 3 and seen == ["kube-root-ca.crt"] + [f"page-{i}" for i in range(7)]
     with pytest.raises(k8s.ApiException) as err:
         core.list_namespaced_config_map(namespace, limit=3, _continue="garbage!")
     assert err.value.status == 400
@@ -171,7 +171,8 @@ def test_delete_preconditions(api, namespace):
     core.delete_namespaced_config_map("pre", namespace, body=k8s.V1DeleteOptions(
         preconditions=k8s.V1Preconditions(uid=cm.metadata.uid,
                                           resource_version=cm.metadata.resource_version)))
-    assert core.list_namespaced_config_map(namespace).items == []
+    assert [i.metadata.name for i in core.list_namespaced_config_map(namespace).items] == [
+        "kube-root-ca.crt"]
 
 
 def test_delete_collection(api, namespace):
@@ -180,7 +181,8 @@ def test_delete_collection(api, namespace):
         core.create_namespaced_config_map(namespace, {"metadata": {"name": name,
                                                                    "labels": {"app": app}}})
     core.delete_collection_namespaced_config_map(namespace, label_selector="app=gone")
-    assert [i.metadata.name for i in core.list_namespaced_config_map(namespace).items] == ["d3"]
+    assert [i.metadata.name for i in core.list_namespaced_config_map(namespace).items] == [
+        "d3", "kube-root-ca.crt"]
 
 
 def test_namespace_must_exist_and_names_are_checked(api):

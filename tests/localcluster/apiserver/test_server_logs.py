@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 
 import pytest
 from kubernetes import client as k8s
 
+from .kubectl_tool import kubectl_path, needs_kubectl
 from .server_fixtures import Raw, make_client
-
-KUBECTL = shutil.which("kubectl")
 
 
 @pytest.fixture
@@ -77,11 +75,11 @@ def test_log_errors(logs_cluster):
     assert code == 400 and "waiting to start" in body["message"]
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed here")
+@needs_kubectl
 def test_kubectl_logs(logs_cluster, tmp_path):
     server, _, _ = logs_cluster
     env = {**os.environ, "KUBECONFIG": str(server.kubeconfig_path), "HOME": str(tmp_path)}
-    out = subprocess.run([KUBECTL, "logs", "two", "-c", "a", "--tail=1"], env=env,
+    out = subprocess.run([kubectl_path(), "logs", "two", "-c", "a", "--tail=1"], env=env,
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and out.stdout == "a line 4\n", out.stderr
 

@@ -1,0 +1,61 @@
+"""Names of the cdi.kubevirt.io API: group, kinds, annotations, phases (pure constants).
+
+Spelled as upstream CDI spells them, because users' manifests, KubeVirt and tools such
+as virtctl read and write the same strings.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "cdi.kubevirt.io"
+VERSION: Final = "v1beta1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+CONFIG_NAME: Final = "config"
+"""The one cluster-scoped CDIConfig."""
+
+# annotations on DataVolumes and PVCs
+ANN: Final = "cdi.kubevirt.io/"
+IMMEDIATE_BINDING: Final = ANN + "storage.bind.immediate.requested"
+ALLOW_CLAIM_ADOPTION: Final = ANN + "allowClaimAdoption"
+POD_RETAIN: Final = ANN + "storage.pod.retainAfterCompletion"
+POD_PHASE: Final = ANN + "storage.pod.phase"
+POD_RESTARTS: Final = ANN + "storage.pod.restarts"
+RUNNING: Final = ANN + "storage.condition.running"
+RUNNING_REASON: Final = ANN + "storage.condition.running.reason"
+RUNNING_MESSAGE: Final = ANN + "storage.condition.running.message"
+POPULATOR_PROGRESS: Final = ANN + "storage.populator.progress"
+PVC_PRIME: Final = ANN + "storage.populator.pvcPrime"
+CONTENT_TYPE: Final = ANN + "storage.contentType"
+PREALLOCATION_REQUESTED: Final = ANN + "storage.preallocation.requested"
+CREATED_FOR_DV: Final = ANN + "createdForDataVolume"
+USE_POPULATOR: Final = ANN + "storage.usePopulator"
+MINIMUM_PVC_SIZE: Final = ANN + "minimumSupportedPvcSize"
+CLONE_STRATEGY_ANN: Final = ANN + "clone-strategy"
+
+SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
+DEFAULT_CLASS: Final = "storageclass.kubernetes.io/is-default-class"
+DEFAULT_VIRT_CLASS: Final = "storageclass.kubevirt.io/is-default-virt-class"
+OVERHEAD_CLASS_ANNOTATION: Final = "localcluster.rootdisk.io/filesystem-overhead"
+"""rootdisk extension: a StorageClass states its measured filesystem overhead."""
+FILL_ALERT_LABEL: Final = "alerts.k8s.io/KubePersistentVolumeFillingUp"
+
+APP_LABEL: Final = "app"
+APP_LABEL_VALUE: Final = "containerized-data-importer"
+
+IMPORT_SOURCE_KIND: Final = "VolumeImportSource"
+IMPORT_SOURCE_PREFIX: Final = "volume-import-source-"
+
+# DataVolume phases
+PENDING: Final = "Pending"
+WAIT_FOR_FIRST_CONSUMER: Final = "WaitForFirstConsumer"
+PENDING_POPULATION: Final = "PendingPopulation"
+IMPORT_SCHEDULED: Final = "ImportScheduled"
+IMPORT_IN_PROGRESS: Final = "ImportInProgress"
+SUCCEEDED: Final = "Succeeded"
+FAILED: Final = "Failed"
+
+IMPORT_SOURCE_KINDS: Final = ("http", "s3", "gcs", "registry", "imageio", "vddk", "blank")
+CLONE_SOURCE_KINDS: Final = ("pvc", "snapshot")
+ALL_SOURCE_KINDS: Final = (*IMPORT_SOURCE_KINDS, *CLONE_SOURCE_KINDS, "upload")

@@ -1,0 +1,106 @@
+"""CDIConfig: the effective settings the controllers and the populator read (pure).
+
+The operator keeps one cluster-scoped CDIConfig named ``config``. Its ``spec`` is what an
+administrator asked for; its ``status`` is what is in force, computed here, so that
+every reader (the DataVolume controller, the populator) reads one answer:
+
+- ``status.filesystemOverhead``: ``global`` (spec's when valid, else 0.06) and an entry
+  for every StorageClass: spec's per-class value, else the class's own
+  ``localcluster.rootdisk.io/filesystem-overhead`` annotation (a rootdisk extension: a
+  class that measured its overhead says so), else the global value;
+- ``status.defaultPodResourceRequirements``: spec's, else upstream's defaults;
+- ``status.importRetryLimit`` (rootdisk extension): retryable importer failures before a
+  DataVolume fails.
+
+Invalid values never reach the status; each one is reported as a problem naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from cdi import api
+from sizes import DEFAULT_OVERHEAD, format_overhead, parse_overhead
+
+DEFAULT_POD_RESOURCES: Mapping[str, Mapping[str, str]] = {
+    "limits": {"cpu": "750m", "memory": "600M"},
+    "requests": {"cpu": "100m", "memory": "60M"},
+}
+DEFAULT_IMPORT_RETRY_LIMIT = 5
+
+
+@dataclass(frozen=True)
+class ConfigStatus:
+    status: dict[str, Any]
+    problems: tuple[str, ...]
+
+
+def compute_status(
+    *, spec: Mapping[str, Any] | None, storage_classes: Iterable[Mapping[str, Any]],
+) -> ConfigStatus:
+    """The status for a CDIConfig ``spec`` given the cluster's StorageClasses."""
+    spec = spec or {}
+    problems: list[str] = []
+    overhead_spec = spec.get("filesystemOverhead") or {}
+    global_text = overhead_spec.get("global")
+    global_value = DEFAULT_OVERHEAD
+    if global_text is not None:
+        try:
+            global_value = parse_overhead(global_text)
+        except ValueError as err:
+            problems.append(f"spec.filesystemOverhead.global: {err}; using the default")
+    per_class_spec = overhead_spec.get("storageClass") or {}
+    per_class: dict[str, str] = {}
+    for name, text in sorted(per_class_spec.items()):
+        try:
+            per_class[name] = format_overhead(parse_overhead(text))
+        except ValueError as err:
+            problems.append(f"spec.filesystemOverhead.storageClass[{name}]: {err}")
+    for sc in storage_classes:
+        meta = sc.get("metadata") or {}
+        name = str(meta.get("name"))
+        if name in per_class or name in per_class_spec:
+            continue
+        annotated = (meta.get("annotations") or {}).get(api.OVERHEAD_CLASS_ANNOTATION)
+        value = global_value
+        if annotated is not None:
+            try:
+                value = parse_overhead(annotated)
+            except ValueError as err:
+                problems.append(f"StorageClass {name} annotation "
+                                f"{api.OVERHEAD_CLASS_ANNOTATION}: {err}")
+        per_class[name] = format_overhead(value)
+    resources = spec.get("podResourceRequirements") or DEFAULT_POD_RESOURCES
+    limit = spec.get("importRetryLimit")
+    if limit is None:
+        limit = DEFAULT_IMPORT_RETRY_LIMIT
+    elif not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        problems.append(f"spec.importRetryLimit: {limit!r} is not a non-negative integer")
+        limit = DEFAULT_IMPORT_RETRY_LIMIT
+    status = {
+        "filesystemOverhead": {"global": format_overhead(global_value),
+                               "storageClass": per_class},
+        "defaultPodResourceRequirements": {k: dict(v) for k, v in resources.items()},
+        "importRetryLimit": limit,
+    }
+    return ConfigStatus(status=status, problems=tuple(problems))
+
+
+def overhead_for(
+    *, status: Mapping[str, Any] | None, storage_class: str | None, volume_mode: str,
+) -> Fraction:
+    """The filesystem overhead for a claim: 0 for Block, else the class's, else global."""
+    if volume_mode == "Block":
+        return Fraction(0)
+    overhead = (status or {}).get("filesystemOverhead") or {}
+    text = ((overhead.get("storageClass") or {}).get(storage_class or "")
+            or overhead.get("global"))
+    if text is None:
+        return DEFAULT_OVERHEAD
+    try:
+        return parse_overhead(text)
+    except ValueError:
+        return DEFAULT_OVERHEAD

@@ -1,0 +1,97 @@
+"""kopf wiring of the CDI controllers: which events call which reconcile step.
+
+Only this module imports kopf. Every handler is an event handler (no state kept on the
+objects, no finalizers), and every reconcile step reads what it needs fresh, so a missed
+or repeated event costs nothing; a resync thread revisits unfinished DataVolumes so that a
+failed API call is retried without an event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import kopf
+
+from cdi import api, reconcile
+from cdi.kube import DATAVOLUMES, Client, KubeError, load_configuration
+
+logger = logging.getLogger(__name__)
+
+RESYNC_SECONDS = 10.0
+
+_client: Client | None = None
+_client_guard = threading.Lock()
+_stop = threading.Event()
+
+
+def client() -> Client:
+    global _client
+    with _client_guard:
+        if _client is None:
+            _client = Client(load_configuration())
+        return _client
+
+
+@kopf.on.startup()
+def start(**_: Any) -> None:
+    _stop.clear()
+    try:
+        reconcile.reconcile_config(client())
+    except KubeError as err:
+        logger.warning("CDIConfig not reconciled at startup: %s", err)
+    threading.Thread(target=_resync, name="cdi-resync", daemon=True).start()
+
+
+@kopf.on.cleanup()
+def stop(**_: Any) -> None:
+    _stop.set()
+
+
+@kopf.on.event(api.GROUP, api.VERSION, "datavolumes")
+def datavolume_event(event: Any, name: str, namespace: str, **_: Any) -> None:
+    if event.get("type") != "DELETED":
+        reconcile.reconcile_datavolume(client(), namespace, name)
+
+
+@kopf.on.event("", "v1", "persistentvolumeclaims")
+def claim_event(event: Any, body: Any, namespace: str, **_: Any) -> None:
+    owner = reconcile.datavolume_owner(dict(body))
+    if owner is not None and event.get("type") != "DELETED":
+        reconcile.reconcile_datavolume(client(), namespace, owner)
+
+
+@kopf.on.event(api.GROUP, api.VERSION, "cdiconfigs")
+def config_event(**_: Any) -> None:
+    reconcile.reconcile_config(client())
+
+
+@kopf.on.event("storage.k8s.io", "v1", "storageclasses")
+def storage_class_event(name: str, **_: Any) -> None:
+    reconcile.reconcile_profile(client(), name)
+    reconcile.reconcile_config(client())
+
+
+@kopf.on.event(api.GROUP, api.VERSION, "storageprofiles")
+def profile_event(event: Any, name: str, **_: Any) -> None:
+    if event.get("type") != "DELETED":
+        reconcile.reconcile_profile(client(), name)
+
+
+def _resync() -> None:
+    while not _stop.wait(RESYNC_SECONDS):
+        try:
+            items = client().list(DATAVOLUMES)
+        except KubeError as err:
+            logger.warning("resync: cannot list DataVolumes: %s", err)
+            continue
+        for dv in items:
+            if (dv.get("status") or {}).get("phase") in (api.SUCCEEDED, api.FAILED):
+                continue
+            try:
+                reconcile.reconcile_datavolume(client(), dv["metadata"]["namespace"],
+                                               dv["metadata"]["name"])
+            except KubeError as err:
+                logger.warning("resync of %s/%s failed: %s", dv["metadata"]["namespace"],
+                               dv["metadata"]["name"], err)

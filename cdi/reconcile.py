@@ -1,0 +1,217 @@
+"""The CDI controllers' reconcile steps: read, decide (pure modules), write.
+
+Each step reads what it needs fresh from the API, so it can run any number of times, in
+any order, after an operator restart, or on two replicas one after the other: objects
+are created under fixed names (a 409 means "already there"), and the DataVolume's status
+is written with the resourceVersion it was computed from, so a stale decision is refused
+by the API server instead of overwriting a newer one. Events announce a phase change only
+after the status carrying that phase was written, so they are never doubled.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from cdi import api, config, profiles
+from cdi.kube import (
+    CDICONFIGS,
+    DATAVOLUMES,
+    IMPORT_SOURCES,
+    PVCS,
+    STORAGECLASSES,
+    STORAGEPROFILES,
+    Client,
+    KubeError,
+)
+from cdi.render import RenderError, import_source_name, owner_reference, pick_storage_class, render
+from cdi.status import events_for, observe, status_patch
+
+logger = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    uid = owner["metadata"].get("uid")
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+def datavolume_owner(obj: Mapping[str, Any]) -> str | None:
+    """The name of the DataVolume controlling ``obj``, if one does."""
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "DataVolume" and ref.get("apiVersion", "").startswith(api.GROUP):
+            return str(ref["name"])
+    return None
+
+
+def reconcile_datavolume(client: Client, namespace: str, name: str) -> str | None:
+    """Bring one DataVolume a step forward; returns its phase (None when it is gone)."""
+    with _lock(namespace, name):
+        return _reconcile_datavolume(client, namespace, name)
+
+
+def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | None:
+    dv = client.get(DATAVOLUMES, name, namespace)
+    if dv is None or dv["metadata"].get("deletionTimestamp"):
+        return None
+    previous = (dv.get("status") or {}).get("phase")
+    claim = client.get(PVCS, name, namespace)
+    failure: tuple[str, str] | None = None
+    if claim is not None and not owned_by(claim, dv):
+        if (dv["metadata"].get("annotations") or {}).get(api.ALLOW_CLAIM_ADOPTION) == "true":
+            claim = _adopt(client, claim, dv)
+        else:
+            failure = ("ErrResourceExists", f'Resource "{name}" already exists and is not'
+                       " managed by DataVolume")
+            claim = None
+    storage_class: Mapping[str, Any] | None = None
+    if claim is None and failure is None and previous not in (api.SUCCEEDED, api.FAILED):
+        claim, storage_class, failure = _create_target(client, dv)
+    if claim is not None and storage_class is None:
+        sc_name = (claim.get("spec") or {}).get("storageClassName")
+        storage_class = client.get(STORAGECLASSES, sc_name) if sc_name else None
+    observed = observe(dv=dv, claim=claim, storage_class=storage_class, failure=failure)
+    new_status = status_patch(dv=dv, observed=observed, claim_name=name, now=now())
+    if new_status is not None:
+        try:
+            client.patch(DATAVOLUMES, name, {
+                "metadata": {"resourceVersion": dv["metadata"]["resourceVersion"]},
+                "status": new_status}, namespace, subresource="status")
+        except KubeError as err:
+            if err.status in (404, 409):
+                logger.debug("datavolume %s/%s changed meanwhile (%s)", namespace, name, err)
+                return previous
+            raise
+        for event in events_for(previous=previous, observed=observed, claim_name=name):
+            client.event(dv, type_=event.type, reason=event.reason, message=event.message)
+        if observed.phase != previous:
+            logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, observed.phase)
+    if observed.phase == api.SUCCEEDED:
+        client.delete(IMPORT_SOURCES, import_source_name(dv["metadata"]["uid"]), namespace)
+    return observed.phase
+
+
+def _adopt(client: Client, claim: Obj, dv: Obj) -> Obj:
+    refs = list(claim["metadata"].get("ownerReferences") or [])
+    ref = owner_reference(dv)
+    if any(r.get("controller") for r in refs):
+        ref["controller"] = False
+    logger.info("datavolume %s/%s adopts its existing claim", dv["metadata"]["namespace"],
+                dv["metadata"]["name"])
+    return client.patch(PVCS, claim["metadata"]["name"], {
+        "metadata": {"ownerReferences": [*refs, ref],
+                     "resourceVersion": claim["metadata"]["resourceVersion"],
+                     "annotations": {api.CREATED_FOR_DV: dv["metadata"]["uid"]}}},
+        claim["metadata"]["namespace"])
+
+
+def _create_target(
+    client: Client, dv: Obj,
+) -> tuple[Obj | None, Mapping[str, Any] | None, tuple[str, str] | None]:
+    spec = dv.get("spec") or {}
+    wanted = spec.get("pvc") or spec.get("storage") or {}
+    classes = client.list(STORAGECLASSES)
+    storage_class = pick_storage_class(requested=wanted.get("storageClassName"),
+                                       classes=classes,
+                                       content_type=spec.get("contentType") or "kubevirt")
+    profile = None
+    if storage_class is not None:
+        sc_name = storage_class["metadata"]["name"]
+        profile = client.get(STORAGEPROFILES, sc_name)
+        if profile is None or not profile.get("status"):
+            # the StorageClass event may not have been handled yet: do it now
+            profile = reconcile_profile(client, sc_name)
+    cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
+    config_status = (cdi_config or {}).get("status")
+    if not config_status:
+        config_status = config.compute_status(spec=(cdi_config or {}).get("spec"),
+                                              storage_classes=classes).status
+    if spec.get("pvc") is not None:
+        # a verbatim claim without a class gets the API server's default class, which is
+        # Kubernetes' default, not the virt default
+        storage_class = pick_storage_class(requested=wanted.get("storageClassName"),
+                                           classes=classes, content_type="archive")
+    try:
+        target = render(dv=dv, storage_class=storage_class, profile=profile,
+                        config_status=config_status)
+    except RenderError as err:
+        return None, None, (err.reason, err.message)
+    ns = dv["metadata"]["namespace"]
+    if target.import_source is not None:
+        client.create(IMPORT_SOURCES, target.import_source)
+    created = client.create(PVCS, target.claim)
+    if created is not None:
+        logger.info("datavolume %s/%s: created claim (%s)", ns, dv["metadata"]["name"],
+                    (created["spec"].get("resources") or {}).get("requests"))
+    claim = created or client.get(PVCS, dv["metadata"]["name"], ns)
+    if claim is not None and not owned_by(claim, dv):
+        return None, storage_class, ("ErrResourceExists", f'Resource "{dv["metadata"]["name"]}"'
+                                     " already exists and is not managed by DataVolume")
+    return claim, storage_class, None
+
+
+def reconcile_config(client: Client) -> Obj:
+    """Create the CDIConfig ``config`` if missing and write its effective status."""
+    cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
+    if cdi_config is None:
+        client.create(CDICONFIGS, {"apiVersion": api.API_VERSION, "kind": "CDIConfig",
+                                   "metadata": {"name": api.CONFIG_NAME}, "spec": {}})
+        cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
+        assert cdi_config is not None
+    result = config.compute_status(spec=cdi_config.get("spec"),
+                                   storage_classes=client.list(STORAGECLASSES))
+    old = cdi_config.get("status") or {}
+    new = {**old, **result.status}
+    if new != old:
+        client.patch(CDICONFIGS, api.CONFIG_NAME, {"status": new}, subresource="status")
+        for problem in result.problems:
+            logger.warning("CDIConfig: %s", problem)
+            client.event(cdi_config, type_="Warning", reason="InvalidConfiguration",
+                         message=problem)
+    return new
+
+
+def reconcile_profile(client: Client, name: str) -> Obj | None:
+    """Keep the StorageProfile of StorageClass ``name`` (created, status, minimum size)."""
+    storage_class = client.get(STORAGECLASSES, name)
+    if storage_class is None:
+        client.delete(STORAGEPROFILES, name)
+        return None
+    profile = client.get(STORAGEPROFILES, name)
+    if profile is None:
+        client.create(STORAGEPROFILES, {
+            "apiVersion": api.API_VERSION, "kind": "StorageProfile",
+            "metadata": {"name": name, "labels": {api.APP_LABEL: api.APP_LABEL_VALUE},
+                         "ownerReferences": [{
+                             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                             "name": name, "uid": storage_class["metadata"]["uid"]}]},
+            "spec": {}})
+        profile = client.get(STORAGEPROFILES, name)
+        if profile is None:
+            return None
+    status = profiles.compute_status(storage_class=storage_class, spec=profile.get("spec"))
+    minimum = profiles.minimum_size_annotation(
+        provisioner=str(storage_class.get("provisioner") or ""),
+        annotations=profile["metadata"].get("annotations") or {})
+    if minimum is not None:
+        profile = client.patch(STORAGEPROFILES, name, {
+            "metadata": {"annotations": {api.MINIMUM_PVC_SIZE: minimum}}})
+    if profile.get("status") != status:
+        profile = client.patch(STORAGEPROFILES, name, {"status": status}, subresource="status")
+    return profile

@@ -1,0 +1,172 @@
+"""A DataVolume's status from its claim and what the populator wrote on it (pure).
+
+The DataVolume controller never looks at importer pods: the populator copies the pod's
+phase, restarts, running condition and progress onto the target PVC as annotations
+(upstream's names, ``cdi.kubevirt.io/storage.pod.phase`` and friends), and this module
+turns those and the claim's own phase into the DataVolume's phase, progress,
+restartCount and conditions (Bound, Ready, Running, with upstream's reasons and
+messages), plus the Events a phase change announces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cdi import api
+
+Obj = dict[str, Any]
+
+PERMANENT = frozenset({"InvalidVolumeMode", "UnsupportedSource", "MissingStorage"})
+"""Controller-side failures no later change can mend: the DataVolume's spec is immutable."""
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Observed:
+    phase: str
+    progress: str
+    restarts: int
+    bound: tuple[str, str, str]    # status, reason, message
+    running: tuple[str, str, str]
+    ready: tuple[str, str, str]
+
+
+def observe(
+    *, dv: Mapping[str, Any], claim: Mapping[str, Any] | None,
+    storage_class: Mapping[str, Any] | None, failure: tuple[str, str] | None = None,
+) -> Observed:
+    """What the DataVolume's status should say now.
+
+    ``failure`` is a (reason, message) the controller itself hit (e.g. rendering the claim
+    failed). As upstream, most leave the DataVolume Pending with the reason on its
+    conditions (a StorageProfile may be completed, a class created, a claim in the way
+    deleted); the ones nothing can mend (:data:`PERMANENT`) make it Failed.
+    """
+    previous = (dv.get("status") or {}).get("phase")
+    name = dv["metadata"]["name"]
+    if claim is None:
+        if failure is not None:
+            phase = api.FAILED if failure[0] in PERMANENT else api.PENDING
+            return Observed(phase, "N/A", 0, ("Unknown", "NotFound", "No PVC found"),
+                            ("False", failure[0], failure[1]),
+                            ("False", failure[0], failure[1]))
+        return Observed(api.PENDING, "N/A", 0, ("Unknown", "NotFound", "No PVC found"),
+                        ("False", "", ""), ("False", "", ""))
+    anns = (claim.get("metadata") or {}).get("annotations") or {}
+    claim_name = claim["metadata"]["name"]
+    claim_phase = (claim.get("status") or {}).get("phase") or "Pending"
+    restarts = _int(anns.get(api.POD_RESTARTS))
+    running = _running(anns)
+    if claim_phase == "Bound":
+        bound = ("True", "Bound", f"PVC {claim_name} Bound")
+    elif claim_phase == "Lost":
+        bound = ("False", "ClaimLost", "Claim Lost")
+    else:
+        bound = ("False", "Pending", f"PVC {claim_name} Pending")
+    pod_phase = anns.get(api.POD_PHASE)
+    populated = claim_phase == "Bound" and (
+        pod_phase == "Succeeded" or not _has_populator(claim) or previous == api.SUCCEEDED)
+    if previous == api.SUCCEEDED or populated:
+        return Observed(api.SUCCEEDED, "100.0%", restarts, bound,
+                        ("False", running[1] or "Completed", running[2]), ("True", "", ""))
+    if failure is not None:
+        phase = api.FAILED if failure[0] in PERMANENT else api.PENDING
+        return Observed(phase, "N/A", restarts, bound, ("False", *failure),
+                        ("False", *failure))
+    if pod_phase == "Failed" or claim_phase == "Lost":
+        reason = running[1] or ("ClaimLost" if claim_phase == "Lost" else "Error")
+        message = running[2] or ("Claim Lost" if claim_phase == "Lost" else "Import failed")
+        return Observed(api.FAILED, anns.get(api.POPULATOR_PROGRESS) or "N/A", restarts,
+                        bound, ("False", reason, message), ("False", reason, message))
+    if _waits_for_consumer(claim, storage_class):
+        phase = api.PENDING_POPULATION if _has_populator(claim) else api.WAIT_FOR_FIRST_CONSUMER
+        return Observed(phase, "N/A", restarts, bound, running, ("False", "", ""))
+    if pod_phase == "Running":
+        return Observed(api.IMPORT_IN_PROGRESS, anns.get(api.POPULATOR_PROGRESS) or "N/A",
+                        restarts, bound, running,
+                        ("False", "TransferRunning", f"Import into {name} in progress"))
+    if _has_populator(claim):
+        return Observed(api.IMPORT_SCHEDULED, anns.get(api.POPULATOR_PROGRESS) or "N/A",
+                        restarts, bound, running, ("False", "", ""))
+    return Observed(api.PENDING, "N/A", restarts, bound, running, ("False", "", ""))
+
+
+def events_for(*, previous: str | None, observed: Observed, claim_name: str) -> list[Event]:
+    """Events announcing a phase change (none when the phase did not change)."""
+    if previous == observed.phase:
+        return []
+    if observed.phase == api.IMPORT_SCHEDULED:
+        return [Event("Normal", "ImportScheduled", f"Import into {claim_name} scheduled")]
+    if observed.phase == api.IMPORT_IN_PROGRESS:
+        return [Event("Normal", "ImportInProgress", f"Import into {claim_name} in progress")]
+    if observed.phase == api.SUCCEEDED:
+        return [Event("Normal", "ImportSucceeded",
+                      f"Successfully imported into PVC {claim_name}")]
+    if observed.phase == api.FAILED:
+        reason, message = observed.running[1], observed.running[2]
+        detail = f": {reason}: {message}" if message else ""
+        return [Event("Warning", "ImportFailed", f"Failed to import into PVC {claim_name}{detail}")]
+    return []
+
+
+def status_patch(
+    *, dv: Mapping[str, Any], observed: Observed, claim_name: str, now: str,
+) -> Obj | None:
+    """The new ``status``, or None when nothing changed (no write, no heartbeat churn)."""
+    old = dict(dv.get("status") or {})
+    old_conditions = {c.get("type"): c for c in old.get("conditions") or []}
+    conditions = []
+    for ctype, (status, reason, message) in (("Bound", observed.bound),
+                                             ("Ready", observed.ready),
+                                             ("Running", observed.running)):
+        prev = old_conditions.get(ctype) or {}
+        same = (prev.get("status"), prev.get("reason", ""), prev.get("message", "")) == (
+            status, reason, message)
+        cond = {"type": ctype, "status": status,
+                "lastTransitionTime": prev.get("lastTransitionTime")
+                if prev.get("status") == status and prev.get("lastTransitionTime") else now,
+                "lastHeartbeatTime": prev.get("lastHeartbeatTime") if same
+                and prev.get("lastHeartbeatTime") else now}
+        if reason:
+            cond["reason"] = reason
+        if message:
+            cond["message"] = message
+        conditions.append(cond)
+    new = {**old, "phase": observed.phase, "progress": observed.progress,
+           "restartCount": observed.restarts, "claimName": claim_name,
+           "conditions": conditions}
+    return None if new == old else new
+
+
+def _running(anns: Mapping[str, str]) -> tuple[str, str, str]:
+    status = "True" if (anns.get(api.RUNNING) or "").lower() == "true" else "False"
+    return (status, anns.get(api.RUNNING_REASON, ""), anns.get(api.RUNNING_MESSAGE, ""))
+
+
+def _has_populator(claim: Mapping[str, Any]) -> bool:
+    ref = (claim.get("spec") or {}).get("dataSourceRef") or {}
+    return bool(ref.get("apiGroup") == api.GROUP and ref.get("kind"))
+
+
+def _waits_for_consumer(claim: Mapping[str, Any], sc: Mapping[str, Any] | None) -> bool:
+    if sc is None or sc.get("volumeBindingMode") != "WaitForFirstConsumer":
+        return False
+    if (claim.get("status") or {}).get("phase") == "Bound":
+        return False
+    anns = (claim.get("metadata") or {}).get("annotations") or {}
+    return api.SELECTED_NODE not in anns and api.IMMEDIATE_BINDING not in anns
+
+
+def _int(text: str | None) -> int:
+    try:
+        return max(0, int(text or "0"))
+    except ValueError:
+        return 0

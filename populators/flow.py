@@ -1,0 +1,348 @@
+"""The twin-PVC flow every CDI populator shares, as one pure decision.
+
+Given what exists now (the target PVC, its class, the source object, PVC', the pod,
+PVC''s volume), :func:`decide` says what to do next. It is level-triggered: it looks
+only at the present state, never at what it did before, and every object it creates has
+a deterministic name, so an operator restarted at any point picks up where it was
+without duplicating anything. The steps, as upstream's populator base:
+
+1. wait until the claim is ready for population (class exists; WaitForFirstConsumer:
+   a node is selected, unless immediate binding was requested);
+2. create PVC' ``prime-<target uid>``, owned by the target;
+3. run the populator's pod against PVC' (one at a time; not while another pod uses it);
+4. follow the pod: progress, restarts, failures (permanent: give up at once; retryable:
+   the kubelet restarts it until the retry limit);
+5. on success rebind PVC''s volume to the target (the PV binder completes the bind);
+6. once the target is bound, delete the pod and PVC' (Lost by then), unless asked to
+   retain them.
+
+What differs between populators (import, clone, upload) comes through
+:class:`Populator`: where the source object lives and what it means, what PVC' carries,
+and the pod.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from populators import claims, names, podstate
+from populators.cdiconfig import CdiConfig
+from populators.claims import Obj, annots, meta, phase, spec
+from populators.importer_pod import Settings
+from populators.progress import DONE
+
+# -- hooks -----------------------------------------------------------------------------
+
+
+class SourceError(ValueError):
+    """The source object cannot be used as written; the message names the field."""
+
+
+class Populator(Protocol):
+    kind: str
+    """The dataSourceRef kind this populator serves (e.g. VolumeImportSource)."""
+    plural: str
+    """The source kind's resource plural in cdi.kubevirt.io/v1beta1."""
+    metric: str
+    """The pod's progress metric."""
+
+    def source_namespace(self, target: Obj) -> str:
+        """Where the source object lives."""
+
+    def prime_annotations(self, source: Obj) -> dict[str, str]:
+        """PVC' preparation: the annotations describing the source (raises SourceError)."""
+
+    def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
+            settings: Settings, previous_restarts: int) -> dict[str, Any]:
+        """The pod that fills PVC' (raises SourceError)."""
+
+
+# -- what exists -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observed:
+    target: Obj
+    storage_class: Obj | None
+    source: Obj | None
+    prime: Obj | None
+    pod: Obj | None
+    volume: Obj | None
+    """PVC''s PersistentVolume, once it has one."""
+    users: tuple[str, ...] = ()
+    """Other unfinished pods that use PVC'."""
+    config: CdiConfig = field(default_factory=CdiConfig)
+
+
+# -- what to do ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatePrime:
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class DeletePrime:
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Annotate:
+    """Set these annotations on the target (only the ones that change)."""
+    changes: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Rebind:
+    volume: str
+    claim_ref: Mapping[str, Any]
+    resource_version: str
+    """The PV's, for an optimistic update: a concurrent change makes it fail and retry."""
+
+
+@dataclass(frozen=True)
+class Emit:
+    type: str
+    reason: str
+    message: str
+
+
+Action = CreatePrime | CreatePod | DeletePod | DeletePrime | Annotate | Rebind | Emit
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+    waiting: str = ""
+    """Why nothing more happens now (logged)."""
+    active: bool = False
+    """Look again soon (a poll): progress to read, or a state no watch event announces."""
+    poll_progress: str | None = None
+    """The running pod's metrics URL: read it and annotate the progress."""
+
+
+def _annotate(target: Obj, wanted: Mapping[str, str]) -> list[Action]:
+    have = annots(target)
+    changes = {k: v for k, v in wanted.items() if have.get(k) != v}
+    return [Annotate(changes)] if changes else []
+
+
+def _retain(target: Obj) -> bool:
+    return annots(target).get(names.RETAIN_AFTER_COMPLETION) == "true"
+
+
+def _cleanup(o: Observed, *, keep_prime_until_lost: bool) -> list[Action]:
+    acts: list[Action] = []
+    if _retain(o.target):
+        return acts
+    if o.pod is not None:
+        acts.append(DeletePod(str(meta(o.pod).get("name")), str(meta(o.pod).get("uid"))))
+    if o.prime is not None and not meta(o.prime).get("deletionTimestamp") and (
+            not keep_prime_until_lost or phase(o.prime) == "Lost"):
+        acts.append(DeletePrime(str(meta(o.prime).get("name")), str(meta(o.prime).get("uid"))))
+    return acts
+
+
+def _give_up(o: Observed, *, reason: str, message: str, restarts: int | None = None,
+             ) -> Plan:
+    wanted = {names.POD_PHASE: names.FAILED, names.RUNNING: "false",
+              names.RUNNING_REASON: reason, names.RUNNING_MESSAGE: message}
+    if restarts is not None:
+        wanted[names.POD_RESTARTS] = str(restarts)
+    acts: list[Action] = [*_annotate(o.target, wanted),
+                          Emit("Warning", reason, message or reason)]
+    acts += _cleanup(o, keep_prime_until_lost=False)
+    return Plan(tuple(acts), waiting=f"failed: {reason}")
+
+
+def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
+    """The next actions for the target ``o.target`` (see the module docstring)."""
+    t = o.target
+    tann = annots(t)
+    if meta(t).get("deletionTimestamp"):
+        # Ownership would remove them too, but not before the importer had run on.
+        acts: list[Action] = []
+        if o.pod is not None:
+            acts.append(DeletePod(str(meta(o.pod).get("name")), str(meta(o.pod).get("uid"))))
+        if o.prime is not None and not meta(o.prime).get("deletionTimestamp"):
+            acts.append(DeletePrime(str(meta(o.prime).get("name")),
+                                    str(meta(o.prime).get("uid"))))
+        return Plan(tuple(acts), waiting="target is being deleted")
+
+    if phase(t) == "Bound" and spec(t).get("volumeName"):
+        # Populated (or bound by someone else): only PVC' and the pod to clean up.
+        acts = _annotate(t, {names.PROGRESS: DONE}) if tann.get(
+            names.POD_PHASE) == names.SUCCEEDED else []
+        acts += _cleanup(o, keep_prime_until_lost=True)
+        lingering = o.prime is not None and not _retain(t)
+        return Plan(tuple(acts), waiting="target bound" if not lingering
+                    else "target bound; PVC' not Lost yet", active=lingering)
+
+    if tann.get(names.POD_PHASE) == names.FAILED:
+        acts = _cleanup(o, keep_prime_until_lost=False)
+        return Plan(tuple(acts), waiting="import failed; nothing more to do")
+
+    if tann.get(names.POD_PHASE) == names.SUCCEEDED and o.prime is not None:
+        # Populated: the source is no longer needed (it may be gone already).
+        return _rebind(o, [*_annotate(t, {names.PROGRESS: DONE}),
+                           *_annotate(t, {names.PVC_PRIME: names.prime_name(
+                               str(meta(t).get("uid")))})])
+
+    if o.source is None:
+        return Plan(waiting=f"{populator.kind} {claims.source_ref(t, kind=populator.kind)!r}"
+                    " not found", active=True)
+    try:
+        source_annotations = populator.prime_annotations(o.source)
+    except SourceError as err:
+        return _give_up(o, reason="InvalidSource", message=str(err))
+
+    not_ready = claims.not_ready_reason(claim=t, storage_class=o.storage_class)
+    if not_ready is not None:
+        return Plan(waiting=not_ready, active=o.storage_class is None)
+
+    prime_name = names.prime_name(str(meta(t).get("uid")))
+    if o.prime is None:
+        manifest = claims.render_prime(target=t, populator_kind=populator.kind,
+                                       source_annotations=source_annotations)
+        return Plan((CreatePrime(manifest),
+                     *_annotate(t, {names.PVC_PRIME: prime_name}),
+                     Emit("Normal", "CreatedPVCPrimeSuccessfully",
+                          "PVC Prime created successfully")),
+                    waiting="PVC' created", active=True)
+    acts = _annotate(t, {names.PVC_PRIME: prime_name})
+    if meta(o.prime).get("deletionTimestamp"):
+        return Plan(tuple(acts), waiting="PVC' is being deleted", active=True)
+
+    if o.pod is None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
+        if o.users:
+            return Plan((*acts, Emit("Warning", "ImportTargetInUse",
+                                     f"pod(s) {', '.join(sorted(o.users))} use PVC "
+                                     f"{prime_name}; the import waits for them")),
+                        waiting="PVC' in use", active=True)
+        restarts = tann.get(names.POD_RESTARTS, "0")
+        try:
+            pod = populator.pod(target=t, prime=o.prime, source=o.source, config=o.config,
+                                settings=settings,
+                                previous_restarts=int(restarts) if restarts.isdigit() else 0)
+        except SourceError as err:
+            return _give_up(o, reason="InvalidSource", message=str(err))
+        acts.append(CreatePod(pod))
+        acts += _annotate(t, {names.POD_PHASE: names.PENDING, names.RUNNING: "false",
+                              names.RUNNING_REASON: names.PENDING,
+                              names.RUNNING_MESSAGE: ""})
+        return Plan(tuple(acts), waiting="pod created", active=True)
+
+    if o.pod is not None:
+        view = podstate.view(o.pod, retry_limit=o.config.retry_limit)
+        if view.state.gives_up:
+            return _give_up(o, reason=view.reason, message=view.message,
+                            restarts=view.restarts)
+        wanted = podstate.target_annotations(view)
+        if view.state is podstate.State.REPLACE:
+            wanted[names.POD_RESTARTS] = str(view.restarts + 1)
+            acts += _annotate(t, wanted)
+            acts.append(DeletePod(str(meta(o.pod).get("name")), str(meta(o.pod).get("uid"))))
+            return Plan(tuple(acts), waiting=f"pod failed ({view.reason}); replacing it",
+                        active=True)
+        if view.state is not podstate.State.SUCCEEDED:
+            acts += _annotate(t, wanted)
+            url = None
+            ip = (o.pod.get("status") or {}).get("podIP")
+            if view.state is podstate.State.RUNNING and ip:
+                url = metrics_url(str(ip))
+            return Plan(tuple(acts), waiting=f"pod {view.state.value}: {view.reason}",
+                        active=True, poll_progress=url)
+        acts += _annotate(t, {**wanted, names.PROGRESS: DONE})
+
+    return _rebind(o, acts)
+
+
+def _rebind(o: Observed, acts: list[Action]) -> Plan:
+    """The pod succeeded: hand PVC''s volume to the target."""
+    assert o.prime is not None
+    if o.volume is None:
+        return Plan(tuple(acts), waiting="PVC' has no volume yet", active=True)
+    if claims.claim_ref_is(o.volume, o.target):
+        return Plan(tuple(acts), waiting="volume rebound; waiting for the binder",
+                    active=True)
+    ref = claims.rebind_claim_ref(pv=o.volume, prime=o.prime, target=o.target)
+    if ref is None:
+        return Plan((*acts, Emit("Warning", "RebindFailed",
+                                 f"volume {meta(o.volume).get('name')} is not bound to "
+                                 f"{meta(o.prime).get('name')}")),
+                    waiting="volume not PVC''s", active=True)
+    acts.append(Rebind(str(meta(o.volume).get("name")), ref,
+                       str(meta(o.volume).get("resourceVersion") or "")))
+    return Plan(tuple(acts), waiting="rebinding", active=True)
+
+
+def metrics_url(pod_ip: str) -> str:
+    host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip
+    return f"http://{host}:8443/metrics"
+
+
+# -- events copied from PVC' and the pod ----------------------------------------------
+
+
+def copied_event(*, target: Obj, event: Obj) -> dict[str, Any]:
+    """``event`` (on PVC' or the pod) re-told on the target, as upstream copies them; the
+    name is derived from the original's, so copying twice is a conflict, not a copy."""
+    tm = meta(target)
+    original = str(meta(event).get("name"))
+    digest = hashlib.sha256(f"{tm.get('uid')}/{original}".encode()).hexdigest()[:16]
+    involved = event.get("involvedObject") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{tm.get('name')}.{digest}", "namespace": tm.get("namespace")},
+        "involvedObject": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                           "namespace": tm.get("namespace"), "name": tm.get("name"),
+                           "uid": tm.get("uid")},
+        "type": event.get("type") or "Normal",
+        "reason": event.get("reason") or "",
+        "message": f"[{involved.get('name')}] {event.get('message') or ''}"[:1024],
+        "source": {"component": "rootdisk-populator"},
+        "reportingComponent": "rootdisk-populator",
+        "firstTimestamp": event.get("firstTimestamp"),
+        "lastTimestamp": event.get("lastTimestamp"),
+        "count": event.get("count") or 1,
+    }
+
+
+def emitted_event(*, target: Obj, emit: Emit, now: str) -> dict[str, Any]:
+    """An event of our own on the target; one per (reason, message) per target."""
+    tm = meta(target)
+    digest = hashlib.sha256(
+        f"{tm.get('uid')}/{emit.reason}/{emit.message}".encode()).hexdigest()[:16]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{tm.get('name')}.{digest}", "namespace": tm.get("namespace")},
+        "involvedObject": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                           "namespace": tm.get("namespace"), "name": tm.get("name"),
+                           "uid": tm.get("uid")},
+        "type": emit.type,
+        "reason": emit.reason,
+        "message": emit.message[:1024],
+        "source": {"component": "rootdisk-populator"},
+        "reportingComponent": "rootdisk-populator",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }

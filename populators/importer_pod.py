@@ -1,0 +1,169 @@
+"""The importer pod for PVC', rendered as upstream CDI renders it (pure).
+
+Same env variables (the importer reads them in ``importer/config.py``), same volume
+names and paths (``/data`` or the block device ``/dev/cdi-block-volume``, the CA bundle
+at ``/certs``), the metrics port, the termination message, ``restartPolicy: OnFailure``
+and upstream's restricted pod security (uid 107, all capabilities dropped,
+RuntimeDefault seccomp), so the pod runs in a namespace that enforces the ``restricted``
+Pod Security Standard. Credentials reach the pod only through ``secretKeyRef``: the
+operator never reads the Secret, and its values are never in the pod spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from populators import names
+from populators.cdiconfig import CdiConfig
+from populators.import_source import ImportSource
+
+DATA_VOLUME = "cdi-data-vol"
+CERT_VOLUME = "cdi-cert-vol"
+DATA_DIR = "/data"
+BLOCK_DEVICE = "/dev/cdi-block-volume"
+CERT_DIR = "/certs"
+METRICS_PORT = 8443
+TERMINATION_LOG = "/dev/termination-log"
+QEMU_UID = 107
+"""virt-launcher's qemu user: the disk image must be its to open."""
+CREDENTIAL_KEYS = (("IMPORTER_ACCESS_KEY_ID", "accessKeyId"),
+                   ("IMPORTER_SECRET_KEY", "secretKey"))
+"""Importer variable ← key of the source's Secret (upstream's key names)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-level settings for the pods it starts."""
+
+    image: str = "rootdisk/importer"
+    pull_policy: str = "IfNotPresent"
+    extra_env: tuple[tuple[str, str], ...] = field(default=())
+    """Variables given to every importer (operator tuning such as the importer's
+    in-pod retry count); never credentials."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """From the operator's environment: ``IMPORTER_IMAGE``, ``IMPORTER_PULL_POLICY``,
+        and the importer's own tuning variables passed on as they are."""
+        extra = tuple((k, env[k]) for k in PASSED_ON if env.get(k))
+        return cls(image=env.get("IMPORTER_IMAGE") or cls.image,
+                   pull_policy=env.get("IMPORTER_PULL_POLICY") or cls.pull_policy,
+                   extra_env=extra)
+
+
+PASSED_ON = ("IMPORTER_RETRY_ATTEMPTS", "IMPORTER_RETRY_DELAY")
+"""The importer's in-pod retry tuning (``importer/config.py``), set on the operator."""
+
+
+def restricted_container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": QEMU_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _env(*, source: ImportSource, prime: Mapping[str, Any], target_uid: str,
+         config: CdiConfig, block: bool, settings: Settings) -> list[dict[str, Any]]:
+    spec = prime.get("spec") or {}
+    size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "")
+    env: list[dict[str, Any]] = [
+        {"name": "IMPORTER_SOURCE", "value": source.kind},
+        {"name": "IMPORTER_ENDPOINT", "value": source.url},
+        {"name": "IMPORTER_CONTENTTYPE", "value": source.content_type},
+        {"name": "IMPORTER_IMAGE_SIZE", "value": str(size)},
+        {"name": "OWNER_UID", "value": target_uid},
+        {"name": "FILESYSTEM_OVERHEAD",
+         "value": config.overhead(storage_class=spec.get("storageClassName"), block=block)},
+        {"name": "INSECURE_TLS", "value": str(source.insecure_tls).lower()},
+        {"name": "PREALLOCATION", "value": str(source.preallocation).lower()},
+    ]
+    if source.secret:
+        for var, key in CREDENTIAL_KEYS:
+            env.append({"name": var, "valueFrom": {"secretKeyRef": {
+                "name": source.secret, "key": key}}})
+    if source.cert_configmap:
+        env.append({"name": "IMPORTER_CERT_DIR", "value": CERT_DIR})
+    if source.checksum:
+        env.append({"name": "IMPORTER_CHECKSUM", "value": source.checksum})
+    for i, header in enumerate(source.extra_headers):
+        env.append({"name": f"IMPORTER_EXTRA_HEADER_{i}", "value": header})
+    # The importer binds its metrics server to its own address when it knows it.
+    env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    taken = {e["name"] for e in env}
+    env.extend({"name": k, "value": v} for k, v in settings.extra_env if k not in taken)
+    return env
+
+
+def render(*, source: ImportSource, prime: Mapping[str, Any], target: Mapping[str, Any],
+           config: CdiConfig, settings: Settings, previous_restarts: int = 0,
+           ) -> dict[str, Any]:
+    """The importer pod writing into ``prime`` for ``target``."""
+    pmeta = prime.get("metadata") or {}
+    tmeta = target.get("metadata") or {}
+    tann: Mapping[str, str] = tmeta.get("annotations") or {}
+    pspec = prime.get("spec") or {}
+    block = pspec.get("volumeMode") == "Block"
+    container: dict[str, Any] = {
+        "name": "importer",
+        "image": settings.image,
+        "imagePullPolicy": settings.pull_policy,
+        "args": ["-v=1"],
+        "env": _env(source=source, prime=prime, target_uid=str(tmeta.get("uid")),
+                    config=config, block=block, settings=settings),
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": restricted_container_security(),
+    }
+    if config.resources:
+        container["resources"] = {k: dict(v) for k, v in config.resources.items()}
+    if block:
+        container["volumeDevices"] = [{"name": DATA_VOLUME, "devicePath": BLOCK_DEVICE}]
+    else:
+        container["volumeMounts"] = [{"name": DATA_VOLUME, "mountPath": DATA_DIR}]
+    volumes: list[dict[str, Any]] = [{"name": DATA_VOLUME, "persistentVolumeClaim": {
+        "claimName": pmeta.get("name"), "readOnly": False}}]
+    if source.cert_configmap:
+        volumes.append({"name": CERT_VOLUME,
+                        "configMap": {"name": source.cert_configmap}})
+        container.setdefault("volumeMounts", []).append(
+            {"name": CERT_VOLUME, "mountPath": CERT_DIR, "readOnly": True})
+    annotations = {names.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
+    annotations.update({k: tann[k] for k in names.POD_PASSTHROUGH if k in tann})
+    if previous_restarts:
+        annotations[names.PREVIOUS_RESTARTS] = str(previous_restarts)
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "restartPolicy": "OnFailure",
+        "volumes": volumes,
+        "enableServiceLinks": False,
+        "securityContext": {"fsGroup": QEMU_UID, "runAsNonRoot": True,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    node = (pmeta.get("annotations") or {}).get(names.SELECTED_NODE)
+    if node:
+        spec["nodeName"] = node
+    if tann.get(names.PRIORITY_CLASS):
+        spec["priorityClassName"] = tann[names.PRIORITY_CLASS]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": names.importer_pod_name(str(pmeta.get("name"))),
+            "namespace": pmeta.get("namespace"),
+            "labels": {names.APP_LABEL: names.APP_VALUE, names.COMPONENT_LABEL: "importer",
+                       names.PROMETHEUS_LABEL: "true"},
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "name": pmeta.get("name"), "uid": pmeta.get("uid"),
+                "controller": True, "blockOwnerDeletion": True,
+            }],
+        },
+        "spec": spec,
+    }

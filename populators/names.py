@@ -1,0 +1,77 @@
+"""Names shared with upstream CDI: annotations, labels, object names (pure constants).
+
+They are the contract with the DataVolume controller (which reads the target PVC's
+annotations) and with users' tooling, so they are upstream's strings, not ours. The
+few rootdisk extensions are marked as such.
+"""
+
+from __future__ import annotations
+
+CDI_GROUP = "cdi.kubevirt.io"
+CDI_VERSION = "v1beta1"
+
+# -- annotations on the target PVC (read by the DataVolume controller) ---------------
+PREFIX = "cdi.kubevirt.io/"
+POD_PHASE = PREFIX + "storage.pod.phase"
+POD_RESTARTS = PREFIX + "storage.pod.restarts"
+RUNNING = PREFIX + "storage.condition.running"
+RUNNING_REASON = RUNNING + ".reason"
+RUNNING_MESSAGE = RUNNING + ".message"
+PROGRESS = PREFIX + "storage.populator.progress"
+PVC_PRIME = PREFIX + "storage.populator.pvcPrime"
+PREALLOCATION_APPLIED = PREFIX + "storage.preallocation"
+
+# -- annotations the user or the DataVolume controller sets on the target -------------
+IMMEDIATE_BINDING = PREFIX + "storage.bind.immediate.requested"
+RETAIN_AFTER_COMPLETION = PREFIX + "storage.pod.retainAfterCompletion"
+PRIORITY_CLASS = PREFIX + "storage.pod.priorityclassname"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+# -- annotations on PVC' ---------------------------------------------------------------
+POPULATOR_KIND = PREFIX + "storage.populator.kind"
+IMPORT_SOURCE = PREFIX + "storage.import.source"
+IMPORT_ENDPOINT = PREFIX + "storage.import.endpoint"
+IMPORT_SECRET = PREFIX + "storage.import.secretName"
+IMPORT_CERT_CONFIGMAP = PREFIX + "storage.import.certConfigMap"
+IMPORT_CHECKSUM = PREFIX + "storage.import.checksum"
+IMPORT_EXTRA_HEADERS = PREFIX + "storage.import.extraHeaders"
+CONTENT_TYPE = PREFIX + "storage.contentType"
+PREALLOCATION_REQUESTED = PREFIX + "storage.preallocation.requested"
+
+# -- annotations passed through from the target to the pod ---------------------------
+POD_PASSTHROUGH = (
+    "k8s.v1.cni.cncf.io/networks",
+    "v1.multus-cni.io/default-network",
+    "sidecar.istio.io/inject",
+    "linkerd.io/inject",
+)
+CREATED_BY_CONTROLLER = PREFIX + "storage.createdByController"
+
+# -- rootdisk extensions ---------------------------------------------------------------
+PREVIOUS_RESTARTS = "populators.rootdisk.io/previous-restarts"
+"""On the importer pod: restarts of the pods it replaces (an evicted pod's retries still
+count against the retry limit)."""
+
+# -- labels ----------------------------------------------------------------------------
+APP_LABEL = "app"
+APP_VALUE = "containerized-data-importer"
+COMPONENT_LABEL = "cdi.kubevirt.io"
+PROMETHEUS_LABEL = "prometheus.cdi.kubevirt.io"
+VELERO_EXCLUDE = "velero.io/exclude-from-backup"
+
+# -- the phases of storage.pod.phase ---------------------------------------------------
+PENDING = "Pending"
+RUNNING_PHASE = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+
+
+def prime_name(target_uid: str) -> str:
+    """PVC' of a target: ``prime-<target uid>`` (deterministic: a restarted operator finds
+    the one it made)."""
+    return f"prime-{target_uid}"
+
+
+def importer_pod_name(prime: str) -> str:
+    """The importer pod of PVC' ``prime``: ``importer-<PVC' name>`` as upstream."""
+    return f"importer-{prime}"

@@ -1,0 +1,206 @@
+"""One reconcile of one target PVC: observe through the adapter, decide with
+:func:`populators.flow.decide`, apply the actions, read the pod's progress, copy the
+events of PVC' and the pod onto the target.
+
+Reconciles of one target are serialised (a watch event and the periodic tick may arrive
+together); different targets run concurrently.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from typing import Any
+
+import requests
+
+from populators import claims, flow, names, progress
+from populators.cdiconfig import CdiConfig
+from populators.cdiconfig import parse as parse_config
+from populators.claims import Obj, meta, spec
+from populators.importer_pod import Settings
+from populators.kube import Kube, KubeError
+
+logger = logging.getLogger(__name__)
+
+METRICS_TIMEOUT = 2.0
+"""Seconds for one read of the pod's /metrics (upstream's scraper uses 2 s too)."""
+CDI_CONFIG = "config"
+
+
+class Reconciler:
+    def __init__(self, kube: Kube, populator: flow.Populator, settings: Settings) -> None:
+        self.kube = kube
+        self.populator = populator
+        self.settings = settings
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._http = requests.Session()
+        self._http.trust_env = False  # the pod network is reached directly, never by proxy
+        self._copied: dict[str, set[str]] = {}
+        """Per target UID: names of the events already copied onto it."""
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def forget(self, key: str, uid: str = "") -> None:
+        with self._guard:
+            self._locks.pop(key, None)
+            self._copied.pop(uid, None)
+
+    def is_target(self, claim: Obj) -> bool:
+        return claims.source_ref(claim, kind=self.populator.kind) is not None
+
+    def reconcile(self, namespace: str, name: str) -> bool:
+        """Bring one target a step closer; True to be looked at again soon."""
+        with self._lock(f"{namespace}/{name}"):
+            target = self.kube.claim(namespace, name)
+            if target is None or not self.is_target(target):
+                return False
+            observed = self._observe(target)
+            plan = flow.decide(observed, self.populator, self.settings)
+            logger.debug("%s/%s: %s (%d actions)", namespace, name, plan.waiting,
+                         len(plan.actions))
+            for action in plan.actions:
+                self._apply(target, action)
+            if plan.poll_progress:
+                self._progress(target, plan.poll_progress)
+            self._copy_events(target, observed)
+            return plan.active
+
+    def target_of_prime(self, namespace: str, prime_name: str) -> str | None:
+        """The name of PVC''s target, to reconcile; when the target is gone, stop the pod
+        and remove PVC' here (garbage collection alone would wait: PVC' is protected
+        while the pod that uses it runs, and the pod goes only after PVC')."""
+        prime = self.kube.claim(namespace, prime_name)
+        if prime is None:
+            return None
+        owner = claims.controller_owner(prime)
+        if owner is None or owner.get("kind") != "PersistentVolumeClaim":
+            return None
+        target = self.kube.claim(namespace, str(owner.get("name")))
+        if target is not None and meta(target).get("uid") == owner.get("uid"):
+            return str(owner.get("name"))
+        pod = self.kube.pod(namespace, names.importer_pod_name(prime_name))
+        if pod is not None and claims.owned_by(pod, prime):
+            logger.info("%s/%s: target gone; deleting pod %s", namespace, prime_name,
+                        meta(pod).get("name"))
+            self.kube.delete_pod(namespace, str(meta(pod).get("name")),
+                                 str(meta(pod).get("uid")))
+        if not meta(prime).get("deletionTimestamp"):
+            self.kube.delete_claim(namespace, prime_name, str(meta(prime).get("uid")))
+        return None
+
+    # -- observe ---------------------------------------------------------------------------
+
+    def _observe(self, target: Obj) -> flow.Observed:
+        ns = str(meta(target).get("namespace"))
+        prime_name = names.prime_name(str(meta(target).get("uid")))
+        prime = self.kube.claim(ns, prime_name)
+        if prime is not None and not claims.owned_by(prime, target):
+            prime = None  # a namesake that is not ours: never touched
+        pod = None
+        if prime is not None:
+            pod = self.kube.pod(ns, names.importer_pod_name(prime_name))
+            if pod is not None and not claims.owned_by(pod, prime):
+                pod = None
+        volume = None
+        if prime is not None and spec(prime).get("volumeName"):
+            volume = self.kube.volume(str(spec(prime)["volumeName"]))
+        sc_name = spec(target).get("storageClassName")
+        source_name = claims.source_ref(target, kind=self.populator.kind) or ""
+        users: tuple[str, ...] = ()
+        if prime is not None and pod is None:
+            users = tuple(_users(self.kube.pods(ns), prime_name))
+        return flow.Observed(
+            target=target,
+            storage_class=self.kube.storage_class(str(sc_name)) if sc_name else None,
+            source=self.kube.custom(names.CDI_GROUP, names.CDI_VERSION, self.populator.plural,
+                                    self.populator.source_namespace(target), source_name),
+            prime=prime, pod=pod, volume=volume, users=users, config=self._config())
+
+    def _config(self) -> CdiConfig:
+        return parse_config(self.kube.custom(names.CDI_GROUP, names.CDI_VERSION,
+                                             "cdiconfigs", None, CDI_CONFIG))
+
+    # -- act -------------------------------------------------------------------------------
+
+    def _apply(self, target: Obj, action: flow.Action) -> None:
+        ns, name = str(meta(target).get("namespace")), str(meta(target).get("name"))
+        match action:
+            case flow.CreatePrime(manifest=m):
+                if self.kube.create_claim(m):
+                    logger.info("%s/%s: created PVC' %s", ns, name, m["metadata"]["name"])
+            case flow.CreatePod(manifest=m):
+                if self.kube.create_pod(m):
+                    logger.info("%s/%s: created pod %s", ns, name, m["metadata"]["name"])
+            case flow.DeletePod(name=pod, uid=uid):
+                logger.info("%s/%s: deleting pod %s", ns, name, pod)
+                self.kube.delete_pod(ns, pod, uid)
+            case flow.DeletePrime(name=prime, uid=uid):
+                logger.info("%s/%s: deleting PVC' %s", ns, name, prime)
+                self.kube.delete_claim(ns, prime, uid)
+            case flow.Annotate(changes=changes):
+                self.kube.annotate_claim(ns, name, changes)
+            case flow.Rebind(volume=pv, claim_ref=ref, resource_version=rv):
+                if self.kube.set_claim_ref(pv, ref, rv):
+                    logger.info("%s/%s: volume %s rebound to the target", ns, name, pv)
+            case flow.Emit() as emit:
+                self.kube.create_event(flow.emitted_event(target=target, emit=emit,
+                                                          now=_now()))
+
+    def _progress(self, target: Obj, url: str) -> None:
+        uid = str(meta(target).get("uid"))
+        try:
+            resp = self._http.get(url, timeout=METRICS_TIMEOUT)
+            resp.raise_for_status()
+        except requests.RequestException as err:
+            logger.debug("progress of %s not read: %s", uid, err)
+            return
+        value = progress.parse(resp.text[:1 << 20], metric=self.populator.metric,
+                               owner_uid=uid)
+        if value is None:
+            return
+        text = progress.render(value)
+        if claims.annots(target).get(names.PROGRESS) != text:
+            self.kube.annotate_claim(str(meta(target).get("namespace")),
+                                     str(meta(target).get("name")), {names.PROGRESS: text})
+
+    def _copy_events(self, target: Obj, o: flow.Observed) -> None:
+        ns = str(meta(target).get("namespace"))
+        with self._guard:
+            done = self._copied.setdefault(str(meta(target).get("uid")), set())
+        for obj in (o.prime, o.pod):
+            if obj is None:
+                continue
+            try:
+                for event in self.kube.events_about(ns, str(meta(obj).get("uid"))):
+                    copy = flow.copied_event(target=target, event=event)
+                    if copy["metadata"]["name"] not in done:
+                        self.kube.create_event(copy)
+                        done.add(copy["metadata"]["name"])
+            except KubeError as err:
+                logger.debug("events of %s not copied: %s", meta(obj).get("name"), err)
+
+
+def _users(pods: list[Any], prime_name: str) -> list[str]:
+    own = names.importer_pod_name(prime_name)
+    out = []
+    for pod in pods:
+        pm = meta(pod)
+        if pm.get("name") == own or (pod.get("status") or {}).get("phase") in (
+                "Succeeded", "Failed"):
+            continue
+        for vol in spec(pod).get("volumes") or []:
+            if (vol.get("persistentVolumeClaim") or {}).get("claimName") == prime_name:
+                out.append(str(pm.get("name")))
+    return out
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,164 @@
+"""The operator's life: arguments, webhook certificate, leadership, then kopf.
+
+Order matters: the HTTP side starts first (health, metrics, webhooks on every replica),
+then the replica waits for the Lease, and only the holder runs kopf. Losing the Lease
+(renewals failing for longer than its duration) stops kopf and exits non-zero, so the
+pod restarts as a candidate; a clean stop releases the Lease for the next holder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import ssl
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import kopf
+
+from cdi.kube import Client, KubeError, load_configuration
+from rootdisk.operator import kube, registry
+from rootdisk.operator.server import LEADER, Server
+
+logger = logging.getLogger(__name__)
+
+LOGIN_PRIORITY = 1000
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rootdisk.operator",
+                                description="rootdisk's controllers (kopf), by set.")
+    p.add_argument("--controllers", required=True,
+                   help=f"comma-separated controller sets: {', '.join(sorted(registry.SETS))}")
+    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "rootdisk"),
+                   help="the operator's namespace (Lease, webhook Secret)")
+    p.add_argument("--identity", default=os.environ.get("POD_NAME")
+                   or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+    p.add_argument("--kubeconfig", default=None, help="default: in-cluster, else KUBECONFIG")
+    p.add_argument("--bind", default="0.0.0.0", help="address of the HTTP endpoints")
+    p.add_argument("--health-port", type=int, default=8080)
+    p.add_argument("--webhook-port", type=int, default=8443, help="0: no webhooks")
+    p.add_argument("--webhook-service", default="rootdisk-cdi-webhook")
+    p.add_argument("--webhook-secret", default="rootdisk-cdi-webhook-tls")
+    p.add_argument("--webhook-config", default="rootdisk-cdi")
+    p.add_argument("--lease-duration", type=int, default=15)
+    p.add_argument("--retry-period", type=float, default=2.0)
+    return p.parse_args(argv)
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> Any:
+    """Through the kubernetes client's configuration: in a pod it honours
+    KUBERNETES_SERVICE_HOST/PORT, where kopf's own service-account login assumes the
+    name kubernetes.default.svc resolves (it does not without cluster DNS). Preferred
+    over any login a handler module brings (kopf uses the highest priority first)."""
+    info = kopf.login_via_client(**kwargs)
+    return dataclasses.replace(info, priority=LOGIN_PRIORITY) if info is not None else None
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.posting.enabled = False           # controllers post their own Events
+    settings.execution.max_workers = 16
+    settings.watching.server_timeout = 120
+    settings.watching.client_timeout = 150
+    settings.networking.request_timeout = 60
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        sets = registry.resolve([s.strip() for s in args.controllers.split(",") if s.strip()])
+    except registry.UnknownControllerSet as err:
+        print(err, file=sys.stderr)
+        return 2
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    client = Client(load_configuration(args.kubeconfig))
+    loaded = registry.load_handlers(sets)
+    logger.info("controller sets %s: handlers %s", args.controllers, ", ".join(loaded))
+    stop = threading.Event()
+    with tempfile.TemporaryDirectory(prefix="rootdisk-operator-") as tmp:
+        tls = None
+        hooks = registry.webhooks(sets) if args.webhook_port else {}
+        if hooks:
+            tls = _webhook_tls(client, args, tmp)
+        server = Server(host=args.bind, health_port=args.health_port,
+                        webhook_port=args.webhook_port or None, webhooks=hooks,
+                        exists=lambda kind, name, ns: client.exists(kind, name, ns), tls=tls)
+        server.start()
+        previous = {s: signal.signal(s, lambda *_: stop.set())
+                    for s in (signal.SIGTERM, signal.SIGINT)}
+        lease_name = sets[0].lease or f"rootdisk-{args.controllers.replace(',', '-')}"
+        elector = kube.Elector(client, namespace=args.namespace, name=lease_name,
+                               identity=args.identity, duration=args.lease_duration)
+        try:
+            if not elector.acquire(stop, retry=args.retry_period):
+                return 0
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            return _lead(elector, args, stop)
+        finally:
+            LEADER.set(0)
+            server.stop()
+            client.close()
+
+
+def _lead(elector: kube.Elector, args: argparse.Namespace, stop: threading.Event) -> int:
+    LEADER.set(1)
+    kopf_stop = threading.Event()
+    lost = threading.Event()
+
+    def renew() -> None:
+        last = time.monotonic()
+        while not kopf_stop.wait(args.lease_duration / 3):
+            try:
+                if elector.try_acquire():
+                    last = time.monotonic()
+                    continue
+                logger.error("leader election: lease taken by another replica")
+            except KubeError as err:
+                logger.warning("leader election: renewal failed: %s", err)
+                if time.monotonic() - last < args.lease_duration * 2 / 3:
+                    continue
+            lost.set()
+            kopf_stop.set()
+
+    threading.Thread(target=renew, name="lease-renewal", daemon=True).start()
+    if stop.is_set():
+        kopf_stop.set()
+    kopf.run(clusterwide=True, standalone=True, stop_flag=kopf_stop)
+    kopf_stop.set()
+    if lost.is_set():
+        logger.error("leadership lost; exiting so that a candidate takes over")
+        return 1
+    elector.release()
+    return 0
+
+
+def _webhook_tls(client: Client, args: argparse.Namespace, tmp: str) -> ssl.SSLContext:
+    cert = kube.webhook_certificate(client, namespace=args.namespace, secret=args.webhook_secret,
+                                    service=args.webhook_service)
+    cert_path, key_path = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+    for path, data in ((cert_path, cert.cert), (key_path, cert.key)):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_path, key_path)
+    with contextlib.suppress(KubeError):
+        kube.patch_ca_bundle(client, name=args.webhook_config, ca=cert.ca)
+    return context

@@ -1,0 +1,39 @@
+"""AdmissionReview round trip of the DataVolume webhook (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdi.admission import review
+from tests.cdi.builders import dv
+
+
+def req(op: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
+        kind: str = "DataVolume") -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "r1", "kind": {"kind": kind}, "operation": op,
+                        "namespace": "ns", "object": obj, "oldObject": old}}
+
+
+def test_allowed_and_refused() -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def exists(kind: str, name: str, ns: str) -> bool:
+        seen.append((kind, name, ns))
+        return False
+
+    ok = review(req("CREATE", dv(storage={"resources": {"requests": {"storage": "1Gi"}}})),
+                exists=exists)
+    assert ok == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "response": {"uid": "r1", "allowed": True}}
+    bad = dv(storage={"resources": {"requests": {"storage": "1Gi"}}},
+             source={"http": {"url": "ftp://x/y", "secretRef": "s"}})
+    out = review(req("CREATE", bad), exists=exists)["response"]
+    assert out["allowed"] is False and out["status"]["code"] == 422
+    assert "spec.source.http.url: scheme 'ftp'" in out["status"]["message"]
+    assert "spec.source.http.secretRef: Secret 's' not found" in out["status"]["message"]
+    assert seen == [("Secret", "s", "ns")]
+    changed = review(req("UPDATE", dv(storage={}), old=dv(storage={"a": 1})), exists=exists)
+    assert changed["response"]["allowed"] is False
+    other = review(req("CREATE", {}, kind="Pod"), exists=exists)
+    assert other["response"]["allowed"] is True

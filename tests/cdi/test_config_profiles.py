@@ -1,0 +1,80 @@
+"""CDIConfig status and StorageProfile status: table tests."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from cdi import config, profiles
+from tests.cdi.builders import sc
+
+CLASSES = [sc("local", annotations={"localcluster.rootdisk.io/filesystem-overhead": "0.03"}),
+           sc("plain", provisioner="ebs.csi.aws.com"),
+           sc("bad", annotations={"localcluster.rootdisk.io/filesystem-overhead": "3%"})]
+
+
+@pytest.mark.parametrize(("spec", "overheads", "problems"), [
+    (None, {"global": "0.06", "storageClass": {"local": "0.03", "plain": "0.06",
+                                               "bad": "0.06"}}, ["StorageClass bad"]),
+    ({"filesystemOverhead": {"global": "0.1"}},
+     {"global": "0.1", "storageClass": {"local": "0.03", "plain": "0.1", "bad": "0.1"}},
+     ["StorageClass bad"]),
+    ({"filesystemOverhead": {"global": "1.0", "storageClass": {"local": "0.2", "plain": "x"}}},
+     {"global": "0.06", "storageClass": {"local": "0.2", "bad": "0.06"}},
+     ["spec.filesystemOverhead.global", "spec.filesystemOverhead.storageClass[plain]",
+      "StorageClass bad"]),
+])
+def test_config_overheads(spec: Any, overheads: Any, problems: list[str]) -> None:
+    result = config.compute_status(spec=spec, storage_classes=CLASSES)
+    assert result.status["filesystemOverhead"] == overheads
+    assert len(result.problems) == len(problems)
+    for text, problem in zip(problems, result.problems, strict=True):
+        assert problem.startswith(text)
+
+
+def test_config_defaults_and_overrides() -> None:
+    default = config.compute_status(spec={}, storage_classes=[]).status
+    assert default["defaultPodResourceRequirements"] == {
+        "limits": {"cpu": "750m", "memory": "600M"},
+        "requests": {"cpu": "100m", "memory": "60M"}}
+    assert default["importRetryLimit"] == config.DEFAULT_IMPORT_RETRY_LIMIT
+    res = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    given = config.compute_status(spec={"podResourceRequirements": res, "importRetryLimit": 0},
+                                  storage_classes=[]).status
+    assert given["defaultPodResourceRequirements"] == res and given["importRetryLimit"] == 0
+    bad = config.compute_status(spec={"importRetryLimit": -1}, storage_classes=[])
+    assert bad.problems == ("spec.importRetryLimit: -1 is not a non-negative integer",)
+
+
+@pytest.mark.parametrize(("cls", "mode", "expected"), [
+    ("local", "Filesystem", Fraction(3, 100)), ("plain", "Filesystem", Fraction(1, 10)),
+    ("unknown", "Filesystem", Fraction(1, 10)), ("local", "Block", Fraction(0)),
+    (None, "Filesystem", Fraction(1, 10)),
+])
+def test_overhead_lookup(cls: str | None, mode: str, expected: Fraction) -> None:
+    status = config.compute_status(spec={"filesystemOverhead": {"global": "0.1"}},
+                                   storage_classes=CLASSES[:2]).status
+    assert config.overhead_for(status=status, storage_class=cls, volume_mode=mode) == expected
+    assert config.overhead_for(status=None, storage_class=cls, volume_mode="Filesystem") == (
+        Fraction(6, 100))
+
+
+@pytest.mark.parametrize(("cls", "spec", "sets", "strategy"), [
+    (sc("local"), None, [{"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"},
+                         {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block"}], "csi-clone"),
+    (sc("x", provisioner="example.com/unknown"), None, [], "copy"),
+    (sc("x", provisioner="example.com/unknown",
+        annotations={"cdi.kubevirt.io/clone-strategy": "snapshot"}), None, [], "snapshot"),
+    (sc("local"), {"claimPropertySets": [{"accessModes": ["ReadWriteMany"], "volumeMode": "Block"},
+                                         {"accessModes": ["ReadWriteOnce"]}],
+                   "cloneStrategy": "copy"},
+     [{"accessModes": ["ReadWriteMany"], "volumeMode": "Block"}], "copy"),
+])
+def test_profile_status(cls: Any, spec: Any, sets: Any, strategy: str) -> None:
+    status = profiles.compute_status(storage_class=cls, spec=spec)
+    assert status["claimPropertySets"] == sets
+    assert status["cloneStrategy"] == strategy
+    assert status["storageClass"] == cls["metadata"]["name"]
+    assert status["provisioner"] == cls["provisioner"]

@@ -1,0 +1,31 @@
+"""One `rootdisk up` cluster per module with the project's manifests applied, so the CDI
+operator runs as a pod from manifests/deploy with manifests/rbac's permissions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.kube.client import Kube
+from tests.e2e import kit
+from tests.localcluster.clusterkit import running
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running(str(tmp_path_factory.mktemp("e2e")), manifests=kit.MANIFESTS) as c:
+        kube = kit.cluster_kube(c)
+        kit.wait_operator_ready(kube)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: Cluster) -> Kube:
+    return kit.cluster_kube(cluster)
+
+
+@pytest.fixture
+def ns(kube: Kube) -> str:
+    return kit.namespace(kube)

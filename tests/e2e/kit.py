@@ -1,0 +1,145 @@
+"""Helpers for the DataVolume end-to-end tests: a `rootdisk up` cluster with the
+project's own manifests (the CDI operator runs as a pod, with its own RBAC), objects,
+waits, and the bytes of a filled volume."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from typing import Any
+
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from tests.localcluster.clusterkit import try_logs, wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MANIFESTS = os.path.join(ROOT, "manifests")
+DVS = client.Resource("cdi.kubevirt.io", "v1beta1", "datavolumes")
+VIS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeimportsources")
+CDICONFIGS = client.Resource("cdi.kubevirt.io", "v1beta1", "cdiconfigs", namespaced=False)
+PROFILES = client.Resource("cdi.kubevirt.io", "v1beta1", "storageprofiles", namespaced=False)
+WEBHOOKS = client.Resource("admissionregistration.k8s.io", "v1",
+                           "validatingwebhookconfigurations", namespaced=False)
+OPERATOR_NS = "rootdisk"
+
+
+def operator_pods(kube: Kube) -> list[dict[str, Any]]:
+    items = kube.list(client.PODS, OPERATOR_NS)["items"]
+    return [p for p in items
+            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name")
+            == "rootdisk-cdi-operator"]
+
+
+def wait_operator_ready(kube: Kube, timeout: float = 180) -> None:
+    """The operator pod is Ready, it filled CDIConfig status and trusted its webhook."""
+    def ready() -> bool:
+        for pod in operator_pods(kube):
+            conds = {c["type"]: c["status"] for c in (pod.get("status") or {}).get(
+                "conditions") or []}
+            if conds.get("Ready") == "True" and not pod["metadata"].get("deletionTimestamp"):
+                return True
+        return False
+    wait_for(ready, timeout=timeout, what="CDI operator pod Ready")
+    wait_for(lambda: all((h.get("clientConfig") or {}).get("caBundle") for h in
+                         kube.get(WEBHOOKS, "rootdisk-cdi")["webhooks"]),
+             timeout=timeout, what="webhook caBundle")
+    wait_for(lambda: ((kube.get_or_none(CDICONFIGS, "config") or {}).get("status") or {}).get(
+        "filesystemOverhead"), timeout=timeout, what="CDIConfig status")
+
+
+def namespace(kube: Kube, prefix: str = "dv") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kube.create(client.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": name}})
+    return name
+
+
+def datavolume(name: str, source: dict[str, Any], *, size: str = "64Mi",
+               storage: dict[str, Any] | None = None, pvc: dict[str, Any] | None = None,
+               annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    s: dict[str, Any] = {"source": source, **spec}
+    if pvc is not None:
+        s["pvc"] = pvc
+    else:
+        s["storage"] = {"resources": {"requests": {"storage": size}}, **(storage or {})}
+    return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": name, "annotations": annotations or {}}, "spec": s}
+
+
+def secret(kube: Kube, ns: str, name: str, data: dict[str, str]) -> None:
+    kube.create(client.SECRETS, {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}, ns)
+
+
+def dv_status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    return dict((kube.get_or_none(DVS, name, ns) or {}).get("status") or {})
+
+
+def wait_dv(kube: Kube, ns: str, name: str, phases: tuple[str, ...],
+            timeout: float = 120) -> dict[str, Any]:
+    try:
+        wait_for(lambda: dv_status(kube, ns, name).get("phase") in phases, timeout=timeout,
+                 what=f"DataVolume {ns}/{name} phase in {phases}")
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{diagnose(kube, ns)}") from None
+    return dv_status(kube, ns, name)
+
+
+def diagnose(kube: Kube, ns: str) -> str:
+    """What a failed wait shows: DataVolumes, claims, pods, and the operator's log tail."""
+    lines = []
+    for dv in kube.list(DVS, ns)["items"]:
+        lines.append(f"DV {dv['metadata']['name']}: {dv.get('status')}")
+    for pvc in kube.list(client.PVCS, ns)["items"]:
+        lines.append(f"PVC {pvc['metadata']['name']}: {pvc.get('status', {}).get('phase')} "
+                     f"{pvc['metadata'].get('annotations')}")
+    for pod in kube.list(client.PODS, ns)["items"]:
+        lines.append(f"pod {pod['metadata']['name']}: {pod.get('status')}")
+    for pod in operator_pods(kube):
+        log = try_logs(kube, pod["metadata"]["name"], OPERATOR_NS)[-6000:]
+        lines.append(f"operator {pod['metadata']['name']} log:\n{log}")
+    return "\n".join(lines)
+
+
+def condition(status: dict[str, Any], ctype: str) -> dict[str, Any]:
+    return next(c for c in status.get("conditions") or [] if c["type"] == ctype)
+
+
+def volume_path(kube: Kube, claim: dict[str, Any]) -> str:
+    """Where the claim's bytes are on this host: disk.img, or the loop device."""
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    path = pv["spec"]["local"]["path"]
+    if pv["spec"].get("volumeMode") == "Filesystem":
+        return os.path.join(path, "disk.img")
+    return os.path.realpath(path)
+
+
+def events_for(kube: Kube, ns: str, uid: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list(client.EVENTS, ns)["items"]
+            if (e.get("involvedObject") or {}).get("uid") == uid]
+
+
+def cluster_kube(cluster: Cluster) -> Kube:
+    assert cluster.kube is not None
+    return cluster.kube
+
+
+def consumer_pod(name: str, claim: str) -> dict[str, Any]:
+    """A pod that uses ``claim`` (a WaitForFirstConsumer claim binds once it is scheduled)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "rootdisk/testbox:test",
+                                     "args": ["sleep", "600"],
+                                     "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
+                     "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]}}
+
+
+def leftovers(kube: Kube, ns: str) -> list[str]:
+    """Every claim, pod and VolumeImportSource still in ``ns``."""
+    out = []
+    for res in (client.PVCS, client.PODS, VIS):
+        out += [f"{res.plural}/{o['metadata']['name']}" for o in kube.list(res, ns)["items"]]
+    return out

@@ -1,0 +1,191 @@
+"""DataVolumes from HTTP on `rootdisk up`: the operator pod, the populator, the importer pod."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
+from tests.e2e import kit
+from tests.fixtures.httpserver import Faults, HttpServer
+from tests.fixtures.images import ImageFactory, compare
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+MiB = 2**20
+
+
+def wait_cli(cluster: Cluster, ns: str, name: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rootdisk", "wait", "dv", name, "-n", ns,
+         "--kubeconfig", cluster.kubeconfig, "--timeout", "240"],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "KUBECONFIG": "/nonexistent"})
+
+
+def test_http_qcow2_filesystem_succeeds_with_content(kube: Kube, ns: str,
+                                                      http_server: HttpServer,
+                                                      images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
+    dv = kube.create(kit.DVS, kit.datavolume(
+        "disk", {"http": {"url": url}},
+        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "disk", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    assert status["progress"] == "100.0%" and status["claimName"] == "disk"
+    assert kit.condition(status, "Ready")["status"] == "True"
+    assert kit.condition(status, "Bound")["reason"] == "Bound"
+    claim = kube.get(client.PVCS, "disk", ns)
+    # sized for the class's measured overhead (0.03) on top of the 64 MiB asked for
+    assert claim["spec"]["resources"]["requests"]["storage"] == str(-(-64 * MiB * 103 // 100))
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == dv["metadata"]["uid"]
+    assert compare(images.get("raw").path, kit.volume_path(kube, claim))
+    reasons = [e["reason"] for e in kit.events_for(kube, ns, dv["metadata"]["uid"])]
+    assert reasons.count("ImportSucceeded") == 1 and "ImportScheduled" in reasons
+    # the VolumeImportSource, PVC' and the importer pod are gone once it succeeded
+    wait_for(lambda: kit.leftovers(kube, ns) == ["persistentvolumeclaims/disk"], timeout=60,
+             what="only the target claim left")
+
+
+def test_progress_moves_and_wait_dv_follows(cluster: Cluster, kube: Kube, ns: str,
+                                            http_server: HttpServer,
+                                            images: ImageFactory) -> None:
+    """A paced raw image: progress between 0 and 100 is seen, `rootdisk wait dv` exits 0."""
+    url = http_server.publish(images.get("raw").path, "slow.img")
+    http_server.set_faults("slow.img", Faults(rate=2 * MiB))
+    kube.create(kit.DVS, kit.datavolume("slow", {"http": {"url": url}},
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.3):
+            seen.add(str(kit.dv_status(kube, ns, "slow").get("progress")))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        done = wait_cli(cluster, ns, "slow")
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert f"DataVolume {ns}/slow Succeeded" in done.stdout
+    middle = [p for p in seen if p.endswith("%") and 0 < float(p[:-1]) < 100]
+    assert middle, seen
+    claim = kube.get(client.PVCS, "slow", ns)
+    assert compare(images.get("raw").path, kit.volume_path(kube, claim))
+
+
+def test_not_found_fails_with_reason(cluster: Cluster, kube: Kube, ns: str,
+                                     http_server: HttpServer) -> None:
+    kube.create(kit.DVS, kit.datavolume("missing", {"http": {"url": http_server.url_for(
+        "no-such-image.qcow2")}}, storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "missing", ("Succeeded", "Failed"))
+    assert status["phase"] == "Failed"
+    running = kit.condition(status, "Running")
+    assert running["status"] == "False" and running["reason"] == "NotFound", running
+    assert kit.condition(status, "Ready")["reason"] == "NotFound"
+    done = wait_cli(cluster, ns, "missing")
+    assert done.returncode == 1 and "Failed: NotFound" in done.stderr, done.stderr
+
+
+def test_raw_xz_spec_pvc_waits_for_first_consumer(kube: Kube, ns: str, http_server: HttpServer,
+                                                   images: ImageFactory) -> None:
+    url = http_server.publish(images.get("raw.xz").path, "disk.img.xz")
+    pvc = {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+           "volumeMode": "Filesystem", "resources": {"requests": {"storage": "64Mi"}}}
+    kube.create(kit.DVS, kit.datavolume("wffc", {"http": {"url": url}}, pvc=pvc), ns)
+    kit.wait_dv(kube, ns, "wffc", ("PendingPopulation",), timeout=60)
+    assert not http_server.requests_for("disk.img.xz")  # nothing fetched before a consumer
+    kube.create(client.PODS, kit.consumer_pod("consumer", "wffc"), ns)
+    status = kit.wait_dv(kube, ns, "wffc", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    claim = kube.get(client.PVCS, "wffc", ns)
+    assert claim["spec"]["resources"]["requests"]["storage"] == "64Mi"  # verbatim
+    assert compare(images.get("raw").path, kit.volume_path(kube, claim))
+
+
+def test_blank_block(kube: Kube, ns: str) -> None:
+    kube.create(kit.DVS, kit.datavolume(
+        "blank", {"blank": {}}, size="32Mi",
+        storage={"storageClassName": "local-immediate", "volumeMode": "Block"}), ns)
+    status = kit.wait_dv(kube, ns, "blank", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    claim = kube.get(client.PVCS, "blank", ns)
+    assert claim["spec"]["volumeMode"] == "Block"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "32Mi"  # Block: no overhead
+    with open(kit.volume_path(kube, claim), "rb") as dev:
+        assert dev.read(4 * MiB) == bytes(4 * MiB)
+
+
+@pytest.mark.parametrize(("spec_change", "field"), [
+    ({"source": {"http": {"url": "ftp://127.0.0.1/disk.img"}}}, "spec.source.http.url"),
+    ({"source": {"http": {"url": "http://127.0.0.1/d", "secretRef": "absent"}}},
+     "spec.source.http.secretRef: Secret 'absent' not found"),
+    ({"source": {"http": {"url": "http://127.0.0.1/d", "checksum": "sha256:12"}}},
+     "spec.source.http.checksum"),
+    ({"source": {"http": {"url": "http://127.0.0.1/d"}, "blank": {}}},
+     "more than one source type"),
+    ({"pvc": {"accessModes": ["ReadWriteOnce"],
+              "resources": {"requests": {"storage": "1Gi"}}}}, "Duplicate storage definition"),
+    ({"storage": {}}, "spec.storage.resources.requests.storage: Storage size is missing"),
+])
+def test_webhook_rejects(kube: Kube, ns: str, spec_change: dict, field: str) -> None:
+    body = kit.datavolume("bad", {"blank": {}})
+    body["spec"].update(spec_change)
+    with pytest.raises(KubeError) as err:
+        kube.create(kit.DVS, body, ns)
+    assert err.value.status in (400, 422), err.value
+    assert field in str(err.value), err.value
+    assert kube.get_or_none(kit.DVS, "bad", ns) is None
+
+
+def test_claim_adoption(kube: Kube, ns: str) -> None:
+    kube.create(client.PVCS, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                              "metadata": {"name": "existing"},
+                              "spec": {"accessModes": ["ReadWriteOnce"],
+                                       "storageClassName": "local-immediate",
+                                       "resources": {"requests": {"storage": "16Mi"}}}}, ns)
+    wait_for(lambda: (kube.get(client.PVCS, "existing", ns).get("status") or {}).get("phase")
+             == "Bound", timeout=60, what="claim bound")
+    # without the annotation the claim is not taken over
+    kube.create(kit.DVS, kit.datavolume("existing", {"blank": {}}, size="16Mi"), ns)
+    status = kit.wait_dv(kube, ns, "existing", ("Pending",), timeout=60)
+    wait_for(lambda: kit.condition(kit.dv_status(kube, ns, "existing"), "Ready").get("reason")
+             == "ErrResourceExists", timeout=60, what="ErrResourceExists")
+    assert status["phase"] == "Pending"
+    kube.delete(kit.DVS, "existing", ns)
+    wait_for(lambda: kube.get_or_none(kit.DVS, "existing", ns) is None, timeout=60,
+             what="DV gone")
+    assert kube.get_or_none(client.PVCS, "existing", ns) is not None  # not ours: left alone
+    dv = kube.create(kit.DVS, kit.datavolume(
+        "existing", {"blank": {}}, size="16Mi",
+        annotations={"cdi.kubevirt.io/allowClaimAdoption": "true"}), ns)
+    status = kit.wait_dv(kube, ns, "existing", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded"
+    claim = kube.get(client.PVCS, "existing", ns)
+    assert dv["metadata"]["uid"] in [r["uid"] for r in claim["metadata"]["ownerReferences"]]
+    assert "dataSourceRef" not in claim["spec"]  # adopted, not re-imported
+    assert not kube.list(client.PODS, ns)["items"]
+
+
+def test_delete_mid_import_leaves_nothing(kube: Kube, ns: str, http_server: HttpServer,
+                                          images: ImageFactory) -> None:
+    url = http_server.publish(images.get("raw").path, "crawl.img")
+    http_server.set_faults("crawl.img", Faults(rate=256 * 1024))
+    kube.create(kit.DVS, kit.datavolume("gone", {"http": {"url": url}},
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    kit.wait_dv(kube, ns, "gone", ("ImportInProgress",), timeout=120)
+    assert any(p["metadata"]["name"].startswith("importer-") for p in
+               kube.list(client.PODS, ns)["items"])
+    kube.delete(kit.DVS, "gone", ns)
+    wait_for(lambda: not kit.leftovers(kube, ns), timeout=120,
+             what="claims, PVC', importer pod and VolumeImportSource gone")

@@ -1,0 +1,218 @@
+"""Table tests of the pure parts around the pod: the importer pod as upstream renders it,
+the VolumeImportSource, CDIConfig's status, the progress metric."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from importer.config import from_env
+from populators import cdiconfig, import_source, importer_pod, progress
+from populators.cdiconfig import CdiConfig
+from populators.flow import SourceError
+from populators.import_populator import ImportPopulator
+from populators.importer_pod import Settings
+
+UID = "0f0f0f0f-1111-2222-3333-444444444444"
+
+
+def _prime(*, mode: str = "Filesystem", node: str | None = None) -> dict[str, Any]:
+    ann = {"volume.kubernetes.io/selected-node": node} if node else {}
+    return {"metadata": {"name": f"prime-{UID}", "namespace": "ns", "uid": "puid",
+                         "annotations": ann},
+            "spec": {"storageClassName": "local", "volumeMode": mode,
+                     "resources": {"requests": {"storage": "2Gi"}}}}
+
+
+def _target(**ann: str) -> dict[str, Any]:
+    return {"metadata": {"name": "disk", "namespace": "ns", "uid": UID, "annotations": ann}}
+
+
+def _render(source: dict[str, Any], *, mode: str = "Filesystem", node: str | None = None,
+            config: CdiConfig | None = None, settings: Settings | None = None,
+            **target_ann: str) -> dict[str, Any]:
+    return importer_pod.render(
+        source=import_source.parse({"spec": source}), prime=_prime(mode=mode, node=node),
+        target=_target(**target_ann), config=config or CdiConfig(),
+        settings=settings or Settings())
+
+
+def _env(pod: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom"))
+            for e in pod["spec"]["containers"][0]["env"]}
+
+
+HTTP = {"source": {"http": {"url": "https://h/d.qcow2", "secretRef": "creds",
+                            "certConfigMap": "ca", "checksum": "sha256:" + "a" * 64,
+                            "extraHeaders": ["X-A: 1", "X-B: two"]}}}
+
+
+def test_importer_pod_matches_upstream() -> None:
+    pod = _render(HTTP, node="n1", **{"cdi.kubevirt.io/storage.pod.priorityclassname": "hi",
+                                      "k8s.v1.cni.cncf.io/networks": "net1"})
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == f"importer-prime-{UID}" and meta["namespace"] == "ns"
+    assert meta["ownerReferences"][0]["uid"] == "puid"
+    assert meta["labels"]["app"] == "containerized-data-importer"
+    assert meta["annotations"]["k8s.v1.cni.cncf.io/networks"] == "net1"
+    assert meta["annotations"]["sidecar.istio.io/inject"] == "false"
+    assert spec["restartPolicy"] == "OnFailure" and spec["enableServiceLinks"] is False
+    assert spec["nodeName"] == "n1" and spec["priorityClassName"] == "hi"
+    assert spec["securityContext"]["fsGroup"] == 107
+    c = spec["containers"][0]
+    assert c["image"] == "rootdisk/importer"
+    assert c["ports"] == [{"name": "metrics", "containerPort": 8443, "protocol": "TCP"}]
+    assert c["terminationMessagePath"] == "/dev/termination-log"
+    assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True, "runAsUser": 107, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert c["resources"] == {"limits": {"cpu": "750m", "memory": "600M"},
+                              "requests": {"cpu": "100m", "memory": "60M"}}
+    assert {"name": "cdi-data-vol", "mountPath": "/data"} in c["volumeMounts"]
+    assert {"name": "cdi-cert-vol", "mountPath": "/certs", "readOnly": True} \
+        in c["volumeMounts"]
+    assert {"name": "cdi-cert-vol", "configMap": {"name": "ca"}} in spec["volumes"]
+    env = _env(pod)
+    assert env["IMPORTER_SOURCE"] == "http"
+    assert env["IMPORTER_ENDPOINT"] == "https://h/d.qcow2"
+    assert env["IMPORTER_CONTENTTYPE"] == "kubevirt"
+    assert env["IMPORTER_IMAGE_SIZE"] == "2Gi"
+    assert env["IMPORTER_CERT_DIR"] == "/certs"
+    assert env["IMPORTER_CHECKSUM"] == "sha256:" + "a" * 64
+    assert (env["IMPORTER_EXTRA_HEADER_0"], env["IMPORTER_EXTRA_HEADER_1"]) == (
+        "X-A: 1", "X-B: two")
+    assert env["OWNER_UID"] == UID and env["FILESYSTEM_OVERHEAD"] == "0.06"
+    assert env["PREALLOCATION"] == "false"
+
+
+def test_credentials_only_by_reference() -> None:
+    pod = _render(HTTP)
+    env = _env(pod)
+    assert env["IMPORTER_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "creds",
+                                                              "key": "accessKeyId"}}
+    assert env["IMPORTER_SECRET_KEY"] == {"secretKeyRef": {"name": "creds",
+                                                           "key": "secretKey"}}
+
+
+def test_block_volume_is_a_device_without_overhead() -> None:
+    pod = _render({"source": {"http": {"url": "http://h/d"}}}, mode="Block",
+                  config=CdiConfig(global_overhead="0.1"))
+    c = pod["spec"]["containers"][0]
+    assert c["volumeDevices"] == [{"name": "cdi-data-vol",
+                                   "devicePath": "/dev/cdi-block-volume"}]
+    assert "volumeMounts" not in c
+    assert _env(pod)["FILESYSTEM_OVERHEAD"] == "0"
+
+
+def test_class_overhead_and_resources_from_cdiconfig() -> None:
+    config = cdiconfig.parse({"status": {
+        "filesystemOverhead": {"global": "0.1", "storageClass": {"local": "0.03"}},
+        "defaultPodResourceRequirements": {"limits": {"cpu": "2", "memory": "1Gi"}},
+        "importRetryLimit": 5}})
+    pod = _render({"source": {"blank": {}}}, config=config)
+    assert _env(pod)["FILESYSTEM_OVERHEAD"] == "0.03"
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "2",
+                                                                    "memory": "1Gi"}}
+    assert config.retry_limit == 5
+
+
+def test_operator_settings_reach_the_pod() -> None:
+    settings = Settings.from_env({"IMPORTER_IMAGE": "reg/rootdisk/importer:v2",
+                                  "IMPORTER_RETRY_ATTEMPTS": "2", "UNRELATED": "x"})
+    pod = _render({"source": {"blank": {}}}, settings=settings)
+    assert pod["spec"]["containers"][0]["image"] == "reg/rootdisk/importer:v2"
+    env = _env(pod)
+    assert env["IMPORTER_RETRY_ATTEMPTS"] == "2" and "UNRELATED" not in env
+
+
+@pytest.mark.parametrize("source", [
+    {"source": {"http": {"url": "http://h/d.img", "insecureSkipVerify": True}}},
+    {"source": {"s3": {"url": "http://127.0.0.1:8333/bucket/disk.qcow2"}}},
+    {"source": {"blank": {}}, "preallocation": True},
+    {"source": {"http": {"url": "http://h/t.tar"}}, "contentType": "archive"},
+])
+def test_importer_accepts_the_rendered_environment(source: dict[str, Any]) -> None:
+    """The importer's own parser reads what the pod is given (values, not references)."""
+    env = {k: v for k, v in _env(_render(source)).items() if isinstance(v, str)}
+    config = from_env(env)
+    assert config.source.value == next(iter(source["source"]))
+    assert config.image_size == 2 * 2**30
+    assert config.owner_uid == UID
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({}, "spec.source:"),
+    ({"source": {}}, "spec.source:"),
+    ({"source": {"http": {"url": "x"}, "s3": {"url": "y"}}}, "exactly one"),
+    ({"source": {"registry": {"url": "docker://x"}}}, "spec.source.registry"),
+    ({"source": {"gopher": {}}}, "spec.source.gopher"),
+    ({"source": {"http": {}}}, "spec.source.http.url"),
+    ({"source": {"s3": {"url": ""}}}, "spec.source.s3.url"),
+    ({"source": {"http": {"url": "u", "extraHeaders": ["NoColon"]}}},
+     "spec.source.http.extraHeaders[0]"),
+    ({"source": {"http": {"url": "u", "extraHeaders": ["A: b\r\nEvil: 1"]}}},
+     "spec.source.http.extraHeaders[0]"),
+    ({"source": {"http": {"url": "u", "secretRef": {"name": "x"}}}},
+     "spec.source.http.secretRef"),
+    ({"source": {"blank": {}}, "contentType": "tarball"}, "spec.contentType"),
+])
+def test_bad_sources_name_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(import_source.SourceError, match=re.escape(field)):
+        import_source.parse({"spec": spec})
+
+
+def test_archive_into_block_is_refused() -> None:
+    with pytest.raises(SourceError, match=r"spec\.contentType"):
+        ImportPopulator().pod(
+            target=_target(), prime=_prime(mode="Block"),
+            source={"metadata": {"name": "s"}, "spec": {
+                "source": {"http": {"url": "http://h/t.tar"}}, "contentType": "archive"}},
+            config=CdiConfig(), settings=Settings(), previous_restarts=0)
+
+
+@pytest.mark.parametrize(("status", "glob", "cls", "limit"), [
+    (None, "0.06", {}, 5),
+    ({"filesystemOverhead": {"global": "0.055"}}, "0.055", {}, 5),
+    ({"filesystemOverhead": {"global": "1"}}, "1", {}, 5),
+    ({"filesystemOverhead": {"global": "1.0"}}, "0.06", {}, 5),  # not a Percent
+    ({"filesystemOverhead": {"global": "-0.1", "storageClass": {"a": "0.1", "b": "x"}}},
+     "0.06", {"a": "0.1"}, 5),
+    ({"importRetryLimit": 0}, "0.06", {}, 0),
+    ({"importRetryLimit": -1}, "0.06", {}, 5),
+    ({"importRetryLimit": "5"}, "0.06", {}, 5),
+    ({"importRetryLimit": True}, "0.06", {}, 5),
+])
+def test_cdiconfig_defaults(status: dict[str, Any] | None, glob: str, cls: dict[str, str],
+                            limit: int) -> None:
+    config = cdiconfig.parse({"status": status} if status is not None else None)
+    assert (config.global_overhead, dict(config.class_overheads), config.retry_limit) == (
+        glob, cls, limit)
+
+
+METRICS = f'''# HELP kubevirt_cdi_import_progress_total Import progress in percent
+# TYPE kubevirt_cdi_import_progress_total counter
+kubevirt_cdi_import_progress_total{{ownerUID="other"}} 99.0
+kubevirt_cdi_import_progress_total{{ownerUID="{UID}"}} 45.678
+kubevirt_cdi_import_progress_created{{ownerUID="{UID}"}} 1.7e9
+'''
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    (METRICS, 45.678),
+    (METRICS.replace("45.678", "100.0"), 100.0),
+    (METRICS.replace("45.678", "1.5e-05"), 1.5e-05),
+    (METRICS.replace(UID, "nobody"), None),
+    ("", None),
+    ("garbage\n", None),
+])
+def test_progress_parse(text: str, want: float | None) -> None:
+    assert progress.parse(text, metric=progress.IMPORT_METRIC, owner_uid=UID) == want
+
+
+@pytest.mark.parametrize(("value", "text"), [(45.678, "45.68%"), (0.0, "0.00%"),
+                                             (100.0, "100.00%")])
+def test_progress_render(value: float, text: str) -> None:
+    assert progress.render(value) == text

@@ -1,0 +1,75 @@
+"""The populator survives its own restarts: no duplicate objects, no lost import."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from tests.fixtures.httpserver import Faults, HttpServer
+from tests.fixtures.images import ImageFactory, compare
+from tests.localcluster.clusterkit import needs_root, running, wait_for, wait_phase
+from tests.populators import kit
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+PHASE = "cdi.kubevirt.io/storage.pod.phase"
+
+
+@pytest.fixture
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running(str(tmp_path_factory.mktemp("restart"))) as c:
+        assert c.kube is not None
+        kit.install_crds(c.kube)
+        yield c
+
+
+def test_operator_restarts_mid_import_and_while_it_completes(
+        cluster: Cluster, http_server: HttpServer, images: ImageFactory) -> None:
+    kube: Kube = cluster.kube  # type: ignore[assignment]
+    ns = kit.namespace(kube)
+    http_server.publish(images.get("raw").path, "slow.raw")
+    http_server.set_faults("slow.raw", Faults(rate=2 * 1024 * 1024))  # 16 MiB: ~8 s
+    kit.import_source(kube, ns, "src", {"http": {"url": http_server.url_for("slow.raw")}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    uid = target["metadata"]["uid"]
+    pod_name = f"importer-prime-{uid}"
+
+    with kit.operator(cluster.kubeconfig):
+        wait_for(lambda: kit.annotations(kube, ns, "disk").get(PHASE) == "Running",
+                 timeout=60, what="importer running")
+    first = kube.get(client.PODS, pod_name, ns)
+    prime = kube.get(client.PVCS, f"prime-{uid}", ns)
+
+    # A second operator run while the import goes on: same PVC', same pod.
+    with kit.operator(cluster.kubeconfig):
+        wait_for(lambda: kit.annotations(kube, ns, "disk").get(
+            "cdi.kubevirt.io/storage.populator.progress") not in (None, "100.0%"),
+            timeout=60, what="progress after the restart")
+        assert kube.get(client.PODS, pod_name, ns)["metadata"]["uid"] == \
+            first["metadata"]["uid"]
+        assert kube.get(client.PVCS, f"prime-{uid}", ns)["metadata"]["uid"] == \
+            prime["metadata"]["uid"]
+
+    # The import completes while no operator runs; the next one finishes the job.
+    wait_phase(kube, client.PODS, pod_name, "Succeeded", ns=ns, timeout=120)
+    assert kube.get(client.PVCS, "disk", ns)["status"]["phase"] == "Pending"
+    with kit.operator(cluster.kubeconfig):
+        claim = wait_phase(kube, client.PVCS, "disk", "Bound", ns=ns, timeout=60)
+        wait_for(lambda: kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None,
+                 timeout=60, what="PVC' deletion")
+        wait_for(lambda: kube.get_or_none(client.PODS, pod_name, ns) is None,
+                 timeout=60, what="pod deletion")
+    assert claim["metadata"]["annotations"][PHASE] == "Succeeded"
+    assert claim["spec"]["volumeName"] == prime["spec"]["volumeName"]
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert compare(images.get("raw").path, pv["spec"]["local"]["path"] + "/disk.img")
+    # One import run, one PVC' event: nothing was done twice.
+    whole = [r for r in http_server.requests_for("slow.raw", "GET") if r.range is None]
+    assert len(whole) == 1, http_server.requests_for("slow.raw")
+    created = [e for e in kit.events_of(kube, ns, uid)
+               if e["reason"] == "CreatedPVCPrimeSuccessfully"]
+    assert len(created) == 1

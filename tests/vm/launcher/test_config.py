@@ -1,0 +1,57 @@
+"""The launcher's environment: each wrong variable named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vm.launcher.config import LauncherConfig, parse, termination_path
+from vm.launcher.errors import ConfigError
+
+VMI = json.dumps({"metadata": {"name": "a"}})
+
+
+def test_defaults() -> None:
+    cfg = parse(env={"VMI": VMI}, argv=[])
+    assert cfg == LauncherConfig(vmi={"metadata": {"name": "a"}})
+    assert (cfg.driver, cfg.use_emulation, cfg.socket_dir, cfg.private_dir) == (
+        "qemu",
+        False,
+        "/var/run/kubevirt/sockets",
+        "/var/run/kubevirt-private",
+    )
+
+
+def test_values() -> None:
+    cfg = parse(
+        env={"VMI": VMI, "LAUNCHER_DRIVER": "libvirt", "USE_EMULATION": "True"},
+        argv=["--socket-dir", "/s", "--private-dir", "/p"],
+    )
+    assert (cfg.driver, cfg.use_emulation, cfg.socket_dir, cfg.private_dir) == (
+        "libvirt",
+        True,
+        "/s",
+        "/p",
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({}, "VMI"),
+        ({"VMI": "{"}, "VMI"),
+        ({"VMI": "[1]"}, "VMI"),
+        ({"VMI": "x" * (1024 * 1024 + 1)}, "VMI"),
+        ({"VMI": VMI, "LAUNCHER_DRIVER": "xen"}, "LAUNCHER_DRIVER"),
+        ({"VMI": VMI, "USE_EMULATION": "maybe"}, "USE_EMULATION"),
+    ],
+)
+def test_errors_name_the_variable(env: dict[str, str], name: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(env=env, argv=[])
+    assert err.value.message.startswith(name + ":")
+
+
+def test_termination_path_survives_a_bad_config() -> None:
+    assert termination_path(["--termination-log", "/x/t", "--bogus"]) == "/x/t"

@@ -1,0 +1,70 @@
+"""The console log: bounded with one rotation, and followed across it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from vm.launcher.console import RotatingLog
+from vm.launcher.console_log import follow
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_rotating_log_keeps_at_most_two_files(tmp_path: Path) -> None:
+    log = RotatingLog(str(tmp_path / "console.log"), max_bytes=100)
+    for i in range(30):
+        log.write(f"line {i:02d}\n".encode())
+    log.close()
+    current = (tmp_path / "console.log").read_bytes()
+    previous = (tmp_path / "console.log.1").read_bytes()
+    assert len(current) <= 100 and len(previous) <= 100
+    assert current.endswith(b"line 29\n")
+    assert (previous + current).endswith(
+        b"".join(f"line {i:02d}\n".encode() for i in range(20, 30))
+    )
+    assert sorted(os.listdir(tmp_path)) == ["console.log", "console.log.1"]
+
+
+def test_follow_prints_rotated_and_new_output(tmp_path: Path) -> None:
+    path = tmp_path / "console.log"
+    log = RotatingLog(str(path), max_bytes=40)
+    log.write(b"first-part-of-the-boot\n")
+    r, w = os.pipe()
+
+    def writer() -> None:
+        time.sleep(0.5)
+        log.write(b"second-part-rotates-the-file\n")
+        time.sleep(0.5)
+        log.write(b"third\n")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    follow(str(path), out=w, stop_after=2.5)
+    t.join()
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        got = f.read()
+    assert got == b"first-part-of-the-boot\nsecond-part-rotates-the-file\nthird\n"
+
+
+def test_console_log_command_no_follow(tmp_path: Path) -> None:
+    (tmp_path / "console.log").write_bytes(b"hello from the guest\n")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vm.launcher.console_log",
+            "--no-follow",
+            str(tmp_path / "console.log"),
+        ],
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+        check=True,
+    )
+    assert out.stdout == b"hello from the guest\n"

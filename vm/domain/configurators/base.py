@@ -1,0 +1,38 @@
+"""Name, UUID, accelerator, machine and ACPI: the domain's identity.
+
+Upstream names the domain ``<namespace>_<name>``; the UUID is the VMI's firmware UUID
+when set, else its metadata.uid (upstream defaults firmware.uuid in a webhook; the uid
+is as stable for the VMI's life).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from vm.domain.errors import DomainError
+from vm.domain.model import Domain
+from vm.domain.options import BuildOptions
+from vm.domain.vmi import VmiSpec
+
+
+def _uuid(text: str, field: str) -> str:
+    try:
+        return str(uuid.UUID(text))
+    except ValueError as err:
+        raise DomainError(field, f"not a UUID: {text[:60]!r}") from err
+
+
+def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
+    if vmi.firmware_uuid is not None:
+        ident = _uuid(vmi.firmware_uuid, "spec.domain.firmware.uuid")
+    else:
+        ident = _uuid(vmi.uid, "metadata.uid")
+    return dataclasses.replace(
+        domain,
+        name=vmi.domain_name,
+        uuid=ident,
+        accelerator=options.accelerator,
+        machine=vmi.machine,
+        acpi=vmi.acpi,
+    )

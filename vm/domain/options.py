@@ -1,0 +1,41 @@
+"""What the configurators need to know about the pod they run in.
+
+Why it exists: the configurators are pure, so every fact that takes I/O to learn (which
+volumes are block devices, which file systems take O_DIRECT, where OVMF is, which
+accelerator works) is found by the launcher first and handed over in this one value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vm.domain.model import Accelerator
+
+PRIVATE_DIR = "/var/run/kubevirt-private"
+
+
+@dataclass(frozen=True)
+class Ovmf:
+    """An installed OVMF build (Debian's ``ovmf`` package puts it in /usr/share/OVMF)."""
+
+    code: str
+    secure_code: str | None
+    vars_template: str
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    accelerator: Accelerator = "tcg"
+    private_dir: str = PRIVATE_DIR
+    dev_dir: str = "/dev"
+    """Where Block volumes appear (``/dev/<volume>`` in a pod)."""
+    block_volumes: frozenset[str] = frozenset()
+    """Volumes present as block devices at /dev/<volume>; all others are Filesystem PVCs."""
+    direct_io: frozenset[str] = frozenset()
+    """Volumes whose storage accepts O_DIRECT (cache=none); the others get writethrough."""
+    preallocated: frozenset[str] = frozenset()
+    """Filesystem volumes whose disk.img is fully allocated (io=native applies)."""
+    ovmf: Ovmf | None = None
+    serial_socket: str = field(default="")
+    """Where the launcher listens for the serial console; default <private-dir>/virt-serial0."""
+    mac_seed: str = ""

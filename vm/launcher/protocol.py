@@ -1,0 +1,97 @@
+"""The control socket's request and answer shapes, as pure functions.
+
+Why it exists: the socket is read by the node handler and written by anyone who can reach
+the pod's socket directory, so a request is parsed here, bounded and checked, before the
+server acts on it; a bad request becomes an error answer, never an exception in the
+launcher. The client (:mod:`vm.launcher.client`) uses the same constants.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+MAX_LINE = 4096
+"""Longest request line accepted (bytes, newline included)."""
+
+MAX_GRACE_SECONDS = 24 * 3600
+"""A shutdown grace period beyond a day is refused rather than trusted."""
+
+Command = Literal["status", "shutdown", "kill", "pause", "unpause", "console"]
+COMMANDS: tuple[Command, ...] = ("status", "shutdown", "kill", "pause", "unpause", "console")
+
+State = Literal["starting", "running", "paused", "shutdown", "crashed"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One parsed control request."""
+
+    cmd: Command
+    grace_period_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class BadRequest:
+    """A request refused, with the reason sent back to the caller."""
+
+    error: str
+
+
+def parse_request(*, line: bytes) -> Request | BadRequest:
+    """Parse one request line (newline optional); never raises."""
+    if len(line) > MAX_LINE:
+        return BadRequest(f"request longer than {MAX_LINE} bytes")
+    try:
+        body = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        return BadRequest(f"request is not a JSON line: {err}")
+    if not isinstance(body, dict):
+        return BadRequest("request must be a JSON object")
+    cmd = body.get("cmd")
+    if not isinstance(cmd, str) or cmd not in COMMANDS:
+        return BadRequest(f"cmd: unknown command {cmd!r} (known: {', '.join(COMMANDS)})")
+    if cmd != "shutdown":
+        return Request(cmd=cmd)
+    grace = body.get("gracePeriodSeconds")
+    if grace is None:
+        return Request(cmd="shutdown", grace_period_seconds=None)
+    if isinstance(grace, bool) or not isinstance(grace, int):
+        return BadRequest("gracePeriodSeconds: must be an integer")
+    if not 0 <= grace <= MAX_GRACE_SECONDS:
+        return BadRequest(f"gracePeriodSeconds: must be between 0 and {MAX_GRACE_SECONDS}")
+    return Request(cmd="shutdown", grace_period_seconds=grace)
+
+
+def encode(answer: dict[str, Any]) -> bytes:
+    """One answer line."""
+    return json.dumps(answer, separators=(",", ":"), sort_keys=True).encode() + b"\n"
+
+
+def ok() -> dict[str, Any]:
+    return {"ok": True}
+
+
+def error(message: str) -> dict[str, Any]:
+    return {"ok": False, "error": message}
+
+
+@dataclass(frozen=True)
+class Status:
+    """What ``{"cmd": "status"}`` answers."""
+
+    state: State
+    reason: str
+    driver: str
+    accelerator: str
+    started_at: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "reason": self.reason,
+            "driver": self.driver,
+            "accelerator": self.accelerator,
+            "startedAt": self.started_at,
+        }

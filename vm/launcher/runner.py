@@ -1,0 +1,229 @@
+"""The launcher's life: prepare, build, start, serve, end with the guest.
+
+Why it exists: this is where a request or an event gets its meaning, the same for both
+drivers. Ending rules (as upstream's virt-handler reads a libvirt domain's state):
+the guest powering off is Succeeded; a domain destroyed while ACPI is on (a kill, or a
+shutdown whose grace period ran out) is Failed, without ACPI Succeeded; a crash is
+Failed. SIGTERM is a graceful shutdown with the VMI's termination grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import os
+import shutil
+import signal
+
+from vm.domain.builder import build_spec
+from vm.domain.errors import DomainError
+from vm.domain.model import Domain
+from vm.domain.options import BuildOptions, Ovmf
+from vm.domain.vmi import VmiSpec, parse_vmi
+from vm.launcher import accel, disks, protocol
+from vm.launcher.config import LauncherConfig
+from vm.launcher.console import ConsoleHub, RotatingLog
+from vm.launcher.control import ControlServer
+from vm.launcher.driver import DomainEnd, Driver, make_driver
+from vm.launcher.errors import DriverError, LauncherError
+from vm.launcher.termination import Outcome
+
+logger = logging.getLogger(__name__)
+
+OVMF_DIR = "/usr/share/OVMF"
+
+
+def find_ovmf(directory: str = OVMF_DIR) -> Ovmf | None:
+    """Debian's ``ovmf`` package layout (4M builds preferred, as libvirt's descriptors)."""
+    for suffix in ("_4M", ""):
+        code = os.path.join(directory, f"OVMF_CODE{suffix}.fd")
+        vars_ = os.path.join(directory, f"OVMF_VARS{suffix}.fd")
+        if os.path.exists(code) and os.path.exists(vars_):
+            secure = os.path.join(directory, f"OVMF_CODE{suffix}.secboot.fd")
+            return Ovmf(
+                code=code,
+                secure_code=secure if os.path.exists(secure) else None,
+                vars_template=vars_,
+            )
+    return None
+
+
+def outcome_for(end: DomainEnd, *, acpi: bool) -> Outcome:
+    if end.kind == "shutdown":
+        return Outcome("Succeeded", "GuestShutdown", end.detail)
+    if end.kind == "destroyed":
+        if acpi:
+            return Outcome(
+                "Failed", "Destroyed", end.detail + " (ACPI was on: not a clean shutdown)"
+            )
+        return Outcome("Succeeded", "Destroyed", end.detail)
+    return Outcome("Failed", "Crashed", end.detail)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Supervisor:
+    """Owns the driver, the console and the control socket of one VMI."""
+
+    def __init__(
+        self, config: LauncherConfig, spec: VmiSpec, driver: Driver, accelerator: str
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.driver = driver
+        self.accelerator = accelerator
+        self.state: protocol.State = "starting"
+        self.reason = "Starting"
+        self.started_at: str | None = None
+        self._grace_task: asyncio.Task[None] | None = None
+
+    def on_state(self, state: protocol.State, reason: str) -> None:
+        logger.info("domain %s (%s)", state, reason)
+        self.state, self.reason = state, reason
+
+    def status(self) -> protocol.Status:
+        return protocol.Status(
+            state=self.state,
+            reason=self.reason,
+            driver=self.driver.name,
+            accelerator=self.accelerator,
+            started_at=self.started_at,
+        )
+
+    def _require_live(self) -> None:
+        if self.state not in ("running", "paused"):
+            raise DriverError(f"the domain is {self.state}")
+
+    async def shutdown(self, grace_period_seconds: int | None) -> None:
+        grace = (
+            self.spec.grace_period_seconds if grace_period_seconds is None else grace_period_seconds
+        )
+        self._require_live()
+        if self.spec.acpi and grace > 0:
+            if self.state == "paused":
+                await self.driver.resume()
+            await self.driver.powerdown()
+        if self._grace_task is None or grace == 0:
+            if self._grace_task is not None:
+                self._grace_task.cancel()
+            self._grace_task = asyncio.create_task(self._kill_after(grace))
+
+    async def _kill_after(self, grace: int) -> None:
+        await asyncio.sleep(grace)
+        logger.info("grace period of %d s over: killing the domain", grace)
+        await self.driver.destroy()
+
+    async def kill(self) -> None:
+        self._require_live()
+        await self.driver.destroy()
+
+    async def pause(self) -> None:
+        self._require_live()
+        await self.driver.pause()
+
+    async def unpause(self) -> None:
+        self._require_live()
+        await self.driver.resume()
+
+
+def build_domain(config: LauncherConfig, spec: VmiSpec, accelerator: str) -> Domain:
+    facts = disks.prepare(
+        spec=spec, vmi=config.vmi, private_dir=config.private_dir, dev_dir=config.dev_dir
+    )
+    options = BuildOptions(
+        accelerator=accelerator,  # type: ignore[arg-type]
+        private_dir=config.private_dir,
+        dev_dir=config.dev_dir,
+        block_volumes=facts.block_volumes,
+        direct_io=facts.direct_io,
+        preallocated=facts.preallocated,
+        ovmf=find_ovmf(),
+    )
+    domain = build_spec(spec=spec, options=options)
+    fw = domain.firmware
+    if config.driver == "qemu" and fw.kind == "efi" and fw.nvram and fw.nvram_template:
+        # libvirt copies the variables template itself; for QEMU the launcher does
+        os.makedirs(os.path.dirname(fw.nvram), exist_ok=True)
+        if not os.path.exists(fw.nvram):
+            shutil.copyfile(fw.nvram_template, fw.nvram)
+    return domain
+
+
+async def run(config: LauncherConfig) -> Outcome:
+    """Run the VMI to its end; never raises for a VMI or guest problem."""
+    try:
+        spec = parse_vmi(config.vmi)
+    except DomainError as err:
+        return Outcome("Failed", "InvalidVMI", str(err))
+    verdict = accel.choose(
+        use_emulation=config.use_emulation,
+        cache_path=os.path.join(config.private_dir, "accelerator.json"),
+        probe_kernel=config.kvm_probe_kernel,
+        probe_initrd=config.kvm_probe_initrd,
+        qemu_binary=config.qemu_binary,
+    )
+    try:
+        domain = build_domain(config, spec, verdict.accelerator)
+    except DomainError as err:
+        return Outcome("Failed", "InvalidVMI", str(err))
+    except LauncherError as err:
+        return Outcome("Failed", err.reason, err.message)
+    driver = make_driver(
+        config.driver,
+        private_dir=config.private_dir,
+        qemu_binary=config.qemu_binary,
+        libvirtd_binary=config.libvirtd_binary,
+    )
+    supervisor = Supervisor(config, spec, driver, verdict.accelerator)
+    hub = ConsoleHub(RotatingLog(os.path.join(config.private_dir, "console.log")))
+    control = ControlServer(
+        path=os.path.join(config.socket_dir, f"{spec.uid}.sock"), controls=supervisor, console=hub
+    )
+    serial_server: asyncio.AbstractServer | None = None
+    loop = asyncio.get_running_loop()
+    try:
+        if domain.serial is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(domain.serial.socket_path)
+            serial_server = await asyncio.start_unix_server(
+                hub.serve_guest, path=domain.serial.socket_path
+            )
+        os.makedirs(config.socket_dir, exist_ok=True)
+        await control.start()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(_on_sigterm(supervisor)))
+        try:
+            await driver.start(domain, supervisor.on_state)
+        except LauncherError as err:
+            return Outcome("Failed", err.reason, err.message)
+        supervisor.started_at = _now()
+        end = await driver.wait()
+        supervisor.on_state("crashed" if end.kind == "crashed" else "shutdown", end.kind)
+        return outcome_for(end, acpi=spec.acpi)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        if supervisor._grace_task is not None:
+            supervisor._grace_task.cancel()
+        await driver.close()
+        await control.close()
+        if serial_server is not None:
+            serial_server.close()
+            if domain.serial is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(domain.serial.socket_path)
+        hub.close()
+
+
+async def _on_sigterm(supervisor: Supervisor) -> None:
+    logger.info("SIGTERM: shutting the domain down")
+    try:
+        await supervisor.shutdown(None)
+    except LauncherError as err:
+        logger.info("shutdown on SIGTERM: %s", err.message)
+        if supervisor.state == "starting":
+            await supervisor.driver.destroy()
