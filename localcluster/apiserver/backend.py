@@ -21,7 +21,6 @@ from typing import Any
 
 from . import (
     apiservices,
-    cel_rules,
     crds,
     decoding,
     defaults,
@@ -31,7 +30,6 @@ from . import (
     meta,
     patches,
     scale,
-    schema,
     validation,
 )
 from .auth import ADMIN, UserInfo
@@ -51,6 +49,8 @@ from .errors import (
 )
 from .names import dropped_fields, generated_name
 from .registry import Registry, ResourceType
+from .schema import cel_rules, pruning
+from .schema import validation as schema
 from .store import Event, Store, Stored
 from .watchcache import WatchCache
 from .webhooks import WebhookCaller
@@ -246,11 +246,11 @@ class Backend:
         causes = meta.validate_metadata(obj, name_rule=rt.name_rule,
                                         creating=old is None)
         if rt.schema is not None:
-            pruned = schema.prune(obj, rt.schema)
+            pruned = pruning.prune(obj, rt.schema)
             if options.field_validation != decoding.IGNORE:
                 options.warnings.extend(decoding.unknown_fields_outcome(
                     dropped_fields(obj, pruned), validation=options.field_validation))
-            obj = schema.apply_defaults(pruned, rt.schema)
+            obj = pruning.apply_defaults(pruned, rt.schema)
             errors = schema.validate(obj, rt.schema)
             if not errors and cel_rules.schema_has_rules(rt.schema):
                 errors = cel_rules.validate(obj, rt.schema, old=old)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import cel_rules
 from .errors import Cause
 from .registry import ResourceType
 from .scale import ScaleError, crd_paths
-from .schema_structural import validate_structural
+from .schema import cel_rules
+from .schema.structural import validate_structural
 
 Obj = dict[str, Any]
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import go_regexp
+from .pruning import prune_with_report
+from .validation import validate
 
 Schema = dict[str, Any]
 
@@ -186,10 +188,6 @@ def _check_junctor(sub: Any, path: str, parent: Schema, errors: list[str]) -> No
 
 
 def _check_default(node: Schema, path: str, errors: list[str]) -> None:
-    # Imported here: schema.py imports this module at load time.
-    from .schema import validate
-    from .schema_defaults import prune_with_report
-
     default = node["default"]
     where = _at(path, "default")
     if default is None and not node.get("nullable"):

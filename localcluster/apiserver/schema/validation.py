@@ -3,9 +3,9 @@
 kube-apiserver validates a custom resource in three steps, which the server calls in this
 order: :func:`prune` drops fields the schema does not know, :func:`apply_defaults` fills
 defaults, :func:`validate` reports every violation as a :class:`FieldError` (the 422's
-causes). :func:`validate_structural` rejects, at CRD create time, the schemas Kubernetes
-calls non-structural. Pruning, defaulting and structural checks live in
-:mod:`.schema_defaults` and :mod:`.schema_structural`; this module re-exports them.
+causes). Pruning and defaulting live in :mod:`.pruning`; :mod:`.structural` rejects, at CRD
+create time, the schemas Kubernetes calls non-structural (it uses :func:`validate` to check
+defaults, so it imports this module and not the other way round).
 
 Supported: type (integer vs number), nullable, enum, required, pattern, min/maxLength,
 minimum/maximum (+exclusive), multipleOf, min/maxItems, uniqueItems, min/maxProperties,
@@ -43,17 +43,8 @@ from .field_errors import (
     join,
     render_value,
 )
-from .schema_defaults import apply_defaults, prune, prune_with_report
-from .schema_structural import validate_structural
 
-__all__ = [
-    "FieldError",
-    "apply_defaults",
-    "prune",
-    "prune_with_report",
-    "validate",
-    "validate_structural",
-]
+__all__ = ["FieldError", "validate"]
 
 Schema = dict[str, Any]
 
