@@ -38,7 +38,7 @@ from typing import Any
 
 import aiohttp
 
-from .patches import PatchError, json_patch
+from .patch.jsonpatch import PatchError, json_patch
 from .selectors import SelectorError, label_selector_from_dict
 
 logger = logging.getLogger(__name__)

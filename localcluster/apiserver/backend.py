@@ -28,7 +28,6 @@ from . import (
     gc,
     immutability,
     meta,
-    patches,
     scale,
     validation,
 )
@@ -48,6 +47,7 @@ from .errors import (
     unsupported_media_type,
 )
 from .names import dropped_fields, generated_name
+from .patch import jsonpatch
 from .registry import Registry, ResourceType
 from .schema import cel_rules, pruning
 from .schema import validation as schema
@@ -418,13 +418,13 @@ class Backend:
         if content_type == MERGE_PATCH:
             if not isinstance(patch, dict):
                 raise bad_request("a merge patch must be a JSON object")
-            result: Obj = patches.merge_patch(current, patch)
+            result: Obj = jsonpatch.merge_patch(current, patch)
         elif content_type == JSON_PATCH:
             if not isinstance(patch, list):
                 raise bad_request("a JSON patch must be a JSON array of operations")
             try:
-                result = patches.json_patch(current, patch)
-            except patches.PatchError as err:
+                result = jsonpatch.json_patch(current, patch)
+            except jsonpatch.PatchError as err:
                 code = int(getattr(err, "status_code", 422) or 422)
                 reason = {409: "Conflict", 400: "BadRequest"}.get(code, "Invalid")
                 raise APIError(code, reason, f"the JSON patch could not be applied: {err}",
@@ -438,8 +438,8 @@ class Backend:
             if not isinstance(patch, dict):
                 raise bad_request("a strategic merge patch must be a JSON object")
             try:
-                result = patches.strategic_merge_patch(current, patch, kind=rt.kind)
-            except patches.PatchError as err:
+                result = jsonpatch.strategic_merge_patch(current, patch, kind=rt.kind)
+            except jsonpatch.PatchError as err:
                 raise bad_request(f"the strategic merge patch could not be applied: {err}") \
                     from err
         else:

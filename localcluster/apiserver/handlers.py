@@ -30,7 +30,6 @@ from . import (
     remotecommand,
     selectors,
     subresources,
-    tables,
     watch,
 )
 from .aggregator import Aggregator
@@ -57,6 +56,7 @@ from .errors import (
 )
 from .registry import Registry, ResourceType
 from .store import Stored
+from .tables.convert import TableError, to_table
 
 logger = logging.getLogger(__name__)
 
@@ -658,9 +658,9 @@ class Handlers:
         objects = [self.backend.view(rt, s) for s in stored]
         columns = list(rt.printer_columns) if rt.printer_columns is not None else None
         try:
-            table: Obj = tables.to_table(objects, columns=columns, kind=rt.kind,
+            table: Obj = to_table(objects, columns=columns, kind=rt.kind,
                                          list_meta=list_meta, include_object=include_object)
-        except tables.TableError as err:
+        except TableError as err:
             raise bad_request(str(err)) from None
         return table
 

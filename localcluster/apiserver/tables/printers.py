@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .table_columns import AGE, NAME_COLUMN, Column, human_age, parse_time
+from .columns import AGE, NAME_COLUMN, Column, human_age, parse_time
 
 __all__ = ["AGE", "NAME_COLUMN", "PRINTERS", "Column", "human_age", "parse_time"]
 

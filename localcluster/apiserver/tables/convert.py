@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .columns import NAME_COLUMN, Column, human_age, parse_time
 from .jsonpath import JSONPathError, find, parse
-from .table_columns import NAME_COLUMN, Column, human_age, parse_time
-from .table_printers import PRINTERS
+from .printers import PRINTERS
 
 __all__ = ["TableError", "human_age", "to_table"]
 
