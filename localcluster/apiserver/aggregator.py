@@ -35,7 +35,7 @@ from .backend import Backend
 from .errors import APIError
 from .frontproxy_pki import FrontProxyFiles
 from .meta import format_time
-from .store import Event
+from .storage.store import Event
 
 logger = logging.getLogger(__name__)
 

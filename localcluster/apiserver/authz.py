@@ -12,7 +12,7 @@ from typing import Any
 
 from . import rbac
 from .auth import UserInfo
-from .store import Store
+from .storage.store import Store
 
 Obj = dict[str, Any]
 

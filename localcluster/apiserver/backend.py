@@ -51,8 +51,8 @@ from .patch import jsonpatch
 from .registry import Registry, ResourceType
 from .schema import cel_rules, pruning
 from .schema import validation as schema
-from .store import Event, Store, Stored
-from .watchcache import WatchCache
+from .storage.store import Event, Store, Stored
+from .storage.watchcache import WatchCache
 from .webhooks import WebhookCaller
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from . import crds, gc
 from .backend import CRD_GR, NS_GR, SA_GR, Backend
 from .deletion import CRD_CLEANUP, FOREGROUND, NAMESPACE_FINALIZER, ORPHAN
 from .registry import Registry
-from .store import Event
+from .storage.store import Event
 
 logger = logging.getLogger(__name__)
 

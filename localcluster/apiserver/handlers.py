@@ -55,7 +55,7 @@ from .errors import (
     unsupported_media_type,
 )
 from .registry import Registry, ResourceType
-from .store import Stored
+from .storage.store import Stored
 from .tables.convert import TableError, to_table
 
 logger = logging.getLogger(__name__)

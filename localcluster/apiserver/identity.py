@@ -19,7 +19,7 @@ from .backend import SA_GR, Backend
 from .errors import APIError
 from .meta import format_time
 from .sa_tokens import MAX_EXPIRATION, MIN_EXPIRATION, TokenError
-from .store import Store
+from .storage.store import Store
 
 Obj = dict[str, Any]
 DISCOVERY_PATHS = frozenset({"/.well-known/openid-configuration", "/openid/v1/jwks"})

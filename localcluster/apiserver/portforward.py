@@ -19,7 +19,7 @@ from aiohttp import WSMsgType, web
 
 from . import spdy
 from .errors import bad_request
-from .store import Stored
+from .storage.store import Stored
 
 logger = logging.getLogger(__name__)
 

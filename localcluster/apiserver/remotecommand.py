@@ -21,7 +21,7 @@ from aiohttp import WSMsgType, web
 
 from . import channels
 from .errors import bad_request
-from .store import Stored
+from .storage.store import Stored
 from .subresources import _pick_container
 
 logger = logging.getLogger(__name__)

@@ -38,9 +38,9 @@ from .frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .handlers import Handlers, LogProvider, Settings
 from .registry import Registry
 from .remotecommand import ExecProvider
-from .store import Store
+from .storage.store import Store
+from .storage.watchcache import WatchCache
 from .tls import TLSFiles, ensure_tls
-from .watchcache import WatchCache
 from .webhooks import ServiceResolver
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from .auth import UserInfo
 from .backend import MERGE_PATCH, Backend, WriteOptions
 from .errors import APIError, bad_request
 from .registry import ResourceType
-from .store import Stored
+from .storage.store import Stored
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from .backend import Backend
 from .errors import APIError, bad_request
 from .list_options import INITIAL_EVENTS_END
 from .registry import ResourceType
-from .store import Event, Stored
+from .storage.store import Event, Stored
 
 Obj = dict[str, Any]
 RenderTable = Callable[[list[Stored], ResourceType, Obj, str], Obj]

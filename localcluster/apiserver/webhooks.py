@@ -19,7 +19,7 @@ from . import admission
 from .auth import UserInfo
 from .errors import APIError, not_found
 from .registry import ResourceType
-from .store import Store
+from .storage.store import Store
 
 Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import gone
+from ..errors import gone
 from .store import Event, Store, Stored, dumps
 
 Key = tuple[str, str]
