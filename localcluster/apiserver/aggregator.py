@@ -30,7 +30,7 @@ from aiohttp import web
 
 from . import apiservices
 from .apiservices import APISERVICE_GR, Route
-from .auth import UserInfo
+from .auth.authn import UserInfo
 from .backend import Backend
 from .errors import APIError
 from .frontproxy_pki import FrontProxyFiles

@@ -31,7 +31,7 @@ from . import (
     scale,
     validation,
 )
-from .auth import ADMIN, UserInfo
+from .auth.authn import ADMIN, UserInfo
 from .builtin_types import REVIEW_RESOURCES
 from .errors import (
     STALE,

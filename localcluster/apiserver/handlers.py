@@ -19,7 +19,6 @@ from typing import Any
 from aiohttp import web
 
 from . import (
-    authz,
     decoding,
     discovery,
     identity,
@@ -34,7 +33,8 @@ from . import (
 )
 from .aggregator import Aggregator
 from .apiservices import request_attributes
-from .auth import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
+from .auth import authz
+from .auth.authn import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
     JSON_PATCH,

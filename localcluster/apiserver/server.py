@@ -27,9 +27,10 @@ from aiohttp import web
 
 from apiservice import frontproxy
 
-from . import apiservices, kubeconfig, rbac_defaults
+from . import apiservices, kubeconfig
 from .aggregator import Aggregator
-from .auth import Authenticator
+from .auth import rbac_defaults
+from .auth.authn import Authenticator
 from .backend import Backend
 from .builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .controllers import Controllers

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .auth import UserInfo
+from .auth.authn import UserInfo
 from .backend import MERGE_PATCH, Backend, WriteOptions
 from .errors import APIError, bad_request
 from .registry import ResourceType

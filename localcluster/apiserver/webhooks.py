@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import admission
-from .auth import UserInfo
+from .auth.authn import UserInfo
 from .errors import APIError, not_found
 from .registry import ResourceType
 from .storage.store import Store

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..storage.store import Store
 from . import rbac
-from .auth import UserInfo
-from .storage.store import Store
+from .authn import UserInfo
 
 Obj = dict[str, Any]
 

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..selectors import SelectorError, label_selector_from_dict
 from .rbac_defaults import DEFAULT_RBAC_OBJECTS
-from .selectors import SelectorError, label_selector_from_dict
 
 __all__ = [
     "DEFAULT_RBAC_OBJECTS",
