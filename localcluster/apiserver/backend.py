@@ -31,6 +31,7 @@ from . import (
     scale,
     validation,
 )
+from .admission.webhooks import WebhookCaller
 from .auth.authn import ADMIN, UserInfo
 from .builtin_types import REVIEW_RESOURCES
 from .errors import (
@@ -53,7 +54,6 @@ from .schema import cel_rules, pruning
 from .schema import validation as schema
 from .storage.store import Event, Store, Stored
 from .storage.watchcache import WatchCache
-from .webhooks import WebhookCaller
 
 logger = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ from aiohttp import web
 from apiservice import frontproxy
 
 from . import apiservices, kubeconfig
+from .admission.webhooks import ServiceResolver
 from .aggregator import Aggregator
 from .auth import rbac_defaults
 from .auth.authn import Authenticator
@@ -42,7 +43,6 @@ from .remotecommand import ExecProvider
 from .storage.store import Store
 from .storage.watchcache import WatchCache
 from .tls import TLSFiles, ensure_tls
-from .webhooks import ServiceResolver
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Calling the registered admission webhooks before a write, as kube-apiserver does.
 
 The webhook protocol itself (rules, selectors, failurePolicy, HTTPS calls, patches) is
-``admission.admit``; this module builds the AdmissionReview request for one write from
+``review.admit``; this module builds the AdmissionReview request for one write from
 the store's view of the world (the Mutating/ValidatingWebhookConfigurations, the labels
 of the namespace) and turns Service references into addresses. A Service is resolved by
 the resolver given to ``APIServer.set_service_resolver`` in a worker thread, so it may
@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import admission
-from .auth.authn import UserInfo
-from .errors import APIError, not_found
-from .registry import ResourceType
-from .storage.store import Store
+from ..auth.authn import UserInfo
+from ..errors import APIError, not_found
+from ..registry import ResourceType
+from ..storage.store import Store
+from . import review
 
 Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], tuple[str, int]]
@@ -126,10 +126,10 @@ class WebhookCaller:
             return answer
 
         try:
-            return await admission.admit(
+            return await review.admit(
                 mutating=mutating, validating=validating, request=request, obj=obj,
                 resolve_service=resolve,
                 namespace_labels=self._namespace_labels(rt, ns, name, obj, old))
-        except admission.AdmissionDenied as err:
+        except review.AdmissionDenied as err:
             raise APIError(err.code, err.reason or "InternalError", err.message, name=name,
                            group=rt.group, kind=rt.resource) from err

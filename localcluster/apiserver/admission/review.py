@@ -38,8 +38,8 @@ from typing import Any
 
 import aiohttp
 
-from .patch.jsonpatch import PatchError, json_patch
-from .selectors import SelectorError, label_selector_from_dict
+from ..patch.jsonpatch import PatchError, json_patch
+from ..selectors import SelectorError, label_selector_from_dict
 
 logger = logging.getLogger(__name__)
 
