@@ -24,9 +24,7 @@ from . import (
     identity,
     list_options,
     openapi,
-    portforward,
     protobuf,
-    remotecommand,
     selectors,
     subresources,
     watch,
@@ -56,6 +54,7 @@ from .errors import (
 )
 from .registry import Registry, ResourceType
 from .storage.store import Stored
+from .streams import portforward, remotecommand
 from .tables.convert import TableError, to_table
 
 logger = logging.getLogger(__name__)

@@ -39,9 +39,9 @@ from .errors import APIServerError
 from .frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .handlers import Handlers, LogProvider, Settings
 from .registry import Registry
-from .remotecommand import ExecProvider
 from .storage.store import Store
 from .storage.watchcache import WatchCache
+from .streams.remotecommand import ExecProvider
 from .tls import TLSFiles, ensure_tls
 
 logger = logging.getLogger(__name__)

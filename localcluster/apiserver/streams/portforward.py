@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSMsgType, web
 
+from ..errors import bad_request
+from ..storage.store import Stored
 from . import spdy
-from .errors import bad_request
-from .storage.store import Stored
 
 logger = logging.getLogger(__name__)
 

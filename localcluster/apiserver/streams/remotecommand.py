@@ -19,10 +19,10 @@ from typing import Protocol
 
 from aiohttp import WSMsgType, web
 
+from ..errors import bad_request
+from ..storage.store import Stored
 from . import channels
-from .errors import bad_request
-from .storage.store import Stored
-from .subresources import _pick_container
+from .containers import pick_container
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def _flag(value: str | None) -> bool:
 async def serve(request: web.Request, *, stored: Stored, namespace: str, pod: str,
                 kind: str, provider: ExecProvider | None) -> web.StreamResponse:
     query = request.query
-    container = _pick_container(stored, pod, query.get("container"))
+    container = pick_container(stored, pod, query.get("container"))
     command: Sequence[str] = query.getall("command", [])
     stdin, stdout, stderr = (_flag(query.get(k)) for k in ("stdin", "stdout", "stderr"))
     tty = _flag(query.get("tty"))
