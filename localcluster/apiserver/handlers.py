@@ -18,17 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import (
-    decoding,
-    discovery,
-    identity,
-    list_options,
-    openapi,
-    protobuf,
-    selectors,
-    subresources,
-    watch,
-)
+from . import decoding, discovery, identity, openapi, protobuf, selectors, subresources
 from .aggregator import Aggregator
 from .apiservices import request_attributes
 from .auth import authz
@@ -56,6 +46,8 @@ from .registry import Registry, ResourceType
 from .storage.store import Stored
 from .streams import portforward, remotecommand
 from .tables.convert import TableError, to_table
+from .watch import list_options
+from .watch.stream import WatchOptions, WatchStream, matches
 
 logger = logging.getLogger(__name__)
 
@@ -561,7 +553,7 @@ class Handlers:
         deleted = []
         for _, stored in self.backend.list_stored(t.rt, t.namespace):
             view = self.backend.view(t.rt, stored)
-            if not watch.matches(view, label_sel, field_sel):
+            if not matches(view, label_sel, field_sel):
                 continue
             m = view["metadata"]
             try:
@@ -632,7 +624,7 @@ class Handlers:
                 if start is not None and key <= start:
                     continue
                 obj = self.backend.view(rt, stored) if needs_view or field_sel else stored.obj
-                if not watch.matches(obj, label_sel, field_sel):
+                if not matches(obj, label_sel, field_sel):
                     continue
                 if limit and len(selected) == limit:
                     more = True
@@ -673,7 +665,7 @@ class Handlers:
         plan = list_options.watch_plan(request.query, bookmarks=bookmarks)
         if plan.min_rv is not None and plan.min_rv > self.backend.store.rv:
             raise list_options.too_large(plan.min_rv, self.backend.store.rv)
-        options = watch.WatchOptions(
+        options = WatchOptions(
             resource_version=request.query.get("resourceVersion", ""),
             timeout=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
             bookmarks=bookmarks, send_initial_events=plan.send_initial_events,
@@ -681,7 +673,7 @@ class Handlers:
             label_selector=label_sel, field_selector=field_sel, only_name=only_name,
             table=_include_object(request) if _wants_table(request) else None)
         ns = t.namespace if t.rt.namespaced else None
-        stream = watch.WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
+        stream = WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
                                    render_table=self._table, warnings=tuple(
                                        decoding.warning_header(text)
                                        for text in request.get(TYPE_WARNINGS, ())))

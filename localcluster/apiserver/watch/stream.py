@@ -21,11 +21,11 @@ from typing import Any
 
 from aiohttp import web
 
-from .backend import Backend
-from .errors import APIError, bad_request
+from ..backend import Backend
+from ..errors import APIError, bad_request
+from ..registry import ResourceType
+from ..storage.store import Event, Stored
 from .list_options import INITIAL_EVENTS_END
-from .registry import ResourceType
-from .storage.store import Event, Stored
 
 Obj = dict[str, Any]
 RenderTable = Callable[[list[Stored], ResourceType, Obj, str], Obj]

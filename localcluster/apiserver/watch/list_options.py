@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import APIError, bad_request
+from ..errors import APIError, bad_request
 
 EXACT, NOT_OLDER_THAN = "Exact", "NotOlderThan"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
