@@ -19,19 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import (
-    apiservices,
-    crds,
-    decoding,
-    defaults,
-    deletion,
-    gc,
-    immutability,
-    meta,
-    scale,
-    validation,
-)
+from . import crds, decoding, defaults, deletion, gc, immutability, meta, scale, validation
 from .admission.webhooks import WebhookCaller
+from .aggregation import apiservices
 from .auth.authn import ADMIN, UserInfo
 from .builtin_types import REVIEW_RESOURCES
 from .errors import (

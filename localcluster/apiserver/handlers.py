@@ -19,8 +19,8 @@ from typing import Any
 from aiohttp import web
 
 from . import decoding, discovery, identity, openapi, protobuf, selectors, subresources
-from .aggregator import Aggregator
-from .apiservices import request_attributes
+from .aggregation.apiservices import request_attributes
+from .aggregation.proxy import Aggregator
 from .auth import authz
 from .auth.authn import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
 from .backend import (

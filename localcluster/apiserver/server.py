@@ -27,16 +27,17 @@ from aiohttp import web
 
 from apiservice import frontproxy
 
-from . import apiservices, kubeconfig
+from . import kubeconfig
 from .admission.webhooks import ServiceResolver
-from .aggregator import Aggregator
+from .aggregation import apiservices
+from .aggregation.frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
+from .aggregation.proxy import Aggregator
 from .auth import rbac_defaults
 from .auth.authn import Authenticator
 from .backend import Backend
 from .builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .controllers import Controllers
 from .errors import APIServerError
-from .frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .handlers import Handlers, LogProvider, Settings
 from .registry import Registry
 from .storage.store import Store

@@ -28,14 +28,14 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from ..auth.authn import UserInfo
+from ..backend import Backend
+from ..errors import APIError
+from ..meta import format_time
+from ..storage.store import Event
 from . import apiservices
 from .apiservices import APISERVICE_GR, Route
-from .auth.authn import UserInfo
-from .backend import Backend
-from .errors import APIError
 from .frontproxy_pki import FrontProxyFiles
-from .meta import format_time
-from .storage.store import Event
 
 logger = logging.getLogger(__name__)
 

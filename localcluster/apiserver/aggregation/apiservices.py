@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import Cause
+from ..errors import Cause
 
 Obj = dict[str, Any]
 GROUP = "apiregistration.k8s.io"
