@@ -19,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import crds, decoding, defaults, deletion, gc, immutability, meta, scale, validation
+from . import crds, decoding, defaults, deletion, gc, immutability, meta, validation
 from .admission.webhooks import WebhookCaller
 from .aggregation import apiservices
 from .auth.authn import ADMIN, UserInfo
-from .builtin_types import REVIEW_RESOURCES
 from .errors import (
     STALE,
     APIError,
@@ -37,9 +36,11 @@ from .errors import (
     not_found,
     unsupported_media_type,
 )
+from .kinds import scale
+from .kinds.builtin_types import REVIEW_RESOURCES
+from .kinds.registry import Registry, ResourceType
 from .names import dropped_fields, generated_name
 from .patch import jsonpatch
-from .registry import Registry, ResourceType
 from .schema import cel_rules, pruning
 from .schema import validation as schema
 from .storage.store import Event, Store, Stored

@@ -18,7 +18,7 @@ from typing import Any
 from . import crds, gc
 from .backend import CRD_GR, NS_GR, SA_GR, Backend
 from .deletion import CRD_CLEANUP, FOREGROUND, NAMESPACE_FINALIZER, ORPHAN
-from .registry import Registry
+from .kinds.registry import Registry
 from .storage.store import Event
 
 logger = logging.getLogger(__name__)

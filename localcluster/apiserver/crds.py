@@ -11,8 +11,8 @@ import re
 from typing import Any
 
 from .errors import Cause
-from .registry import ResourceType
-from .scale import ScaleError, crd_paths
+from .kinds.registry import ResourceType
+from .kinds.scale import ScaleError, crd_paths
 from .schema import cel_rules
 from .schema.structural import validate_structural
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import decoding, discovery, identity, openapi, protobuf, selectors, subresources
+from . import decoding, identity, protobuf, selectors, subresources
 from .aggregation.apiservices import request_attributes
 from .aggregation.proxy import Aggregator
 from .auth import authz
@@ -42,7 +42,8 @@ from .errors import (
     unauthorized,
     unsupported_media_type,
 )
-from .registry import Registry, ResourceType
+from .kinds import discovery, openapi
+from .kinds.registry import Registry, ResourceType
 from .storage.store import Stored
 from .streams import portforward, remotecommand
 from .tables.convert import TableError, to_table

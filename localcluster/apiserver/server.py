@@ -35,11 +35,11 @@ from .aggregation.proxy import Aggregator
 from .auth import rbac_defaults
 from .auth.authn import Authenticator
 from .backend import Backend
-from .builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .controllers import Controllers
 from .errors import APIServerError
 from .handlers import Handlers, LogProvider, Settings
-from .registry import Registry
+from .kinds.builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
+from .kinds.registry import Registry
 from .storage.store import Store
 from .storage.watchcache import WatchCache
 from .streams.remotecommand import ExecProvider

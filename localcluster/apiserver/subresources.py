@@ -20,7 +20,7 @@ from aiohttp import web
 from .auth.authn import UserInfo
 from .backend import MERGE_PATCH, Backend, WriteOptions
 from .errors import APIError, bad_request
-from .registry import ResourceType
+from .kinds.registry import ResourceType
 from .storage.store import Stored
 from .streams.containers import pick_container
 

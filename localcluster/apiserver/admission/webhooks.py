@@ -17,7 +17,7 @@ from typing import Any
 
 from ..auth.authn import UserInfo
 from ..errors import APIError, not_found
-from ..registry import ResourceType
+from ..kinds.registry import ResourceType
 from ..storage.store import Store
 from . import review
 

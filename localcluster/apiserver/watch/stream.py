@@ -23,7 +23,7 @@ from aiohttp import web
 
 from ..backend import Backend
 from ..errors import APIError, bad_request
-from ..registry import ResourceType
+from ..kinds.registry import ResourceType
 from ..storage.store import Event, Stored
 from .list_options import INITIAL_EVENTS_END
 

@@ -8,8 +8,8 @@ import datetime
 import pytest
 
 from localcluster.apiserver import crds, deletion, gc, immutability, meta, names
-from localcluster.apiserver.conversions import event_from_core, event_to_core
-from localcluster.apiserver.registry import Registry, ResourceType
+from localcluster.apiserver.kinds.conversions import event_from_core, event_to_core
+from localcluster.apiserver.kinds.registry import Registry, ResourceType
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import Cause
+from ..errors import Cause
 
 Obj = dict[str, Any]
 
