@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import crds, decoding, defaults, deletion, gc, immutability, meta, validation
+from . import decoding
 from .admission.webhooks import WebhookCaller
 from .aggregation import apiservices
 from .auth.authn import ADMIN, UserInfo
@@ -39,8 +39,9 @@ from .errors import (
 from .kinds import scale
 from .kinds.builtin_types import REVIEW_RESOURCES
 from .kinds.registry import Registry, ResourceType
-from .names import dropped_fields, generated_name
 from .patch import jsonpatch
+from .rules import crds, defaults, deletion, gc, immutability, meta, validation
+from .rules.names import dropped_fields, generated_name
 from .schema import cel_rules, pruning
 from .schema import validation as schema
 from .storage.store import Event, Store, Stored

@@ -15,10 +15,10 @@ import asyncio
 import logging
 from typing import Any
 
-from . import crds, gc
 from .backend import CRD_GR, NS_GR, SA_GR, Backend
-from .deletion import CRD_CLEANUP, FOREGROUND, NAMESPACE_FINALIZER, ORPHAN
 from .kinds.registry import Registry
+from .rules import crds, gc
+from .rules.deletion import CRD_CLEANUP, FOREGROUND, NAMESPACE_FINALIZER, ORPHAN
 from .storage.store import Event
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from .auth.authn import Authenticator, UserInfo
 from .auth.sa_tokens import MAX_EXPIRATION, MIN_EXPIRATION, TokenError
 from .backend import SA_GR, Backend
 from .errors import APIError
-from .meta import format_time
+from .rules.meta import format_time
 from .storage.store import Store
 
 Obj = dict[str, Any]

@@ -31,7 +31,7 @@ from aiohttp import web
 from ..auth.authn import UserInfo
 from ..backend import Backend
 from ..errors import APIError
-from ..meta import format_time
+from ..rules.meta import format_time
 from ..storage.store import Event
 from . import apiservices
 from .apiservices import APISERVICE_GR, Route

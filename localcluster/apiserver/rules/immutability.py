@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .errors import Cause
+from ..errors import Cause
 
 Obj = dict[str, Any]
 

@@ -13,7 +13,7 @@ import datetime
 import re
 from typing import Any
 
-from .errors import Cause
+from ..errors import Cause
 
 Obj = dict[str, Any]
 

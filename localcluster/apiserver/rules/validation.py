@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import Cause
+from ..errors import Cause
+from ..selectors import SelectorError, label_selector_from_dict
 from .meta import name_error
-from .selectors import SelectorError, label_selector_from_dict
 
 Obj = dict[str, Any]
 

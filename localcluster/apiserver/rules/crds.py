@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import Cause
-from .kinds.registry import ResourceType
-from .kinds.scale import ScaleError, crd_paths
-from .schema import cel_rules
-from .schema.structural import validate_structural
+from ..errors import Cause
+from ..kinds.registry import ResourceType
+from ..kinds.scale import ScaleError, crd_paths
+from ..schema import cel_rules
+from ..schema.structural import validate_structural
 
 Obj = dict[str, Any]
 
