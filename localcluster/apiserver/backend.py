@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import decoding
 from .admission.webhooks import WebhookCaller
 from .aggregation import apiservices
 from .auth.authn import ADMIN, UserInfo
@@ -46,6 +45,7 @@ from .schema import cel_rules, pruning
 from .schema import validation as schema
 from .storage.store import Event, Store, Stored
 from .storage.watchcache import WatchCache
+from .wire import decoding
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import decoding, identity, protobuf, selectors, subresources
+from . import identity, selectors, subresources
 from .aggregation.apiservices import request_attributes
 from .aggregation.proxy import Aggregator
 from .auth import authz
@@ -49,6 +49,7 @@ from .streams import portforward, remotecommand
 from .tables.convert import TableError, to_table
 from .watch import list_options
 from .watch.stream import WatchOptions, WatchStream, matches
+from .wire import decoding, protobuf
 
 logger = logging.getLogger(__name__)
 

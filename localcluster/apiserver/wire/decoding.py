@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from .errors import APIError, bad_request
-from .kinds import builtin_schemas
+from ..errors import APIError, bad_request
+from ..kinds import builtin_schemas
 
 Obj = dict[str, Any]
 
