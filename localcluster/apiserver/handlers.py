@@ -29,7 +29,6 @@ from .backend import (
     MERGE_PATCH,
     STRATEGIC_PATCH,
     Backend,
-    WriteOptions,
 )
 from .errors import (
     APIError,
@@ -50,6 +49,7 @@ from .tables.convert import TableError, to_table
 from .watch import list_options
 from .watch.stream import WatchOptions, WatchStream, matches
 from .wire import decoding, protobuf
+from .write_path import WriteOptions
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,12 @@ from typing import Any
 from aiohttp import web
 
 from .auth.authn import UserInfo
-from .backend import MERGE_PATCH, Backend, WriteOptions
+from .backend import MERGE_PATCH, Backend
 from .errors import APIError, bad_request
 from .kinds.registry import ResourceType
 from .storage.store import Stored
 from .streams.containers import pick_container
+from .write_path import WriteOptions
 
 logger = logging.getLogger(__name__)
 

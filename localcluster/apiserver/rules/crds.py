@@ -17,6 +17,7 @@ from ..schema import cel_rules
 from ..schema.structural import validate_structural
 
 Obj = dict[str, Any]
+CRD_GR = "apiextensions.k8s.io/customresourcedefinitions"
 
 DEFAULT_COLUMNS: tuple[dict[str, Any], ...] = (
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
