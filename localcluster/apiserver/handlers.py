@@ -19,7 +19,6 @@ from typing import Any
 from aiohttp import web
 
 from . import identity, selectors, subresources
-from .aggregation.apiservices import request_attributes
 from .aggregation.proxy import Aggregator
 from .auth import authz
 from .auth.authn import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
@@ -42,6 +41,7 @@ from .errors import (
     unsupported_media_type,
 )
 from .kinds import discovery, openapi
+from .kinds.apiservices import request_attributes
 from .kinds.registry import Registry, ResourceType
 from .storage.store import Stored
 from .streams import portforward, remotecommand

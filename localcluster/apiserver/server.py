@@ -29,7 +29,6 @@ from apiservice import frontproxy
 
 from . import kubeconfig
 from .admission.webhooks import ServiceResolver
-from .aggregation import apiservices
 from .aggregation.frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .aggregation.proxy import Aggregator
 from .auth import rbac_defaults
@@ -38,6 +37,7 @@ from .backend import Backend
 from .controllers import Controllers
 from .errors import APIServerError
 from .handlers import Handlers, LogProvider, Settings
+from .kinds import apiservices
 from .kinds.builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .kinds.registry import Registry
 from .storage.store import Store

@@ -29,9 +29,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from .aggregation import apiservices
 from .auth.authn import ADMIN, UserInfo
 from .errors import APIError, Cause, invalid
+from .kinds import apiservices
 from .kinds.registry import ResourceType
 from .rules import crds, immutability, meta, validation
 from .rules.crds import CRD_GR

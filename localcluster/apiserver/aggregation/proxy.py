@@ -31,10 +31,10 @@ from aiohttp import web
 from ..auth.authn import UserInfo
 from ..backend import Backend
 from ..errors import APIError
+from ..kinds import apiservices
+from ..kinds.apiservices import APISERVICE_GR, Route
 from ..rules.meta import format_time
 from ..storage.store import Event
-from . import apiservices
-from .apiservices import APISERVICE_GR, Route
 from .frontproxy_pki import FrontProxyFiles
 
 logger = logging.getLogger(__name__)
