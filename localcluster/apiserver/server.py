@@ -122,7 +122,7 @@ class APIServer:
 
     def set_exec_provider(self, provider: ExecProvider | None) -> None:
         """Serve pods/<pod>/exec and pods/<pod>/attach (WebSocket) through ``provider``
-        (see remotecommand.py)."""
+        (see streams/remotecommand.py)."""
         self._exec_provider = provider
         if self.handlers is not None:
             self.handlers.exec_provider = provider

@@ -4,7 +4,7 @@ serves itself and which it proxies to a Service, as kube-aggregator decides.
 Pure: the validation of an APIService, the route it makes, the built-in *local*
 APIServices (one per group/version served here, as kube-apiserver registers them) and
 the discovery documents of proxied group/versions (classic and aggregated v2), built
-from the backend's own ``APIResourceList``. The proxying is ``aggregator.py``.
+from the backend's own ``APIResourceList``. The proxying is ``aggregation/proxy.py``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ reads the v1.32 set (the kubectl this project is tested with) and offers it in t
   fields (and removing them when asked) and type mismatches with their field paths.
 
 Checks here are the decoder's, not validation: enum values, formats other than base64
-bytes, and required fields are left to ``validation.py``, as upstream leaves them to its
+bytes, and required fields are left to ``rules/validation.py``, as upstream leaves them to its
 validation functions.
 """
 

@@ -2,7 +2,7 @@
 
 Only the shape of each type lives here (scope, short names, subresources); behaviour that
 is specific to a kind (pod graceful deletion, namespace finalization, immutable fields)
-lives in ``meta.py``, ``deletion.py`` and ``immutability.py``.
+lives in ``rules/`` (``meta``, ``deletion``, ``immutability``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
                  "SelfSubjectRulesReview", False, "selfsubjectrulesreview", verbs=_CREATE_ONLY),
     ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False,
                  "tokenreview", verbs=_CREATE_ONLY),
-    # apiregistration.k8s.io/v1: aggregated APIs (aggregator.py)
+    # apiregistration.k8s.io/v1: aggregated APIs (aggregation/proxy.py)
     ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
                  "apiservice", categories=("api-extensions",), subresources=("status",)),
     # coordination.k8s.io/v1

@@ -1,6 +1,6 @@
 """Pure validation of built-in kinds: the required fields a real cluster insists on.
 
-Custom resources are validated by their CRD schema (``schema.py``); built-in kinds have
+Custom resources are validated by their CRD schema (``schema/``); built-in kinds have
 no schema here, so the checks that catch real mistakes -- a Pod without containers or
 images, a claim without access modes or size, a binding without a role, a workload whose
 template does not match its selector, bad ConfigMap keys -- are written out, with

@@ -8,7 +8,7 @@ with ``-o wide``). Like kube-apiserver:
   (evaluated with :mod:`.jsonpath`; the first match is the cell). A CRD that declares
   none gets ``Age``. Cells of type ``date`` are sent already humanised ("5m"), integers
   and numbers as JSON numbers, missing values as null;
-- built-in kinds get their own column sets (:mod:`.table_printers`), where ages are
+- built-in kinds get their own column sets (:mod:`.printers`), where ages are
   strings;
 - other kinds get ``Name`` and ``Created At`` (the raw creationTimestamp, type date).
 
