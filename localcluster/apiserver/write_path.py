@@ -4,7 +4,8 @@ kube-apiserver's handlers run the same chain for every write; here it is:
 
 1. **decode** (:func:`decode`): the decoder's field checks on the request body, per the
    request's fieldValidation (``wire.decoding``: unknown and duplicate fields, wrong
-   types for built-in kinds; Strict refuses, Warn warns, Ignore drops).
+   types for built-in kinds; Strict refuses, Warn warns, Ignore drops). A PATCH is first
+   applied to the stored object (``patch/``); what it produced is decoded.
 2. **defaults**: system metadata (``rules.meta.prepare_create``/``carry_over``), then the
    built-in kind's defaults (``rules.defaults``; on create also the default
    StorageClass of a claim, which reads the store, so it is the backend's).
@@ -13,7 +14,7 @@ kube-apiserver's handlers run the same chain for every write; here it is:
    defaults, validate the schema (``schema.validation``), then its CEL rules
    (``schema.cel_rules``, only when the schema holds no other error); the built-in
    kind's rules (``rules.validation``), APIService and CRD rules
-   (``aggregation.apiservices``, ``rules.crds``); on update the immutable fields
+   (``kinds.apiservices``, ``rules.crds``); on update the immutable fields
    (``rules.immutability``) and finalizer additions during deletion. Every cause is
    gathered into one 422.
 4. **admission** (``admission.webhooks``): mutating webhooks one by one, then validating
