@@ -1,6 +1,6 @@
 """The whole single-node cluster in one process: API server, storage, node, controllers.
 
-``Cluster(data_dir).start()`` takes the data dir's lock (a second ``rootdisk up`` on the
+``Cluster(data_dir, options).start()`` takes the data dir's lock (a second ``rootdisk up`` on the
 same dir is refused), re-attaches the volumes (undoing what a killed run left), starts
 the API server (kubeconfig at ``<data dir>/kubeconfig``), installs the StorageClasses,
 starts the provisioner/binder, the kubelet, the Service and workload controllers, then
@@ -10,16 +10,18 @@ volume data and API objects stay for the next start.
 Where it differs from a real cluster (on purpose, documented where it is done):
 
 - Pods share the host's network namespace; each gets its own 127.x.y.z address (also in
-  ``POD_IP``; the /16 is chosen per data dir, see kubelet/podips.py), and servers in
+  ``POD_IP``; the /16 is chosen per data dir, see kube/addresses.py), and servers in
   pods must bind it rather than 0.0.0.0 to run side by side.
 - Services get a 127.x.y.z clusterIP and Endpoints, but there is no proxy: "resolving" a
   Service (what the API server does for admission webhooks) yields a ready endpoint's
-  pod IP and target port (controllers/services.py).
+  pod IP and target port (services/controller.py).
 - Deployments roll out through ReplicaSets as kube-controller-manager does (RollingUpdate
   and Recreate, revisions, history, the scale subresource: ``kubectl rollout`` and
   ``kubectl scale`` work); DaemonSets keep no ControllerRevisions; StatefulSets, Jobs
   and CronJobs are stored but have no controller.
-- Only images named ``rootdisk/<program>`` run (kubelet/images.py); others ErrImagePull.
+- Only the images of the table the caller passes (``Options.images``; ``rootdisk up``
+  passes rootdisk's programs) run, as programs of the host (kubelet/images.py); others
+  ErrImagePull.
 - exec/grpc probes are not run (httpGet and tcpSocket are); no port-forward/exec/attach.
 - A Filesystem volume grows offline when the kernel refuses online resize (containers
   lack CAP_SYS_RESOURCE): the claim shows FileSystemResizePending until its pod is gone.
@@ -36,22 +38,23 @@ import signal
 import stat
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.controllers import client
-from localcluster.controllers.apply import apply_manifests
-from localcluster.controllers.apps import AppsController
-from localcluster.controllers.client import Kube
-from localcluster.controllers.informer import Informer
-from localcluster.controllers.services import ServiceController
+from localcluster.kube import client
+from localcluster.kube.addresses import networks_for
+from localcluster.kube.client import Kube
+from localcluster.kube.informer import Informer
 from localcluster.kubelet import images, restarts
 from localcluster.kubelet.node import Node
-from localcluster.kubelet.podips import networks_for
+from localcluster.services.controller import ServiceController
 from localcluster.storage.controller import StorageController, install_classes
 from localcluster.storage.volumes import DEFAULT_REFLINK_POOL_SIZE, VolumeManager
+from localcluster.workloads.apply import apply_manifests
+from localcluster.workloads.apps import AppsController
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +78,11 @@ def default_manifests_dir() -> str:
     return str(Path(__file__).resolve().parent.parent / "manifests")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Options:
+    images: Mapping[str, Sequence[str]]
+    """The image table: image name (``owner/program``) → the argv it stands for; the
+    node runs no other image (rootdisk/images.py is rootdisk's)."""
     port: int = 0
     manifests: str | None = None
     """Directory with crds/, rbac/, deploy/; None: the checkout's manifests/."""
@@ -102,9 +108,9 @@ def secure_data_dir(path: str) -> None:
 
 
 class Cluster:
-    def __init__(self, data_dir: str, options: Options | None = None) -> None:
+    def __init__(self, data_dir: str, options: Options) -> None:
         self.data_dir = os.path.realpath(data_dir)
-        self.options = options or Options()
+        self.options = options
         self._lock_fh: IO[str] | None = None
         self.api: ServerThread | None = None
         self.kube: Kube | None = None
@@ -193,7 +199,7 @@ class Cluster:
             kube, data_dir=self.data_dir, api_host=url_host, api_port=int(url_port),
             ca_pem=server.ca_path.read_text(), token_for=server.token_for_service_account,
             pods=pods, claims=pvcs, volumes=pvs, storage_classes=scs, configmaps=cms,
-            secrets=secrets, images=images.ImageTable.with_extras(extras),
+            secrets=secrets, images=images.ImageTable.merged(opts.images, extras),
             backoff=opts.backoff, heartbeat=opts.heartbeat,
             shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes,
             pod_cidr=pod_cidr)

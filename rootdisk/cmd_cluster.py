@@ -25,9 +25,10 @@ def register(subparsers: Any) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from localcluster.cluster import Cluster, ClusterError, Options, default_data_dir
+    from rootdisk.images import IMAGES
 
     cluster = Cluster(args.data_dir or default_data_dir(),
-                      Options(port=args.port, manifests=args.manifests))
+                      Options(images=IMAGES, port=args.port, manifests=args.manifests))
     try:
         cluster.start()
     except ClusterError as err:

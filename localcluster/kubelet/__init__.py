@@ -1,1 +1,2 @@
-"""The node: runs pods whose images are rootdisk's programs as sandboxed processes."""
+"""The node: runs pods, whose images stand for programs of the host (the image table the
+cluster is given), as sandboxed processes."""

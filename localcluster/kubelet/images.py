@@ -1,9 +1,10 @@
 """Which program a container image stands for, and the argv Kubernetes would run.
 
-There is no container runtime: an image named ``rootdisk/<program>`` (under any registry
-prefix, tag or digest) is one of the project's own programs, run from the checkout.
-The table maps the image's name to its entry point; tests add their own entries.
-Any other image cannot be "pulled" and the container waits with ``ErrImagePull``.
+There is no container runtime: the node runs programs from the host, and an image
+table, given by whoever builds the cluster (``rootdisk up`` passes rootdisk's, tests add
+their own), maps an image's name (under any registry prefix, tag or digest) to the
+program's entry point. Any other image cannot be "pulled" and the container waits with
+``ErrImagePull``. The node knows no image of its own.
 
 ``command``/``args`` follow Kubernetes: ``command`` replaces the image's entry point,
 ``args`` replaces its default arguments (our images have none), and ``$(VAR)`` refers to
@@ -19,15 +20,6 @@ from dataclasses import dataclass
 
 ENV_EXTRA_IMAGES = "LOCALCLUSTER_IMAGES"
 """A JSON object ``{"rootdisk/name": ["argv", …]}`` adding or replacing table entries."""
-
-DEFAULT_IMAGES: Mapping[str, tuple[str, ...]] = {
-    "rootdisk/importer": ("python", "-m", "importer"),
-    "rootdisk/cloner": ("python", "-m", "importer.cloner"),
-    "rootdisk/uploadserver": ("python", "-m", "importer.uploadserver"),
-    "rootdisk/launcher": ("python", "-m", "vm.launcher"),
-    "rootdisk/operator": ("python", "-m", "rootdisk.operator"),
-}
-
 
 class ImageNotFound(Exception):
     """The image names none of the programs this node can run."""
@@ -65,10 +57,12 @@ class ImageTable:
     entries: Mapping[str, tuple[str, ...]]
 
     @classmethod
-    def with_extras(cls, extras: Mapping[str, Sequence[str]] | None = None) -> ImageTable:
-        merged = dict(DEFAULT_IMAGES)
-        merged.update({k: tuple(v) for k, v in (extras or {}).items()})
-        return cls(entries=merged)
+    def merged(cls, *tables: Mapping[str, Sequence[str]]) -> ImageTable:
+        """One table from several; a later table's entries add to or replace earlier ones."""
+        entries: dict[str, tuple[str, ...]] = {}
+        for table in tables:
+            entries.update({k: tuple(v) for k, v in table.items()})
+        return cls(entries=entries)
 
     def entry_point(self, reference: str) -> tuple[str, ...]:
         name = image_name(reference)
@@ -78,7 +72,7 @@ class ImageTable:
             known = ", ".join(sorted(self.entries))
             raise ImageNotFound(
                 f'image "{reference}" is not available on this node: localcluster runs only'
-                f" rootdisk's own programs ({known}) under any registry prefix and tag"
+                f" the programs of its image table ({known}) under any registry prefix and tag"
             ) from None
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime
 import logging
 import os
 import platform
@@ -24,27 +23,36 @@ import shutil
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError, Obj
-from localcluster.controllers.informer import Informer, Loop
+from localcluster.kube import claims, client, times
+from localcluster.kube.addresses import AddressPool
+from localcluster.kube.client import Kube, KubeError, Obj
+from localcluster.kube.events import EventRecorder
+from localcluster.kube.informer import Informer, Loop
 from localcluster.kubelet import execs, logs, podvolumes, restarts
 from localcluster.kubelet.cgroups import CgroupManager
 from localcluster.kubelet.env import referenced_names
 from localcluster.kubelet.images import ImageTable
-from localcluster.kubelet.podips import AddressPool
 from localcluster.kubelet.sandbox import project_root
-from localcluster.kubelet.worker import PodWorker, now_iso
-from localcluster.storage import decisions
-from localcluster.storage.events import EventRecorder
-from localcluster.storage.volumes import VolumeManager
+from localcluster.kubelet.worker import PodWorker
 
 logger = logging.getLogger(__name__)
 
 NODE_NAME = "localcluster"
 POD_CIDR = "127.1.0.0/16"
-"""Default; ``rootdisk up`` picks one per data dir (podips.networks_for)."""
+"""Default; ``rootdisk up`` picks one per data dir (kube/addresses.networks_for)."""
+
+
+class OfflineResizes(Protocol):
+    """What the node needs from the volume manager (storage/volumes.py): growing a
+    filesystem whose expansion waited for its volume to be unused."""
+
+    def exists(self, name: str) -> bool: ...
+
+    def resize_pending(self, name: str) -> bool: ...
+
+    def finish_resize(self, name: str) -> None: ...
 
 
 def _memory_bytes() -> int:
@@ -55,10 +63,6 @@ def _memory_bytes() -> int:
     return 0
 
 
-def _micro_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class Node:
     def __init__(
         self, kube: Kube, *, data_dir: str, api_host: str, api_port: int, ca_pem: str,
@@ -67,7 +71,7 @@ class Node:
         images: ImageTable, backoff: restarts.BackoffSettings | None = None,
         name: str = NODE_NAME, heartbeat: float = 10.0, shutdown_grace: float = 5.0,
         pod_cidr: str = POD_CIDR,
-        volume_manager: VolumeManager | None = None,
+        volume_manager: OfflineResizes | None = None,
     ) -> None:
         self.kube = kube
         self.name = name
@@ -176,7 +180,7 @@ class Node:
         }
 
     def _node_status(self, cap: Mapping[str, str] | None = None) -> Obj:
-        now = now_iso()
+        now = times.now()
         cond = [
             {"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": m,
              "lastHeartbeatTime": now, "lastTransitionTime": now}
@@ -210,7 +214,7 @@ class Node:
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": self.name, "namespace": "kube-node-lease"},
                  "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40,
-                          "renewTime": _micro_now()}}
+                          "renewTime": times.micro_now()}}
         if self.kube.get_or_none(client.LEASES, self.name, "kube-node-lease") is None:
             self.kube.create(client.LEASES, lease)
 
@@ -218,7 +222,7 @@ class Node:
         while not self._stop.wait(self.heartbeat):
             try:
                 self.kube.patch(client.LEASES, self.name,
-                                {"spec": {"renewTime": _micro_now()}}, "kube-node-lease")
+                                {"spec": {"renewTime": times.micro_now()}}, "kube-node-lease")
                 self.kube.patch(client.NODES, self.name, {"status": self._node_status()},
                                 subresource="status")
             except Exception as err:
@@ -267,15 +271,15 @@ class Node:
                 return False
             if (claim.get("spec") or {}).get("volumeName"):
                 continue
-            sc = classes.get(decisions.claim_class_name(claim, classes) or "")
+            sc = classes.get(claims.claim_class_name(claim, classes) or "")
             if sc is None:
                 return False
             ann = claim["metadata"].get("annotations") or {}
             if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and \
-                    ann.get(decisions.SELECTED_NODE) != self.name:
+                    ann.get(claims.SELECTED_NODE) != self.name:
                 self.kube.patch(client.PVCS, claim_name,
                                 {"metadata": {"annotations": {
-                                    decisions.SELECTED_NODE: self.name}}}, ns)
+                                    claims.SELECTED_NODE: self.name}}}, ns)
         return True
 
     def _collect_pod_dirs(self, uids: set[str]) -> None:
@@ -302,7 +306,7 @@ class Node:
         self.kube.patch(client.PODS, meta["name"], {"status": {"phase": "Pending",
                         "conditions": [{"type": "PodScheduled", "status": "False",
                                         "reason": "Unschedulable", "lastProbeTime": None,
-                                        "lastTransitionTime": now_iso(),
+                                        "lastTransitionTime": times.now(),
                                         "message": "0/1 nodes are available: 1 node(s) didn't "
                                                    "match Pod's node affinity/selector."}]}},
                         meta["namespace"], subresource="status")

@@ -10,7 +10,6 @@ is deleted for good (``gracePeriodSeconds=0``).
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import shutil
@@ -18,11 +17,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sizes
-from localcluster.controllers import client
-from localcluster.controllers.client import KubeError
+from localcluster.kube import client, times
+from localcluster.kube.addresses import AddressPool
+from localcluster.kube.client import Kube, KubeError
+from localcluster.kube.events import EventRecorder
+from localcluster.kube.informer import Informer
 from localcluster.kubelet import (
     execs,
     images,
@@ -33,12 +35,9 @@ from localcluster.kubelet import (
     security,
     status,
 )
-from localcluster.kubelet.cgroups import Limits
+from localcluster.kubelet.cgroups import CgroupManager, Limits
 from localcluster.kubelet.env import ConfigError, container_env
 from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
-
-if TYPE_CHECKING:
-    from localcluster.kubelet.node import Node
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +45,39 @@ TICK = 0.1
 """Seconds between looks at the containers."""
 
 
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+class NodeServices(Protocol):
+    """What a pod worker needs from its node (kubelet/node.py's :class:`Node` is one).
+
+    Declared here, next to its one user, so the worker does not import the node that
+    creates it: the node imports the worker, never the other way round.
+    """
+
+    kube: Kube
+    pods: Informer
+    pods_dir: str
+    pod_ips: AddressPool
+    events: EventRecorder
+    images: images.ImageTable
+    backoff: restarts.BackoffSettings
+    cgroups: CgroupManager
+    shutdown_grace: float
+    python: str
+    default_path: str
+    project_root: str
+    api_host: str
+    api_port: int
+    host_ip: str
+    cpu_millis: int
+    memory_bytes: int
+
+    def config_data(self, pod: Mapping[str, Any]) -> tuple[dict[str, dict[str, str]],
+                                                            dict[str, dict[str, str]]]: ...
+
+    def pod_context(self, worker: PodWorker) -> podvolumes.PodContext: ...
+
+    def finish_resizes(self, worker: PodWorker) -> None: ...
+
+    def worker_done(self, worker: PodWorker, *, completed: bool = False) -> None: ...
 
 
 @dataclass
@@ -69,7 +99,7 @@ class Slot:
 
 
 class PodWorker(threading.Thread):
-    def __init__(self, node: Node, pod: Mapping[str, Any]) -> None:
+    def __init__(self, node: NodeServices, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]
         super().__init__(daemon=True, name=f"pod:{meta['namespace']}/{meta['name']}")
         self.node = node
@@ -79,7 +109,7 @@ class PodWorker(threading.Thread):
         self.pod_dir = os.path.join(node.pods_dir, self.uid)
         self.pod: Mapping[str, Any] = pod
         self.pod_ip = ""
-        self.start_time = now_iso()
+        self.start_time = times.now()
         self.stopping = threading.Event()
         """Set by the node at shutdown: stop containers, leave the pod object alone."""
         self.finished = threading.Event()
@@ -269,7 +299,7 @@ class PodWorker(threading.Thread):
         self.event("Normal", "Started", f"Started container {name}")
         restarted = slot.instance > 0 or slot.record.last_state is not None
         slot.record = replace(
-            slot.record, state=status.Running(now_iso()), ready=slot.readiness is None,
+            slot.record, state=status.Running(times.now()), ready=slot.readiness is None,
             restart_count=slot.record.restart_count + (1 if restarted else 0),
             container_id=f"localcluster://{self.uid}/{name}/{slot.instance}")
         logger.info("pod %s/%s: started container %s (%s)", self.namespace, self.name, name,
@@ -317,12 +347,12 @@ class PodWorker(threading.Thread):
         assert proc is not None
         code = proc.exit_code()
         started = slot.record.state.started_at if isinstance(
-            slot.record.state, status.Running) else now_iso()
+            slot.record.state, status.Running) else times.now()
         policy = slot.spec.get("terminationMessagePolicy") or "File"
         message = proc.termination_message(
             fallback_to_logs=policy == "FallbackToLogsOnError" and code != 0)
         terminated = status.Terminated(
-            exit_code=code, started_at=started, finished_at=now_iso(),
+            exit_code=code, started_at=started, finished_at=times.now(),
             reason=status.terminated_reason(code, oom_killed=proc.oom_killed()),
             message=message)
         ran_for = time.time() - proc.started_at
@@ -424,7 +454,7 @@ class PodWorker(threading.Thread):
     def status(self) -> dict[str, Any]:
         st = status.pod_status(
             policy=self.policy, records=[s.record for s in self.slots], pod_ip=self.pod_ip,
-            host_ip=self.node.host_ip, start_time=self.start_time, now=now_iso(),
+            host_ip=self.node.host_ip, start_time=self.start_time, now=times.now(),
             message=self._message, reason=self._reason)
         if self.init_slots:
             st["initContainerStatuses"] = [status.container_status(s.record)
@@ -478,9 +508,9 @@ class PodWorker(threading.Thread):
         assert proc is not None
         code = proc.exit_code()
         started = slot.record.state.started_at if isinstance(
-            slot.record.state, status.Running) else now_iso()
+            slot.record.state, status.Running) else times.now()
         slot.record = replace(slot.record, done=True, state=status.Terminated(
-            exit_code=code, started_at=started, finished_at=now_iso(),
+            exit_code=code, started_at=started, finished_at=times.now(),
             reason=status.terminated_reason(code)))
         proc.cleanup()
         slot.process = None

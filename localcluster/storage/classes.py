@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from localcluster.kube.claims import DEFAULT_CLASS
+
 PROVISIONER = "local.localcluster.rootdisk.io"
 """Also the CSIDriver's name, so it must be a DNS subdomain (no slash)."""
 OVERHEAD_ANNOTATION = "localcluster.rootdisk.io/filesystem-overhead"
 FILESYSTEM_OVERHEAD = "0.03"
-DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 POOL_PARAMETER = "pool"
 
 LOCAL = "local"
@@ -33,7 +34,7 @@ LOCAL_REFLINK = "local-reflink"
 def _storage_class(name: str, *, binding: str, pool: str, default: bool) -> dict[str, Any]:
     annotations = {OVERHEAD_ANNOTATION: FILESYSTEM_OVERHEAD}
     if default:
-        annotations[DEFAULT_CLASS_ANNOTATION] = "true"
+        annotations[DEFAULT_CLASS] = "true"
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",

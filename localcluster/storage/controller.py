@@ -1,6 +1,6 @@
 """The provisioner, the PV binder and the expander, talking to the API server.
 
-One level-triggered pass (see controllers/informer.py) applies the decisions of
+One level-triggered pass (see kube/informer.py) applies the decisions of
 decisions.py to what the informers hold: make volumes and PVs for claims that may have
 them, bind claims and PVs, set phases, delete released volumes, grow volumes whose claim
 asks for more. Also installs the StorageClasses and the CSIDriver at start.
@@ -12,12 +12,12 @@ import logging
 from typing import Any
 
 import sizes
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError, Obj
-from localcluster.controllers.informer import Informer, Loop
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError, Obj
+from localcluster.kube.events import EventRecorder
+from localcluster.kube.informer import Informer, Loop
 from localcluster.storage import classes, decisions
 from localcluster.storage.errors import StorageError, VolumeNotFound
-from localcluster.storage.events import EventRecorder
 from localcluster.storage.volumes import REFLINK, STANDARD, VolumeManager
 
 logger = logging.getLogger(__name__)

@@ -21,14 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sizes
+from localcluster.kube.claims import SELECTED_NODE, claim_class_name
 
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
-DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 
 Obj = Mapping[str, Any]
 
@@ -41,17 +40,6 @@ def _meta(obj: Obj) -> Mapping[str, Any]:
 def _spec(obj: Obj) -> Mapping[str, Any]:
     spec: Mapping[str, Any] = obj.get("spec") or {}
     return spec
-
-
-def claim_class_name(claim: Obj, classes: Mapping[str, Obj]) -> str | None:
-    """The claim's class; a claim that names none gets the default class."""
-    name = _spec(claim).get("storageClassName")
-    if name is not None:
-        return str(name)
-    for cname, sc in sorted(classes.items()):
-        if (_meta(sc).get("annotations") or {}).get(DEFAULT_CLASS) == "true":
-            return cname
-    return None
 
 
 @dataclass(frozen=True)

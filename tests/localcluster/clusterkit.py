@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import Cluster, Options
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from localcluster.kubelet.restarts import BackoffSettings
 from localcluster.storage.volumes import GiB
+from rootdisk.images import IMAGES
 
 TESTBOX = os.path.join(os.path.dirname(__file__), "testbox.py")
 IMAGE = "registry.example.com/rootdisk/testbox:test"
@@ -28,7 +29,10 @@ needs_root = pytest.mark.skipif(
 
 
 def options(**kw: Any) -> Options:
+    """Test options: rootdisk's image table (the project's pods run as under ``rootdisk
+    up``), the test box image, fast back-off and heartbeat, no manifests."""
     base: dict[str, Any] = {
+        "images": IMAGES,
         "extra_images": {"rootdisk/testbox": ["python", TESTBOX]},
         "backoff": BackoffSettings(scale=SCALE),
         "reflink_pool_size": 4 * GiB,

@@ -16,8 +16,8 @@ import pytest
 
 from localcluster.apiserver.tls import ensure_tls
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import needs_root, running, try_logs, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow]

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from localcluster.kubelet.security import ALL_CAPS, DEFAULT_CAPS, cap_mask
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory

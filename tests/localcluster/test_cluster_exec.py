@@ -25,8 +25,8 @@ import yaml
 
 from localcluster.apiserver import channels
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import needs_root, pod, running, try_logs, wait_for
 
 KUBECTL = shutil.which("kubectl")

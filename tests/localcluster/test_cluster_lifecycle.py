@@ -12,8 +12,8 @@ import time
 import pytest
 
 from localcluster.cluster import Cluster, ClusterError, is_running
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from localcluster.storage import system
 from tests.localcluster.clusterkit import (
     TESTBOX,

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
-from localcluster.kubelet.podips import networks_for
+from localcluster.kube import client
+from localcluster.kube.addresses import networks_for
+from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import (
     SCALE,
     get,

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError
-from localcluster.controllers.deployments import REVISION
-from localcluster.controllers.workloads import TEMPLATE_HASH
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
+from localcluster.workloads.deployments import REVISION
+from localcluster.workloads.shared import TEMPLATE_HASH
 from tests.localcluster.clusterkit import IMAGE, needs_root, running, wait_for
 
 KUBECTL = shutil.which("kubectl")

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import claims, client
+from localcluster.kube.client import Kube
 from localcluster.storage import classes, decisions
 from tests.localcluster.clusterkit import (
     claim_volume,
@@ -46,7 +46,7 @@ def test_classes_and_csidriver_installed(kube: Kube) -> None:
     scs = {sc["metadata"]["name"]: sc for sc in kube.list(client.STORAGECLASSES)["items"]}
     assert set(scs) >= {"local", "local-immediate", "local-reflink"}
     assert scs["local"]["volumeBindingMode"] == "WaitForFirstConsumer"
-    assert scs["local"]["metadata"]["annotations"][classes.DEFAULT_CLASS_ANNOTATION] == "true"
+    assert scs["local"]["metadata"]["annotations"][claims.DEFAULT_CLASS] == "true"
     assert scs["local-immediate"]["volumeBindingMode"] == "Immediate"
     for sc in scs.values():
         assert sc["provisioner"] == classes.PROVISIONER and sc["allowVolumeExpansion"]

@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.apply import ManifestError
-from localcluster.controllers.client import Kube
-from localcluster.controllers.workloads import TEMPLATE_HASH
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from localcluster.workloads.apply import ManifestError
+from localcluster.workloads.shared import TEMPLATE_HASH
 from tests.localcluster.clusterkit import (
     IMAGE,
     needs_root,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers.client import Kube
+from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import running
 from tests.populators import kit
 

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 from kopf.testing import KopfRunner
 
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube
+from localcluster.kube import client
+from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

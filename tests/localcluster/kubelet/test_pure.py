@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from localcluster.kube.addresses import AddressExhausted, AddressPool
 from localcluster.kubelet import images, restarts, status
-from localcluster.kubelet.podips import AddressExhausted, AddressPool
 from localcluster.kubelet.status import ContainerRecord, Running, Terminated, Waiting
+from rootdisk.images import IMAGES
 
 
 @pytest.mark.parametrize(("ref", "name"), [
@@ -23,7 +24,7 @@ def test_image_name(ref: str, name: str) -> None:
 
 
 def test_image_table() -> None:
-    table = images.ImageTable.with_extras({"rootdisk/testbox": ["python", "box.py"]})
+    table = images.ImageTable.merged(IMAGES, {"rootdisk/testbox": ["python", "box.py"]})
     assert table.entry_point("reg:5000/rootdisk/importer:v1") == ("python", "-m", "importer")
     assert table.entry_point("rootdisk/operator") == ("python", "-m", "rootdisk.operator")
     assert table.entry_point("rootdisk/testbox:t") == ("python", "box.py")
@@ -159,7 +160,7 @@ def test_address_pool() -> None:
 
 
 def test_networks_for_data_dirs() -> None:
-    from localcluster.kubelet.podips import networks_for
+    from localcluster.kube.addresses import networks_for
 
     pods, services = networks_for("/var/lib/a")
     assert networks_for("/var/lib/a") == (pods, services)

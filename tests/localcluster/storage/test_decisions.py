@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from localcluster.kube import claims
 from localcluster.storage import classes, decisions
 from localcluster.storage.decisions import ClaimPlan, Provision, Refuse, Skip, VolumePlan
 
@@ -33,7 +34,7 @@ def pvc(name: str = "c", *, uid: str = "u1", sc: str | None = "local-immediate",
     return obj
 
 
-SEL = {decisions.SELECTED_NODE: "node1"}
+SEL = {claims.SELECTED_NODE: "node1"}
 IMPORT_REF = {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "x"}
 PVC_REF = {"kind": "PersistentVolumeClaim", "name": "golden"}
 
