@@ -26,7 +26,7 @@ from pathlib import Path
 from _common import DEFAULT_WORKDIR, human, parse_size, prepare_images, rootdisk_argv, serve_dir
 
 from localcluster.cluster import Cluster, Options
-from localcluster.controllers.client import Kube
+from localcluster.kube.client import Kube
 from tests.e2e import kit
 from tests.fixtures.images import ImageFactory
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import Cluster
-from localcluster.controllers import client
-from localcluster.controllers.client import Kube, KubeError
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
