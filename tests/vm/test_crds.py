@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster.apiserver import schema
-from localcluster.apiserver.crds import validate_crd
-from localcluster.apiserver.schema_structural import validate_structural
+from localcluster.apiserver.rules.crds import validate_crd
+from localcluster.apiserver.schema import pruning, validation
+from localcluster.apiserver.schema.structural import validate_structural
 from vm.api import crds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,8 +38,8 @@ def test_upstream_vm_manifest_validates_and_nothing_is_pruned() -> None:
     vm = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     vm["metadata"]["namespace"] = "default"
     s = _schema(crds.all_crds()["virtualmachines.yaml"])
-    assert schema.validate(vm, s) == []
-    pruned, report = schema.prune_with_report(copy.deepcopy(vm), s)
+    assert validation.validate(vm, s) == []
+    pruned, report = pruning.prune_with_report(copy.deepcopy(vm), s)
     assert report == []
     assert pruned == vm
     # fields the schema does not type (masquerade, rng, features) survive
@@ -50,7 +50,7 @@ def test_schema_rejects_a_wrong_type_naming_the_field() -> None:
     vm = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     vm["spec"]["template"]["spec"]["domain"]["devices"]["disks"][0]["bootOrder"] = "first"
     s = _schema(crds.all_crds()["virtualmachines.yaml"])
-    errors = [str(e) for e in schema.validate(vm, s)]
+    errors = [str(e) for e in validation.validate(vm, s)]
     assert any("bootOrder" in e for e in errors), errors
 
 
