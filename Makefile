@@ -42,7 +42,7 @@ pytest: setup
 test: lint pytest
 
 demo: setup
-	$(PY) -m rootdisk.demo
+	$(PY) -m rootdisk.demo $(if $(STOP),--stop)
 
 bench: setup
 	@for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -27,6 +27,7 @@ from _common import DEFAULT_WORKDIR, human, parse_size, prepare_images, rootdisk
 
 from localcluster.cluster import Cluster, Options
 from localcluster.kube.client import Kube
+from rootdisk.images import IMAGES
 from tests.e2e import kit
 from tests.fixtures.images import ImageFactory
 
@@ -83,7 +84,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dv-bench-", dir=args.workdir) as data, \
             serve_dir(args.workdir, rates={images.qcow2.name: args.rate}) as server:
         (Path(data) / "out").mkdir()
-        cluster = Cluster(str(Path(data) / "cluster"), Options(manifests=kit.MANIFESTS))
+        cluster = Cluster(str(Path(data) / "cluster"),
+                          Options(images=IMAGES, manifests=kit.MANIFESTS))
         cluster.start()
         try:
             kube = kit.cluster_kube(cluster)

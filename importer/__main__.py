@@ -11,6 +11,7 @@ from pathlib import Path
 
 from importer.config import TERMINATION_LOG, from_env
 from importer.errors import ConfigError
+from importer.redact import install_log_filter
 from importer.run import EXIT_PERMANENT, run
 from importer.termination import message, write
 
@@ -18,6 +19,7 @@ from importer.termination import message, write
 def main() -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_filter()
     try:
         config = from_env()
     except ConfigError as err:

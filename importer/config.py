@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
+from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
 from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
 
 FILESYSTEM_DEST = Path("/data/disk.img")
@@ -72,6 +73,17 @@ class ImporterConfig:
     scratch_dir: Path | None = None
     """Where a compressed convertible image is decompressed before conversion.
     None: beside the destination file (Filesystem), or the temp dir (Block)."""
+    partial_file: bool = False
+    """Write a file destination as ``.NAME.partial`` beside it and rename it on success
+    (the CLI: a killed import leaves nothing under the real name). Pods write the
+    volume's disk.img in place: their exit status and termination message are the record."""
+    stall_min_bytes: int = DEFAULT_MIN_BYTES
+    """Fail ``Stalled`` when fewer bytes than this arrive in ``stall_window`` seconds."""
+    stall_window: float = DEFAULT_WINDOW
+    deadline: float | None = None
+    """Seconds the whole import may take (None: no overall deadline)."""
+    read_timeout: float = 60.0
+    """Seconds without a byte before a read is given up (and retried, resuming)."""
     retry_attempts: int = 6
     """Tries of one read (the first included) before a transfer error is final."""
     retry_delay: float = 1.0
@@ -85,12 +97,24 @@ class ImporterConfig:
         check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
         if self.retry_attempts < 1:
             raise ConfigError("retry_attempts: must be at least 1")
+        if self.read_timeout <= 0:
+            raise ConfigError(f"IMPORTER_READ_TIMEOUT: must be positive, got {self.read_timeout}")
+        if self.stall_window <= 0:
+            raise ConfigError(f"IMPORTER_STALL_WINDOW: must be positive, got {self.stall_window}")
+        if self.stall_min_bytes < 0:
+            raise ConfigError("IMPORTER_STALL_MIN_BYTES: must not be negative")
+        if self.deadline is not None and self.deadline <= 0:
+            raise ConfigError(f"IMPORTER_DEADLINE: must be positive, got {self.deadline}")
 
 
 def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
     """Only http, https and s3 URLs, with a host (or bucket)."""
     if not url:
         raise ConfigError(f"{field_name}: an image URL is required")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        # A raw CR/LF would forge log lines and headers; URLs escape them as %0D%0A.
+        raise ConfigError(f"{field_name}: the URL holds a control character (CR, LF, ...);"
+                          " escape it with %XX")
     parts = urlsplit(url)
     allowed = _URL_SCHEMES[source]
     if parts.scheme not in allowed:
@@ -142,6 +166,11 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
         retry_attempts=_int(env, "IMPORTER_RETRY_ATTEMPTS", 6),
         retry_delay=_float(env, "IMPORTER_RETRY_DELAY", 1.0),
+        read_timeout=_float(env, "IMPORTER_READ_TIMEOUT", 60.0),
+        stall_min_bytes=parse_byte_count(env.get("IMPORTER_STALL_MIN_BYTES") or "1Mi",
+                                         field_name="IMPORTER_STALL_MIN_BYTES"),
+        stall_window=_float(env, "IMPORTER_STALL_WINDOW", DEFAULT_WINDOW),
+        deadline=_float(env, "IMPORTER_DEADLINE", 0.0) or None,
     )
 
 
@@ -168,6 +197,14 @@ def parse_size(text: str, *, field_name: str) -> int:
     if size <= 0:
         raise ConfigError(f"{field_name}: size must be positive, got {text!r}")
     return size
+
+
+def parse_byte_count(text: str, *, field_name: str) -> int:
+    """A byte count where 0 is allowed (0 turns a minimum off)."""
+    try:
+        return parse_bytes(text)
+    except ValueError as err:
+        raise ConfigError(f"{field_name}: {err}") from None
 
 
 def _env_headers(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -66,6 +66,21 @@ def sniff_compression(head: bytes) -> Compression | None:
     return None
 
 
+_HTML = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*<(?:!doctype\s+html|html)[\s>]", re.IGNORECASE)
+_TITLE = re.compile(rb"<title[^>]*>([^<]{0,200})", re.IGNORECASE)
+
+
+def web_page(head: bytes) -> str | None:
+    """What an HTML page at the start of the data says it is (its title), or None when
+    the data does not start like one. A disk image never starts with ``<html``: a wrong
+    URL, a login page or a proxy's error page does."""
+    if not _HTML.match(head):
+        return None
+    title = _TITLE.search(head)
+    text = title.group(1).decode("utf-8", "replace") if title else ""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:80]
+
+
 def sniff_image(head: bytes) -> Image:
     """Identify an uncompressed image from its head.
 
@@ -116,28 +131,41 @@ def _qcow2(head: bytes) -> Image:
     return Image(ImageFormat.QCOW2, size)
 
 
-_EXTENT = re.compile(r'^(RW|RDONLY|NOACCESS)\s+(\d+)\s+(\w+)(?:\s+"([^"]*)")?', re.MULTILINE)
+# qemu reads an embedded descriptor from desc_offset to its first NUL, up to 1 MiB,
+# whatever desc_size says; lines are read with sscanf, which skips leading whitespace;
+# keys are found with strstr, anywhere in the text.
+_DESCRIPTOR_MAX = 1024 * 1024
+_ACCESS = re.compile(r"^\s*(RW|RDONLY|NOACCESS)\s+(\d+)\s+(\S+)", re.MULTILINE)
 
 
 def _vmdk_sparse(head: bytes) -> Image:
     _need(head, 44, "vmdk")
-    capacity, _, desc_offset, desc_size = struct.unpack_from("<QQQQ", head, 12)
-    start, end = desc_offset * SECTOR, (desc_offset + desc_size) * SECTOR
-    if desc_offset and desc_size:
-        if end > len(head):
+    capacity, _, desc_offset, _desc_size = struct.unpack_from("<QQQQ", head, 12)
+    if capacity == 0:
+        # qemu then opens the embedded descriptor as a descriptor file: its extents are
+        # other files.
+        raise BackingFileRejected("vmdk image with capacity 0: qemu would open the extents"
+                                  " its embedded descriptor names")
+    if desc_offset:
+        start = desc_offset * SECTOR
+        if start >= len(head):
             raise InvalidImage("vmdk embedded descriptor lies beyond the image head")
-        _check_vmdk_descriptor(head[start:end].split(b"\x00", 1)[0].decode("ascii", "replace"))
+        text = head[start : start + _DESCRIPTOR_MAX]
+        end = text.find(b"\x00")
+        if end < 0 and len(head) - start < _DESCRIPTOR_MAX and len(head) >= HEAD_BYTES:
+            raise InvalidImage("vmdk embedded descriptor runs past the image head")
+        _check_vmdk_descriptor(text[: end if end >= 0 else None].decode("latin-1"))
     return Image(ImageFormat.VMDK, capacity * SECTOR)
 
 
 def _check_vmdk_descriptor(text: str) -> None:
-    parent = re.search(r"^parentCID\s*=\s*(\w+)", text, re.MULTILINE)
+    if "parentFileNameHint" in text:
+        raise BackingFileRejected("vmdk image names a parent file")
+    parent = re.search(r"parentCID\s*=\s*\"?(\w*)", text)
     if parent and parent.group(1).lower() != "ffffffff":
         raise BackingFileRejected("vmdk image has a parent (parentCID is set)")
-    if re.search(r"^parentFileNameHint", text, re.MULTILINE):
-        raise BackingFileRejected("vmdk image names a parent file")
-    extents = _EXTENT.findall(text)
-    if len(extents) > 1 or any(kind.upper() != "SPARSE" for _, _, kind, _ in extents):
+    extents = _ACCESS.findall(text)
+    if len(extents) > 1 or any(kind.upper() != "SPARSE" for _, _, kind in extents):
         raise BackingFileRejected("vmdk image has external extents")
 
 

@@ -8,13 +8,16 @@ anywhere wipes the destination, so a broken import never looks like a good disk.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -22,9 +25,18 @@ from typing import Any
 
 import zstandard
 
-from importer import nbd, plan, qemu_img
+from importer import nbd, plan
 from importer.config import ImporterConfig, SourceKind
-from importer.errors import ChecksumMismatch, ImporterError, InvalidImage, TooSmall
+from importer.errors import (
+    ChecksumMismatch,
+    DeadlineExceeded,
+    ImporterError,
+    Interrupted,
+    InvalidImage,
+    NotADiskImage,
+    Stalled,
+    TooSmall,
+)
 from importer.formats import (
     HEAD_BYTES,
     Compression,
@@ -32,11 +44,14 @@ from importer.formats import (
     gzip_size_hint,
     sniff_compression,
     sniff_image,
+    web_page,
     xz_uncompressed_size,
 )
 from importer.progress import Progress
+from importer.qemu_img import QemuImg, SubprocessQemuImg
 from importer.sources.base import Probe, Source
 from importer.streams import IterReader, bounded, decompressed, observed, peek, resumable
+from importer.watchdog import Watchdog
 from importer.writers import (
     SparseWriter,
     device_size,
@@ -95,20 +110,51 @@ class Result:
         }
 
 
+@dataclass(frozen=True)
+class Planned:
+    """What the Info step learned, handed to the route's step (no state set aside in
+    attributes: a route sees exactly this)."""
+
+    usable: int
+    """The most bytes of raw disk the destination takes."""
+    probe: Probe | None = None
+    image: Image | None = None
+    compressions: tuple[Compression, ...] = ()
+    chunks: Iterator[bytes] | None = None
+    """A stream Info opened to look inside a compressed image, to be read on from."""
+
+
+Step = Callable[[Planned], Phase]
+Exporter = Callable[..., AbstractContextManager[nbd.Export]]
+
+
 class Processor:
-    def __init__(self, config: ImporterConfig, source: Source, progress: Progress) -> None:
+    """The phase machine. Its I/O seams are parameters, so the clone and upload programs
+    (and tests, with ``tests/fakes.py``) can supply their own: ``qemu`` (a ``QemuImg``),
+    ``exporter`` (an NBD export of the source), ``statvfs``."""
+
+    def __init__(self, config: ImporterConfig, source: Source, progress: Progress, *,
+                 watchdog: Watchdog | None = None, qemu: QemuImg | None = None,
+                 exporter: Exporter = nbd.export,
+                 statvfs: Callable[[Path], os.statvfs_result] = os.statvfs) -> None:
         self.config = config
+        self.watchdog = watchdog
+        self.qemu: QemuImg = qemu if qemu is not None else SubprocessQemuImg()
+        self.exporter = exporter
+        self.statvfs = statvfs
+        self.visited: list[Phase] = []
         self.source = source
         self.progress = progress
         self.result = Result()
         self.block = is_block_device(config.dest)
+        self.target = config.dest
+        """Where the disk is written: the destination itself (a device, a volume's
+        disk.img), or for ``config.partial_file`` a name beside it, renamed on success."""
+        if config.partial_file and not self.block and not config.dest.is_dir():
+            self.target = config.dest.with_name(f".{config.dest.name}.partial")
         self.hasher = config.checksum.hasher() if config.checksum else None
-        self._probe: Probe | None = None
-        self._image: Image | None = None
-        self._chunks: Iterator[bytes] | None = None  # a stream opened by Info, to go on with
-        self._usable = 0
-        self.steps: dict[Phase, Callable[[], Phase]] = {
-            Phase.INFO: self.info,
+        self._fetch_lock = threading.Lock()
+        self.steps: dict[Phase, Step] = {
             Phase.STREAM: self.stream,
             Phase.NBD_CONVERT: self.nbd_convert,
             Phase.SCRATCH_CONVERT: self.scratch_convert,
@@ -119,14 +165,12 @@ class Processor:
 
     def run(self) -> Result:
         started = time.monotonic()
-        phase, visited = Phase.INFO, set()
+        phase = Phase.INFO
         try:
+            phase, planned = self._enter(phase), self.info()
+            phase = _ROUTE_PHASE[plan.Route(self.result.route)]
             while phase is not Phase.COMPLETE:
-                if phase in visited:
-                    raise ImporterError(f"phase {phase} reached twice")
-                visited.add(phase)
-                logger.info("phase %s", phase)
-                phase = self.steps[phase]()
+                phase = self.steps[self._enter(phase)](planned)
         except OSError as err:
             self._wipe_destination()
             if err.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -135,30 +179,43 @@ class Processor:
         except BaseException:
             self._wipe_destination()
             raise
+        if self.target != self.config.dest and self.result.route != plan.Route.ARCHIVE:
+            os.replace(self.target, self.config.dest)
         self.result.seconds = time.monotonic() - started
         self.progress.set_percent(100.0)
         return self.result
 
+    def _enter(self, phase: Phase) -> Phase:
+        """The loop guard: no phase runs twice (a step naming a visited phase is a bug)."""
+        if phase in self.visited:
+            raise ImporterError(f"phase {phase} reached twice")
+        self.visited.append(phase)
+        logger.info("phase %s", phase)
+        return phase
+
     # -- Info -----------------------------------------------------------------------------
 
-    def info(self) -> Phase:
-        self._usable = self._usable_bytes()
+    def info(self) -> Planned:
+        """Probe, sniff, check the size, choose the route (``result.route``)."""
+        usable = self._usable_bytes()
         if self.config.source is SourceKind.BLANK:
             self.result.route = plan.Route.BLANK
-            return Phase.BLANK
-        probe = self._probe = self.source.probe()
+            return Planned(usable=usable)
+        probe = self.source.probe()
         head = probe.head
+        _refuse_web_page(probe)
         compressions: list[Compression] = []
+        chunks: Iterator[bytes] | None = None
         while (compression := sniff_compression(head)) is not None:
             if not compressions:
-                self._precheck_compressed(compression, probe)
-                self._chunks = self._fetched()
+                self._precheck_compressed(compression, probe, usable)
+                chunks = self._fetched(probe)
             compressions.append(compression)
-            assert self._chunks is not None
-            head, self._chunks = peek(decompressed(self._chunks, compression), HEAD_BYTES)
+            assert chunks is not None
+            head, chunks = peek(decompressed(chunks, compression), HEAD_BYTES)
             if len(compressions) > 3:
                 raise InvalidImage("more than three nested compression wrappers")
-        image = self._image = sniff_image(head)
+        image = sniff_image(head)
         decision = plan.choose_route(
             content_type=self.config.content_type,
             compressions=tuple(compressions),
@@ -170,7 +227,7 @@ class Processor:
         if virtual is None and not compressions and not image.format.convertible:
             virtual = probe.size
         if decision.route is not plan.Route.ARCHIVE:
-            plan.check_fits(virtual_size=virtual, usable=self._usable)
+            plan.check_fits(virtual_size=virtual, usable=usable)
         self.result.route, self.result.why = decision.route, decision.why
         self.progress.set_span(start=0, end=self._fetch_share())
         self.result.format = "iso" if image.iso else image.format.value
@@ -178,8 +235,9 @@ class Processor:
         self.result.virtual_size = virtual
         logger.info("%s image%s, virtual size %s, usable %d: %s", self.result.format,
                     f" in {'+'.join(self.result.compression)}" if compressions else "",
-                    virtual, self._usable, decision.why)
-        return _ROUTE_PHASE[decision.route]
+                    virtual, usable, decision.why)
+        return Planned(usable=usable, probe=probe, image=image,
+                       compressions=tuple(compressions), chunks=chunks)
 
     def _usable_bytes(self) -> int:
         dest = self.config.dest
@@ -188,7 +246,7 @@ class Processor:
                                      available=0, overhead=self.config.filesystem_overhead)
         directory = dest if dest.is_dir() else dest.parent
         directory.mkdir(parents=True, exist_ok=True)
-        stat = os.statvfs(directory)
+        stat = self.statvfs(directory)
         existing = dest.stat().st_blocks * 512 if dest.is_file() else 0
         return plan.usable_bytes(
             block_device_size=None,
@@ -197,7 +255,8 @@ class Processor:
             overhead=self.config.filesystem_overhead,
         )
 
-    def _precheck_compressed(self, compression: Compression, probe: Probe) -> None:
+    def _precheck_compressed(self, compression: Compression, probe: Probe,
+                             usable: int) -> None:
         """The decompressed size, where the wrapper tells it cheaply, against the volume."""
         hint: int | None = None
         if compression is Compression.ZSTD:
@@ -208,14 +267,13 @@ class Processor:
             tail = self.source.read_range(probe.size - tail_length, tail_length)
             hint = (gzip_size_hint(tail) if compression is Compression.GZIP
                     else xz_uncompressed_size(tail))
-        if hint is not None and hint > self._usable:
-            plan.check_fits(virtual_size=hint, usable=self._usable)
+        if hint is not None and hint > usable:
+            plan.check_fits(virtual_size=hint, usable=usable)
 
-    def _fetched(self) -> Iterator[bytes]:
+    def _fetched(self, probe: Probe) -> Iterator[bytes]:
         """The source's bytes in order, hashed and counted as fetched."""
-        assert self._probe is not None
-        self.progress.stage(start=0, end=self._fetch_share(), total_bytes=self._probe.size)
-        chunks = resumable(self.source, self.config, size=self._probe.size)
+        self.progress.stage(start=0, end=self._fetch_share(), total_bytes=probe.size)
+        chunks = resumable(self.source, self.config, size=probe.size)
         if self.hasher is not None:
             chunks = observed(chunks, self.hasher.update)
         return observed(chunks, self._count)
@@ -225,7 +283,16 @@ class Processor:
 
     def _count(self, chunk: bytes) -> None:
         self.result.fetched_bytes += len(chunk)
+        if self.watchdog is not None:
+            self.watchdog.add(len(chunk))
         self.progress.advance(len(chunk))
+
+    def _fetched_by_proxy(self, count: int) -> None:
+        """Bytes the range endpoint fetched for nbdkit (from reader threads)."""
+        with self._fetch_lock:
+            self.result.fetched_bytes += count
+        if self.watchdog is not None:
+            self.watchdog.add(count)
 
     def _verify_checksum(self) -> None:
         expected = self.config.checksum
@@ -239,17 +306,24 @@ class Processor:
 
     # -- routes ---------------------------------------------------------------------------
 
-    def stream(self) -> Phase:
-        chunks = self._chunks if self._chunks is not None else self._fetched()
-        if self.result.compression:
-            chunks = bounded(chunks, limit=self._usable, what="decompressed data")
-        writer = SparseWriter(self.config.dest, preallocate=self.config.preallocation)
+    def _chunks(self, planned: Planned) -> Iterator[bytes]:
+        if planned.chunks is not None:
+            return planned.chunks
+        assert planned.probe is not None
+        return self._fetched(planned.probe)
+
+    def stream(self, planned: Planned) -> Phase:
+        chunks = self._chunks(planned)
+        usable = planned.usable
+        if planned.compressions:
+            chunks = bounded(chunks, limit=usable, what="decompressed data")
+        writer = SparseWriter(self.target, preallocate=self.config.preallocation)
         try:
             for chunk in chunks:
-                if writer.offset + len(chunk) > self._usable:
+                if writer.offset + len(chunk) > usable:
                     raise TooSmall(
                         "DataVolume too small to contain image: more than the usable"
-                        f" {self._usable} bytes of data")
+                        f" {usable} bytes of data")
                 writer.write(chunk)
             self._verify_checksum()
             self.result.virtual_size = writer.offset
@@ -259,23 +333,31 @@ class Processor:
             raise
         return Phase.RESIZE
 
-    def nbd_convert(self) -> Phase:
-        assert self._probe is not None and self._probe.size is not None and self._image
+    def nbd_convert(self, planned: Planned) -> Phase:
+        assert planned.probe is not None and planned.probe.size is not None and planned.image
         with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
-                nbd.export(self.source, self.config, size=self._probe.size,
-                           workdir=Path(workdir)) as export:
-            try:
-                self._convert(export.uri, progress_from=0)
-            except ImporterError as err:
-                raise (export.failure() or err) from err
+                self.exporter(self.source, self.config, size=planned.probe.size,
+                              workdir=Path(workdir), on_fetch=self._fetched_by_proxy) as export:
+            # nbdkit's curl plugin fetches the direct route's bytes: its reads count.
+            counter = nbd.read_counter(export.reads_log) if export.reads_log else None
+            with (self.watchdog.watch(counter) if self.watchdog and counter
+                  else contextlib.nullcontext()):
+                try:
+                    self._convert(planned, export.uri, progress_from=0)
+                except (Interrupted, Stalled, DeadlineExceeded):
+                    raise  # the import's own verdict, not the source's
+                except ImporterError as err:
+                    raise (export.failure() or err) from err
+                if counter is not None:
+                    self.result.fetched_bytes += counter()
         return Phase.RESIZE
 
-    def scratch_convert(self) -> Phase:
-        assert self._image is not None
-        chunks = self._chunks if self._chunks is not None else self._fetched()
-        virtual = self._image.virtual_size
-        limit = (virtual + virtual // 64 + 64 * 1024 * 1024) if virtual else self._usable
-        chunks = bounded(chunks, limit=limit, what=f"{self._image.format} image data")
+    def scratch_convert(self, planned: Planned) -> Phase:
+        assert planned.image is not None
+        chunks = self._chunks(planned)
+        virtual = planned.image.virtual_size
+        limit = (virtual + virtual // 64 + 64 * 1024 * 1024) if virtual else planned.usable
+        chunks = bounded(chunks, limit=limit, what=f"{planned.image.format} image data")
         with tempfile.TemporaryDirectory(prefix="rootdisk-scratch-", dir=self._scratch_dir()) as d:
             scratch = Path(d) / "image"
             writer = SparseWriter(scratch)
@@ -287,26 +369,27 @@ class Processor:
                 writer.discard()
                 raise
             self._verify_checksum()
-            self._convert(str(scratch), progress_from=self._fetch_share())
+            with (self.watchdog.paused() if self.watchdog else contextlib.nullcontext()):
+                self._convert(planned, str(scratch), progress_from=self._fetch_share())
         return Phase.RESIZE
 
-    def _convert(self, image: str, *, progress_from: float) -> None:
-        assert self._image is not None
-        fmt = self._image.format
-        info = qemu_img.info(image, fmt)
+    def _convert(self, planned: Planned, image: str, *, progress_from: float) -> None:
+        assert planned.image is not None
+        fmt = planned.image.format
+        info = self.qemu.info(image, fmt)
         self.result.virtual_size = info.virtual_size
-        plan.check_fits(virtual_size=info.virtual_size, usable=self._usable)
-        qemu_img.check(image, fmt)
-        zeroed = zero_device(self.config.dest) if self.block else False
+        plan.check_fits(virtual_size=info.virtual_size, usable=planned.usable)
+        self.qemu.check(image, fmt)
+        zeroed = zero_device(self.target) if self.block else False
         self.progress.stage(start=progress_from, end=100)
-        qemu_img.convert(
-            image, fmt, self.config.dest,
+        self.qemu.convert(
+            image, fmt, self.target,
             virtual_size=info.virtual_size, dest_is_block=self.block, dest_is_zero=zeroed,
             preallocate=self.config.preallocation,
-            direct_io=supports_direct_io(self.config.dest),
+            direct_io=supports_direct_io(self.target),
             progress=self.progress.stage_percent,
         )
-        self.result.size = info.virtual_size if not self.block else device_size(self.config.dest)
+        self.result.size = info.virtual_size if not self.block else device_size(self.target)
 
     def _scratch_dir(self) -> Path | None:
         """The configured scratch dir; else a pod's scratch volume at /scratch (upstream's
@@ -317,76 +400,105 @@ class Processor:
             return SCRATCH_MOUNT
         return None if self.block else self.config.dest.parent
 
-    def archive(self) -> Phase:
+    def archive(self, planned: Planned) -> Phase:
         target = self.config.dest if self.config.dest.is_dir() else self.config.dest.parent
-        chunks = self._chunks if self._chunks is not None else self._fetched()
+        chunks = self._chunks(planned)
         extracted: list[Path] = []
         total = 0
         try:
             with tarfile.open(fileobj=IterReader(chunks), mode="r|") as tar:
                 for member in tar:
-                    extracted.extend(_new_parents(target, member.name))
-                    total += member.size
-                    if total > self._usable:
+                    # What the data filter makes of the member (absolute names lose their
+                    # "/", escapes raise) is what is extracted, and what cleanup may remove.
+                    safe = tarfile.data_filter(member, str(target))
+                    path = _inside(target, safe.name)
+                    extracted.extend(_new_parents(target, safe.name))
+                    total += safe.size
+                    if total > planned.usable:
                         raise TooSmall(f"DataVolume too small to contain archive: more than"
-                                       f" {self._usable} bytes of files")
-                    tar.extract(member, target, filter="data")
-                    extracted.append(target / member.name)
+                                       f" {planned.usable} bytes of files")
+                    existed = path.exists() or path.is_symlink()
+                    tar.extract(safe, target, filter="data")
+                    if not existed:
+                        extracted.append(path)
             self._verify_checksum()
         except tarfile.TarError as err:
-            _remove_all(extracted)
+            _remove_all(extracted, root=target)
             raise InvalidImage(f"bad tar archive: {err}", cause=err) from err
         except BaseException:
-            _remove_all(extracted)
+            _remove_all(extracted, root=target)
             raise
         self.result.size = total
         return Phase.COMPLETE
 
-    def blank(self) -> Phase:
+    def blank(self, planned: Planned) -> Phase:
         if self.block:
-            if not zero_device(self.config.dest):
-                writer = SparseWriter(self.config.dest)
+            if not zero_device(self.target):
+                writer = SparseWriter(self.target)
                 writer.finish()
-            self.result.size = device_size(self.config.dest)
+            self.result.size = device_size(self.target)
             return Phase.COMPLETE
-        writer = SparseWriter(self.config.dest, preallocate=self.config.preallocation)
-        self.result.size = writer.finish(self._usable)
+        writer = SparseWriter(self.target, preallocate=self.config.preallocation)
+        self.result.size = writer.finish(planned.usable)
         self.result.virtual_size = self.result.size
         return Phase.COMPLETE
 
-    def resize(self) -> Phase:
+    def resize(self, planned: Planned) -> Phase:
         """Grow a Filesystem volume's raw disk to the usable size (never shrink)."""
         if self.block or self.config.image_size is None:
             self._record_allocation()
             return Phase.COMPLETE
-        size = self.config.dest.stat().st_size
-        if self._usable > size:
-            os.truncate(self.config.dest, self._usable)
+        size = self.target.stat().st_size
+        usable = planned.usable
+        if usable > size:
+            os.truncate(self.target, usable)
             if self.config.preallocation:
-                fd = os.open(self.config.dest, os.O_WRONLY)
+                fd = os.open(self.target, os.O_WRONLY)
                 try:
-                    os.posix_fallocate(fd, size, self._usable - size)
+                    os.posix_fallocate(fd, size, usable - size)
                 finally:
                     os.close(fd)
-            logger.info("resized %s from %d to %d bytes", self.config.dest, size, self._usable)
-        self.result.size = max(size, self._usable)
+            logger.info("resized %s from %d to %d bytes", self.target, size, usable)
+        self.result.size = max(size, usable)
         self._record_allocation()
         return Phase.COMPLETE
 
     def _record_allocation(self) -> None:
         if not self.block:
-            self.result.allocated_bytes = self.config.dest.stat().st_blocks * 512
+            self.result.allocated_bytes = self.target.stat().st_blocks * 512
 
     def _wipe_destination(self) -> None:
         if self.result.route != plan.Route.ARCHIVE:
             try:
-                wipe(self.config.dest)
+                wipe(self.target)
             except OSError as err:
-                logger.warning("could not wipe %s after the failure: %s", self.config.dest, err)
+                logger.warning("could not wipe %s after the failure: %s", self.target, err)
+
+
+def _refuse_web_page(probe: Probe) -> None:
+    title = web_page(probe.head)
+    if title is None:
+        return
+    kind = (probe.content_type or "no Content-Type").split(";")[0].strip()[:60]
+    size = f"{probe.size} bytes" if probe.size is not None else "unknown size"
+    raise NotADiskImage(
+        f"the URL returned an HTML page ({kind}, {size}"
+        + (f", titled {title!r}" if title else "")
+        + "), not a disk image: check the URL and its credentials")
+
+
+def _inside(root: Path, name: str) -> Path:
+    """``root / name``, refused unless it lies inside ``root`` (names are filtered first;
+    this is the second lock on the door)."""
+    path = Path(os.path.normpath(root / name))
+    if Path(os.path.commonpath([root.resolve(), path.parent.resolve()])) != root.resolve():
+        raise InvalidImage(f"tar member {name!r} lies outside the volume")
+    return path
 
 
 def _new_parents(root: Path, name: str) -> list[Path]:
-    """Directories extracting ``name`` will create, outermost first."""
+    """Directories extracting ``name`` (a filtered, relative name) will create,
+    outermost first."""
     created = []
     path = root
     for part in Path(name).parts[:-1]:
@@ -396,9 +508,15 @@ def _new_parents(root: Path, name: str) -> list[Path]:
     return created
 
 
-def _remove_all(paths: list[Path]) -> None:
+def _remove_all(paths: list[Path], *, root: Path) -> None:
+    """Remove what the extraction created, newest first, and only inside ``root``."""
+    base = root.resolve()
     for path in reversed(paths):
         try:
+            parent = path.parent.resolve()
+            if parent != base and base not in parent.parents:
+                logger.warning("not removing %s: outside %s", path, root)
+                continue
             if path.is_dir() and not path.is_symlink():
                 path.rmdir()
             else:

@@ -15,14 +15,16 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from importer import children
 from importer.errors import BackingFileRejected, ImporterError, InvalidImage, TransferError
 from importer.formats import ImageFormat
 
 logger = logging.getLogger(__name__)
 
 GIB = 1024**3
+OUTPUT_LIMIT = 1024 * 1024
 INFO_LIMITS = (1 * GIB, 30)
 _PROGRESS = re.compile(rb"\((\d+\.\d+)/100%\)")
 
@@ -46,14 +48,19 @@ def _limited(argv: list[str], address_space: int, cpu_seconds: int) -> list[str]
 def info(image: str, fmt: ImageFormat) -> ImageInfo:
     """``qemu-img info`` of an image (a path or an NBD URI) of a known format."""
     argv = ["qemu-img", "info", "--output=json", "-f", fmt.value, image]
-    try:
-        done = subprocess.run(_limited(argv, *INFO_LIMITS), capture_output=True, timeout=60,
-                              check=False)
-    except subprocess.TimeoutExpired as err:
-        raise InvalidImage(f"qemu-img info of the {fmt} image timed out") from err
+    done = children.run_bounded(_limited(argv, *INFO_LIMITS), timeout=60,
+                                stdout_limit=OUTPUT_LIMIT, stderr_limit=OUTPUT_LIMIT)
+    if done.timed_out:
+        raise InvalidImage(f"qemu-img info of the {fmt} image timed out")
+    if done.overflow:
+        raise InvalidImage(f"not a valid {fmt} image: qemu-img info wrote more than"
+                           f" {OUTPUT_LIMIT} bytes to {done.overflow}")
     if done.returncode != 0:
-        raise InvalidImage(f"not a valid {fmt} image: {_last_line(done.stderr)}")
-    data = json.loads(done.stdout)
+        raise InvalidImage(f"not a valid {fmt} image: {_last_line(done.stderr_tail)}")
+    try:
+        data = json.loads(done.stdout)
+    except json.JSONDecodeError as err:
+        raise InvalidImage(f"qemu-img info of the {fmt} image is not JSON: {err}") from err
     specific = data.get("format-specific", {}).get("data", {})
     result = ImageInfo(
         format=data.get("format", fmt.value),
@@ -82,20 +89,23 @@ def check(image: str, fmt: ImageFormat) -> None:
     if fmt not in CHECKABLE:
         return
     argv = ["qemu-img", "check", "--output=json", "-f", fmt.value, image]
-    try:
-        done = subprocess.run(_limited(argv, INFO_LIMITS[0], 60), capture_output=True,
-                              timeout=120, check=False)
-    except subprocess.TimeoutExpired as err:
-        raise InvalidImage(f"qemu-img check of the {fmt} image timed out") from err
+    done = children.run_bounded(_limited(argv, INFO_LIMITS[0], 60), timeout=120,
+                                stdout_limit=OUTPUT_LIMIT, stderr_limit=OUTPUT_LIMIT)
+    if done.timed_out:
+        raise InvalidImage(f"qemu-img check of the {fmt} image timed out")
+    if done.overflow:
+        # A clean image reports nothing on stderr; megabytes of it are a corrupt one.
+        raise InvalidImage(f"corrupt {fmt} image: qemu-img check reported more than"
+                           f" {OUTPUT_LIMIT} bytes of errors ({_last_line(done.stderr_tail)})")
     # 0: clean, 3: only leaked clusters (harmless for a copy), 63: check not supported.
     if done.returncode in (0, 3, 63):
         return
     try:
         errors = json.loads(done.stdout).get("corruptions", "some")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, AttributeError):
         errors = "some"
     raise InvalidImage(f"corrupt {fmt} image: {errors} errors found"
-                       f" ({_last_line(done.stderr)})")
+                       f" ({_last_line(done.stderr_tail)})")
 
 
 def convert(
@@ -122,19 +132,21 @@ def convert(
     argv += [source, str(dest)]
     cpu = 120 + 60 * (virtual_size // GIB)
     logger.info("converting %s image: %s", fmt, " ".join(argv[:-2]))
-    with subprocess.Popen(_limited(argv, 4 * GIB, cpu), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE) as proc:
+    with children.running(_limited(argv, 4 * GIB, cpu), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None and proc.stderr is not None
+        errors = children.drain_tail(proc.stderr)
         pending = b""
         while chunk := proc.stdout.read1(4096):
-            pending += chunk
+            pending = (pending + chunk)[-OUTPUT_LIMIT:]  # a line without an end stays bounded
             *done, pending = re.split(rb"[\r\n]", pending)
             for line in done:
                 match = _PROGRESS.search(line)
                 if match and progress:
                     progress(float(match.group(1)))
-        stderr = proc.stderr.read()
-    if proc.returncode != 0:
+        returncode = proc.wait()
+        stderr = errors.result()
+    if returncode != 0:
         line = _last_line(stderr)
         if "Input/output error" in line:  # the source went away mid-read: worth a retry
             raise TransferError(f"qemu-img convert could not read the image: {line}")
@@ -144,3 +156,33 @@ def convert(
 def _last_line(stderr: bytes) -> str:
     lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     return lines[-1] if lines else "no error output"
+
+
+class QemuImg(Protocol):
+    """What the processor asks of qemu-img: a seam, so the clone and upload programs and
+    tests can supply another (``tests/fakes.py:FakeQemuImg``)."""
+
+    def info(self, image: str, fmt: ImageFormat) -> ImageInfo: ...
+
+    def check(self, image: str, fmt: ImageFormat) -> None: ...
+
+    def convert(self, source: str, fmt: ImageFormat, dest: Path, *, virtual_size: int,
+                dest_is_block: bool, dest_is_zero: bool, preallocate: bool, direct_io: bool,
+                progress: Callable[[float], None] | None = None) -> None: ...
+
+
+class SubprocessQemuImg:
+    """The real one: the functions above, each a confined child process."""
+
+    def info(self, image: str, fmt: ImageFormat) -> ImageInfo:
+        return info(image, fmt)
+
+    def check(self, image: str, fmt: ImageFormat) -> None:
+        check(image, fmt)
+
+    def convert(self, source: str, fmt: ImageFormat, dest: Path, *, virtual_size: int,
+                dest_is_block: bool, dest_is_zero: bool, preallocate: bool, direct_io: bool,
+                progress: Callable[[float], None] | None = None) -> None:
+        convert(source, fmt, dest, virtual_size=virtual_size, dest_is_block=dest_is_block,
+                dest_is_zero=dest_is_zero, preallocate=preallocate, direct_io=direct_io,
+                progress=progress)

@@ -7,20 +7,29 @@ shell); they differ only in where the config comes from and who listens to progr
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 
+from importer import children
 from importer.config import ImporterConfig
-from importer.errors import ImporterError
+from importer.errors import ImporterError, Interrupted
 from importer.processor import Processor, Result
 from importer.progress import Listener, Progress
 from importer.sources import open_source
 from importer.termination import message, write
+from importer.watchdog import Rule, Watchdog, armed
 
 logger = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_RETRYABLE = 1
 EXIT_PERMANENT = 2
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,30 @@ class Outcome:
     result: Result | None
     error: ImporterError | None
     termination: bytes
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGTERM (kubelet stop, ``timeout``) and SIGINT (Ctrl-C) become ``Interrupted`` in
+    the main thread, so the import unwinds as for any failure: children stopped, temp
+    directories (header file included) removed, the destination wiped. Later signals are
+    ignored until the unwinding is done. Off the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        for each in STOP_SIGNALS:
+            signal.signal(each, signal.SIG_IGN)
+        raise Interrupted(f"import stopped by {signal.Signals(signum).name}; nothing kept")
+
+    previous = {each: signal.signal(each, interrupt) for each in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        children.stop_all()
+        for each, handler in previous.items():
+            signal.signal(each, handler)
 
 
 def run(config: ImporterConfig, *, listeners: list[Listener] | None = None) -> Outcome:
@@ -40,11 +73,16 @@ def run(config: ImporterConfig, *, listeners: list[Listener] | None = None) -> O
                                 addr=config.metrics_addr)
     progress = Progress([*([metric] if metric else []), *(listeners or [])])
     try:
-        source = open_source(config)
-        try:
-            result = Processor(config, source, progress).run()
-        finally:
-            source.close()
+        rule = Rule(min_bytes=config.stall_min_bytes, window=config.stall_window,
+                    deadline=config.deadline, started=time.monotonic())
+        with stopped_by_signals(), \
+                armed(Watchdog(rule, time.monotonic),
+                      interval=min(1.0, config.stall_window / 4)) as watchdog:
+            source = open_source(config)
+            try:
+                result = Processor(config, source, progress, watchdog=watchdog).run()
+            finally:
+                source.close()
     except ImporterError as err:
         logger.error("import failed (%s): %s", err.reason, err.message)
         data = message(reason=err.reason, text=err.message, retryable=err.retryable)

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import zstandard
 
 from importer.config import ImporterConfig
-from importer.errors import InvalidImage, TransferError
+from importer.errors import InvalidImage, SourceChanged, TransferError
 from importer.formats import Compression
 from importer.sources.base import CHUNK, Source, call_with_retries
 
@@ -44,6 +44,8 @@ def resumable(source: Source, config: ImporterConfig, *, size: int | None) -> It
                 chunks = None
                 raise TransferError(f"source ended at {offset} of {size} bytes")
             return
+        if size is not None and offset + len(chunk) > size:
+            raise SourceChanged(f"the source sent more than the {size} bytes it declared")
         offset += len(chunk)
         yield chunk
 

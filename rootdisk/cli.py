@@ -17,6 +17,7 @@ COMMANDS = (
     "rootdisk.cmd_import",
     "rootdisk.cmd_cluster",
     "rootdisk.cmd_wait",
+    "rootdisk.cmd_vm",
 )
 
 

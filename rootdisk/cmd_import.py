@@ -33,6 +33,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--preallocate", action="store_true", help="preallocate the disk")
     parser.add_argument("--scratch-dir", type=Path, help="where compressed qcow2 etc. unpack")
     parser.add_argument("--retries", type=int, default=6, help="tries per read (default 6)")
+    parser.add_argument("--stall-min-bytes", default="1Mi",
+                        help="fail (Stalled) when fewer bytes arrive in --stall-window"
+                        " (default 1Mi)")
+    parser.add_argument("--stall-window", type=float, default=300.0,
+                        help="seconds of the minimum-throughput window (default 300)")
+    parser.add_argument("--deadline", type=float,
+                        help="seconds the whole import may take (default: no deadline)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run_import)
 
@@ -40,9 +47,11 @@ def register(subparsers: Any) -> None:
 def run_import(args: argparse.Namespace) -> int:
     from importer import config as cfg
     from importer.errors import ConfigError
+    from importer.redact import install_log_filter
     from importer.run import EXIT_PERMANENT, run
     from importer.termination import message
 
+    install_log_filter()
     try:
         config = _config(args, cfg)
     except ConfigError as err:
@@ -108,6 +117,11 @@ def _config(args: argparse.Namespace, cfg: Any) -> Any:
         metrics_port=None,
         scratch_dir=args.scratch_dir,
         retry_attempts=args.retries,
+        partial_file=True,
+        stall_min_bytes=cfg.parse_byte_count(args.stall_min_bytes,
+                                             field_name="--stall-min-bytes"),
+        stall_window=args.stall_window,
+        deadline=args.deadline,
     )
 
 

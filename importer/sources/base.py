@@ -32,6 +32,8 @@ class Probe:
     """Whether byte ranges can be read at random (Range requests work)."""
     head: bytes
     """The first bytes of the object (up to formats.HEAD_BYTES)."""
+    content_type: str | None = None
+    """The media type the server declared, where it did (to name what came back)."""
 
 
 class Source(Protocol):

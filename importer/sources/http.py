@@ -20,14 +20,25 @@ import requests
 import urllib3
 
 from importer.config import ImporterConfig
-from importer.errors import ImporterError, InvalidImage, NotFound, TransferError, Unauthorized
+from importer.errors import (
+    ConfigError,
+    ImporterError,
+    InvalidImage,
+    InvalidResponse,
+    NotFound,
+    SourceChanged,
+    TooManyRedirects,
+    TransferError,
+    Unauthorized,
+)
 from importer.formats import HEAD_BYTES
+from importer.redact import redact_url
 from importer.sources.base import CHUNK, Probe, call_with_retries
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "rootdisk-importer"
-TIMEOUT = (10, 60)  # connect, between bytes: a stalled server is a transfer error
+CONNECT_TIMEOUT = 10  # and config.read_timeout between bytes: a stalled read is retried
 _CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 
 
@@ -48,16 +59,23 @@ class HTTPSource:
         elif config.cert_dir is not None:
             self._bundle = ca_bundle(config.cert_dir)
             self.verify = self._bundle.name
+        self._size: int | None = None
+        self._validators: tuple[str | None, str | None] | None = None  # (ETag, Last-Modified)
 
     def probe(self) -> Probe:
         def attempt() -> Probe:
-            with self._get(0, HEAD_BYTES - 1) as response:
+            with self._get(0, HEAD_BYTES - 1, checked=False) as response:
                 head = response.raw.read(HEAD_BYTES, decode_content=False)
+                kind = response.headers.get("Content-Type")
+                self._validators = _validators(response)
                 if response.status_code == 206:
                     total = _total_from_content_range(response.headers.get("Content-Range", ""))
-                    return Probe(size=total, ranged=total is not None, head=head)
+                    self._size = total
+                    return Probe(size=total, ranged=total is not None, head=head,
+                                 content_type=kind)
                 length = response.headers.get("Content-Length")
-                return Probe(size=int(length) if length else None, ranged=False, head=head)
+                self._size = int(length) if length and length.isdigit() else None
+                return Probe(size=self._size, ranged=False, head=head, content_type=kind)
 
         return call_with_retries(self.config, f"probe {self._safe_url()}", attempt)
 
@@ -97,25 +115,76 @@ class HTTPSource:
         if self._bundle is not None:
             self._bundle.close()
 
-    def _get(self, start: int, end: int | None) -> requests.Response:
+    def _get(self, start: int, end: int | None, *, checked: bool = True) -> requests.Response:
         headers = {"Accept-Encoding": "identity"}
         if start or end is not None:
             headers["Range"] = f"bytes={start}-{'' if end is None else end}"
         try:
-            response = self.session.get(self.url, headers=headers, stream=True, timeout=TIMEOUT,
+            response = self.session.get(self.url, headers=headers, stream=True,
+                                        timeout=(CONNECT_TIMEOUT, self.config.read_timeout),
                                         verify=self.verify)
         except requests.exceptions.SSLError as err:
             raise ImporterError(f"TLS verification of {self._safe_url()} failed: {err}",
                                 cause=err) from err
+        except requests.exceptions.TooManyRedirects as err:
+            raise TooManyRedirects(f"{self._safe_url()}: redirect loop or too many redirects"
+                                   f" ({err})", cause=err) from err
+        except (requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidURL) as err:
+            raise ConfigError(f"IMPORTER_ENDPOINT: {self._safe_url()} leads to a URL the"
+                              f" importer does not fetch (only http and https): {err}",
+                              cause=err) from err
         except requests.RequestException as err:
             raise TransferError(f"connecting to {self._safe_url()}: {err}", cause=err) from err
         if response.status_code == 416 and start == 0:
             response.close()
             raise InvalidImage(f"{self._safe_url()} is empty")
         if response.status_code in (200, 206):
+            if checked:
+                try:
+                    self._check_answer(response, start, end)
+                except ImporterError:
+                    response.close()
+                    raise
             return response
         response.close()
         raise status_error(response.status_code, self._safe_url())
+
+    def _check_answer(self, response: requests.Response, start: int, end: int | None) -> None:
+        """The answer is the object the probe saw, and (206) exactly the range asked for:
+        a resumed read from a cache that answers from byte 0 must not be written at the
+        resume offset."""
+        if self._validators is not None:
+            now = _validators(response)
+            for name, before, after in zip(("ETag", "Last-Modified"), self._validators, now,
+                                           strict=True):
+                if before is not None and after is not None and before != after:
+                    raise SourceChanged(f"{self._safe_url()} changed during the import:"
+                                        f" {name} was {before}, is now {after}")
+        if response.status_code == 200:
+            length = response.headers.get("Content-Length")
+            if self._size is not None and length and length.isdigit() \
+                    and int(length) != self._size:
+                raise SourceChanged(f"{self._safe_url()} changed during the import: it was"
+                                    f" {self._size} bytes, is now {length}")
+            return
+        value = response.headers.get("Content-Range", "")
+        match = _CONTENT_RANGE.match(value.strip())
+        if match is None:
+            raise InvalidResponse(f"{self._safe_url()} answered a Range request with"
+                                  f" Content-Range {value[:80]!r}")
+        first, last, total = int(match.group(1)), int(match.group(2)), match.group(3)
+        if total != "*" and self._size is not None and int(total) != self._size:
+            raise SourceChanged(f"{self._safe_url()} changed during the import: it was"
+                                f" {self._size} bytes, is now {total}")
+        size = self._size if total == "*" else int(total)
+        want_last = end if end is not None else (size - 1 if size is not None else last)
+        if size is not None:
+            want_last = min(want_last, size - 1)
+        if first != start or last != want_last:
+            raise InvalidResponse(
+                f"{self._safe_url()} answered the range {start}-{want_last} with bytes"
+                f" {first}-{last}: refusing to write them at the wrong offset")
 
     def _safe_url(self) -> str:
         return redact_url(self.url)
@@ -132,15 +201,6 @@ def status_error(code: int, url: str) -> ImporterError:
     return ImporterError(message)
 
 
-def redact_url(url: str) -> str:
-    """A URL fit for logs: no userinfo, no query (presigned URLs carry signatures there)."""
-    base = url.split("?", 1)[0]
-    scheme, sep, rest = base.partition("://")
-    if "@" in rest.split("/", 1)[0]:
-        rest = rest.split("@", 1)[1]
-    return f"{scheme}{sep}{rest}" + ("?…" if "?" in url else "")
-
-
 def ca_bundle(cert_dir: Path) -> tempfile._TemporaryFileWrapper[bytes]:
     """System roots plus every PEM file of the cert dir, as one bundle file."""
     bundle = tempfile.NamedTemporaryFile(prefix="ca-bundle-", suffix=".pem")  # noqa: SIM115
@@ -150,6 +210,13 @@ def ca_bundle(cert_dir: Path) -> tempfile._TemporaryFileWrapper[bytes]:
             bundle.write(b"\n" + path.read_bytes())
     bundle.flush()
     return bundle
+
+
+def _validators(response: requests.Response) -> tuple[str | None, str | None]:
+    etag = response.headers.get("ETag")
+    if etag is not None and etag.startswith("W/"):
+        etag = None  # a weak ETag says nothing about the bytes
+    return etag, response.headers.get("Last-Modified")
 
 
 def _total_from_content_range(value: str) -> int | None:

@@ -20,7 +20,14 @@ import botocore.exceptions
 from botocore import UNSIGNED
 
 from importer.config import ImporterConfig
-from importer.errors import ImporterError, InvalidImage, NotFound, TransferError, Unauthorized
+from importer.errors import (
+    ImporterError,
+    InvalidImage,
+    InvalidResponse,
+    NotFound,
+    TransferError,
+    Unauthorized,
+)
 from importer.formats import HEAD_BYTES
 from importer.sources.base import CHUNK, Probe, call_with_retries
 from importer.sources.http import ca_bundle
@@ -77,7 +84,7 @@ class S3Source:
             "s3": {"addressing_style": "path"},
             "retries": {"total_max_attempts": 1},  # retries are the importer's own, resuming
             "connect_timeout": 10,
-            "read_timeout": 60,
+            "read_timeout": config.read_timeout,
         }
         if not config.access_key_id:
             options["signature_version"] = UNSIGNED
@@ -132,6 +139,13 @@ class S3Source:
             raise TransferError(f"connecting to {self._name}: {err}", cause=err) from err
         content_range = response.get("ContentRange", "")
         total = int(content_range.rsplit("/", 1)[1]) if "/" in content_range else None
+        if byte_range and content_range:
+            asked = byte_range.removeprefix("bytes=").split("-", 1)[0]
+            given = content_range.removeprefix("bytes ").split("-", 1)[0]
+            if asked != given:
+                response["Body"].close()
+                raise InvalidResponse(f"{self._name}: asked for {byte_range}, the answer"
+                                      f" holds {content_range}")
         if total is None and not byte_range:
             total = response.get("ContentLength")
         return response["Body"], total

@@ -1,11 +1,12 @@
 """The verbs on stored objects, independent of HTTP: what a request does to the store.
 
 ``handlers.py`` turns HTTP requests into calls here; ``controllers.py`` (garbage
-collector, namespace and CRD cleanup) calls the internal helpers directly. Everything runs
-on the server's event loop: reading, deciding and writing an object happen without an
-``await`` in between, so optimistic concurrency needs no lock. The only awaits are
-admission webhooks (``webhooks.py``), after which the stored resourceVersion is checked
-again.
+collector, namespace and CRD cleanup) calls the internal helpers directly. The steps of a
+write (decode, defaults, validation, admission, storage) are listed, in order, in
+``write_path.py``; the verbs here run them. Everything runs on the server's event loop:
+reading, deciding and writing an object happen without an ``await`` in between, so
+optimistic concurrency needs no lock. The only awaits are admission webhooks
+(``admission/webhooks.py``), after which the stored resourceVersion is checked again.
 """
 
 from __future__ import annotations
@@ -16,26 +17,10 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from . import (
-    apiservices,
-    cel_rules,
-    crds,
-    decoding,
-    defaults,
-    deletion,
-    gc,
-    immutability,
-    meta,
-    patches,
-    scale,
-    schema,
-    validation,
-)
-from .auth import ADMIN, UserInfo
-from .builtin_types import REVIEW_RESOURCES
+from . import write_path
+from .admission.webhooks import WebhookCaller
 from .errors import (
     STALE,
     APIError,
@@ -49,17 +34,21 @@ from .errors import (
     not_found,
     unsupported_media_type,
 )
-from .names import dropped_fields, generated_name
-from .registry import Registry, ResourceType
-from .store import Event, Store, Stored
-from .watchcache import WatchCache
-from .webhooks import WebhookCaller
+from .kinds import scale
+from .kinds.builtin_types import REVIEW_RESOURCES
+from .kinds.registry import Registry, ResourceType
+from .patch import jsonpatch
+from .rules import crds, defaults, deletion, gc, meta
+from .rules.crds import CRD_GR
+from .rules.names import generated_name
+from .storage.store import Event, Store, Stored
+from .storage.watchcache import WatchCache
+from .write_path import WriteOptions
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 NS_GR = "/namespaces"
-CRD_GR = "apiextensions.k8s.io/customresourcedefinitions"
 SA_GR = "/serviceaccounts"
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -67,22 +56,9 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
-
-@dataclass(frozen=True)
-class WriteOptions:
-    """How a write was asked for. ``field_validation`` is the request's fieldValidation
-    (internal writes: Ignore); ``duplicates`` the keys the request body repeated;
-    ``warnings`` collects what the answer's ``Warning`` headers say."""
-
-    user: UserInfo = ADMIN
-    dry_run: bool = False
-    field_validation: str = decoding.IGNORE
-    duplicates: tuple[str, ...] = ()
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def strict_fields(self) -> bool:
-        return self.field_validation == decoding.STRICT
+# The options of a write the server makes itself (admin, fieldValidation Ignore: it
+# collects no warnings). Module-level since WriteOptions now lives in write_path.
+_INTERNAL_WRITE = WriteOptions()
 
 
 def _now() -> datetime.datetime:
@@ -229,54 +205,6 @@ class Backend:
         body["kind"] = rt.kind
         return body
 
-    @staticmethod
-    def _decode(rt: ResourceType, body: Obj, options: WriteOptions) -> None:
-        """The decoder's field checks on a request body (unknown fields dropped in place)."""
-        options.warnings.extend(decoding.check_fields(
-            body, kind=rt.kind, group=rt.group, version=rt.version, custom=rt.custom,
-            validation=options.field_validation, duplicates=options.duplicates))
-
-    def _invalid(self, rt: ResourceType, obj: Obj, causes: list[Cause]) -> APIError:
-        name = (obj.get("metadata") or {}).get("name") or ""
-        return invalid(kind=rt.kind, group=rt.group, name=str(name), causes=causes)
-
-    def _validate(self, rt: ResourceType, obj: Obj, *, old: Obj | None,
-                  options: WriteOptions) -> Obj:
-        """Schema pruning/defaulting/validation and kind rules; returns the object to store."""
-        causes = meta.validate_metadata(obj, name_rule=rt.name_rule,
-                                        creating=old is None)
-        if rt.schema is not None:
-            pruned = schema.prune(obj, rt.schema)
-            if options.field_validation != decoding.IGNORE:
-                options.warnings.extend(decoding.unknown_fields_outcome(
-                    dropped_fields(obj, pruned), validation=options.field_validation))
-            obj = schema.apply_defaults(pruned, rt.schema)
-            errors = schema.validate(obj, rt.schema)
-            if not errors and cel_rules.schema_has_rules(rt.schema):
-                errors = cel_rules.validate(obj, rt.schema, old=old)
-            for err in errors:
-                text = str(err)
-                if err.path and text.startswith(err.path + ": "):
-                    text = text[len(err.path) + 2:]
-                causes.append(Cause(err.type, text, err.path))
-        if not rt.custom:
-            causes += validation.validate(rt.kind, obj)
-        if rt.group_resource == apiservices.APISERVICE_GR:
-            causes += apiservices.validate(obj)
-        if rt.group_resource == CRD_GR:
-            causes += crds.validate_crd(obj)
-            if old is not None and not causes:
-                causes += crds.immutable_changes(old, obj)
-        if old is not None:
-            causes += immutability.immutable_changes(rt.kind, old, obj)
-            err_text = meta.finalizer_additions_error(old, obj)
-            if err_text:
-                causes.append(Cause("FieldValueForbidden", "Forbidden: " + err_text,
-                                    "metadata.finalizers"))
-        if causes:
-            raise self._invalid(rt, obj, causes)
-        return obj
-
     async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
                      obj: Obj | None, old: Obj | None, options: WriteOptions,
                      subresource: str = "") -> Obj | None:
@@ -287,11 +215,11 @@ class Backend:
     # -- create -----------------------------------------------------------------------------
 
     async def create(self, rt: ResourceType, ns: str | None, body: Any,
-                     options: WriteOptions = WriteOptions()) -> Obj:
+                     options: WriteOptions = _INTERNAL_WRITE) -> Obj:
         if "create" not in rt.verbs:
             raise method_not_allowed(f"create is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=None)
-        self._decode(rt, body, options)
+        write_path.decode(rt, body, options)
         if rt.namespaced:
             if not ns:
                 raise bad_request("the namespace of the object must be given in the URL")
@@ -301,7 +229,7 @@ class Backend:
         if not name and isinstance(metadata.get("generateName"), str):
             causes = meta.validate_metadata(body, name_rule=rt.name_rule, creating=True)
             if causes:
-                raise self._invalid(rt, body, causes)
+                raise write_path.invalid_object(rt, body, causes)
             for _ in range(8):
                 name = generated_name(metadata["generateName"])
                 if self.store.get(*self._key(rt, ns, name)) is None:
@@ -317,7 +245,7 @@ class Backend:
         defaults.on_create(rt.kind, obj, keep_status=keep_status)
         if rt.kind == "PersistentVolumeClaim":
             self._default_storage_class(obj)
-        obj = self._validate(rt, obj, old=None, options=options)
+        obj = write_path.validate(rt, obj, old=None, options=options)
         if rt.group_resource == CRD_GR:
             obj["status"] = crds.crd_status(obj, now=meta.format_time(self.clock()))
         key = self._key(rt, ns, obj["metadata"]["name"])
@@ -326,25 +254,13 @@ class Backend:
         admitted = await self._admit(rt, "CREATE", ns=ns, name=key[2], obj=obj, old=None,
                                      options=options)
         if admitted is not obj and admitted is not None:
-            obj = self._validate(rt, self._keep_system_meta(obj, admitted), old=None,
-                                 options=WriteOptions())
+            obj = write_path.after_admission(rt, obj, admitted, old=None)
         if self.store.get(*key) is not None:
             raise already_exists(resource=rt.resource, group=rt.group, name=key[2])
         if options.dry_run:
             return obj
         stored = self._commit(*key, self._to_storage(rt, obj), None)
         return self.view(rt, stored)
-
-    @staticmethod
-    def _keep_system_meta(before: Obj, after: Obj) -> Obj:
-        """Webhooks may not rewrite identity or server-owned metadata."""
-        out = copy.deepcopy(after)
-        out["apiVersion"], out["kind"] = before["apiVersion"], before["kind"]
-        m = out.setdefault("metadata", {})
-        for fld in (*meta.SYSTEM_FIELDS, "name", "namespace", "resourceVersion"):
-            if fld in before["metadata"]:
-                m[fld] = before["metadata"][fld]
-        return out
 
     # -- update / patch ---------------------------------------------------------------------
 
@@ -359,7 +275,7 @@ class Backend:
             new.setdefault("spec", {})["finalizers"] = list(
                 (body.get("spec") or {}).get("finalizers") or [])
         defaults.normalize(rt.kind, new)
-        new = self._validate(rt, new, old=old, options=options)
+        new = write_path.validate(rt, new, old=old, options=options)
         if rt.group_resource == CRD_GR:
             new["status"] = crds.crd_status(new, now=meta.format_time(self.clock()))
         return new
@@ -379,8 +295,7 @@ class Backend:
         admitted = await self._admit(rt, "UPDATE", ns=key[1] or None, name=key[2], obj=new,
                                      old=old, options=options, subresource=subresource)
         if admitted is not None and admitted is not new:
-            new = self._validate(rt, self._keep_system_meta(new, admitted), old=old,
-                                 options=WriteOptions())
+            new = write_path.after_admission(rt, new, admitted, old=old)
         latest = self.store.get(*key)
         if latest is None:
             raise not_found(resource=rt.resource, group=rt.group, name=key[2])
@@ -392,18 +307,18 @@ class Backend:
         return self.view(rt, stored)
 
     async def update(self, rt: ResourceType, ns: str | None, name: str, body: Any, *,
-                     subresource: str = "", options: WriteOptions = WriteOptions()) -> Obj:
+                     subresource: str = "", options: WriteOptions = _INTERNAL_WRITE) -> Obj:
         if "update" not in rt.verbs:
             raise method_not_allowed(f"update is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=name)
-        self._decode(rt, body, options)
+        write_path.decode(rt, body, options)
         key = self._key(rt, ns, name)
         current = self.get_stored(rt, ns, name)
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and str(wanted_rv) != str(current.rv):
             raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
         if not wanted_rv and rt.custom:  # custom resources allow no unconditional update
-            raise self._invalid(rt, body, [Cause(
+            raise write_path.invalid_object(rt, body, [Cause(
                 "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update",
                 "metadata.resourceVersion")])
         new = self._prepare_update(rt, current, body, subresource=subresource, options=options)
@@ -418,13 +333,13 @@ class Backend:
         if content_type == MERGE_PATCH:
             if not isinstance(patch, dict):
                 raise bad_request("a merge patch must be a JSON object")
-            result: Obj = patches.merge_patch(current, patch)
+            result: Obj = jsonpatch.merge_patch(current, patch)
         elif content_type == JSON_PATCH:
             if not isinstance(patch, list):
                 raise bad_request("a JSON patch must be a JSON array of operations")
             try:
-                result = patches.json_patch(current, patch)
-            except patches.PatchError as err:
+                result = jsonpatch.json_patch(current, patch)
+            except jsonpatch.PatchError as err:
                 code = int(getattr(err, "status_code", 422) or 422)
                 reason = {409: "Conflict", 400: "BadRequest"}.get(code, "Invalid")
                 raise APIError(code, reason, f"the JSON patch could not be applied: {err}",
@@ -438,8 +353,8 @@ class Backend:
             if not isinstance(patch, dict):
                 raise bad_request("a strategic merge patch must be a JSON object")
             try:
-                result = patches.strategic_merge_patch(current, patch, kind=rt.kind)
-            except patches.PatchError as err:
+                result = jsonpatch.strategic_merge_patch(current, patch, kind=rt.kind)
+            except jsonpatch.PatchError as err:
                 raise bad_request(f"the strategic merge patch could not be applied: {err}") \
                     from err
         else:
@@ -450,7 +365,7 @@ class Backend:
 
     async def patch(self, rt: ResourceType, ns: str | None, name: str, content_type: str,
                     patch: Any, *, subresource: str = "",
-                    options: WriteOptions = WriteOptions()) -> Obj:
+                    options: WriteOptions = _INTERNAL_WRITE) -> Obj:
         if "patch" not in rt.verbs:
             raise method_not_allowed(f"patch is not supported on {rt.resource}")
         key = self._key(rt, ns, name)
@@ -463,7 +378,7 @@ class Backend:
                 raise conflict(resource=rt.resource, group=rt.group, name=name, why=STALE)
             body = self.check_body(rt, patched, ns=ns, name=name)
             del options.warnings[:]  # a retried patch reports its last attempt
-            self._decode(rt, body, options)
+            write_path.decode(rt, body, options)
             new = self._prepare_update(rt, current, body, subresource=subresource,
                                        options=options)
             result = await self._write_update(rt, key, current, new, subresource=subresource,
@@ -475,7 +390,7 @@ class Backend:
 
     async def scale(self, rt: ResourceType, ns: str | None, name: str, *,
                     content_type: str | None = None, body: Any = None,
-                    options: WriteOptions = WriteOptions()) -> Obj:
+                    options: WriteOptions = _INTERNAL_WRITE) -> Obj:
         """The ``scale`` subresource: the Scale view (``body`` None), a new Scale (PUT,
         ``content_type`` None) or a patch of the Scale view; writes go to the object
         itself, so they bump its generation and pass its admission like a spec edit."""
@@ -516,7 +431,7 @@ class Backend:
 
     async def delete(self, rt: ResourceType, ns: str | None, name: str, *,
                      delete_options: Obj | None = None,
-                     options: WriteOptions = WriteOptions()) -> tuple[Obj, bool]:
+                     options: WriteOptions = _INTERNAL_WRITE) -> tuple[Obj, bool]:
         """Delete one object; returns (its last state, whether it left the store)."""
         if "delete" not in rt.verbs:
             raise method_not_allowed(f"delete is not supported on {rt.resource}")

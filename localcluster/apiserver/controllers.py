@@ -15,11 +15,12 @@ import asyncio
 import logging
 from typing import Any
 
-from . import crds, gc
-from .backend import CRD_GR, NS_GR, SA_GR, Backend
-from .deletion import CRD_CLEANUP, FOREGROUND, NAMESPACE_FINALIZER, ORPHAN
-from .registry import Registry
-from .store import Event
+from .backend import NS_GR, SA_GR, Backend
+from .kinds.registry import Registry
+from .rules import crds, gc
+from .rules.crds import CRD_GR
+from .rules.deletion import CRD_CLEANUP, FOREGROUND, NAMESPACE_FINALIZER, ORPHAN
+from .storage.store import Event
 
 logger = logging.getLogger(__name__)
 

@@ -18,31 +18,16 @@ from typing import Any
 
 from aiohttp import web
 
-from . import (
-    authz,
-    decoding,
-    discovery,
-    identity,
-    list_options,
-    openapi,
-    portforward,
-    protobuf,
-    remotecommand,
-    selectors,
-    subresources,
-    tables,
-    watch,
-)
-from .aggregator import Aggregator
-from .apiservices import request_attributes
-from .auth import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
+from . import identity, selectors, subresources
+from .aggregation.proxy import Aggregator
+from .auth import authz
+from .auth.authn import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
     JSON_PATCH,
     MERGE_PATCH,
     STRATEGIC_PATCH,
     Backend,
-    WriteOptions,
 )
 from .errors import (
     APIError,
@@ -55,8 +40,16 @@ from .errors import (
     unauthorized,
     unsupported_media_type,
 )
-from .registry import Registry, ResourceType
-from .store import Stored
+from .kinds import discovery, openapi
+from .kinds.apiservices import request_attributes
+from .kinds.registry import Registry, ResourceType
+from .storage.store import Stored
+from .streams import portforward, remotecommand
+from .tables.convert import TableError, to_table
+from .watch import list_options
+from .watch.stream import WatchOptions, WatchStream, matches
+from .wire import decoding, protobuf
+from .write_path import WriteOptions
 
 logger = logging.getLogger(__name__)
 
@@ -562,7 +555,7 @@ class Handlers:
         deleted = []
         for _, stored in self.backend.list_stored(t.rt, t.namespace):
             view = self.backend.view(t.rt, stored)
-            if not watch.matches(view, label_sel, field_sel):
+            if not matches(view, label_sel, field_sel):
                 continue
             m = view["metadata"]
             try:
@@ -633,7 +626,7 @@ class Handlers:
                 if start is not None and key <= start:
                     continue
                 obj = self.backend.view(rt, stored) if needs_view or field_sel else stored.obj
-                if not watch.matches(obj, label_sel, field_sel):
+                if not matches(obj, label_sel, field_sel):
                     continue
                 if limit and len(selected) == limit:
                     more = True
@@ -658,9 +651,9 @@ class Handlers:
         objects = [self.backend.view(rt, s) for s in stored]
         columns = list(rt.printer_columns) if rt.printer_columns is not None else None
         try:
-            table: Obj = tables.to_table(objects, columns=columns, kind=rt.kind,
+            table: Obj = to_table(objects, columns=columns, kind=rt.kind,
                                          list_meta=list_meta, include_object=include_object)
-        except tables.TableError as err:
+        except TableError as err:
             raise bad_request(str(err)) from None
         return table
 
@@ -674,7 +667,7 @@ class Handlers:
         plan = list_options.watch_plan(request.query, bookmarks=bookmarks)
         if plan.min_rv is not None and plan.min_rv > self.backend.store.rv:
             raise list_options.too_large(plan.min_rv, self.backend.store.rv)
-        options = watch.WatchOptions(
+        options = WatchOptions(
             resource_version=request.query.get("resourceVersion", ""),
             timeout=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
             bookmarks=bookmarks, send_initial_events=plan.send_initial_events,
@@ -682,7 +675,7 @@ class Handlers:
             label_selector=label_sel, field_selector=field_sel, only_name=only_name,
             table=_include_object(request) if _wants_table(request) else None)
         ns = t.namespace if t.rt.namespaced else None
-        stream = watch.WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
+        stream = WatchStream(self.backend, t.rt, ns, options, closing=self.closing,
                                    render_table=self._table, warnings=tuple(
                                        decoding.warning_header(text)
                                        for text in request.get(TYPE_WARNINGS, ())))

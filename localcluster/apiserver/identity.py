@@ -13,13 +13,13 @@ import datetime
 import time
 from typing import Any
 
-from . import rbac
-from .auth import Authenticator, UserInfo
+from .auth import rbac
+from .auth.authn import Authenticator, UserInfo
+from .auth.sa_tokens import MAX_EXPIRATION, MIN_EXPIRATION, TokenError
 from .backend import SA_GR, Backend
 from .errors import APIError
-from .meta import format_time
-from .sa_tokens import MAX_EXPIRATION, MIN_EXPIRATION, TokenError
-from .store import Store
+from .rules.meta import format_time
+from .storage.store import Store
 
 Obj = dict[str, Any]
 DISCOVERY_PATHS = frozenset({"/.well-known/openid-configuration", "/openid/v1/jwks"})

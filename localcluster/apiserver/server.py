@@ -27,21 +27,23 @@ from aiohttp import web
 
 from apiservice import frontproxy
 
-from . import apiservices, kubeconfig, rbac_defaults
-from .aggregator import Aggregator
-from .auth import Authenticator
+from . import kubeconfig
+from .admission.webhooks import ServiceResolver
+from .aggregation.frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
+from .aggregation.proxy import Aggregator
+from .auth import rbac_defaults
+from .auth.authn import Authenticator
 from .backend import Backend
-from .builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .controllers import Controllers
 from .errors import APIServerError
-from .frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .handlers import Handlers, LogProvider, Settings
-from .registry import Registry
-from .remotecommand import ExecProvider
-from .store import Store
+from .kinds import apiservices
+from .kinds.builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
+from .kinds.registry import Registry
+from .storage.store import Store
+from .storage.watchcache import WatchCache
+from .streams.remotecommand import ExecProvider
 from .tls import TLSFiles, ensure_tls
-from .watchcache import WatchCache
-from .webhooks import ServiceResolver
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +122,7 @@ class APIServer:
 
     def set_exec_provider(self, provider: ExecProvider | None) -> None:
         """Serve pods/<pod>/exec and pods/<pod>/attach (WebSocket) through ``provider``
-        (see remotecommand.py)."""
+        (see streams/remotecommand.py)."""
         self._exec_provider = provider
         if self.handlers is not None:
             self.handlers.exec_provider = provider

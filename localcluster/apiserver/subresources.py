@@ -17,11 +17,13 @@ from typing import Any
 
 from aiohttp import web
 
-from .auth import UserInfo
-from .backend import MERGE_PATCH, Backend, WriteOptions
+from .auth.authn import UserInfo
+from .backend import MERGE_PATCH, Backend
 from .errors import APIError, bad_request
-from .registry import ResourceType
-from .store import Stored
+from .kinds.registry import ResourceType
+from .storage.store import Stored
+from .streams.containers import pick_container
+from .write_path import WriteOptions
 
 logger = logging.getLogger(__name__)
 
@@ -29,26 +31,11 @@ Obj = dict[str, Any]
 LogProvider = Callable[..., AsyncIterator[bytes]]
 
 
-def _pick_container(stored: Stored, pod: str, wanted: str | None) -> str:
-    spec = stored.obj.get("spec") or {}
-    names = [c.get("name") for c in (spec.get("initContainers") or []) +
-             (spec.get("containers") or [])]
-    if not wanted:
-        main = [c.get("name") for c in spec.get("containers") or []]
-        if len(main) != 1:
-            raise bad_request(f"a container name must be specified for pod {pod}, "
-                              f"choose one of: [{' '.join(str(n) for n in main)}]")
-        return str(main[0])
-    if wanted not in names:
-        raise bad_request(f"container {wanted} is not valid for pod {pod}")
-    return wanted
-
-
 async def pod_logs(request: web.Request, *, stored: Stored, namespace: str, pod: str,
                    provider: LogProvider | None,
                    query: dict[str, Any]) -> web.StreamResponse:
     """Stream a container's log as text/plain (``query``: the parsed log options)."""
-    container = _pick_container(stored, pod, query.get("container"))
+    container = pick_container(stored, pod, query.get("container"))
     if provider is None:
         raise bad_request(f'container "{container}" in pod "{pod}" is waiting to start: no '
                           "node runs this pod")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,17 @@ SETS: dict[str, ControllerSet] = {
         webhooks={"/validate-datavolumes": "cdi.admission:review",
                   "/mutate-datavolumes": "cdi.admission:mutate"},
         lease="rootdisk-cdi",
+    ),
+    # The VM and VMI controllers (KubeVirt's virt-controller); virt-api serves their webhooks.
+    "vm": ControllerSet(
+        handlers=("vm.controller.handlers", "vm.vmi.handlers"),
+        lease="rootdisk-vm",
+    ),
+    # The node handler (virt-handler), a DaemonSet: one Lease per node, so every node's
+    # handler leads for its own node (NODE_NAME comes from the pod's downward API).
+    "handler": ControllerSet(
+        handlers=("vm.handler.handlers",),
+        lease=f"rootdisk-handler-{os.environ.get('NODE_NAME', 'unknown')}",
     ),
 }
 

@@ -48,7 +48,10 @@ def test_http_qcow2_filesystem_succeeds_with_content(kube: Kube, ns: str,
     assert claim["spec"]["resources"]["requests"]["storage"] == str(-(-64 * MiB * 103 // 100))
     assert claim["metadata"]["ownerReferences"][0]["uid"] == dv["metadata"]["uid"]
     assert compare(images.get("raw").path, kit.volume_path(kube, claim))
-    reasons = [e["reason"] for e in kit.events_for(kube, ns, dv["metadata"]["uid"])]
+    uid = dv["metadata"]["uid"]
+    wait_for(lambda: "ImportSucceeded" in [e["reason"] for e in kit.events_for(kube, ns, uid)],
+             timeout=30, what="ImportSucceeded event")
+    reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
     assert reasons.count("ImportSucceeded") == 1 and "ImportScheduled" in reasons
     # the VolumeImportSource, PVC' and the importer pod are gone once it succeeded
     wait_for(lambda: kit.leftovers(kube, ns) == ["persistentvolumeclaims/disk"], timeout=60,
@@ -293,6 +296,9 @@ def test_checksums(kube: Kube, ns: str, http_server: HttpServer,
     assert status["phase"] == "Failed"
     assert kit.condition(status, "Running")["reason"] == "ChecksumMismatch"
     assert status["restartCount"] == 0
-    reasons = [e["reason"] for e in kit.events_for(
-        kube, ns, kube.get(kit.DVS, "wrong", ns)["metadata"]["uid"])]
+    uid = kube.get(kit.DVS, "wrong", ns)["metadata"]["uid"]
+    # the Event follows the status write that carries the phase
+    wait_for(lambda: "ImportFailed" in [e["reason"] for e in kit.events_for(kube, ns, uid)],
+             timeout=30, what="ImportFailed event")
+    reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
     assert reasons.count("ImportFailed") == 1

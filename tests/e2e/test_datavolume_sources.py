@@ -185,7 +185,10 @@ def test_operator_restart_mid_import(kube: Kube, ns: str, http_server: HttpServe
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert compare(images.get("raw").path,
                    kit.volume_path(kube, kube.get(client.PVCS, "survivor", ns)))
-    reasons = [e["reason"] for e in kit.events_for(kube, ns, dv["metadata"]["uid"])]
+    uid = dv["metadata"]["uid"]
+    wait_for(lambda: "ImportSucceeded" in [e["reason"] for e in kit.events_for(kube, ns, uid)],
+             timeout=30, what="ImportSucceeded event")
+    reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
     assert reasons.count("ImportScheduled") == 1 and reasons.count("ImportSucceeded") == 1
     # the import went on in the same importer pod: none was duplicated or restarted over
     assert len(importers) == 1

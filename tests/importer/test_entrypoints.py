@@ -4,6 +4,7 @@ real block device."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -196,30 +197,81 @@ def test_blank(tmp_path: Path) -> None:
     assert disk.stat().st_blocks == 0
 
 
-@pytest.mark.slow
-def test_nbdkit_gets_no_credentials_in_argv(images: ImageFactory, http_server: HttpServer,
-                                            tmp_path: Path) -> None:
-    url = http_server.publish(images.get("qcow2").path, "private.qcow2")
-    http_server.set_faults("private.qcow2", Faults(rate=2_000_000,
-                                                   basic_auth=("user", "pw-in-no-argv"),
+_SHIM = """#!/bin/sh
+# Records each child the importer starts (they all start through setpriv), then runs it.
+record=$(mktemp "$ROOTDISK_CHILD_RECORD/child.XXXXXX")
+printf '%s\\0' "$@" > "$record.argv"
+env -0 > "$record.env"
+exec {setpriv} "$@"
+"""
+
+
+def _recording_path(tmp_path: Path) -> tuple[str, Path]:
+    """A PATH whose ``setpriv`` records every child's argv and environment in the
+    returned directory (deterministic: no sampling of /proc)."""
+    shims, record = tmp_path / "shims", tmp_path / "children"
+    shims.mkdir()
+    record.mkdir()
+    real = shutil.which("setpriv")
+    assert real is not None
+    shim = shims / "setpriv"
+    shim.write_text(_SHIM.format(setpriv=real))
+    shim.chmod(0o755)
+    return f"{shims}:{os.environ['PATH']}", record
+
+
+def _children_recorded(record: Path) -> list[tuple[list[str], bytes]]:
+    """(argv, environment as NUL-separated bytes) of each recorded child."""
+    found = []
+    for argv_file in sorted(record.glob("*.argv")):
+        argv = argv_file.read_bytes().split(b"\0")[:-1]
+        env = argv_file.with_suffix(".env").read_bytes()
+        found.append(([a.decode() for a in argv], env))
+    return found
+
+
+def _program(argv: list[str]) -> str:
+    """The program a recorded setpriv argv runs (past setpriv's and prlimit's options)."""
+    rest = argv[argv.index("--") + 1:]
+    if rest[0] == "prlimit":
+        rest = rest[rest.index("--") + 1:]
+    return rest[0]
+
+
+def test_children_get_no_credentials_and_run_confined(images: ImageFactory,
+                                                      http_server: HttpServer,
+                                                      tmp_path: Path) -> None:
+    image = images.get("qcow2")
+    url = http_server.publish(image.path, "private.qcow2")
+    http_server.set_faults("private.qcow2", Faults(basic_auth=("user", "pw-in-no-argv"),
                                                    required_headers=(("X-Key", "hdr-secret"),)))
+    path, record = _recording_path(tmp_path)
     env = pod_env(tmp_path, IMPORTER_ENDPOINT=url, IMPORTER_ACCESS_KEY_ID="user",
-                  IMPORTER_SECRET_KEY="pw-in-no-argv", IMPORTER_EXTRA_HEADER_0="X-Key: hdr-secret")
-    proc = subprocess.Popen([sys.executable, "-m", "importer"], env=env, cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    nbdkit_seen, leaked = False, []
-    while proc.poll() is None:
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                argv = cmdline.read_bytes()
-            except OSError:
-                continue
-            nbdkit_seen |= argv.startswith(b"nbdkit\0")
-            if b"pw-in-no-argv" in argv or b"hdr-secret" in argv:
-                leaked.append(argv.decode(errors="replace"))
-        time.sleep(0.05)
-    output, _ = proc.communicate()
-    assert proc.returncode == 0, output
-    assert nbdkit_seen
-    assert not leaked
-    assert "pw-in-no-argv" not in output and "hdr-secret" not in output
+                  IMPORTER_SECRET_KEY="pw-in-no-argv", IMPORTER_EXTRA_HEADER_0="X-Key: hdr-secret",
+                  PATH=path, ROOTDISK_CHILD_RECORD=str(record))
+    done = run_pod(env)
+    assert done.returncode == 0, done.stderr
+    secrets = [b"pw-in-no-argv", b"hdr-secret"]
+    for text in (b"user:pw-in-no-argv", b"pw-in-no-argv", b"hdr-secret"):
+        secrets += [base64.b64encode(text), base64.urlsafe_b64encode(text),
+                    base64.b64encode(text).rstrip(b"="), text.hex().encode()]
+    children = _children_recorded(record)
+    programs = [_program(argv) for argv, _ in children]
+    assert "nbdkit" in programs and "qemu-img" in programs, programs
+    for argv, environment in children:
+        joined = "\0".join(argv).encode()
+        for secret in secrets:
+            assert secret not in joined, (secret, argv)
+            assert secret not in environment, (secret, argv)
+        if "qemu-img" in argv:
+            # Under prlimit (address space and CPU), and never without an input format.
+            assert argv[3] == "prlimit" and any(a.startswith("--as=") for a in argv) \
+                and any(a.startswith("--cpu=") for a in argv), argv
+            assert "-f" in argv[argv.index("qemu-img"):], argv
+    # One pass: qemu-img read the image through NBD (no scratch copy), and the server
+    # sent about the image once (not a download plus the converter's reads).
+    converts = [argv for argv, _ in children if "convert" in argv]
+    assert len(converts) == 1 and converts[0][-2].startswith("nbd+unix://"), converts
+    sent = sum(r.sent or 0 for r in http_server.requests_for("private.qcow2", "GET"))
+    assert sent <= image.size + 256 * 1024, (sent, image.size)
+    assert compare(images.reference, tmp_path / "disk.img")

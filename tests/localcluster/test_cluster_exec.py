@@ -23,7 +23,7 @@ import aiohttp
 import pytest
 import yaml
 
-from localcluster.apiserver import channels
+from localcluster.apiserver.streams import channels
 from localcluster.cluster import Cluster
 from localcluster.kube import client
 from localcluster.kube.client import Kube

@@ -12,7 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from localcluster.apiserver import crds, schema
+from localcluster.apiserver.rules import crds
+from localcluster.apiserver.schema import validation
 
 ROOT = Path(__file__).resolve().parents[2] / "manifests"
 K8S_VERSION = "1.37.0"
@@ -62,7 +63,7 @@ def test_custom_objects_match_their_crd(name: str, doc: dict[str, Any]) -> None:
     group, version = doc["apiVersion"].split("/")
     crd = CRDS[(group, doc["kind"])]
     ver = next(v for v in crd["spec"]["versions"] if v["name"] == version)
-    assert schema.validate(doc, ver["schema"]["openAPIV3Schema"]) == []
+    assert validation.validate(doc, ver["schema"]["openAPIV3Schema"]) == []
 
 
 def test_a_bad_field_is_caught() -> None:
@@ -74,4 +75,4 @@ def test_a_bad_field_is_caught() -> None:
     dv = next(d for _, d in CUSTOM if d["kind"] == "DataVolume")
     crd = CRDS[("cdi.kubevirt.io", "DataVolume")]
     bad_dv = {**dv, "spec": {**dv["spec"], "preallocation": "yes"}}
-    assert schema.validate(bad_dv, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    assert validation.validate(bad_dv, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from localcluster.apiserver.admission import AdmissionDenied, admit, matching_webhooks
+from localcluster.apiserver.admission.review import AdmissionDenied, admit, matching_webhooks
 
 # ------------------------------------------------------------------ PKI
 

@@ -339,7 +339,7 @@ def test_apiservice_validation(server, api):
 
 
 def test_request_attributes_of_proxied_paths():
-    from localcluster.apiserver.apiservices import request_attributes
+    from localcluster.apiserver.kinds.apiservices import request_attributes
 
     assert request_attributes("GET", [], watch=False) is None
     assert request_attributes("PUT", ["namespaces", "ns", "vms", "a", "start"], watch=False) \

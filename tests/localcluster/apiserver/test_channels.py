@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from localcluster.apiserver import channels
+from localcluster.apiserver.streams import channels
 
 
 @pytest.mark.parametrize(("offered", "chosen"), [

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.apiserver.patches import (
+from localcluster.apiserver.patch.jsonpatch import (
     PatchError,
     json_patch,
     merge_patch,

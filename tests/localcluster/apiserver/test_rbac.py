@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.apiserver.rbac import (
+from localcluster.apiserver.auth.rbac import (
     DEFAULT_RBAC_OBJECTS,
     Attributes,
     attributes_from_review,

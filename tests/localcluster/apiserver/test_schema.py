@@ -7,14 +7,10 @@ from typing import Any
 
 import pytest
 
-from localcluster.apiserver.field_errors import FieldError
-from localcluster.apiserver.schema import (
-    apply_defaults,
-    prune,
-    prune_with_report,
-    validate,
-    validate_structural,
-)
+from localcluster.apiserver.schema.field_errors import FieldError
+from localcluster.apiserver.schema.pruning import apply_defaults, prune, prune_with_report
+from localcluster.apiserver.schema.structural import validate_structural
+from localcluster.apiserver.schema.validation import validate
 
 
 def _obj(spec: dict[str, Any]) -> dict[str, Any]:

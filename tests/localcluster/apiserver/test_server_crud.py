@@ -383,7 +383,7 @@ def test_claims_get_the_default_storage_class(api, namespace):
 
 
 def test_default_storage_class_rule():
-    from localcluster.apiserver.defaults import default_storage_class
+    from localcluster.apiserver.rules.defaults import default_storage_class
 
     def sc(name: str, default: str | None, created: str) -> dict:
         ann = {"storageclass.kubernetes.io/is-default-class": default} if default else {}

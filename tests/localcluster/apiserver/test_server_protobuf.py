@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from localcluster.apiserver import protobuf
+from localcluster.apiserver.wire import protobuf
 
 from .kubectl_tool import kubectl_path, needs_kubectl
 from .server_fixtures import Raw

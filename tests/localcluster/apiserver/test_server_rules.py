@@ -7,9 +7,9 @@ import datetime
 
 import pytest
 
-from localcluster.apiserver import crds, deletion, gc, immutability, meta, names
-from localcluster.apiserver.conversions import event_from_core, event_to_core
-from localcluster.apiserver.registry import Registry, ResourceType
+from localcluster.apiserver.kinds.conversions import event_from_core, event_to_core
+from localcluster.apiserver.kinds.registry import Registry, ResourceType
+from localcluster.apiserver.rules import crds, deletion, gc, immutability, meta, names
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 
@@ -304,7 +304,7 @@ _C = {"name": "c", "image": "i"}
     ("StorageClass", {}, "provisioner"),
 ])
 def test_builtin_validation(kind, obj, field):
-    from localcluster.apiserver import validation
+    from localcluster.apiserver.rules import validation
 
     assert field in [c.field for c in validation.validate(kind, obj)]
 
@@ -321,7 +321,7 @@ def test_builtin_validation(kind, obj, field):
     ("Namespace", {}),
 ])
 def test_builtin_validation_accepts_valid_objects(kind, obj):
-    from localcluster.apiserver import validation
+    from localcluster.apiserver.rules import validation
 
     assert validation.validate(kind, obj) == []
 

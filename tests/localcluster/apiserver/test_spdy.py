@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from localcluster.apiserver import spdy
+from localcluster.apiserver.streams import spdy
 
 
 def test_dictionary_is_spdy3s() -> None:

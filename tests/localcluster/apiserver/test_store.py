@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from localcluster.apiserver.errors import APIError
-from localcluster.apiserver.store import Store
-from localcluster.apiserver.watchcache import WatchCache
+from localcluster.apiserver.storage.store import Store
+from localcluster.apiserver.storage.watchcache import WatchCache
 
 
 def _obj(name, **extra):

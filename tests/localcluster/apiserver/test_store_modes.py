@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.apiserver.store import Store
+from localcluster.apiserver.storage.store import Store
 
 
 def mode(path: Path) -> int:
@@ -44,7 +44,7 @@ def test_looser_files_are_tightened_with_a_warning(tmp_path: Path, caplog) -> No
     for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         path.touch()
         os.chmod(path, 0o644)
-    with caplog.at_level(logging.WARNING, logger="localcluster.apiserver.store"):
+    with caplog.at_level(logging.WARNING, logger="localcluster.apiserver.storage.store"):
         Store(db).close()
     assert mode(db) == 0o600
     for suffix in ("-wal", "-shm"):  # SQLite may remove them at close; if kept, tight

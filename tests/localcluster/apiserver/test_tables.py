@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.apiserver.jsonpath import JSONPathError, find
-from localcluster.apiserver.tables import TableError, human_age, to_table
+from localcluster.apiserver.tables.convert import TableError, human_age, to_table
+from localcluster.apiserver.tables.jsonpath import JSONPathError, find
 
 NOW = datetime(2026, 1, 10, 12, 0, 0, tzinfo=UTC)
 
@@ -449,7 +449,7 @@ def test_column_types_follow_kube_apiserver() -> None:
 
 
 def test_every_printer_handles_an_empty_object() -> None:
-    from localcluster.apiserver.table_printers import PRINTERS
+    from localcluster.apiserver.tables.printers import PRINTERS
 
     for kind, (columns, _) in PRINTERS.items():
         table = to_table([{"metadata": {"name": "x"}}], kind=kind, columns=None, list_meta={},

@@ -1,0 +1,174 @@
+"""Pure validation of built-in kinds: the required fields a real cluster insists on.
+
+Custom resources are validated by their CRD schema (``schema/``); built-in kinds have
+no schema here, so the checks that catch real mistakes -- a Pod without containers or
+images, a claim without access modes or size, a binding without a role, a workload whose
+template does not match its selector, bad ConfigMap keys -- are written out, with
+kube-apiserver's field paths and wording. Anything a real cluster accepts is accepted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..errors import Cause
+from ..selectors import SelectorError, label_selector_from_dict
+from .meta import name_error
+
+Obj = dict[str, Any]
+
+_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+
+
+def _required(path: str, detail: str = "") -> Cause:
+    return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""),
+                 path)
+
+
+def _pod_spec(spec: Any, path: str) -> list[Cause]:
+    if not isinstance(spec, dict):
+        return [_required(path)]
+    causes: list[Cause] = []
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        causes.append(_required(f"{path}.containers"))
+        containers = []
+    seen: set[str] = set()
+    for key, items in (("initContainers", spec.get("initContainers") or []),
+                       ("containers", containers)):
+        for i, c in enumerate(items if isinstance(items, list) else []):
+            where = f"{path}.{key}[{i}]"
+            if not isinstance(c, dict):
+                causes.append(Cause("FieldValueInvalid", "Invalid value: must be an object",
+                                    where))
+                continue
+            name = c.get("name")
+            if not name:
+                causes.append(_required(f"{where}.name"))
+            elif not isinstance(name, str) or name_error(name, label=True):
+                causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": '
+                                    f"{name_error(str(name), label=True)}", f"{where}.name"))
+            elif name in seen:
+                causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{name}"',
+                                    f"{where}.name"))
+            else:
+                seen.add(name)
+            if not c.get("image"):
+                causes.append(_required(f"{where}.image"))
+    policy = spec.get("restartPolicy")
+    if policy is not None and policy not in _RESTART_POLICIES:
+        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: "{policy}": '
+                            'supported values: "Always", "OnFailure", "Never"',
+                            f"{path}.restartPolicy"))
+    return causes
+
+
+def _workload(obj: Obj) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
+    if not isinstance(selector, dict) or not (selector.get("matchLabels")
+                                              or selector.get("matchExpressions")):
+        return [_required("spec.selector")]
+    template = spec.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    causes: list[Cause] = []
+    try:
+        if not label_selector_from_dict(selector).matches(labels):
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {labels!r}: `selector` "
+                                "does not match template `labels`",
+                                "spec.template.metadata.labels"))
+    except SelectorError as err:
+        causes.append(Cause("FieldValueInvalid", f"Invalid value: {err}", "spec.selector"))
+    return causes + _pod_spec(template.get("spec"), "spec.template.spec")
+
+
+MAX_DATA_BYTES = 1024 * 1024  # a ConfigMap's or a Secret's data, as upstream's MaxSecretSize
+
+
+def _data_size(obj: Obj) -> int:
+    """Bytes of data as upstream counts them: strings as UTF-8, base64 values decoded."""
+    total = 0
+    for fld in ("data", "binaryData"):
+        values = obj.get(fld)
+        if not isinstance(values, dict):
+            continue
+        encoded = fld == "binaryData" or obj.get("kind") == "Secret"
+        for value in values.values():
+            if isinstance(value, str):
+                total += (len(value) * 3 // 4 - value[-2:].count("=")) if encoded \
+                    else len(value.encode())
+    return total
+
+
+def _data_keys(obj: Obj) -> list[Cause]:
+    causes = []
+    if _data_size(obj) > MAX_DATA_BYTES:
+        causes.append(Cause("FieldValueTooLong",
+                            f"Too long: must have at most {MAX_DATA_BYTES} bytes", "data"))
+    for fld in ("data", "binaryData", "stringData"):
+        for key in obj.get(fld) or {}:
+            if not _KEY.fullmatch(str(key)) or len(str(key)) > 253:
+                causes.append(Cause("FieldValueInvalid", f'Invalid value: "{key}": a valid '
+                                    "config key must consist of alphanumeric characters, "
+                                    "'-', '_' or '.'", f"{fld}[{key}]"))
+    return causes
+
+
+def _binding(obj: Obj) -> list[Cause]:
+    ref = obj.get("roleRef")
+    if not isinstance(ref, dict):
+        return [_required("roleRef")]
+    causes = []
+    if not ref.get("name"):
+        causes.append(_required("roleRef.name"))
+    kinds = ("Role", "ClusterRole") if obj.get("kind") == "RoleBinding" else ("ClusterRole",)
+    if ref.get("kind") not in kinds:
+        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: "{ref.get("kind")}"'
+                            f": supported values: {', '.join(repr(k) for k in kinds)}",
+                            "roleRef.kind"))
+    for i, subject in enumerate(obj.get("subjects") or []):
+        if not isinstance(subject, dict) or not subject.get("name"):
+            causes.append(_required(f"subjects[{i}].name"))
+        elif subject.get("kind") not in ("User", "Group", "ServiceAccount"):
+            causes.append(Cause("FieldValueNotSupported", f'Unsupported value: '
+                                f'"{subject.get("kind")}": supported values: "User", '
+                                '"Group", "ServiceAccount"', f"subjects[{i}].kind"))
+    return causes
+
+
+def validate(kind: str, obj: Obj) -> list[Cause]:
+    """What is wrong with a built-in object of ``kind`` (empty when it is acceptable)."""
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return _pod_spec(obj.get("spec"), "spec")
+    if kind in ("Deployment", "DaemonSet"):
+        return _workload(obj)
+    if kind == "PersistentVolumeClaim":
+        causes = []
+        if not spec.get("accessModes"):
+            causes.append(_required("spec.accessModes", "at least 1 access mode is required"))
+        if not ((spec.get("resources") or {}).get("requests") or {}).get("storage"):
+            causes.append(_required("spec.resources[storage]"))
+        return causes
+    if kind == "PersistentVolume":
+        causes = []
+        if not (spec.get("capacity") or {}).get("storage"):
+            causes.append(_required("spec.capacity"))
+        if not spec.get("accessModes"):
+            causes.append(_required("spec.accessModes"))
+        return causes
+    if kind == "Service":
+        return [Cause("FieldValueInvalid", f"Invalid value: {p.get('port')}: must be between 1 "
+                      "and 65535, inclusive", f"spec.ports[{i}].port")
+                for i, p in enumerate(spec.get("ports") or [])
+                if not isinstance(p, dict) or not isinstance(p.get("port"), int)
+                or not 0 < p["port"] < 65536]
+    if kind in ("ConfigMap", "Secret"):
+        return _data_keys(obj)
+    if kind in ("RoleBinding", "ClusterRoleBinding"):
+        return _binding(obj)
+    if kind == "StorageClass" and not obj.get("provisioner"):
+        return [_required("provisioner")]
+    return []

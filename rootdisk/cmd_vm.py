@@ -1,0 +1,108 @@
+"""``rootdisk start|stop|restart VM`` and ``rootdisk console VM [--log]`` (virtctl's).
+
+They use the cluster's ``subresources.kubevirt.io/v1`` API, so they work the same on a
+real KubeVirt-compatible cluster and on ``rootdisk up``. The cluster and namespace are
+found by ``rootdisk.kubeconfig`` (as kubectl, else the running ``rootdisk up``'s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+SUB = "/apis/subresources.kubevirt.io/v1"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("vm", metavar="VM", help="the VirtualMachine's name")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: as kubectl, else the "
+                   "running `rootdisk up`'s)")
+    p.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
+    p.add_argument("--json", action="store_true", help="machine-readable result")
+
+
+def register(subparsers: Any) -> None:
+    start = subparsers.add_parser("start", help="start a VirtualMachine")
+    _common(start)
+    start.add_argument("--paused", action="store_true", help="start the guest paused")
+    start.add_argument("--dry-run", action="store_true", help="check only, change nothing")
+    start.set_defaults(func=cmd_lifecycle, action="start")
+    stop = subparsers.add_parser("stop", help="stop a VirtualMachine")
+    _common(stop)
+    stop.add_argument("--grace-period", type=int, help="seconds for the guest to shut down")
+    stop.add_argument("--force", action="store_true", help="with --grace-period=0: at once")
+    stop.add_argument("--dry-run", action="store_true", help="check only, change nothing")
+    stop.set_defaults(func=cmd_lifecycle, action="stop")
+    restart = subparsers.add_parser("restart", help="restart a VirtualMachine")
+    _common(restart)
+    restart.add_argument("--grace-period", type=int, help="0 with --force: kill at once")
+    restart.add_argument("--force", action="store_true", help="with --grace-period=0")
+    restart.add_argument("--dry-run", action="store_true", help="check only, change nothing")
+    restart.set_defaults(func=cmd_lifecycle, action="restart")
+    console = subparsers.add_parser("console", help="attach to a VM's serial console "
+                                    "(Ctrl+] detaches)")
+    _common(console)
+    console.add_argument("--log", action="store_true",
+                         help="print the console log (guest-console-log) and exit")
+    console.add_argument("--timeout", type=float, default=300.0,
+                         help="seconds to wait for the VM to be running (default 300)")
+    console.set_defaults(func=cmd_console)
+
+
+def _connect(args: argparse.Namespace) -> tuple[Any, str]:
+    from rootdisk import kubeconfig
+    from vm.kube import Kube, load_config
+    try:
+        found = kubeconfig.discover(args.kubeconfig)
+    except kubeconfig.KubeconfigNotFound as err:
+        raise SystemExit(f"rootdisk {args.command}: {err}") from None
+    return Kube(load_config(found.path)), kubeconfig.namespace(args.namespace, found)
+
+
+def cmd_lifecycle(args: argparse.Namespace) -> int:
+    import json
+
+    from vm.kube import KubeError
+    kube, ns = _connect(args)
+    body: dict[str, Any] = {"kind": f"{args.action.capitalize()}Options",
+                            "apiVersion": "subresources.kubevirt.io/v1"}
+    if args.dry_run:
+        body["dryRun"] = ["All"]
+    if args.action == "start" and args.paused:
+        body["paused"] = True
+    grace = getattr(args, "grace_period", None)
+    if grace is not None:
+        body["gracePeriod" if args.action == "stop" else "gracePeriodSeconds"] = grace
+    if getattr(args, "force", False):
+        body["force"] = True
+    try:
+        kube.request("PUT", f"{SUB}/namespaces/{ns}/virtualmachines/{args.vm}/{args.action}",
+                     body=body)
+    except KubeError as err:
+        if args.json:
+            print(json.dumps({"ok": False, "code": err.status, "message": err.message}))
+        else:
+            print(f"rootdisk {args.action}: {err.message}", file=sys.stderr)
+        return 1
+    finally:
+        kube.api.close()
+    done = {"start": "was scheduled to start", "stop": "was scheduled to stop",
+            "restart": "was scheduled to restart"}[args.action]
+    if args.json:
+        print(json.dumps({"ok": True, "vm": args.vm, "namespace": ns, "action": args.action,
+                          "dryRun": args.dry_run}))
+    else:
+        print(f"VM {args.vm} {done}" + (" (dry run)" if args.dry_run else ""))
+    return 0
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from rootdisk import console
+    kube, ns = _connect(args)
+    try:
+        if args.log:
+            return console.print_log(kube, ns, args.vm)
+        return console.attach(kube, ns, args.vm, timeout=args.timeout)
+    finally:
+        kube.api.close()

@@ -1,0 +1,145 @@
+"""The CLI's console: the WebSocket of ``virtualmachineinstances/console`` wired to the
+terminal (raw mode, Ctrl+] detaches), and ``--log``: the launcher pod's
+``guest-console-log`` container log, for scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import ssl
+import sys
+import termios
+import time
+import tty
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from vm.api import names
+from vm.kube import PODS, VMIS, Kube, KubeError
+
+ESCAPE = b"\x1d"  # Ctrl+]
+SUB = "/apis/subresources.kubevirt.io/v1"
+
+
+def _ssl_and_headers(kube: Kube) -> tuple[ssl.SSLContext, dict[str, str], str]:
+    cfg = kube.api.configuration
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else \
+        ssl.create_default_context()
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cfg.cert_file and cfg.key_file:
+        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    headers = {}
+    for setting in (cfg.auth_settings() or {}).values():
+        if setting.get("in") == "header" and setting.get("value"):
+            headers[str(setting["key"]).capitalize()] = str(setting["value"])
+    return ctx, headers, str(cfg.host).rstrip("/")
+
+
+def _wait_running(kube: Kube, ns: str, name: str, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        vmi = kube.get(VMIS, name, ns)
+        phase = ((vmi or {}).get("status") or {}).get("phase")
+        if phase == "Running":
+            return vmi  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise SystemExit(f"rootdisk console: VMI {ns}/{name} is not running "
+                             f"(phase {phase or 'absent'}) after {timeout:.0f} s")
+        time.sleep(1)
+
+
+def print_log(kube: Kube, ns: str, name: str) -> int:
+    vmi = kube.get(VMIS, name, ns)
+    if vmi is None:
+        print(f"rootdisk console: VMI {ns}/{name} does not exist", file=sys.stderr)
+        return 1
+    pods = kube.list(PODS, ns, labelSelector=f"{names.LABEL_CREATED_BY}={vmi['metadata']['uid']}")
+    pods = [p for p in pods if not ((p["metadata"].get("annotations") or {}).get(
+        names.ANN_EPHEMERAL_PROVISIONING))]
+    if not pods:
+        print(f"rootdisk console: VMI {ns}/{name} has no launcher pod yet", file=sys.stderr)
+        return 1
+    pod = pods[0]["metadata"]["name"]
+    try:
+        resp = kube.api.call_api(
+            f"/api/v1/namespaces/{quote(ns)}/pods/{quote(pod)}/log", "GET",
+            query_params=[("container", "guest-console-log")], auth_settings=["BearerToken"],
+            _preload_content=False, _request_timeout=60)
+    except Exception as err:  # the client raises ApiException and urllib3 errors
+        print(f"rootdisk console: cannot read the log of {pod}: {err}", file=sys.stderr)
+        return 1
+    data = resp[0].data if isinstance(resp, tuple) else resp.data
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return 0
+
+
+def attach(kube: Kube, ns: str, name: str, *, timeout: float) -> int:
+    try:
+        _wait_running(kube, ns, name, timeout)
+    except KubeError as err:
+        print(f"rootdisk console: {err.message}", file=sys.stderr)
+        return 1
+    ctx, headers, host = _ssl_and_headers(kube)
+    url = f"{host}{SUB}/namespaces/{quote(ns)}/virtualmachineinstances/{quote(name)}/console"
+    print(f"Successfully connected to {name} console. The escape sequence is ^]",
+          file=sys.stderr)
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    try:
+        if saved is not None:
+            tty.setraw(fd)
+        return asyncio.run(_session(url, ctx, headers, fd))
+    finally:
+        if saved is not None:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        print("", file=sys.stderr)
+
+
+async def _session(url: str, ctx: ssl.SSLContext, headers: dict[str, str], fd: int) -> int:
+    loop = asyncio.get_running_loop()
+    async with aiohttp.ClientSession() as session:
+        try:
+            ws = await session.ws_connect(url, ssl=ctx, headers=headers,
+                                          protocols=("plain.kubevirt.io",))
+        except aiohttp.WSServerHandshakeError as err:
+            print(f"rootdisk console: {err.status} {err.message}", file=sys.stderr)
+            return 1
+        stdin_q: asyncio.Queue[bytes] = asyncio.Queue()
+
+        def readable() -> None:
+            data = os.read(fd, 1024)
+            stdin_q.put_nowait(data)
+
+        loop.add_reader(fd, readable)
+        try:
+            async def up() -> None:
+                while True:
+                    data = await stdin_q.get()
+                    if not data or ESCAPE in data:
+                        return
+                    await ws.send_bytes(data)
+
+            async def down() -> None:
+                async for msg in ws:
+                    if msg.type == aiohttp.WSMsgType.BINARY:
+                        sys.stdout.buffer.write(msg.data)
+                        sys.stdout.flush()
+                    elif msg.type != aiohttp.WSMsgType.TEXT:
+                        return
+
+            tasks = [asyncio.create_task(up()), asyncio.create_task(down())]
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in tasks:
+                t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            loop.remove_reader(fd)
+            await ws.close()
+    return 0

@@ -1,0 +1,39 @@
+"""`make demo` is itself tested: its whole flow on its own `rootdisk up`, then STOP=1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localcluster.cluster import is_running
+from rootdisk.demo import GREETING
+from tests.localcluster.clusterkit import needs_root
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def demo(data_dir: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rootdisk.demo", "--data-dir", str(data_dir),
+                           "--timeout", "400", *extra], capture_output=True, text=True,
+                          timeout=timeout, check=False, cwd=ROOT)
+
+
+def test_make_demo_flow_and_stop(tmp_path: Path) -> None:
+    data_dir = tmp_path / "demo"
+    try:
+        out = demo(data_dir)
+        assert out.returncode == 0, out.stdout + out.stderr
+        text = out.stdout
+        assert "DataVolume demo-rootdisk: Succeeded          100.0%" in text
+        assert "VirtualMachine demo: Running" in text
+        assert f"   | {GREETING}" in text  # the guest's own serial output
+        assert f"export KUBECONFIG={data_dir}/kubeconfig" in text
+        assert is_running(str(data_dir))  # left up for the user
+    finally:
+        stopped = demo(data_dir, "--stop", timeout=180)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not is_running(str(data_dir))

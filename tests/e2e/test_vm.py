@@ -1,0 +1,114 @@
+"""VirtualMachines on `rootdisk up`, every component a pod from manifests/: the root disk
+imported by a dataVolumeTemplate from the test HTTP server, the guest booted by the
+launcher, its marker on the console; start/stop/restart through the subresource API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from tests.e2e import vmkit
+from tests.fixtures.guests import MARKER, write_boot_sector_disk
+from tests.fixtures.httpserver import HttpServer
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vm_side(kube: Kube) -> None:
+    vmkit.wait_vm_side_ready(kube)
+
+
+@pytest.fixture
+def guest_url(http_server: HttpServer, tmp_path: Path) -> str:
+    disk = write_boot_sector_disk(tmp_path / "guest.img", poweroff=False)
+    return http_server.publish(disk, "guest.img")
+
+
+@pytest.mark.timeout(900)
+def test_vm_imports_boots_and_prints_its_marker(cluster: Cluster, kube: Kube, ns: str,
+                                                guest_url: str) -> None:
+    kube.create(vmkit.VMS, vmkit.vm("demo", guest_url), ns)
+    try:
+        vmkit.wait_printable(kube, ns, "demo", "Running", timeout=400)
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    dv = kube.get(client.Resource("cdi.kubevirt.io", "v1beta1", "datavolumes"), "demo-root", ns)
+    assert dv["status"]["phase"] == "Succeeded"
+    assert dv["metadata"]["labels"]["kubevirt.io/created-by"] == kube.get(
+        vmkit.VMS, "demo", ns)["metadata"]["uid"]
+    vmi = kube.get(vmkit.VMIS, "demo", ns)
+    assert vmi["status"]["phase"] == "Running" and vmi["status"]["nodeName"]
+    # the guest's marker, from the launcher pod's guest-console-log container
+    wait_for(lambda: MARKER in vmkit.cli(cluster, "console", "demo", "-n", ns, "--log").stdout,
+             timeout=120, what="the guest's marker in `rootdisk console --log`")
+
+    # stop: the VMI goes, the VM is Stopped; start: a new VMI runs again
+    out = vmkit.cli(cluster, "stop", "demo", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    vmkit.wait_printable(kube, ns, "demo", "Stopped", timeout=180)
+    assert kube.get_or_none(vmkit.VMIS, "demo", ns) is None
+    assert kube.get(vmkit.VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    out = vmkit.cli(cluster, "start", "demo", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    vmkit.wait_printable(kube, ns, "demo", "Running", timeout=240)
+    first = vmkit.vmi_uid(kube, ns, "demo")
+    out = vmkit.cli(cluster, "start", "demo", "-n", ns)
+    assert out.returncode == 1 and "VM is already running" in out.stderr
+
+    # restart: a new VMI (a new uid) reaches Running
+    out = vmkit.cli(cluster, "restart", "demo", "-n", ns)
+    assert out.returncode == 0, out.stderr
+    wait_for(lambda: (u := vmkit.vmi_uid(kube, ns, "demo")) and u != first, timeout=240,
+             what="a new VMI after restart")
+    vmkit.wait_printable(kube, ns, "demo", "Running", timeout=240)
+
+
+@pytest.fixture
+def poweroff_url(http_server: HttpServer, tmp_path: Path) -> str:
+    disk = write_boot_sector_disk(tmp_path / "off.img", poweroff=True)
+    return http_server.publish(disk, "off.img")
+
+
+@pytest.mark.timeout(900)
+def test_guest_poweroff_restarts_under_always_not_under_rerun(kube: Kube, ns: str,
+                                                              poweroff_url: str) -> None:
+    kube.create(vmkit.VMS, vmkit.vm("always", poweroff_url), ns)
+    kube.create(vmkit.VMS, vmkit.vm("rerun", poweroff_url, strategy="RerunOnFailure"), ns)
+    # Always: each VMI the guest powers off is replaced by a new one
+    seen: set[str] = set()
+
+    def restarted() -> bool:
+        uid = vmkit.vmi_uid(kube, ns, "always")
+        if uid:
+            seen.add(uid)
+        return len(seen) >= 2
+    try:
+        wait_for(restarted, timeout=400, what="two VMIs of the Always VM")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    # RerunOnFailure: the guest's clean power-off ends it; it is not started again
+    vmkit.wait_printable(kube, ns, "rerun", "Stopped", timeout=300)
+    status = kube.get(vmkit.VMS, "rerun", ns)["status"]
+    assert status["created"] is False
+    assert "startFailure" not in status
+
+
+def test_failed_import_shows_datavolume_error(kube: Kube, ns: str,
+                                              http_server: HttpServer) -> None:
+    kube.create(vmkit.VMS, vmkit.vm("broken", http_server.url_for("missing.img")), ns)
+    vmkit.wait_printable(kube, ns, "broken", "DataVolumeError", timeout=240)
+    # the default class binds on first consumer, so a VMI may exist (with upstream's
+    # temporary binding pod), but no launcher ever runs for a disk that never came
+    launchers = [p for p in kube.list(client.PODS, ns)["items"]
+                 if (p["metadata"].get("labels") or {}).get("kubevirt.io") == "virt-launcher"
+                 and not (p["metadata"].get("annotations") or {}).get(
+                     "kubevirt.io/ephemeral-provisioning")]
+    assert launchers == []
+    vmi = kube.get_or_none(vmkit.VMIS, "broken", ns)
+    assert vmi is None or (vmi.get("status") or {}).get("phase") != "Running"

@@ -1,0 +1,106 @@
+"""Helpers for the VM end-to-end tests on `rootdisk up`: the VM side's pods ready, VMs
+from a dataVolumeTemplate, waits, and the `rootdisk` VM commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from tests.localcluster.clusterkit import wait_for
+
+VMS = client.Resource("kubevirt.io", "v1", "virtualmachines")
+VMIS = client.Resource("kubevirt.io", "v1", "virtualmachineinstances")
+APISERVICES = client.Resource("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
+WEBHOOKS = client.Resource("admissionregistration.k8s.io", "v1",
+                           "validatingwebhookconfigurations", namespaced=False)
+VM_NS = "kubevirt"
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conds = {c["type"]: c["status"] for c in (pod.get("status") or {}).get("conditions") or []}
+    return conds.get("Ready") == "True" and not pod["metadata"].get("deletionTimestamp")
+
+
+def wait_vm_side_ready(kube: Kube, timeout: float = 240) -> None:
+    """virt-controller, virt-api and virt-handler run; the APIService is Available."""
+    def pods_ready() -> bool:
+        pods = kube.list(client.PODS, VM_NS)["items"]
+        labels = {(p["metadata"].get("labels") or {}).get("kubevirt.io") for p in pods
+                  if _ready(p)}
+        return {"virt-controller", "virt-api", "virt-handler"} <= labels
+    wait_for(pods_ready, timeout=timeout, what="VM side pods Ready")
+
+    def available() -> bool:
+        svc = kube.get_or_none(APISERVICES, "v1.subresources.kubevirt.io") or {}
+        return any(c.get("type") == "Available" and c.get("status") == "True"
+                   for c in (svc.get("status") or {}).get("conditions") or [])
+    wait_for(available, timeout=timeout, what="APIService Available")
+    wait_for(lambda: all((h.get("clientConfig") or {}).get("caBundle") for h in
+                         kube.get(WEBHOOKS, "virt-api-validator")["webhooks"]),
+             timeout=timeout, what="virt-api webhook caBundle")
+
+
+def vm(name: str, url: str, *, strategy: str = "Always", size: str = "64Mi",
+       storage_class: str | None = None) -> dict[str, Any]:
+    storage: dict[str, Any] = {"resources": {"requests": {"storage": size}}}
+    if storage_class:
+        storage["storageClassName"] = storage_class
+    return {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": name},
+        "spec": {
+            "runStrategy": strategy,
+            "dataVolumeTemplates": [{"metadata": {"name": f"{name}-root"},
+                                     "spec": {"source": {"http": {"url": url}},
+                                              "storage": storage}}],
+            "template": {"spec": {
+                "terminationGracePeriodSeconds": 5,
+                "domain": {"resources": {"requests": {"memory": "64Mi"}},
+                           "devices": {"disks": [{"name": "root", "bootOrder": 1,
+                                                  "disk": {"bus": "virtio"}}]}},
+                "volumes": [{"name": "root", "dataVolume": {"name": f"{name}-root"}}]}},
+        },
+    }
+
+
+def printable(kube: Kube, ns: str, name: str) -> str:
+    return str(((kube.get_or_none(VMS, name, ns) or {}).get("status") or {}).get(
+        "printableStatus") or "")
+
+
+def wait_printable(kube: Kube, ns: str, name: str, want: str | tuple[str, ...],
+                   timeout: float = 300) -> str:
+    wants = (want,) if isinstance(want, str) else want
+    return str(wait_for(lambda: (s := printable(kube, ns, name)) in wants and s,
+                        timeout=timeout, what=f"VM {ns}/{name} {wants} (now "
+                        f"{printable(kube, ns, name)!r})"))
+
+
+def vmi_uid(kube: Kube, ns: str, name: str) -> str:
+    return str(((kube.get_or_none(VMIS, name, ns) or {}).get("metadata") or {}).get("uid")
+               or "")
+
+
+def cli(cluster: Cluster, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rootdisk", *argv,
+                           "--kubeconfig", cluster.kubeconfig],
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          cwd=Path(__file__).resolve().parents[2],
+                          env={**os.environ, "KUBECONFIG": "/nonexistent"})
+
+
+def diagnose(kube: Kube, ns: str) -> str:
+    out = []
+    for res in (VMS, VMIS, client.PODS):
+        for o in kube.list(res, ns)["items"]:
+            out.append(f"{res.plural}/{o['metadata']['name']}: "
+                       f"{(o.get('status') or {}).get('phase') or ''} "
+                       f"{(o.get('status') or {}).get('printableStatus') or ''} "
+                       f"{(o.get('status') or {}).get('conditions')}")
+    return "\n".join(out)

@@ -1,0 +1,253 @@
+"""The serial console end to end: a client's WebSocket to the API server, through the
+aggregator to virt-api, over mutual TLS to the node handler, into a real launcher's
+control socket and a booted Linux guest that echoes what is typed. Also the handler's
+phase sync from the same launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import shutil
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tests.fixtures.guests import GuestBuilder, LinuxGuest
+from tests.vm.launcher.harness import Launch
+from vm.api import certs
+from vm.api.kube import load_pki
+from vm.handler import kube as handler_kube
+from vm.handler.console import ConsoleServer, server_context
+from vm.kube import PODS, VMIS, Kube
+
+from .test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
+
+NODE = "node1"
+
+
+@pytest.fixture(scope="module")
+def guest() -> LinuxGuest:
+    if not shutil.which("qemu-system-x86_64"):
+        pytest.skip("qemu-system-x86_64 not installed")
+    return GuestBuilder().linux(mode="wait")
+
+
+class HandlerThread:
+    def __init__(self, kube: Kube, socket_dir: Path, tmp: Path) -> None:
+        ca, _ = load_pki(kube, "kubevirt")  # type: ignore[misc]
+        mine = certs.issue(ca=ca, common_name="virt-handler:node1", ips=("127.0.0.1",),
+                           now=dt.datetime.now(dt.UTC))
+        (tmp / "h.crt").write_bytes(mine.cert_pem)
+        (tmp / "h.key").write_bytes(mine.key_pem)
+        self.ctx = server_context(ca_pem=ca.cert_pem, cert_file=str(tmp / "h.crt"),
+                                  key_file=str(tmp / "h.key"))
+        self.server = ConsoleServer(kube, node=NODE, socket_dir=str(socket_dir))
+        self.port = 0
+        self._ready = threading.Event()
+        self._stop: Any = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            runner = web.AppRunner(self.server.app(), access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self.ctx)
+            await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            stop = asyncio.Event()
+            self._stop = (asyncio.get_running_loop(), stop)
+            self._ready.set()
+            await stop.wait()
+            server = runner.server
+            for conn in list(getattr(server, "connections", []) if server else []):
+                if conn.transport is not None:
+                    conn.transport.abort()
+            await runner.cleanup()
+
+        asyncio.run(main())
+
+    def start(self) -> HandlerThread:
+        self._thread.start()
+        assert self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._stop:
+            loop, stop = self._stop
+            loop.call_soon_threadsafe(stop.set)
+            self._thread.join(10)
+
+
+@pytest.fixture
+def running_vmi(cluster: tuple[Any, Kube, int], guest: LinuxGuest,  # noqa: F811
+                tmp_path: Path) -> Iterator[tuple[dict[str, Any], Launch]]:
+    kube = cluster[1]
+    ns = "default"
+    name = f"c-{uuid.uuid4().hex[:6]}"
+    vmi = kube.create(VMIS, {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": name},
+        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
+                            "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+                 "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}},
+        ns)
+    run = Launch({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                  "metadata": {k: vmi["metadata"][k] for k in ("name", "namespace", "uid")},
+                  "spec": vmi["spec"]})
+    try:
+        run.add_disk("root", guest.raw)
+        run.start()
+        run.wait_for_console(guest.marker, timeout=180)
+        yield vmi, run
+    finally:
+        run.cleanup()
+
+
+def test_handler_sets_running_from_the_launcher(cluster: tuple[Any, Kube, int],  # noqa: F811
+                                                running_vmi: tuple[dict[str, Any], Launch]
+                                                ) -> None:
+    kube = cluster[1]
+    vmi, run = running_vmi
+    ns, name = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
+    kube.patch(VMIS, name, {"status": {"phase": "Scheduled", "nodeName": NODE}}, ns,
+               sub="status")
+    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.sockets), shut=set())
+    st = kube.get(VMIS, name, ns)["status"]
+    assert st["phase"] == "Running"
+    assert st["phaseTransitionTimestamps"][-1]["phase"] == "Running"
+    run.request({"cmd": "pause"})
+    run.wait_for_state("paused")
+    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.sockets), shut=set())
+    conds = {c["type"]: c for c in kube.get(VMIS, name, ns)["status"]["conditions"]}
+    assert conds["Paused"]["status"] == "True"
+    run.request({"cmd": "unpause"})
+    run.wait_for_state("running")
+    # deleting the VMI makes the handler ask for a shutdown with the VMI's grace period
+    kube.patch(VMIS, name, {"spec": {"terminationGracePeriodSeconds": 90}}, ns)
+    doomed = dict(kube.get(VMIS, name, ns))
+    doomed["metadata"] = dict(doomed["metadata"], deletionTimestamp="2026-01-01T00:00:00Z")
+    shut: set[str] = set()
+    handler_kube.sync(kube, doomed, socket_dir=str(run.sockets), shut=shut)
+    assert shut == {vmi["metadata"]["uid"]}
+    assert run.wait(timeout=120) == 0  # the guest took the ACPI power button
+    assert run.termination()["phase"] == "Succeeded"
+
+
+def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa: F811
+                                        running_vmi: tuple[dict[str, Any], Launch],
+                                        tmp_path: Path) -> None:
+    server, kube, _ = cluster
+    vmi, run = running_vmi
+    ns, name = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
+    base = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}"
+    handler = HandlerThread(kube, run.sockets, tmp_path).start()
+    try:
+        kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},
+            "spec": {"nodeName": NODE, "containers": [{
+                "name": "h", "image": "rootdisk/operator",
+                "ports": [{"name": "console", "containerPort": handler.port}]}]}}, "kubevirt")
+        kube.patch(PODS, f"virt-handler-{name}", {"status": {
+            "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
+
+        async def talk(expect_status: int | None = None) -> str:
+            ctx = ssl.create_default_context(cafile=str(server.ca_path))
+            headers = {"Authorization": f"Bearer {server.admin_token}"}
+            async with aiohttp.ClientSession() as s:
+                if expect_status is not None:
+                    async with s.get(server.url + base + "/console", ssl=ctx,
+                                     headers=headers) as resp:
+                        assert resp.status == expect_status, await resp.text()
+                        return await resp.text()
+                async with s.ws_connect(server.url + base + "/console", ssl=ctx,
+                                        headers=headers,
+                                        protocols=("plain.kubevirt.io",)) as ws:
+                    await ws.send_bytes(b"hello-console\n")
+                    seen = b""
+                    async with asyncio.timeout(60):
+                        while b"ECHO:hello-console" not in seen:
+                            msg = await ws.receive()
+                            assert msg.type == aiohttp.WSMsgType.BINARY, msg
+                            seen += msg.data
+                    return seen.decode(errors="replace")
+
+        text = asyncio.run(talk(expect_status=409))  # not Running yet
+        assert "is not running" in text
+        kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": NODE}}, ns,
+                   sub="status")
+        assert "ECHO:hello-console" in asyncio.run(talk())
+
+        # the same through `rootdisk console` (stdin a pipe here; Ctrl+] detaches)
+        import subprocess
+        import sys
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rootdisk", "console", name, "-n", ns, "--kubeconfig",
+             str(server.kubeconfig_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
+        try:
+            seen = b""
+            deadline = time.monotonic() + 60
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(b"from-cli\n")
+            proc.stdin.flush()
+            os.set_blocking(proc.stdout.fileno(), False)
+            while b"ECHO:from-cli" not in seen and time.monotonic() < deadline:
+                chunk = proc.stdout.read(4096)
+                seen += chunk or b""
+                if not chunk:
+                    time.sleep(0.1)
+            if b"ECHO:from-cli" not in seen:
+                proc.kill()
+                _, err = proc.communicate(timeout=10)
+                raise AssertionError(f"no echo from `rootdisk console`: {seen!r} {err!r}")
+            proc.stdin.write(b"\x1d")
+            proc.stdin.flush()
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                if f is not None:
+                    f.close()
+    finally:
+        handler.stop()
+
+
+def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # noqa: F811
+                                             tmp_path: Path) -> None:
+    """A client certificate from the same CA but another name is refused (401); no
+    certificate at all fails the TLS handshake."""
+    kube = cluster[1]
+    socket_dir = tmp_path / "sockets"
+    socket_dir.mkdir()
+    handler = HandlerThread(kube, socket_dir, tmp_path).start()
+    try:
+        ca, _ = load_pki(kube, "kubevirt")  # type: ignore[misc]
+        other = certs.issue(ca=ca, common_name="intruder", now=dt.datetime.now(dt.UTC))
+        (tmp_path / "o.crt").write_bytes(other.cert_pem)
+        (tmp_path / "o.key").write_bytes(other.key_pem)
+        url = (f"https://127.0.0.1:{handler.port}/v1/namespaces/default/"
+               "virtualmachineinstances/x/console?uid=y")
+
+        async def get(with_cert: bool) -> int:
+            ctx = ssl.create_default_context(cadata=ca.cert_pem.decode())
+            if with_cert:
+                ctx.load_cert_chain(str(tmp_path / "o.crt"), str(tmp_path / "o.key"))
+            async with aiohttp.ClientSession() as s, s.get(url, ssl=ctx) as resp:
+                return resp.status
+
+        assert asyncio.run(get(True)) == 401
+        with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+            asyncio.run(get(False))
+    finally:
+        handler.stop()

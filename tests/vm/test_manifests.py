@@ -1,0 +1,77 @@
+"""The VM side's manifests apply to an API server as `rootdisk up` applies them, and
+their RBAC gives each component what it does and no more."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from localcluster.apiserver.threaded import ServerThread
+from localcluster.kube.client import Kube as LCKube
+from localcluster.workloads.apply import apply_manifests
+from vm.kube import Kube, Res
+
+from .conftest import ROOT, kube_for
+
+SAR = Res("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, list[str]]]:
+    thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5)
+    server = thread.start()
+    lc = LCKube(str(server.kubeconfig_path))
+    kube = kube_for(server)
+    try:
+        yield kube, apply_manifests(lc, str(ROOT / "manifests"))
+    finally:
+        lc.close()
+        kube.api.close()
+        thread.stop()
+
+
+def can(kube: Kube, sa: str, verb: str, group: str, resource: str, *, ns: str = "default",
+        sub: str = "", name: str = "") -> bool:
+    out = kube.create(SAR, {"apiVersion": "authorization.k8s.io/v1",
+                            "kind": "SubjectAccessReview", "spec": {
+                                "user": f"system:serviceaccount:kubevirt:{sa}",
+                                "groups": ["system:serviceaccounts",
+                                           "system:serviceaccounts:kubevirt"],
+                                "resourceAttributes": {"namespace": ns, "verb": verb,
+                                                       "group": group, "resource": resource,
+                                                       "subresource": sub, "name": name}}})
+    return bool(out["status"].get("allowed"))
+
+
+def test_everything_applies(applied: tuple[Kube, list[str]]) -> None:
+    names = applied[1]
+    for want in ("CustomResourceDefinition/virtualmachines.kubevirt.io",
+                 "Deployment/virt-controller", "Deployment/virt-api", "DaemonSet/virt-handler",
+                 "APIService/v1.subresources.kubevirt.io",
+                 "ValidatingWebhookConfiguration/virt-api-validator", "KubeVirt/kubevirt"):
+        assert want in names, names
+
+
+@pytest.mark.parametrize(("sa", "verb", "group", "resource", "sub", "ns", "name", "ok"), [
+    ("kubevirt-controller", "create", "kubevirt.io", "virtualmachineinstances", "", "x", "",
+     True),
+    ("kubevirt-controller", "create", "cdi.kubevirt.io", "datavolumes", "", "x", "", True),
+    ("kubevirt-controller", "delete", "cdi.kubevirt.io", "datavolumes", "", "x", "", False),
+    ("kubevirt-controller", "update", "kubevirt.io", "virtualmachines", "", "x", "", False),
+    ("kubevirt-controller", "get", "", "secrets", "", "x", "", False),
+    ("kubevirt-apiserver", "patch", "kubevirt.io", "virtualmachines", "", "x", "", True),
+    ("kubevirt-apiserver", "delete", "kubevirt.io", "virtualmachines", "", "x", "", False),
+    ("kubevirt-apiserver", "get", "", "secrets", "", "kubevirt", "virt-api-certs", True),
+    ("kubevirt-apiserver", "get", "", "secrets", "", "kubevirt", "other", False),
+    ("kubevirt-apiserver", "list", "", "pods", "", "kubevirt", "", True),
+    ("kubevirt-apiserver", "list", "", "pods", "", "x", "", False),
+    ("kubevirt-handler", "update", "kubevirt.io", "virtualmachineinstances", "status", "x", "",
+     True),
+    ("kubevirt-handler", "update", "kubevirt.io", "virtualmachineinstances", "", "x", "",
+     False),
+    ("kubevirt-handler", "create", "", "pods", "", "x", "", False),
+])
+def test_least_privilege(applied: tuple[Kube, list[str]], sa: str, verb: str, group: str,
+                         resource: str, sub: str, ns: str, name: str, ok: bool) -> None:
+    assert can(applied[0], sa, verb, group, resource, ns=ns, sub=sub, name=name) is ok

@@ -1,0 +1,150 @@
+"""The VM controller's sync against a real API server (localcluster's): DataVolumes from
+templates, VMI creation gated on them, run strategies, crash-loop back-off, status."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vm.controller.kube import sync_vm
+from vm.kube import DVS, EVENTS, VMIS, VMS, Kube, Res
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "vm-datavolume.yaml"
+NAMESPACES = Res("", "v1", "namespaces", namespaced=False)
+
+
+@pytest.fixture
+def ns(api: Kube) -> str:
+    name = f"vm-{uuid.uuid4().hex[:8]}"
+    api.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+def make_vm(api: Kube, ns: str, **spec: object) -> dict:
+    vm = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    vm["spec"].update(spec)
+    return api.create(VMS, vm, ns)
+
+
+def set_dv_phase(api: Kube, ns: str, name: str, phase: str) -> None:
+    api.patch(DVS, name, {"status": {"phase": phase}}, ns, sub="status")
+
+
+def set_vmi_phase(api: Kube, ns: str, name: str, phase: str, *, ran: bool = False) -> None:
+    stamps = [{"phase": "Running", "phaseTransitionTimestamp": "2026-01-01T00:00:00Z"}] if ran \
+        else []
+    api.patch(VMIS, name, {"status": {"phase": phase, "phaseTransitionTimestamps": stamps}}, ns,
+              sub="status")
+
+
+def status(api: Kube, ns: str) -> dict:
+    return (api.get(VMS, "demo", ns) or {}).get("status") or {}
+
+
+def test_datavolume_first_then_vmi(api: Kube, ns: str) -> None:
+    vm = make_vm(api, ns)
+    sync_vm(api, ns, "demo")
+    dv = api.get(DVS, "demo-rootdisk", ns)
+    assert dv is not None
+    assert dv["metadata"]["labels"]["kubevirt.io/created-by"] == vm["metadata"]["uid"]
+    assert dv["metadata"]["annotations"]["cdi.kubevirt.io/allowClaimAdoption"] == "true"
+    assert dv["metadata"]["ownerReferences"][0]["uid"] == vm["metadata"]["uid"]
+    assert api.get(VMIS, "demo", ns) is None
+    st = status(api, ns)
+    assert st["printableStatus"] == "Provisioning" and st["created"] is False
+    reasons = [e["reason"] for e in api.list(EVENTS, ns)]
+    assert "SuccessfulDataVolumeCreate" in reasons
+
+    set_dv_phase(api, ns, "demo-rootdisk", "ImportInProgress")
+    sync_vm(api, ns, "demo")
+    assert api.get(VMIS, "demo", ns) is None
+
+    set_dv_phase(api, ns, "demo-rootdisk", "Succeeded")
+    sync_vm(api, ns, "demo")
+    vmi = api.get(VMIS, "demo", ns)
+    assert vmi is not None
+    assert vmi["metadata"]["ownerReferences"][0]["uid"] == vm["metadata"]["uid"]
+    assert vmi["spec"]["volumes"][0]["dataVolume"]["name"] == "demo-rootdisk"
+    sync_vm(api, ns, "demo")
+    assert status(api, ns)["printableStatus"] == "Starting"
+
+    set_vmi_phase(api, ns, "demo", "Running", ran=True)
+    api.patch(VMIS, "demo", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+              ns, sub="status")
+    sync_vm(api, ns, "demo")
+    st = status(api, ns)
+    assert (st["printableStatus"], st["ready"], st["created"]) == ("Running", True, True)
+
+
+def test_failed_import_shows_datavolume_error(api: Kube, ns: str) -> None:
+    make_vm(api, ns)
+    sync_vm(api, ns, "demo")
+    set_dv_phase(api, ns, "demo-rootdisk", "Failed")
+    sync_vm(api, ns, "demo")
+    assert status(api, ns)["printableStatus"] == "DataVolumeError"
+    assert api.get(VMIS, "demo", ns) is None
+
+
+def test_halted_vm_gets_its_datavolume_but_no_vmi(api: Kube, ns: str) -> None:
+    make_vm(api, ns, runStrategy="Halted")
+    sync_vm(api, ns, "demo")
+    set_dv_phase(api, ns, "demo-rootdisk", "Succeeded")
+    sync_vm(api, ns, "demo")
+    assert api.get(DVS, "demo-rootdisk", ns) is not None
+    assert api.get(VMIS, "demo", ns) is None
+    assert status(api, ns)["printableStatus"] == "Stopped"
+
+
+def test_always_crash_loop_backs_off_then_starts(api: Kube, ns: str) -> None:
+    make_vm(api, ns)
+    sync_vm(api, ns, "demo")
+    set_dv_phase(api, ns, "demo-rootdisk", "Succeeded")
+    now = datetime.now(UTC).replace(microsecond=0)
+    sync_vm(api, ns, "demo", now=now)
+    first = api.get(VMIS, "demo", ns)
+    set_vmi_phase(api, ns, "demo", "Failed")  # never ran
+    sync_vm(api, ns, "demo", now=now, jitter=0.0)
+    assert api.get(VMIS, "demo", ns) is None  # deleted (no finalizer without the VMI controller)
+    again = sync_vm(api, ns, "demo", now=now + timedelta(seconds=1), jitter=0.0)
+    st = status(api, ns)
+    assert st["printableStatus"] == "CrashLoopBackOff"
+    assert st["startFailure"]["consecutiveFailCount"] == 1
+    assert again == pytest.approx(9.0)
+    assert api.get(VMIS, "demo", ns) is None
+    sync_vm(api, ns, "demo", now=now + timedelta(seconds=10), jitter=0.0)
+    second = api.get(VMIS, "demo", ns)
+    assert second is not None and second["metadata"]["uid"] != first["metadata"]["uid"]
+
+
+def test_halting_deletes_the_vmi_and_invalid_strategy_is_a_failure(api: Kube, ns: str) -> None:
+    make_vm(api, ns)
+    sync_vm(api, ns, "demo")
+    set_dv_phase(api, ns, "demo-rootdisk", "Succeeded")
+    sync_vm(api, ns, "demo")
+    assert api.get(VMIS, "demo", ns) is not None
+    api.patch(VMS, "demo", {"spec": {"runStrategy": "Halted"}}, ns)
+    sync_vm(api, ns, "demo")
+    assert api.get(VMIS, "demo", ns) is None
+    sync_vm(api, ns, "demo")
+    assert status(api, ns)["printableStatus"] == "Stopped"
+    api.patch(VMS, "demo", {"spec": {"runStrategy": "Sometimes"}}, ns)
+    sync_vm(api, ns, "demo")
+    failure = [c for c in status(api, ns)["conditions"] if c["type"] == "Failure"]
+    assert failure and "spec.runStrategy" in failure[0]["message"]
+
+
+def test_manual_start_request(api: Kube, ns: str) -> None:
+    make_vm(api, ns, runStrategy="Manual")
+    sync_vm(api, ns, "demo")
+    set_dv_phase(api, ns, "demo-rootdisk", "Succeeded")
+    sync_vm(api, ns, "demo")
+    assert api.get(VMIS, "demo", ns) is None
+    api.patch(VMS, "demo", {"status": {"stateChangeRequests": [{"action": "Start"}]}}, ns,
+              sub="status")
+    sync_vm(api, ns, "demo")
+    assert api.get(VMIS, "demo", ns) is not None
+    assert "stateChangeRequests" not in status(api, ns)

@@ -1,0 +1,103 @@
+"""VMI phases from the launcher pod and the claims."""
+
+from __future__ import annotations
+
+import pytest
+
+from vm.vmi.claims import Readiness
+from vm.vmi.lifecycle import PodView, advance, decide, pod_view
+
+READY = Readiness("ready")
+
+
+def test_pending_creates_the_launcher_when_claims_are_ready() -> None:
+    out = decide(phase="", launcher=None, binding=None, volumes=READY)
+    assert (out.phase, out.action) == ("Pending", "create-launcher")
+
+
+@pytest.mark.parametrize(("verdict", "phase", "action", "cond"), [
+    ("missing", "Pending", "none", ("Synchronized", "FailedPvcNotFound")),
+    ("wait", "Pending", "none", ("Provisioning", "Provisioning")),
+    ("bind", "Pending", "create-binding", ("Provisioning", "WaitingForVolumeBinding")),
+    ("failed", "Failed", "none", None),
+])
+def test_claims_not_ready(verdict: str, phase: str, action: str, cond: tuple | None) -> None:
+    out = decide(phase="Pending", launcher=None, binding=None,
+                 volumes=Readiness(verdict, "msg"))  # type: ignore[arg-type]
+    assert (out.phase, out.action) == (phase, action)
+    if cond:
+        assert (out.conditions[0].type, out.conditions[0].reason) == cond
+
+
+def test_binding_pod_removed_once_bound() -> None:
+    out = decide(phase="Pending", launcher=None, binding=PodView("b", "Succeeded"),
+                 volumes=READY)
+    assert out.action == "delete-binding"
+
+
+def test_scheduling_then_scheduled() -> None:
+    out = decide(phase="Pending", launcher=PodView("p", "Pending"), binding=None, volumes=READY)
+    assert out.phase == "Scheduling"
+    out = decide(phase="Scheduling", launcher=PodView("p", "Running", node="n1", ready=True),
+                 binding=None, volumes=READY)
+    assert (out.phase, out.node) == ("Scheduled", "n1")
+    # the handler's Running is not undone
+    out = decide(phase="Running", launcher=PodView("p", "Running", node="n1", ready=True),
+                 binding=None, volumes=READY)
+    assert out.phase == "Running"
+    assert {c.type: c.status for c in out.conditions}["Ready"] == "True"
+
+
+def test_unschedulable_and_pull_errors_become_conditions() -> None:
+    out = decide(phase="Scheduling", launcher=PodView("p", "Pending", unschedulable="0/1 nodes",
+                                                      waiting_reason="ErrImagePull"),
+                 binding=None, volumes=READY)
+    reasons = {c.type: c.reason for c in out.conditions}
+    assert reasons["PodScheduled"] == "Unschedulable" and reasons["Synchronized"] == "ErrImagePull"
+
+
+def test_pod_end_ends_the_vmi() -> None:
+    ok = decide(phase="Running", launcher=PodView("p", "Succeeded", exit_code=0),
+                binding=None, volumes=READY)
+    assert ok.phase == "Succeeded"
+    bad = decide(phase="Running", launcher=PodView("p", "Failed", exit_code=3, termination={
+        "phase": "Failed", "reason": "GuestCrashed", "message": "boom"}),
+                 binding=None, volumes=READY)
+    assert (bad.phase, bad.reason, bad.message) == ("Failed", "GuestCrashed", "boom")
+    # the sidecar still runs: the pod is Running, the compute container has ended
+    sidecar = decide(phase="Running", launcher=PodView("p", "Running", exit_code=0),
+                     binding=None, volumes=READY)
+    assert sidecar.phase == "Succeeded"
+    gone = decide(phase="Running", launcher=None, binding=None, volumes=READY)
+    assert (gone.phase, gone.reason) == ("Failed", "PodVanished")
+    assert decide(phase="Failed", launcher=None, binding=None, volumes=READY).phase == "Failed"
+
+
+def test_advance_never_goes_back() -> None:
+    assert advance("Running", "Scheduled") == "Running"
+    assert advance("Succeeded", "Failed") == "Succeeded"
+    assert advance("Pending", "Scheduling") == "Scheduling"
+
+
+def test_pod_view_reads_termination_message() -> None:
+    pod = {"metadata": {"name": "p"}, "spec": {"nodeName": "n"}, "status": {
+        "phase": "Failed", "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [
+            {"name": "guest-console-log", "state": {"terminated": {"exitCode": 0}}},
+            {"name": "compute", "state": {"terminated": {
+                "exitCode": 2, "message": '{"phase":"Failed","reason":"QemuCrashed"}'}}}]}}
+    v = pod_view(pod)
+    assert (v.exit_code, v.termination["reason"], v.node) == (2, "QemuCrashed", "n")
+
+
+def test_pod_network_interface_gets_the_pod_ip() -> None:
+    from vm.vmi.lifecycle import interfaces
+    spec = {"networks": [{"name": "default", "pod": {}}, {"name": "m", "multus": {}}]}
+    assert interfaces(spec, "10.0.0.7") == [{"name": "default", "ipAddress": "10.0.0.7",
+                                             "ipAddresses": ["10.0.0.7"],
+                                             "infoSource": "domain"}]
+    assert interfaces(spec, "") == []
+    out = decide(phase="Running", launcher=PodView("p", "Running", node="n", ready=True,
+                                                   ip="10.0.0.7"),
+                 binding=None, volumes=READY)
+    assert out.ip == "10.0.0.7"

@@ -1,0 +1,43 @@
+"""Names shared by every VM-side component: API groups, kinds, labels, annotations.
+
+They are upstream KubeVirt's, so objects written by rootdisk look like KubeVirt's to
+tools that know KubeVirt (and a user's labels and selectors keep working).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "kubevirt.io"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+SUBRESOURCE_GROUP: Final = "subresources.kubevirt.io"
+SUBRESOURCE_API_VERSION: Final = f"{SUBRESOURCE_GROUP}/{VERSION}"
+
+VM_KIND: Final = "VirtualMachine"
+VM_PLURAL: Final = "virtualmachines"
+VMI_KIND: Final = "VirtualMachineInstance"
+VMI_PLURAL: Final = "virtualmachineinstances"
+KUBEVIRT_KIND: Final = "KubeVirt"
+KUBEVIRT_PLURAL: Final = "kubevirts"
+
+CDI_GROUP: Final = "cdi.kubevirt.io"
+CDI_API_VERSION: Final = f"{CDI_GROUP}/v1beta1"
+DV_KIND: Final = "DataVolume"
+DV_PLURAL: Final = "datavolumes"
+
+LABEL_CREATED_BY: Final = "kubevirt.io/created-by"
+"""On a DataVolume: the VM's uid. On a launcher pod: the VMI's uid."""
+LABEL_APP: Final = "kubevirt.io"
+"""``kubevirt.io=virt-launcher`` marks launcher pods."""
+LABEL_VM_NAME: Final = "vm.kubevirt.io/name"
+LABEL_NODE_NAME: Final = "kubevirt.io/nodeName"
+ANN_DOMAIN: Final = "kubevirt.io/domain"
+ANN_ALLOW_CLAIM_ADOPTION: Final = "cdi.kubevirt.io/allowClaimAdoption"
+ANN_IMMEDIATE_DV_CREATION: Final = "kubevirt.io/immediate-data-volume-creation"
+ANN_EPHEMERAL_PROVISIONING: Final = "kubevirt.io/ephemeral-provisioning"
+KVM_RESOURCE: Final = "devices.kubevirt.io/kvm"
+
+LAUNCHER_IMAGE: Final = "rootdisk/launcher"
+LAUNCHER_UID: Final = 107
+"""Upstream's non-root qemu user; the launcher pod's runAsUser, runAsGroup and fsGroup."""

@@ -1,0 +1,229 @@
+"""virt-api's HTTPS server (aiohttp): admission webhooks, subresources.kubevirt.io/v1.
+
+Routes:
+- ``POST /validate/virtualmachines`` and ``/validate/virtualmachineinstances``: the
+  validating webhooks (called by the API server; TLS only, as upstream);
+- ``GET /apis/subresources.kubevirt.io[/v1]``: discovery for the aggregator;
+- ``PUT …/namespaces/NS/virtualmachines/NAME/{start,stop,restart}``: the lifecycle
+  subresources (202 Accepted, 409 with upstream's reasons, 400 for bad options);
+- ``GET …/namespaces/NS/virtualmachineinstances/NAME/console``: a WebSocket
+  (subprotocol ``plain.kubevirt.io``) relayed to the node handler of the VMI's node.
+
+Subresource requests are accepted only from the API server's front proxy (its client
+certificate, see ``apiservice.frontproxy``) and only for users a SubjectAccessReview
+allows on that subresource. Blocking API calls run in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import WSMsgType, web
+
+from apiservice import frontproxy
+from vm.api import kube as api_kube
+from vm.api import lifecycle
+from vm.kube import Kube, KubeError
+from vm.webhooks.review import BadReview, respond
+
+logger = logging.getLogger(__name__)
+GROUP = "subresources.kubevirt.io"
+VERSION = "v1"
+BASE = f"/apis/{GROUP}/{VERSION}"
+CONSOLE_PROTOCOL = "plain.kubevirt.io"
+CONNECT_TIMEOUT = 10
+MAX_BODY = 64 * 1024
+
+RESOURCES = {
+    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
+    "resources": [
+        {"name": f"virtualmachines/{a}", "singularName": "", "namespaced": True,
+         "kind": "VirtualMachine", "verbs": ["update"]} for a in ("start", "stop", "restart")
+    ] + [{"name": "virtualmachineinstances/console", "singularName": "", "namespaced": True,
+          "kind": "VirtualMachineInstance", "verbs": ["get"]}],
+}
+GROUP_DOC = {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP,
+             "versions": [{"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}],
+             "preferredVersion": {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}}
+
+
+def status(code: int, message: str) -> web.Response:
+    reasons = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+               409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}
+    return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Failure", "message": message,
+                              "reason": reasons.get(code, "Unknown"), "code": code},
+                             status=code)
+
+
+class VirtAPI:
+    def __init__(self, kube: Kube, proxy: frontproxy.FrontProxyConfig | None,
+                 handler_ssl: ssl.SSLContext | None, namespace: str) -> None:
+        self.kube = kube
+        self.proxy = proxy
+        self.handler_ssl = handler_ssl
+        self.namespace = namespace
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kw)
+
+    async def _authorize(self, request: web.Request, *, verb: str, resource: str,
+                         sub: str) -> web.Response | None:
+        if self.proxy is None:
+            return status(401, "this server takes requests only through the API server")
+        try:
+            who = frontproxy.authenticate_aiohttp(request, self.proxy)
+        except frontproxy.FrontProxyError as err:
+            return status(401, str(err))
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        ok, reason = await self._call(api_kube.allowed, self.kube, who, verb=verb,
+                                      resource=resource, subresource=sub, namespace=ns,
+                                      name=name)
+        if not ok:
+            return status(403, f'{resource}.{GROUP} "{name}" is forbidden: User '
+                          f'"{who.username}" cannot {verb} resource "{resource}/{sub}" in '
+                          f'API group "{GROUP}" in the namespace "{ns}"'
+                          + (f": {reason}" if reason else ""))
+        return None
+
+    # -- admission -------------------------------------------------------------
+    async def validate(self, request: web.Request) -> web.Response:
+        if request.content_length and request.content_length > 4 * 1024 * 1024:
+            return status(400, "AdmissionReview too large")
+        try:
+            review = await request.json()
+            return web.json_response(respond(review))
+        except (ValueError, BadReview) as err:
+            return status(400, f"bad AdmissionReview: {err}")
+
+    # -- lifecycle subresources ------------------------------------------------
+    async def lifecycle(self, request: web.Request) -> web.Response:
+        action = request.match_info["action"]
+        denied = await self._authorize(request, verb="update", resource="virtualmachines",
+                                       sub=action)
+        if denied is not None:
+            return denied
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        raw = await request.content.read(MAX_BODY + 1)
+        if len(raw) > MAX_BODY:
+            return status(400, "options body too large")
+        try:
+            body = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            return status(400, f"{action.capitalize()}Options: the body is not JSON")
+        try:
+            opts = lifecycle.options(action.capitalize(), body)
+            vm = await self._call(api_kube.get_vm, self.kube, ns, name)
+            if vm is None:
+                return status(404, f'virtualmachines.kubevirt.io "{name}" not found')
+            vmi = await self._call(api_kube.get_vmi, self.kube, ns, name)
+            decide = {"start": lifecycle.start, "stop": lifecycle.stop,
+                      "restart": lifecycle.restart}[action]
+            patches = decide(vm, vmi, opts)
+            await self._call(api_kube.apply, self.kube, ns, name, patches,
+                             dry_run=opts.dry_run)
+        except lifecycle.Refused as err:
+            return status(err.code, err.message)
+        except KubeError as err:
+            code = 409 if err.status in (409, 422) else 500
+            return status(code, f"{action}: {err.message}")
+        return web.Response(status=202)
+
+    # -- console ----------------------------------------------------------------
+    async def console(self, request: web.Request) -> web.StreamResponse:
+        denied = await self._authorize(request, verb="get", resource="virtualmachineinstances",
+                                       sub="console")
+        if denied is not None:
+            return denied
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        vmi = await self._call(api_kube.get_vmi, self.kube, ns, name)
+        if vmi is None:
+            return status(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+        st = vmi.get("status") or {}
+        if st.get("phase") != "Running" or not st.get("nodeName"):
+            return status(409, f"VMI {name} is not running")
+        where = await self._call(api_kube.handler_address, self.kube, self.namespace,
+                                 str(st["nodeName"]))
+        if where is None or self.handler_ssl is None:
+            return status(503, f"no node handler serves node {st['nodeName']}")
+        url = (f"https://{where[0]}:{where[1]}/v1/namespaces/{ns}/virtualmachineinstances/"
+               f"{name}/console?uid={vmi['metadata']['uid']}")
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=CONNECT_TIMEOUT))
+        try:
+            try:
+                upstream = await session.ws_connect(url, ssl=self.handler_ssl,
+                                                    protocols=(CONSOLE_PROTOCOL,),
+                                                    heartbeat=30)
+            except (aiohttp.ClientError, OSError, TimeoutError) as err:
+                return status(503, f"cannot reach the node handler: {err}")
+            ws = web.WebSocketResponse(protocols=(CONSOLE_PROTOCOL,), heartbeat=30)
+            await ws.prepare(request)
+            await relay(ws, upstream)
+            return ws
+        finally:
+            await session.close()
+
+    # -- discovery ----------------------------------------------------------------
+    async def resources(self, request: web.Request) -> web.Response:
+        return web.json_response(RESOURCES)
+
+    async def group(self, request: web.Request) -> web.Response:
+        return web.json_response(GROUP_DOC)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_post("/validate/virtualmachines", self.validate)
+        app.router.add_post("/validate/virtualmachineinstances", self.validate)
+        app.router.add_get(f"/apis/{GROUP}", self.group)
+        app.router.add_get(BASE, self.resources)
+        app.router.add_put(BASE + "/namespaces/{ns}/virtualmachines/{name}/"
+                           "{action:start|stop|restart}", self.lifecycle)
+        app.router.add_get(BASE + "/namespaces/{ns}/virtualmachineinstances/{name}/console",
+                           self.console)
+        return app
+
+
+Sender = Callable[[bytes], Awaitable[None]]
+
+
+async def relay(ws: web.WebSocketResponse, upstream: aiohttp.ClientWebSocketResponse) -> None:
+    """Binary frames both ways until either side closes."""
+
+    async def down() -> None:
+        async for msg in upstream:
+            if msg.type == WSMsgType.BINARY:
+                await ws.send_bytes(msg.data)
+            elif msg.type == WSMsgType.TEXT:
+                await ws.send_bytes(msg.data.encode())
+            else:
+                break
+
+    async def up() -> None:
+        async for msg in ws:
+            if msg.type == WSMsgType.BINARY:
+                await upstream.send_bytes(msg.data)
+            elif msg.type == WSMsgType.TEXT:
+                await upstream.send_bytes(msg.data.encode())
+            else:
+                break
+
+    tasks = [asyncio.create_task(down()), asyncio.create_task(up())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await upstream.close()
+        await ws.close()

@@ -1,0 +1,84 @@
+"""kopf wiring of the VM controller: every event of a VM, of its VMI or of its
+DataVolumes syncs the VM; a resync loop (``vm.resync``) re-syncs every VM (crash-loop
+back-off ends, missed events).
+
+Syncs of one VM are serialised in this process; across processes resourceVersion
+guards every write (see ``vm.controller.kube``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import defaultdict
+from typing import Any
+
+import kopf
+
+from vm import resync
+from vm.api import names
+from vm.controller.kube import owner_vm, sync_vm
+from vm.kube import VMS, Kube, KubeError, load_config
+
+logger = logging.getLogger(__name__)
+RESYNC_SECONDS = 3.0
+
+_locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+_kube: list[Kube] = []
+
+
+def _client() -> Kube:
+    if not _kube:
+        _kube.append(Kube(load_config()))
+    return _kube[0]
+
+
+def sync(namespace: str, name: str) -> float | None:
+    with _locks[(namespace, name)]:
+        try:
+            return sync_vm(_client(), namespace, name)
+        except KubeError as err:
+            logger.warning("sync of VM %s/%s failed: %s", namespace, name, err)
+            return 1.0
+
+
+@kopf.on.event(names.GROUP, names.VERSION, names.VM_PLURAL)
+def vm_event(namespace: str, name: str, type: str | None, **_: Any) -> None:
+    if type != "DELETED":
+        sync(namespace, name)
+
+
+_tasks: list[asyncio.Task[None]] = []
+
+
+@kopf.on.startup()
+async def start_resync(**_: Any) -> None:
+    _tasks.append(asyncio.create_task(resync.every(
+        RESYNC_SECONDS, list_objects=lambda: _client().list(VMS),
+        sync=lambda vm: _sync_obj(vm))))
+
+
+@kopf.on.cleanup()
+async def stop_resync(**_: Any) -> None:
+    for t in _tasks:
+        t.cancel()
+
+
+@kopf.on.event(names.GROUP, names.VERSION, names.VMI_PLURAL)
+def vmi_event(body: Any, namespace: str, **_: Any) -> None:
+    owner = owner_vm(dict(body))
+    if owner:
+        sync(namespace, owner)
+
+
+@kopf.on.event(names.CDI_GROUP, "v1beta1", names.DV_PLURAL,
+               labels={names.LABEL_CREATED_BY: kopf.PRESENT})
+def dv_event(body: Any, namespace: str, **_: Any) -> None:
+    owner = owner_vm(dict(body))
+    if owner:
+        sync(namespace, owner)
+
+
+def _sync_obj(vm: dict[str, Any]) -> None:
+    sync(vm["metadata"]["namespace"], vm["metadata"]["name"])

@@ -1,0 +1,138 @@
+"""The VM controller's I/O: read a VM and what it owns, apply the plan, write status.
+
+One call of :func:`sync_vm` is one level-triggered sync. Writes are guarded by
+resourceVersion (a conflict means someone else moved first: the caller syncs again)
+and by uid preconditions on deletes, so concurrent syncs cannot double-act.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+from vm.api import names
+from vm.controller import datavolumes
+from vm.controller.backoff import StartFailure
+from vm.controller.instance import vmi_from_vm
+from vm.controller.runstrategy import (
+    InvalidRunStrategy,
+    Plan,
+    RunStrategy,
+    VMState,
+    decide,
+    requests_of,
+    run_strategy,
+)
+from vm.controller.status import StatusInput, vm_status
+from vm.controller.views import VMIView, dv_view, vmi_view
+from vm.kube import DVS, VMIS, VMS, Kube, KubeError
+
+logger = logging.getLogger(__name__)
+COMPONENT = "virtualmachine-controller"
+
+
+def _stamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = None,
+            jitter: float | None = None) -> float | None:
+    """Sync one VM; returns seconds after which to sync again, or None."""
+    now = now or datetime.now(UTC)
+    stamp = _stamp(now)
+    vm = kube.get(VMS, name, namespace)
+    if vm is None:
+        return None
+    meta = vm["metadata"]
+    status = vm.get("status") or {}
+    failure = ""
+    strategy: RunStrategy | None
+    try:
+        strategy = run_strategy(vm.get("spec") or {})
+    except InvalidRunStrategy as err:
+        strategy, failure = None, str(err)
+
+    existing = {n: dv_view(n, kube.get(DVS, n, namespace), vm_uid=meta["uid"])
+                for n in datavolumes.template_names(vm)}
+    if datavolumes.wants_immediate_creation(vm) or strategy not in (None, RunStrategy.HALTED):
+        for dv in datavolumes.missing_datavolumes(vm=vm, existing=existing):
+            dv_name = dv["metadata"]["name"]
+            try:
+                created = kube.create(DVS, dv, namespace)
+                existing[dv_name] = dv_view(dv_name, created, vm_uid=meta["uid"])
+                kube.event(vm, type_="Normal", reason="SuccessfulDataVolumeCreate",
+                           message=f"Created DataVolume {dv_name}", component=COMPONENT,
+                           now=stamp)
+            except KubeError as err:
+                if err.status != 409:
+                    failure = failure or f"DataVolume {dv_name}: {err.message}"
+                    kube.event(vm, type_="Warning", reason="FailedDataVolumeCreate",
+                               message=f"Error creating DataVolume {dv_name}: {err.message}",
+                               component=COMPONENT, now=stamp)
+    dvs = tuple(existing.values())
+
+    raw_vmi = kube.get(VMIS, name, namespace)
+    vmi: VMIView | None = vmi_view(raw_vmi) if raw_vmi is not None else None
+    plan: Plan | None = None
+    if strategy is not None:
+        plan = decide(
+            vm=VMState(strategy=strategy, last_strategy=str(status.get("runStrategy") or ""),
+                       deleting=bool(meta.get("deletionTimestamp")),
+                       requests=requests_of(status),
+                       start_failure=StartFailure.from_status(status.get("startFailure"))),
+            vmi=vmi, dvs_ready=datavolumes.all_ready(dvs), now=now,
+            jitter=random.random() if jitter is None else jitter)  # noqa: S311 (back-off jitter)
+        vmi, err_text = _apply(kube, vm, plan, vmi, raw_vmi, stamp)
+        failure = failure or err_text
+
+    new_status = vm_status(
+        StatusInput(deleting=bool(meta.get("deletionTimestamp")), strategy=strategy, vmi=vmi,
+                    dvs=dvs, plan=plan, failure=failure),
+        old=status, now=stamp)
+    if new_status != status:
+        body = dict(vm)
+        body["status"] = new_status
+        try:
+            kube.replace_status(VMS, body)
+        except KubeError as err:
+            if err.status in (404, 409):
+                return 0.5
+            raise
+    return plan.requeue_after if plan else None
+
+
+def _apply(kube: Kube, vm: dict[str, Any], plan: Plan, vmi: VMIView | None,
+           raw_vmi: dict[str, Any] | None, stamp: str) -> tuple[VMIView | None, str]:
+    ns, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
+    if plan.action == "create":
+        try:
+            created = kube.create(VMIS, vmi_from_vm(vm=vm, paused=plan.paused), ns)
+        except KubeError as err:
+            if err.status == 409:
+                return vmi, ""
+            kube.event(vm, type_="Warning", reason="FailedCreate",
+                       message=f"Error creating VMI {name}: {err.message}",
+                       component=COMPONENT, now=stamp)
+            return vmi, f"Failure creating VMI: {err.message}"
+        kube.event(vm, type_="Normal", reason="SuccessfulCreate",
+                   message=f"Started the virtual machine by creating the new virtual "
+                           f"machine instance {name}", component=COMPONENT, now=stamp)
+        return vmi_view(created), ""
+    if plan.action == "delete" and vmi is not None and raw_vmi is not None:
+        kube.delete(VMIS, name, ns, uid=vmi.uid)
+        kube.event(vm, type_="Normal", reason="SuccessfulDelete",
+                   message=f"Stopped the virtual machine by deleting the virtual machine "
+                           f"instance {vmi.uid}", component=COMPONENT, now=stamp)
+        return VMIView(uid=vmi.uid, phase=vmi.phase, deleting=True,
+                       ever_running=vmi.ever_running, conditions=vmi.conditions), ""
+    return vmi, ""
+
+
+def owner_vm(obj: dict[str, Any]) -> str | None:
+    """The name of the VM that controls ``obj`` (a VMI or DataVolume), if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == names.VM_KIND and ref.get("controller"):
+            return str(ref.get("name"))
+    return None

@@ -1,0 +1,78 @@
+"""The node handler's I/O: the VMIs on its node, their launchers' sockets, status."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vm.api import names
+from vm.controller.status import merge_conditions
+from vm.controller.views import conditions_of
+from vm.handler.phases import from_state
+from vm.kube import VMIS, Kube, KubeError
+from vm.launcher import client as launcher
+
+logger = logging.getLogger(__name__)
+SOCKETS = "/var/run/kubevirt/sockets"
+STATUS_TIMEOUT = 3.0
+
+
+def vmis_on(kube: Kube, node: str) -> list[dict[str, Any]]:
+    return kube.list(VMIS, None, labelSelector=f"{names.LABEL_NODE_NAME}={node}")
+
+
+def socket_of(vmi: dict[str, Any], socket_dir: str = SOCKETS) -> Path:
+    return launcher.socket_path(socket_dir=socket_dir, vmi_uid=str(vmi["metadata"]["uid"]))
+
+
+def sync(kube: Kube, vmi: dict[str, Any], *, socket_dir: str, shut: set[str]) -> None:
+    """One VMI: shutdown if deleted, else its phase from the launcher's state."""
+    meta = vmi["metadata"]
+    path = socket_of(vmi, socket_dir)
+    if meta.get("deletionTimestamp"):
+        if meta["uid"] not in shut:
+            grace = (vmi.get("spec") or {}).get("terminationGracePeriodSeconds")
+            try:
+                launcher.shutdown(path, grace_period_seconds=30 if grace is None else int(grace),
+                                  timeout=STATUS_TIMEOUT)
+                shut.add(meta["uid"])
+            except launcher.ControlError as err:
+                logger.info("shutdown of %s/%s: %s", meta["namespace"], meta["name"], err)
+        return
+    phase = str((vmi.get("status") or {}).get("phase") or "")
+    if phase not in ("Scheduled", "Running"):
+        return
+    try:
+        answer = launcher.status(path, timeout=STATUS_TIMEOUT)
+    except launcher.ControlError as err:
+        logger.debug("status of %s/%s: %s", meta["namespace"], meta["name"], err)
+        return
+    update = from_state(phase=phase, answer=answer)
+    if update is None:
+        return
+    old = vmi.get("status") or {}
+    kept = [c for c in conditions_of(vmi) if c.type != "Paused"]
+    if update.paused is not None:
+        kept.append(update.paused)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = dict(old)
+    status["phase"] = update.phase
+    if update.reason:
+        status["reason"] = update.reason
+    status["conditions"] = merge_conditions(new=kept, old=old.get("conditions") or [],
+                                            now=now)
+    if update.phase != old.get("phase"):
+        stamps = list(old.get("phaseTransitionTimestamps") or [])
+        stamps.append({"phase": update.phase, "phaseTransitionTimestamp": now})
+        status["phaseTransitionTimestamps"] = stamps
+    if status == old:
+        return
+    body = dict(vmi)
+    body["status"] = status
+    try:
+        kube.replace_status(VMIS, body)
+    except KubeError as err:
+        if err.status not in (404, 409):
+            raise

@@ -1,0 +1,85 @@
+"""Which PVCs a VMI's disks need, and whether the launcher pod can be made yet.
+
+``persistentVolumeClaim`` and ``dataVolume`` volumes are claims (a DataVolume's PVC has
+its name). Before the launcher pod exists every claim must be usable: a DataVolume
+still importing means wait, a Failed one fails the VMI, a claim that does not exist is
+``FailedPvcNotFound`` (the VM shows ErrorPvcNotFound), and a DataVolume waiting for its
+first consumer (WaitForFirstConsumer, PendingPopulation) gets upstream's temporary pod
+that makes the scheduler bind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class DiskClaim:
+    volume: str
+    claim: str
+    read_only: bool = False
+    from_dv: bool = False
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    exists: bool
+    phase: str = ""
+    volume_mode: str = "Filesystem"
+    dv_phase: str | None = None
+    """None: no DataVolume of that name."""
+
+
+def disk_claims(spec: Mapping[str, Any]) -> list[DiskClaim]:
+    out = []
+    for v in spec.get("volumes") or []:
+        if not isinstance(v, Mapping):
+            continue
+        if isinstance(v.get("persistentVolumeClaim"), Mapping):
+            pvc = v["persistentVolumeClaim"]
+            out.append(DiskClaim(volume=str(v.get("name")), claim=str(pvc.get("claimName")),
+                                 read_only=bool(pvc.get("readOnly"))))
+        elif isinstance(v.get("dataVolume"), Mapping):
+            out.append(DiskClaim(volume=str(v.get("name")), claim=str(v["dataVolume"]["name"]),
+                                 from_dv=True))
+    return out
+
+
+Verdict = Literal["ready", "wait", "bind", "missing", "failed"]
+
+
+@dataclass(frozen=True)
+class Readiness:
+    verdict: Verdict
+    message: str = ""
+
+
+def readiness(*, claims: Sequence[DiskClaim], views: Mapping[str, ClaimView],
+              namespace: str) -> Readiness:
+    """The worst verdict over the claims, in order failed > missing > wait > bind."""
+    found: dict[str, list[str]] = {}
+    for c in claims:
+        view = views.get(c.claim, ClaimView(exists=False))
+        if view.dv_phase == "Failed":
+            verdict = "failed"
+        elif view.dv_phase is not None and view.dv_phase in (
+                "WaitForFirstConsumer", "PendingPopulation"):
+            verdict = "bind"
+        elif view.dv_phase is not None and view.dv_phase != "Succeeded":
+            verdict = "wait"
+        elif not view.exists:
+            verdict = "missing"
+        else:
+            continue
+        found.setdefault(verdict, []).append(c.claim)
+    for verdict, text in (
+            ("failed", "DataVolume {} failed"),
+            ("missing", "PVC {} does not exist, waiting for it to appear"),
+            ("wait", "DataVolume {} is not ready yet"),
+            ("bind", "DataVolume {} waits for a first consumer")):
+        if verdict in found:
+            listed = ", ".join(f"{namespace}/{n}" for n in found[verdict])
+            return Readiness(verdict, text.format(listed))  # type: ignore[arg-type]
+    return Readiness("ready")

@@ -1,0 +1,54 @@
+"""AdmissionReview in, AdmissionReview out, for the VM and VMI validating webhooks.
+
+A refusal is a 422 whose message lists every problem with its field, as
+kube-apiserver shows it (``admission webhook "…" denied the request: spec.runStrategy:
+Invalid RunStrategy 'Sometimes'``); warnings travel in ``response.warnings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vm.api import names
+from vm.webhooks.vm_rules import validate_vm
+from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
+
+
+class BadReview(ValueError):
+    """The body is not an admission.k8s.io/v1 AdmissionReview request."""
+
+
+def _request(review: Any) -> Mapping[str, Any]:
+    if not isinstance(review, Mapping) or review.get("kind") != "AdmissionReview":
+        raise BadReview("expected an AdmissionReview")
+    request = review.get("request")
+    if not isinstance(request, Mapping) or not request.get("uid"):
+        raise BadReview("AdmissionReview.request.uid is required")
+    return request
+
+
+def respond(review: Any) -> dict[str, Any]:
+    request = _request(review)
+    obj = request.get("object") or {}
+    resource = (request.get("resource") or {}).get("resource")
+    problems: tuple[Problem, ...] = ()
+    warnings: tuple[str, ...] = ()
+    if request.get("operation") in ("CREATE", "UPDATE") and isinstance(obj, Mapping):
+        if resource == names.VM_PLURAL:
+            obj = dict(obj)
+            meta = dict(obj.get("metadata") or {})
+            meta.setdefault("namespace", request.get("namespace") or "")
+            obj["metadata"] = meta
+            verdict = validate_vm(obj)
+            problems, warnings = verdict.problems, verdict.warnings
+        elif resource == names.VMI_PLURAL and request.get("operation") == "CREATE":
+            problems = tuple(validate_vmi_spec(obj.get("spec")))
+    response: dict[str, Any] = {"uid": request["uid"], "allowed": not problems}
+    if problems:
+        response["status"] = {"code": 422, "reason": "Invalid", "status": "Failure",
+                              "message": "; ".join(str(p) for p in problems)}
+    if warnings:
+        response["warnings"] = list(warnings)
+    return {"apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),
+            "kind": "AdmissionReview", "response": response}

@@ -1,0 +1,157 @@
+"""Rules a VMI spec must meet (upstream's VMI create admitter and disk admitters).
+
+Each problem is a :class:`Problem` naming the field (``spec.domain.devices.disks[1].name``)
+and what is wrong with it, so ``kubectl apply`` tells the user where to look. The
+same rules check a VM's ``spec.template.spec`` under that prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sizes import parse_bytes
+
+VOLUME_SOURCES = (
+    "persistentVolumeClaim", "dataVolume", "containerDisk", "cloudInitNoCloud",
+    "cloudInitConfigDrive", "emptyDisk", "ephemeral", "hostDisk", "configMap", "secret",
+    "serviceAccount", "downwardAPI", "downwardMetrics", "sysprep", "memoryDump",
+)
+DISK_TARGETS = ("disk", "cdrom", "lun")
+BUSES = {"disk": ("virtio", "sata", "scsi", "usb"), "cdrom": ("sata", "scsi", "usb"),
+         "lun": ("scsi",)}
+MIN_MEMORY = 1_000_000
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _quantity(value: Any, field: str, out: list[Problem]) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_bytes(str(value))
+    except ValueError as err:
+        out.append(Problem(field, str(err)))
+        return None
+
+
+def _memory(domain: Mapping[str, Any], at: str, out: list[Problem]) -> None:
+    res = domain.get("resources") or {}
+    req = _quantity((res.get("requests") or {}).get("memory"),
+                    f"{at}.resources.requests.memory", out)
+    lim = _quantity((res.get("limits") or {}).get("memory"),
+                    f"{at}.resources.limits.memory", out)
+    mem = domain.get("memory") or {}
+    guest = _quantity(mem.get("guest"), f"{at}.memory.guest", out)
+    hugepages = (mem.get("hugepages") or {}).get("pageSize")
+    if req is None and guest is None and not hugepages and lim is None:
+        out.append(Problem(f"{at}.resources.requests.memory", (
+            "no memory requested, at least one of 'spec.domain.memory.guest', "
+            "'spec.domain.memory.hugepages.pageSize' or "
+            "'spec.domain.resources.requests.memory' must be set")))
+    if req is not None and req < MIN_MEMORY:
+        out.append(Problem(f"{at}.resources.requests.memory",
+                           f"must be greater than or equal to 1M, got {req} bytes"))
+    if guest is not None and guest < MIN_MEMORY:
+        out.append(Problem(f"{at}.memory.guest",
+                           f"must be greater than or equal to 1M, got {guest} bytes"))
+    if req is not None and lim is not None and req > lim:
+        out.append(Problem(f"{at}.resources.requests.memory",
+                           f"{req} bytes is greater than the limit {lim} bytes"))
+    if guest is not None and lim is not None and guest > lim:
+        out.append(Problem(f"{at}.memory.guest",
+                           f"{guest} bytes is greater than the memory limit {lim} bytes"))
+
+
+def _firmware(domain: Mapping[str, Any], at: str, out: list[Problem]) -> None:
+    loader = ((domain.get("firmware") or {}).get("bootloader")) or {}
+    if "bios" in loader and "efi" in loader:
+        out.append(Problem(f"{at}.firmware.bootloader",
+                           "bios and efi are mutually exclusive, set only one"))
+    efi = loader.get("efi")
+    if isinstance(efi, Mapping) and efi.get("secureBoot", True) is not False:
+        smm = (domain.get("features") or {}).get("smm")
+        if isinstance(smm, Mapping) and smm.get("enabled") is False:
+            out.append(Problem(f"{at}.firmware.bootloader.efi.secureBoot",
+                               "SecureBoot requires SMM, which is disabled in features.smm"))
+
+
+def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
+           out: list[Problem]) -> None:
+    seen: dict[str, int] = {}
+    boot: dict[int, str] = {}
+    disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
+    for i, disk in enumerate(disks):
+        f = f"{at}.domain.devices.disks[{i}]"
+        if not isinstance(disk, Mapping):
+            out.append(Problem(f, "must be an object"))
+            continue
+        name = str(disk.get("name") or "")
+        if name in seen:
+            out.append(Problem(f"{f}.name", f"duplicate disk name {name!r} "
+                               f"(also disks[{seen[name]}])"))
+        seen.setdefault(name, i)
+        if name not in volume_names:
+            out.append(Problem(f"{f}.name", f"volume {name!r} not found"))
+        targets = [t for t in DISK_TARGETS if t in disk]
+        if len(targets) > 1:
+            out.append(Problem(f, f"only one of {', '.join(DISK_TARGETS)} may be set, "
+                               f"got {', '.join(targets)}"))
+        for t in targets:
+            target = disk.get(t) or {}
+            bus = target.get("bus")
+            if bus is None:
+                continue
+            if bus == "ide":
+                out.append(Problem(f"{f}.{t}.bus", "IDE bus is not supported"))
+            elif bus not in BUSES[t]:
+                out.append(Problem(f"{f}.{t}.bus", f"{bus!r} is not one of "
+                                   f"{', '.join(BUSES[t])}"))
+            if t == "disk" and bus == "sata" and target.get("readonly"):
+                out.append(Problem(f"{f}.disk.readonly", "a SATA disk cannot be read-only"))
+        order = disk.get("bootOrder")
+        if order is not None:
+            if not isinstance(order, int) or order < 1:
+                out.append(Problem(f"{f}.bootOrder", f"must be 1 or more, got {order!r}"))
+            elif order in boot:
+                out.append(Problem(f"{f}.bootOrder", f"boot order {order} is already set "
+                                   f"for disk {boot[order]!r}"))
+            else:
+                boot[order] = name
+
+
+def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
+    out: list[Problem] = []
+    if not isinstance(spec, Mapping):
+        return [Problem(at, "must be an object")]
+    domain = spec.get("domain")
+    if not isinstance(domain, Mapping):
+        return [Problem(f"{at}.domain", "required")]
+    volume_names: set[str] = set()
+    for i, vol in enumerate(spec.get("volumes") or []):
+        f = f"{at}.volumes[{i}]"
+        if not isinstance(vol, Mapping):
+            out.append(Problem(f, "must be an object"))
+            continue
+        name = str(vol.get("name") or "")
+        if not name:
+            out.append(Problem(f"{f}.name", "required"))
+        elif name in volume_names:
+            out.append(Problem(f"{f}.name", f"duplicate volume name {name!r}"))
+        volume_names.add(name)
+        sources = [s for s in VOLUME_SOURCES if vol.get(s) is not None]
+        if len(sources) != 1:
+            got = ", ".join(sources) if sources else "none"
+            out.append(Problem(f, f"must have exactly one source type set, got {got}"))
+    _disks(spec, at, volume_names, out)
+    _memory(domain, f"{at}.domain", out)
+    _firmware(domain, f"{at}.domain", out)
+    return out
