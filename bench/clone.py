@@ -33,6 +33,7 @@ from _common import DEFAULT_WORKDIR, human, parse_size
 from localcluster.cluster import Cluster, Options
 from localcluster.kube import client
 from localcluster.kube.client import Kube
+from rootdisk.images import IMAGES
 from tests.e2e import kit
 
 CHUNK = 16 * 2**20
@@ -122,7 +123,7 @@ def main() -> None:
     data = parse_size(args.data)
     args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="clone-bench-", dir=args.workdir) as tmp:
-        cluster = Cluster(str(Path(tmp) / "cluster"), Options(manifests=kit.MANIFESTS))
+        cluster = Cluster(str(Path(tmp) / "cluster"), Options(images=IMAGES, manifests=kit.MANIFESTS))
         cluster.start()
         try:
             kube = kit.cluster_kube(cluster)
