@@ -123,7 +123,8 @@ def main() -> None:
     data = parse_size(args.data)
     args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="clone-bench-", dir=args.workdir) as tmp:
-        cluster = Cluster(str(Path(tmp) / "cluster"), Options(images=IMAGES, manifests=kit.MANIFESTS))
+        cluster = Cluster(str(Path(tmp) / "cluster"),
+                          Options(images=IMAGES, manifests=kit.MANIFESTS))
         cluster.start()
         try:
             kube = kit.cluster_kube(cluster)
