@@ -233,6 +233,11 @@ def boot_vm(kube: Kube, name: str, dv: str, memory: int, *,
             if "pod" in state and MARKER.encode() in _console_log(kube, state["pod"]):
                 seen = time.monotonic()
                 break
+            status = ((kube.get(VMIS, name, NS) or {}).get("status") or {})
+            if status.get("phase") in ("Failed", "Succeeded") and not (
+                    "pod" in state and MARKER.encode() in _console_log(kube, state["pod"])):
+                raise TimeoutError(f"VMI {name} ended {status.get('phase')} "
+                                   f"({status.get('reason')}) before its marker")
             time.sleep(0.05)
         if seen is None:
             raise TimeoutError(f"no marker from VM {name} within {timeout:g} s "
