@@ -217,6 +217,7 @@ def on_cluster(args: argparse.Namespace, disks: dict[str, Path], drivers: list[s
                                                         timeout=args.timeout * 3)
                     except TimeoutError as err:
                         result.failures.append(str(err))
+                        print(f"  {result.label}: {err}", flush=True)
                     else:
                         result.times.append(took)
                         result.peak_rss.append(sampler.peak_rss)
