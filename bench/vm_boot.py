@@ -208,6 +208,7 @@ def on_cluster(args: argparse.Namespace, disks: dict[str, Path], drivers: list[s
             formula = 0
             print(f"\n== {guest} guest on the cluster, {args.runs} runs", flush=True)
             for i in range(args.runs):
+                before = {id(r): len(r.times) for r in (hand, *vms.values())}
                 run_hand(hand, disk, work, memory, args.timeout)
                 for driver, result in vms.items():
                     vc.set_driver(kube, driver)
@@ -226,8 +227,9 @@ def on_cluster(args: argparse.Namespace, disks: dict[str, Path], drivers: list[s
                         formula = vc.upstream_for(vmi)
                     finally:
                         vc.delete_vm(kube, name, timeout=args.cluster_timeout)
-                line = "  ".join(f"{r.label} {r.times[-1]:.2f}s" if len(r.times) == i + 1
-                                 else f"{r.label} FAILED" for r in (hand, *vms.values()))
+                line = "  ".join(f"{r.label} {r.times[-1]:.2f}s"
+                                 if len(r.times) > before[id(r)] else f"{r.label} FAILED"
+                                 for r in (hand, *vms.values()))
                 print(f"  run {i + 1}: {line}", flush=True)
             report(guest, hand, list(vms.values()), memory, formula=formula or None)
 
