@@ -96,7 +96,12 @@ def observe(
                         restarts, bound, running,
                         ("False", "TransferRunning", f"Import into {name} in progress"))
     if _has_populator(claim):
-        return Observed(api.IMPORT_SCHEDULED, anns.get(api.POPULATOR_PROGRESS) or "N/A",
+        # Once in progress, a pod between runs (restarting, or its phase not yet copied
+        # again by a restarted populator) does not send the DataVolume back: the phase
+        # does not flap, restartCount says what happened.
+        phase = api.IMPORT_IN_PROGRESS if previous == api.IMPORT_IN_PROGRESS \
+            else api.IMPORT_SCHEDULED
+        return Observed(phase, anns.get(api.POPULATOR_PROGRESS) or "N/A",
                         restarts, bound, running, ("False", "", ""))
     return Observed(api.PENDING, "N/A", restarts, bound, running, ("False", "", ""))
 

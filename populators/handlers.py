@@ -28,7 +28,7 @@ import kopf
 from populators import names
 from populators.import_populator import ImportPopulator
 from populators.importer_pod import Settings
-from populators.kube import Kube, load_configuration
+from populators.kube import Kube, connection_params, load_configuration
 from populators.reconcile import Reconciler
 
 logger = logging.getLogger(__name__)
@@ -82,18 +82,20 @@ async def _tick() -> None:
             await asyncio.gather(*(one(k) for k in keys))
 
 
+LOGIN_PRIORITY = 10
+"""Below the operator program's own login (rootdisk.operator), which wins when both run."""
+
+
 @kopf.on.login()
-def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """In a pod: the service account; else the kubeconfig named by KUBECONFIG now (the
-    client library reads it once, at import)."""
-    info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
-    return info or kopf.login_with_kubeconfig(**kwargs)
+def _login(**_: Any) -> kopf.ConnectionInfo:
+    """In a pod: the service account (through KUBERNETES_SERVICE_HOST/PORT); else the
+    kubeconfig named by KUBECONFIG now."""
+    params = connection_params(os.environ.get("KUBECONFIG") or None)
+    return kopf.ConnectionInfo(**params, priority=LOGIN_PRIORITY)
 
 
 @kopf.on.startup()
-async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.posting.level = logging.WARNING
-    settings.watching.server_timeout = 300
+async def _startup(**_: Any) -> None:
     kube = Kube(load_configuration(os.environ.get("KUBECONFIG") or None))
     _state.reconciler = Reconciler(kube, ImportPopulator(), Settings.from_env(os.environ))
     with _state.lock:

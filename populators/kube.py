@@ -52,6 +52,20 @@ def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
     return cfg
 
 
+def connection_params(kubeconfig: str | None = None) -> dict[str, Any]:
+    """What kopf needs to log in, from the same configuration :class:`Kube` uses (kopf's
+    own client login reads KUBECONFIG once, when the client library is imported)."""
+    cfg = load_configuration(kubeconfig)
+    header = cfg.get_api_key_with_prefix("BearerToken") or \
+        cfg.get_api_key_with_prefix("authorization")
+    scheme, _, token = (header or "").partition(" ")
+    if not token:
+        scheme, token = "", scheme
+    return {"server": cfg.host, "ca_path": cfg.ssl_ca_cert, "insecure": not cfg.verify_ssl,
+            "scheme": scheme or None, "token": token or None,
+            "certificate_path": cfg.cert_file, "private_key_path": cfg.key_file}
+
+
 class Kube:
     """Blocking calls, safe to share between threads (one connection pool)."""
 

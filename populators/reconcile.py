@@ -15,7 +15,7 @@ from typing import Any
 
 import requests
 
-from populators import claims, flow, names, progress
+from populators import claims, events, flow, names, progress
 from populators.cdiconfig import CdiConfig
 from populators.cdiconfig import parse as parse_config
 from populators.claims import Obj, meta, spec
@@ -38,6 +38,7 @@ class Reconciler:
         self._guard = threading.Lock()
         self._http = requests.Session()
         self._http.trust_env = False  # the pod network is reached directly, never by proxy
+        self._events_forbidden = False
         self._copied: dict[str, set[str]] = {}
         """Per target UID: names of the events already copied onto it."""
 
@@ -151,7 +152,7 @@ class Reconciler:
                 if self.kube.set_claim_ref(pv, ref, rv):
                     logger.info("%s/%s: volume %s rebound to the target", ns, name, pv)
             case flow.Emit() as emit:
-                self.kube.create_event(flow.emitted_event(target=target, emit=emit,
+                self.kube.create_event(events.emitted_event(target=target, emit=emit,
                                                           now=_now()))
 
     def _progress(self, target: Obj, url: str) -> None:
@@ -180,12 +181,17 @@ class Reconciler:
                 continue
             try:
                 for event in self.kube.events_about(ns, str(meta(obj).get("uid"))):
-                    copy = flow.copied_event(target=target, event=event)
+                    copy = events.copied_event(target=target, event=event)
                     if copy["metadata"]["name"] not in done:
                         self.kube.create_event(copy)
                         done.add(copy["metadata"]["name"])
             except KubeError as err:
-                logger.debug("events of %s not copied: %s", meta(obj).get("name"), err)
+                if err.status == 403 and not self._events_forbidden:
+                    self._events_forbidden = True
+                    logger.warning("events of PVC' and pods are not copied onto targets: "
+                                   "the service account may not list events (%s)", err)
+                else:
+                    logger.debug("events of %s not copied: %s", meta(obj).get("name"), err)
 
 
 def _users(pods: list[Any], prime_name: str) -> list[str]:

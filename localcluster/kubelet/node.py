@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 from localcluster.kube import claims, client, times
-from localcluster.kube.addresses import AddressPool
+from localcluster.kube.addresses import AddressPool, listening_addresses
 from localcluster.kube.client import Kube, KubeError, Obj
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
@@ -91,7 +91,7 @@ class Node:
         self._scheduler_events = EventRecorder(kube, component="default-scheduler")
         self.host_ip = "127.0.0.1"
         self.pod_cidr = pod_cidr
-        self.pod_ips = AddressPool(pod_cidr)
+        self.pod_ips = AddressPool(pod_cidr, busy=listening_addresses)
         self.cgroups = CgroupManager()
         self.cpu_millis = (os.cpu_count() or 1) * 1000
         self.memory_bytes = _memory_bytes()

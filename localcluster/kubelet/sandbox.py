@@ -355,7 +355,9 @@ class Container:
                 preexec_fn=child_setup if cgroup is not None else None,
                 start_new_session=True,
             )
-        except OSError as err:
+        except (OSError, subprocess.SubprocessError) as err:
+            # SubprocessError: the cgroup join in preexec_fn failed (seen with many pods
+            # starting at once); a failed start, not a crashed pod worker
             for fd in (log_r, info_r):
                 os.close(fd)
             raise SandboxError(f"cannot start bwrap: {err}") from err

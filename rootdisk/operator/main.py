@@ -33,6 +33,7 @@ from rootdisk.operator.server import LEADER, Server
 logger = logging.getLogger(__name__)
 
 LOGIN_PRIORITY = 1000
+CA_BUNDLE_CHECK_SECONDS = 15.0
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -94,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         tls = None
         hooks = registry.webhooks(sets) if args.webhook_port else {}
         if hooks:
-            tls = _webhook_tls(client, args, tmp)
+            tls, ca = _webhook_tls(client, args, tmp)
+            threading.Thread(target=_keep_ca_bundle, args=(client, args, ca, stop),
+                             name="ca-bundle", daemon=True).start()
         server = Server(host=args.bind, health_port=args.health_port,
                         webhook_port=args.webhook_port or None, webhooks=hooks,
                         exists=lambda kind, name, ns: client.exists(kind, name, ns), tls=tls)
@@ -139,7 +142,9 @@ def _lead(elector: kube.Elector, args: argparse.Namespace, stop: threading.Event
     threading.Thread(target=renew, name="lease-renewal", daemon=True).start()
     if stop.is_set():
         kopf_stop.set()
-    kopf.run(clusterwide=True, standalone=True, stop_flag=kopf_stop)
+    # identity given: kopf would otherwise ask getpwuid() for a user name, and a pod's
+    # non-root uid has no passwd entry
+    kopf.run(clusterwide=True, standalone=True, stop_flag=kopf_stop, identity=args.identity)
     kopf_stop.set()
     if lost.is_set():
         logger.error("leadership lost; exiting so that a candidate takes over")
@@ -148,7 +153,19 @@ def _lead(elector: kube.Elector, args: argparse.Namespace, stop: threading.Event
     return 0
 
 
-def _webhook_tls(client: Client, args: argparse.Namespace, tmp: str) -> ssl.SSLContext:
+def _keep_ca_bundle(client: Client, args: argparse.Namespace, ca: bytes,
+                    stop: threading.Event) -> None:
+    """Re-apply the caBundle when the configuration is replaced (a re-run of
+    ``kubectl apply -f manifests/`` or ``rootdisk up`` resets it to empty)."""
+    while not stop.wait(CA_BUNDLE_CHECK_SECONDS):
+        try:
+            kube.patch_ca_bundle(client, name=args.webhook_config, ca=ca)
+        except KubeError as err:
+            logger.warning("caBundle check failed: %s", err)
+
+
+def _webhook_tls(client: Client, args: argparse.Namespace,
+                 tmp: str) -> tuple[ssl.SSLContext, bytes]:
     cert = kube.webhook_certificate(client, namespace=args.namespace, secret=args.webhook_secret,
                                     service=args.webhook_service)
     cert_path, key_path = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
@@ -161,4 +178,4 @@ def _webhook_tls(client: Client, args: argparse.Namespace, tmp: str) -> ssl.SSLC
     context.load_cert_chain(cert_path, key_path)
     with contextlib.suppress(KubeError):
         kube.patch_ca_bundle(client, name=args.webhook_config, ca=cert.ca)
-    return context
+    return context, cert.ca

@@ -134,3 +134,14 @@ def test_status_patch_keeps_times_and_skips_no_change() -> None:
     times = {c["type"]: c["lastTransitionTime"] for c in second["conditions"]}
     assert times == {"Bound": "t3", "Ready": "t3", "Running": "t3"}
     assert second["progress"] == "100.0%"
+
+
+def test_in_progress_does_not_flap_back() -> None:
+    pending_again = claim(anns={P + "storage.pod.phase": "Pending",
+                                P + "storage.pod.restarts": "1"})
+    o = observe(dv=dv(status={"phase": "ImportInProgress"}), claim=pending_again,
+                storage_class=IMMEDIATE)
+    assert (o.phase, o.restarts) == ("ImportInProgress", 1)
+    assert events_for(previous="ImportInProgress", observed=o, claim_name="disk") == []
+    first = observe(dv=dv(), claim=pending_again, storage_class=IMMEDIATE)
+    assert first.phase == "ImportScheduled"

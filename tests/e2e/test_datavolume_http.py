@@ -8,6 +8,7 @@ import sys
 import threading
 
 import pytest
+import yaml
 
 from localcluster.cluster import Cluster
 from localcluster.kube import client
@@ -47,7 +48,10 @@ def test_http_qcow2_filesystem_succeeds_with_content(kube: Kube, ns: str,
     assert claim["spec"]["resources"]["requests"]["storage"] == str(-(-64 * MiB * 103 // 100))
     assert claim["metadata"]["ownerReferences"][0]["uid"] == dv["metadata"]["uid"]
     assert compare(images.get("raw").path, kit.volume_path(kube, claim))
-    reasons = [e["reason"] for e in kit.events_for(kube, ns, dv["metadata"]["uid"])]
+    uid = dv["metadata"]["uid"]
+    wait_for(lambda: "ImportSucceeded" in [e["reason"] for e in kit.events_for(kube, ns, uid)],
+             timeout=30, what="ImportSucceeded event")
+    reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
     assert reasons.count("ImportSucceeded") == 1 and "ImportScheduled" in reasons
     # the VolumeImportSource, PVC' and the importer pod are gone once it succeeded
     wait_for(lambda: kit.leftovers(kube, ns) == ["persistentvolumeclaims/disk"], timeout=60,
@@ -189,3 +193,112 @@ def test_delete_mid_import_leaves_nothing(kube: Kube, ns: str, http_server: Http
     kube.delete(kit.DVS, "gone", ns)
     wait_for(lambda: not kit.leftovers(kube, ns), timeout=120,
              what="claims, PVC', importer pod and VolumeImportSource gone")
+
+
+def test_profiles_and_config_follow_the_classes(kube: Kube) -> None:
+    classes = [c["metadata"]["name"] for c in
+               kube.list(client.STORAGECLASSES)["items"]]
+    for name in classes:
+        profile = kube.get(kit.PROFILES, name)
+        assert profile["status"]["provisioner"] == "local.localcluster.rootdisk.io"
+        assert {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"} in (
+            profile["status"]["claimPropertySets"])
+    config = kube.get(kit.CDICONFIGS, "config")
+    assert config["status"]["filesystemOverhead"]["storageClass"] == {
+        name: "0.03" for name in classes}  # the classes' own annotation
+    assert config["status"]["defaultPodResourceRequirements"]["limits"]["cpu"] == "750m"
+    # the CRD refuses an overhead upstream's pattern refuses
+    config["spec"] = {"filesystemOverhead": {"global": "1.5"}}
+    with pytest.raises(KubeError, match=r"spec\.filesystemOverhead\.global"):
+        kube.replace(kit.CDICONFIGS, config)
+    # CDIConfig's per-class value wins over the class annotation
+    config = kube.get(kit.CDICONFIGS, "config")
+    config["spec"] = {"filesystemOverhead": {"global": "0.1",
+                                             "storageClass": {"local": "0.2"}}}
+    kube.replace(kit.CDICONFIGS, config)
+    try:
+        wait_for(lambda: kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
+                 .get("storageClass", {}).get("local") == "0.2", timeout=60,
+                 what="CDIConfig status updated")
+        status = kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
+        assert status["global"] == "0.1"
+        assert status["storageClass"]["local-immediate"] == "0.03"
+    finally:
+        config = kube.get(kit.CDICONFIGS, "config")
+        config["spec"] = {}
+        kube.replace(kit.CDICONFIGS, config)
+        wait_for(lambda: kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
+                 ["storageClass"].get("local") == "0.03", timeout=60, what="config reset")
+
+
+def test_many_datavolumes_at_once(kube: Kube, ns: str, http_server: HttpServer,
+                                  images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "many.qcow2")
+    names = [f"many-{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        source = {"http": {"url": url}} if i % 2 else {"blank": {}}
+        kube.create(kit.DVS, kit.datavolume(name, source, size="32Mi",
+                                            storage={"storageClassName": "local-immediate"}),
+                    ns)
+    for name in names:
+        status = kit.wait_dv(kube, ns, name, ("Succeeded", "Failed"), timeout=300)
+        assert status["phase"] == "Succeeded", (name, status.get("conditions"))
+    for i, name in enumerate(names):
+        if i % 2:
+            claim = kube.get(client.PVCS, name, ns)
+            assert compare(images.get("raw").path, kit.volume_path(kube, claim))
+
+
+def test_webhook_trust_restored_after_reapply(kube: Kube, ns: str) -> None:
+    """Re-applying manifests/ empties the caBundle; the operator puts it back."""
+
+
+    with open(os.path.join(kit.MANIFESTS, "deploy", "cdi-operator.yaml")) as fh:
+        fresh = next(d for d in yaml.safe_load_all(fh)
+                     if d and d["kind"] == "ValidatingWebhookConfiguration")
+    current = kube.get(kit.WEBHOOKS, "rootdisk-cdi")
+    fresh["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    kube.replace(kit.WEBHOOKS, fresh)
+    assert not kube.get(kit.WEBHOOKS, "rootdisk-cdi")["webhooks"][0]["clientConfig"].get(
+        "caBundle")
+    wait_for(lambda: kube.get(kit.WEBHOOKS, "rootdisk-cdi")["webhooks"][0]["clientConfig"]
+             .get("caBundle"), timeout=90, what="caBundle restored")
+    kube.create(kit.DVS, kit.datavolume("trusted", {"blank": {}}, size="8Mi",
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    assert kit.wait_dv(kube, ns, "trusted", ("Succeeded", "Failed"))["phase"] == "Succeeded"
+
+
+def test_http_qcow2_into_block(kube: Kube, ns: str, http_server: HttpServer,
+                               images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "block.qcow2")
+    kube.create(kit.DVS, kit.datavolume(
+        "block", {"http": {"url": url}},
+        storage={"storageClassName": "local-immediate", "volumeMode": "Block"}), ns)
+    status = kit.wait_dv(kube, ns, "block", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    claim = kube.get(client.PVCS, "block", ns)
+    assert claim["spec"]["resources"]["requests"]["storage"] == "64Mi"  # Block: no overhead
+    assert "alerts.k8s.io/KubePersistentVolumeFillingUp" not in claim["metadata"]["labels"]
+    assert compare(images.get("raw").path, kit.volume_path(kube, claim))
+
+
+def test_checksums(kube: Kube, ns: str, http_server: HttpServer,
+                   images: ImageFactory) -> None:
+    image = images.get("qcow2")
+    url = http_server.publish(image.path, "summed.qcow2")
+    wrong = "sha256:" + ("0" * 64)
+    for name, checksum in (("right", image.checksum("sha256")), ("wrong", wrong)):
+        kube.create(kit.DVS, kit.datavolume(
+            name, {"http": {"url": url, "checksum": checksum}},
+            storage={"storageClassName": "local-immediate"}), ns)
+    assert kit.wait_dv(kube, ns, "right", ("Succeeded", "Failed"))["phase"] == "Succeeded"
+    status = kit.wait_dv(kube, ns, "wrong", ("Succeeded", "Failed"))
+    assert status["phase"] == "Failed"
+    assert kit.condition(status, "Running")["reason"] == "ChecksumMismatch"
+    assert status["restartCount"] == 0
+    uid = kube.get(kit.DVS, "wrong", ns)["metadata"]["uid"]
+    # the Event follows the status write that carries the phase
+    wait_for(lambda: "ImportFailed" in [e["reason"] for e in kit.events_for(kube, ns, uid)],
+             timeout=30, what="ImportFailed event")
+    reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
+    assert reasons.count("ImportFailed") == 1

@@ -3,9 +3,11 @@ to create, the operator run in-process with kopf, and waits."""
 
 from __future__ import annotations
 
+import gc
 import glob
 import os
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -119,6 +121,12 @@ def operator(kubeconfig: str, **env: str) -> Iterator[KopfRunner]:
         with KopfRunner(["run", "-A", "--standalone", "-m", "populators.handlers"],
                         timeout=60) as runner:
             yield runner
+        # KopfRunner stops kopf's loop from another thread, abandoning its HTTP sessions'
+        # connections: collect them here, where their ResourceWarnings are expected,
+        # rather than in whatever test the garbage collector happens to run in next.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
     finally:
         for k, v in saved.items():
             if v is None:
@@ -149,6 +157,14 @@ def diagnosis(kube: Kube, ns: str) -> str:
         lines.append(f"pod {p['metadata']['name']} {p.get('status', {}).get('phase')}: "
                      f"{states}")
     return "\n".join(lines)
+
+
+def wait_for_why(fn: Any, *, timeout: float, what: str, why: Any) -> Any:
+    """:func:`wait_for`, with ``why()`` (e.g. :func:`diagnosis`) in the failure."""
+    try:
+        return wait_for(fn, timeout=timeout, what=what)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{why()}") from None
 
 
 def wait_bound(kube: Kube, ns: str, name: str, timeout: float = 120) -> dict[str, Any]:

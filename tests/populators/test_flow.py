@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from populators import flow
+from populators import events, flow
 from populators.cdiconfig import CdiConfig
 from populators.flow import (
     Annotate,
@@ -256,9 +256,9 @@ def test_annotations_written_only_when_they_change() -> None:
 def test_copied_events_have_stable_names() -> None:
     event = {"metadata": {"name": "prime-x.abc"}, "reason": "Provisioning",
              "message": "ok", "type": "Normal", "involvedObject": {"name": PRIME}}
-    one = flow.copied_event(target=target(), event=event)
-    assert one == flow.copied_event(target=target(), event=event)
+    one = events.copied_event(target=target(), event=event)
+    assert one == events.copied_event(target=target(), event=event)
     assert one["involvedObject"]["uid"] == UID and one["reason"] == "Provisioning"
     assert one["message"] == f"[{PRIME}] ok"
-    other = flow.copied_event(target=target(), event={**event, "metadata": {"name": "y"}})
+    other = events.copied_event(target=target(), event={**event, "metadata": {"name": "y"}})
     assert other["metadata"]["name"] != one["metadata"]["name"]

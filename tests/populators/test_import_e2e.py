@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -12,6 +13,8 @@ from localcluster.kube import client
 from localcluster.kube.client import Kube
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, MiB, compare
+from tests.fixtures.s3server import S3Server
+from tests.fixtures.tls import TlsMaterial
 from tests.localcluster.clusterkit import (
     claim_volume,
     needs_root,
@@ -233,3 +236,135 @@ def test_deleting_the_target_mid_import_leaves_nothing(
     assert cluster.volumes is not None
     wait_for(lambda: not cluster.volumes.exists(volume), timeout=30, what="volume removal")
     assert prime["metadata"]["ownerReferences"][0]["uid"] == uid
+
+
+@pytest.mark.usefixtures("operator")
+def test_https_with_ca_basic_auth_and_headers(
+        kube: Kube, ns: str, https_server: HttpServer, tls_material: TlsMaterial,
+        images: ImageFactory) -> None:
+    """The CA reaches the importer from the certConfigMap, the credentials from the Secret
+    by reference only: the pod spec holds no credential, and the server saw them."""
+    https_server.publish(images.get("qcow2").path, "private.qcow2")
+    https_server.set_faults("private.qcow2", Faults(
+        basic_auth=("alice", "s3cr3t-Pa55"), required_headers=(("X-Tenant", "blue"),)))
+    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": "creds"}, "type": "Opaque",
+                                 "stringData": {"accessKeyId": "alice",
+                                                "secretKey": "s3cr3t-Pa55"}}, ns)
+    ca = (tls_material.cert_dir / "ca.pem").read_text()
+    kube.create(client.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "ca"}, "data": {"ca.pem": ca}}, ns)
+    kit.import_source(kube, ns, "src", {"http": {
+        "url": https_server.url_for("private.qcow2"), "secretRef": "creds",
+        "certConfigMap": "ca", "extraHeaders": ["X-Tenant: blue"]}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    uid = target["metadata"]["uid"]
+    pod_obj = wait_for(lambda: kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns),
+                       timeout=60, what="importer pod")
+    assert "s3cr3t-Pa55" not in json.dumps(pod_obj)
+    claim = kit.wait_bound(kube, ns, "disk")
+    assert compare(images.get("raw").path, _volume_file(kube, claim))
+    authorized = [r for r in https_server.requests_for("private.qcow2")
+                  if r.headers.get("Authorization") and r.headers.get("X-Tenant") == "blue"]
+    assert authorized and all(r.status in (200, 206) for r in authorized)
+    assert "s3cr3t-Pa55" not in json.dumps(kit.annotations(kube, ns, "disk"))
+    # PVC''s and the pod's events are told on the target too.
+    copied = [e for e in kit.events_of(kube, ns, uid)
+              if e["message"].startswith(("[prime-", "[importer-prime-"))]
+    assert copied, kit.events_of(kube, ns, uid)
+    _gone(kube, ns, uid)
+
+
+@pytest.mark.usefixtures("operator")
+def test_wrong_password_is_unauthorized_at_once(
+        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+    http_server.publish(images.get("raw").path, "private.raw")
+    http_server.set_faults("private.raw", Faults(basic_auth=("alice", "right")))
+    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": "creds"},
+                                 "stringData": {"accessKeyId": "alice",
+                                                "secretKey": "wrong"}}, ns)
+    kit.import_source(kube, ns, "src", {"http": {"url": http_server.url_for("private.raw"),
+                                                 "secretRef": "creds"}})
+    kit.target_claim(kube, ns, "disk", source="src")
+    wait_for(lambda: kit.annotations(kube, ns, "disk").get(PHASE) == "Failed", timeout=90,
+             what=f"Failed\n{kit.diagnosis(kube, ns)}")
+    ann = kit.annotations(kube, ns, "disk")
+    assert ann[REASON] == "Unauthorized", ann
+    assert "wrong" not in ann[MESSAGE]
+
+
+@pytest.mark.usefixtures("operator")
+def test_unsupported_source_kind_fails_naming_the_field(kube: Kube, ns: str) -> None:
+    kit.import_source(kube, ns, "src", {"registry": {"url": "docker://quay.io/x/y"}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    wait_for(lambda: kit.annotations(kube, ns, "disk").get(PHASE) == "Failed", timeout=60,
+             what="Failed")
+    ann = kit.annotations(kube, ns, "disk")
+    assert ann[REASON] == "InvalidSource"
+    assert "spec.source.registry" in ann[MESSAGE]
+    uid = target["metadata"]["uid"]
+    assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None
+    assert kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None
+
+
+@pytest.mark.usefixtures("operator")
+def test_several_imports_at_once(kube: Kube, ns: str, http_server: HttpServer,
+                                 images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
+    kit.import_source(kube, ns, "src", {"http": {"url": url}})
+    names = [f"disk-{i}" for i in range(4)]
+    for name in names:
+        kit.target_claim(kube, ns, name, source="src",
+                         mode="Block" if name.endswith(("1", "3")) else "Filesystem")
+    for name in names:
+        claim = kit.wait_bound(kube, ns, name, timeout=180)
+        assert compare(images.get("raw").path, _volume_file(kube, claim)), name
+    wait_for(lambda: not [p for p in kube.list(client.PODS, ns)["items"]], timeout=60,
+             what="importer pods gone")
+    wait_for(lambda: not [c for c in kube.list(client.PVCS, ns)["items"]
+                          if c["metadata"]["name"].startswith("prime-")], timeout=60,
+             what="PVC's gone")
+    # One PVC' per target, each announced once.
+    created = [e for e in kube.list(client.EVENTS, ns)["items"]
+               if e["reason"] == "CreatedPVCPrimeSuccessfully"]
+    assert sorted(e["involvedObject"]["name"] for e in created) == names
+
+
+@pytest.mark.usefixtures("operator")
+def test_retain_after_completion_keeps_pod_and_prime(
+        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+    url = http_server.publish(images.get("raw").path, "disk.raw")
+    kit.import_source(kube, ns, "src", {"http": {"url": url}})
+    target = kit.target_claim(kube, ns, "disk", source="src", annotations={
+        "cdi.kubevirt.io/storage.pod.retainAfterCompletion": "true"})
+    uid = target["metadata"]["uid"]
+    claim = kit.wait_bound(kube, ns, "disk")
+    assert compare(images.get("raw").path, _volume_file(kube, claim))
+    wait_phase(kube, client.PVCS, f"prime-{uid}", "Lost", ns=ns, timeout=60)
+    time.sleep(3)  # a few reconciles later, both are still there
+    assert kube.get(client.PVCS, f"prime-{uid}", ns)["status"]["phase"] == "Lost"
+    done = kube.get(client.PODS, f"importer-prime-{uid}", ns)
+    assert done["status"]["phase"] == "Succeeded"
+    # Deleting the target still takes them along.
+    kube.delete(client.PVCS, "disk", ns)
+    _gone(kube, ns, uid)
+
+
+@pytest.mark.usefixtures("operator")
+def test_s3_qcow2_with_a_credentials_secret(kube: Kube, ns: str, s3_server: S3Server,
+                                            s3_bucket: str, images: ImageFactory) -> None:
+    s3_server.put_file(s3_bucket, "images/disk.qcow2", images.get("qcow2").path)
+    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                 "metadata": {"name": "s3creds"},
+                                 "stringData": {"accessKeyId": s3_server.access_key,
+                                                "secretKey": s3_server.secret_key}}, ns)
+    kit.import_source(kube, ns, "src", {"s3": {
+        "url": f"{s3_server.endpoint}/{s3_bucket}/images/disk.qcow2", "secretRef": "s3creds"}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    pod_obj = wait_for(lambda: kube.get_or_none(
+        client.PODS, f"importer-prime-{target['metadata']['uid']}", ns), timeout=60,
+        what="importer pod")
+    assert s3_server.secret_key not in json.dumps(pod_obj)
+    claim = kit.wait_bound(kube, ns, "disk")
+    assert compare(images.get("raw").path, _volume_file(kube, claim))

@@ -9,9 +9,17 @@ import pytest
 from localcluster.cluster import Cluster
 from localcluster.kube import client
 from localcluster.kube.client import Kube
+from populators import claims
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
-from tests.localcluster.clusterkit import needs_root, running, wait_for, wait_phase
+from tests.localcluster.clusterkit import (
+    claim_volume,
+    needs_root,
+    pod,
+    running,
+    wait_for,
+    wait_phase,
+)
 from tests.populators import kit
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
@@ -32,7 +40,7 @@ def test_operator_restarts_mid_import_and_while_it_completes(
     kube: Kube = cluster.kube  # type: ignore[assignment]
     ns = kit.namespace(kube)
     http_server.publish(images.get("raw").path, "slow.raw")
-    http_server.set_faults("slow.raw", Faults(rate=2 * 1024 * 1024))  # 16 MiB: ~8 s
+    http_server.set_faults("slow.raw", Faults(rate=768 * 1024))  # 16 MiB: ~21 s
     kit.import_source(kube, ns, "src", {"http": {"url": http_server.url_for("slow.raw")}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     uid = target["metadata"]["uid"]
@@ -46,9 +54,9 @@ def test_operator_restarts_mid_import_and_while_it_completes(
 
     # A second operator run while the import goes on: same PVC', same pod.
     with kit.operator(cluster.kubeconfig):
-        wait_for(lambda: kit.annotations(kube, ns, "disk").get(
+        kit.wait_for_why(lambda: kit.annotations(kube, ns, "disk").get(
             "cdi.kubevirt.io/storage.populator.progress") not in (None, "100.0%"),
-            timeout=60, what="progress after the restart")
+            timeout=60, what="progress after the restart", why=lambda: kit.diagnosis(kube, ns))
         assert kube.get(client.PODS, pod_name, ns)["metadata"]["uid"] == \
             first["metadata"]["uid"]
         assert kube.get(client.PVCS, f"prime-{uid}", ns)["metadata"]["uid"] == \
@@ -73,3 +81,31 @@ def test_operator_restarts_mid_import_and_while_it_completes(
     created = [e for e in kit.events_of(kube, ns, uid)
                if e["reason"] == "CreatedPVCPrimeSuccessfully"]
     assert len(created) == 1
+
+
+def test_importer_waits_while_another_pod_uses_pvc_prime(
+        cluster: Cluster, http_server: HttpServer, images: ImageFactory) -> None:
+    """A PVC' made by an earlier operator run and since used by someone else's pod: the
+    importer does not start beside that pod (ImportTargetInUse) but once it is gone."""
+    kube: Kube = cluster.kube  # type: ignore[assignment]
+    ns = kit.namespace(kube)
+    url = http_server.publish(images.get("raw").path, "disk.raw")
+    kit.import_source(kube, ns, "src", {"http": {"url": url}})
+    target = kit.target_claim(kube, ns, "disk", source="src")
+    uid = target["metadata"]["uid"]
+    prime = claims.render_prime(target=target, populator_kind="VolumeImportSource",
+                                source_annotations={})
+    kube.create(client.PVCS, prime, ns)
+    squatter = pod("squatter", "sleep", "3600", volumes=[claim_volume("d", f"prime-{uid}")],
+                   mounts=[{"name": "d", "mountPath": "/data"}], grace=0)
+    kube.create(client.PODS, squatter, ns)
+    wait_phase(kube, client.PODS, "squatter", "Running", ns=ns, timeout=60)
+    with kit.operator(cluster.kubeconfig):
+        wait_for(lambda: [e for e in kit.events_of(kube, ns, uid)
+                          if e["reason"] == "ImportTargetInUse"], timeout=60,
+                 what="ImportTargetInUse")
+        assert kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None
+        kube.delete(client.PODS, "squatter", ns)
+        claim = kit.wait_bound(kube, ns, "disk")
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert compare(images.get("raw").path, pv["spec"]["local"]["path"] + "/disk.img")

@@ -159,6 +159,35 @@ def test_address_pool() -> None:
         AddressPool("10.0.0.0/8")
 
 
+def test_address_pool_skips_addresses_in_use_on_the_machine() -> None:
+    # Another cluster whose pods share this range already listens on 127.1.0.1.
+    pool = AddressPool("127.1.0.0/29", busy=lambda: {"127.1.0.1", "127.0.0.1"})
+    assert pool.allocate("pod-a") == "127.1.0.2"
+
+
+def test_proc_net_tables_give_bound_addresses() -> None:
+    from localcluster.kube.addresses import parse_proc_net
+
+    table = [
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid",
+        "   0: 0100017F:20FB 00000000:0000 0A 00000000:00000000 00:00000000 00000000   107",
+        "   1: 0100007F:1F90 0200007F:D431 01 00000000:00000000 00:00000000 00000000     0",
+        "garbage",
+    ]
+    assert parse_proc_net(table) == {"127.1.0.1", "127.0.0.1"}
+
+
+def test_a_listening_socket_is_seen_as_busy() -> None:
+    import socket
+
+    from localcluster.kube.addresses import listening_addresses
+
+    with socket.socket() as sock:
+        sock.bind(("127.1.0.77", 0))
+        sock.listen()
+        assert "127.1.0.77" in listening_addresses()
+
+
 def test_networks_for_data_dirs() -> None:
     from localcluster.kube.addresses import networks_for
 

@@ -1,0 +1,213 @@
+"""More sources and failures on `rootdisk up`: S3 with credentials, HTTPS with a CA,
+basic auth and headers, a transient fault healing by a pod restart, a too-small volume,
+an operator restart mid-import, two operator replicas."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube, KubeError
+from tests.e2e import kit
+from tests.fixtures.httpserver import Faults, HttpServer
+from tests.fixtures.images import ImageFactory, compare
+from tests.fixtures.s3server import S3Server
+from tests.fixtures.tls import TlsMaterial
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+MiB = 2**20
+DEPLOYMENTS = client.Resource("apps", "v1", "deployments")
+LEASES = client.Resource("coordination.k8s.io", "v1", "leases")
+#: the importer's in-pod retries, short, so that a transient fault costs a pod restart
+TUNING = [{"name": "IMPORTER_RETRY_ATTEMPTS", "value": "2"},
+          {"name": "IMPORTER_RETRY_DELAY", "value": "0.2"}]
+
+
+def update_deployment(kube: Kube, change: Callable[[dict[str, Any]], None]) -> None:
+    """Read, change, replace; again on a conflict with the Deployment controller."""
+    for _ in range(20):
+        deploy = kube.get(DEPLOYMENTS, "rootdisk-cdi-operator", kit.OPERATOR_NS)
+        change(deploy)
+        try:
+            kube.replace(DEPLOYMENTS, deploy)
+            return
+        except KubeError as err:
+            if err.status != 409:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("the operator Deployment kept changing under us")
+
+
+def operator_env(kube: Kube, env: list[dict[str, str]]) -> None:
+    def change(deploy: dict[str, Any]) -> None:
+        container = deploy["spec"]["template"]["spec"]["containers"][0]
+        container["env"] = [e for e in container["env"] if e["name"] not in
+                            {x["name"] for x in env}] + env
+    update_deployment(kube, change)
+
+
+def replicas(kube: Kube, n: int) -> None:
+    update_deployment(kube, lambda d: d["spec"].__setitem__("replicas", n))
+
+
+def lease_holder(kube: Kube) -> str | None:
+    lease = kube.get_or_none(LEASES, "rootdisk-cdi", kit.OPERATOR_NS) or {}
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def ready_operators(kube: Kube) -> list[str]:
+    return [p["metadata"]["name"] for p in kit.operator_pods(kube)
+            if not p["metadata"].get("deletionTimestamp") and any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in (p.get("status") or {}).get("conditions") or [])]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tuned(cluster: Cluster) -> Iterator[None]:
+    """The operator rolled out with the short importer retries (a real rollout: the old
+    replica hands the Lease over to the new one)."""
+    kube = kit.cluster_kube(cluster)
+    before = set(ready_operators(kube))
+    operator_env(kube, TUNING)
+    wait_for(lambda: ready_operators(kube) and not set(ready_operators(kube)) & before
+             and lease_holder(kube) in ready_operators(kube), timeout=180,
+             what="operator rolled out and leading")
+    yield
+
+
+def test_s3_with_credentials(kube: Kube, ns: str, s3_server: S3Server, s3_bucket: str,
+                             images: ImageFactory) -> None:
+    s3_server.put_file(s3_bucket, "disk.qcow2", images.get("qcow2").path)
+    kit.secret(kube, ns, "s3-creds", {"accessKeyId": s3_server.access_key,
+                                      "secretKey": s3_server.secret_key})
+    kube.create(kit.DVS, kit.datavolume(
+        "from-s3", {"s3": {"url": s3_server.http_url(s3_bucket, "disk.qcow2"),
+                           "secretRef": "s3-creds"}},
+        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "from-s3", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "from-s3", ns)))
+    # the credentials reached the importer only through the Secret, never the pod spec
+    for pod_event in kit.events_for(kube, ns, kube.get(kit.DVS, "from-s3", ns)["metadata"]
+                                    ["uid"]):
+        assert s3_server.secret_key not in pod_event.get("message", "")
+
+
+def test_https_ca_basic_auth_and_headers(kube: Kube, ns: str, https_server: HttpServer,
+                                         tls_material: TlsMaterial,
+                                         images: ImageFactory) -> None:
+    url = https_server.publish(images.get("qcow2").path, "private.qcow2")
+    https_server.set_faults("private.qcow2", Faults(
+        basic_auth=("reader", "s3cret"), required_headers=(("X-Token", "abc"),)))
+    kit.secret(kube, ns, "auth", {"accessKeyId": "reader", "secretKey": "s3cret"})
+    kube.create(client.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "ca"},
+                                    "data": {"ca.pem": tls_material.ca_cert.read_text()}}, ns)
+    kube.create(kit.DVS, kit.datavolume(
+        "private", {"http": {"url": url, "secretRef": "auth", "certConfigMap": "ca",
+                             "extraHeaders": ["X-Token: abc"]}},
+        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "private", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    got = https_server.requests_for("private.qcow2")
+    assert got and all(r.status < 400 for r in got)
+    auth = base64.b64encode(b"reader:s3cret").decode()
+    assert all(r.headers.get("Authorization") == f"Basic {auth}" for r in got)
+    assert all(r.headers.get("X-Token") == "abc" for r in got)
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "private", ns)))
+
+
+def test_wrong_password_fails_unauthorized(kube: Kube, ns: str, http_server: HttpServer,
+                                           images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "locked.qcow2")
+    http_server.set_faults("locked.qcow2", Faults(basic_auth=("reader", "right")))
+    kit.secret(kube, ns, "auth", {"accessKeyId": "reader", "secretKey": "wrong"})
+    kube.create(kit.DVS, kit.datavolume(
+        "locked", {"http": {"url": url, "secretRef": "auth"}},
+        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "locked", ("Succeeded", "Failed"))
+    assert status["phase"] == "Failed"
+    assert kit.condition(status, "Running")["reason"] == "Unauthorized"
+    assert status["restartCount"] == 0  # permanent: not retried
+
+
+def test_transient_fault_heals_with_a_restart(kube: Kube, ns: str, http_server: HttpServer,
+                                              images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "flaky.qcow2")
+    http_server.set_faults("flaky.qcow2", Faults(status=503, status_times=6))
+    kube.create(kit.DVS, kit.datavolume("flaky", {"http": {"url": url}},
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "flaky", ("Succeeded", "Failed"), timeout=240)
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    assert status["restartCount"] > 0
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "flaky", ns)))
+
+
+def test_too_small(kube: Kube, ns: str, http_server: HttpServer,
+                   images: ImageFactory) -> None:
+    url = http_server.publish(images.get("qcow2").path, "big.qcow2")  # 16 MiB virtual
+    pvc = {"storageClassName": "local-immediate", "accessModes": ["ReadWriteOnce"],
+           "resources": {"requests": {"storage": "8Mi"}}}
+    kube.create(kit.DVS, kit.datavolume("small", {"http": {"url": url}}, pvc=pvc), ns)
+    status = kit.wait_dv(kube, ns, "small", ("Succeeded", "Failed"))
+    assert status["phase"] == "Failed"
+    running = kit.condition(status, "Running")
+    assert running["reason"] == "TooSmall", running
+    assert status["restartCount"] == 0
+
+
+def test_operator_restart_mid_import(kube: Kube, ns: str, http_server: HttpServer,
+                                     images: ImageFactory) -> None:
+    url = http_server.publish(images.get("raw").path, "paced.img")
+    http_server.set_faults("paced.img", Faults(rate=1 * MiB))
+    dv = kube.create(kit.DVS, kit.datavolume(
+        "survivor", {"http": {"url": url}}, storage={"storageClassName": "local-immediate"}),
+        ns)
+    kit.wait_dv(kube, ns, "survivor", ("ImportInProgress",), timeout=120)
+    importers = [p["metadata"]["uid"] for p in kube.list(client.PODS, ns)["items"]]
+    old = ready_operators(kube)
+    for name in old:
+        kube.delete(client.PODS, name, kit.OPERATOR_NS)
+    wait_for(lambda: set(ready_operators(kube)) - set(old) and lease_holder(kube)
+             in ready_operators(kube), timeout=180, what="a new operator leading")
+    status = kit.wait_dv(kube, ns, "survivor", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "survivor", ns)))
+    uid = dv["metadata"]["uid"]
+    wait_for(lambda: "ImportSucceeded" in [e["reason"] for e in kit.events_for(kube, ns, uid)],
+             timeout=30, what="ImportSucceeded event")
+    reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
+    assert reasons.count("ImportScheduled") == 1 and reasons.count("ImportSucceeded") == 1
+    # the import went on in the same importer pod: none was duplicated or restarted over
+    assert len(importers) == 1
+    assert status["restartCount"] == 0
+
+
+def test_two_replicas_one_leader(kube: Kube, ns: str) -> None:
+    replicas(kube, 2)
+    try:
+        wait_for(lambda: len(ready_operators(kube)) == 2, timeout=180, what="two replicas")
+        leader = lease_holder(kube)
+        assert leader in ready_operators(kube)
+        kube.delete(client.PODS, str(leader), kit.OPERATOR_NS)
+        wait_for(lambda: lease_holder(kube) not in (None, leader)
+                 and lease_holder(kube) in ready_operators(kube), timeout=120,
+                 what="the Lease handed over")
+        kube.create(kit.DVS, kit.datavolume("after", {"blank": {}}, size="8Mi",
+                                            storage={"storageClassName": "local-immediate"}),
+                    ns)
+        assert kit.wait_dv(kube, ns, "after", ("Succeeded", "Failed"))["phase"] == "Succeeded"
+    finally:
+        replicas(kube, 1)
