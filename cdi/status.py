@@ -89,7 +89,9 @@ def observe(
     if _waits_for_consumer(claim, storage_class):
         phase = api.PENDING_POPULATION if _has_populator(claim) else api.WAIT_FOR_FIRST_CONSUMER
         return Observed(phase, "N/A", restarts, bound, running, ("False", "", ""))
-    if pod_phase == "Running":
+    if pod_phase in ("Running", "Succeeded"):
+        # Succeeded on a claim not Bound yet: the populator is rebinding the imported
+        # volume to it; the import is still in progress (as upstream), not re-scheduled
         return Observed(api.IMPORT_IN_PROGRESS, anns.get(api.POPULATOR_PROGRESS) or "N/A",
                         restarts, bound, running,
                         ("False", "TransferRunning", f"Import into {name} in progress"))
