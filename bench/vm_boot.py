@@ -6,6 +6,7 @@ a boot (Python start, domain build, QMP or libvirtd) and the memory it keeps. Th
 both, as ratios, with the memory beside upstream's overhead formula.
 
     python bench/vm_boot.py [--runs 5] [--guests bootsector,linux] [--drivers qemu,libvirt]
+                            [--only standalone|cluster]
 
 Cases, interleaved run by run (A B C, A B C…) so machine noise hits all alike:
 - ``qemu by hand``: ``qemu-system-x86_64 -machine q35,accel=tcg -nodefaults -drive …
@@ -17,8 +18,10 @@ Cases, interleaved run by run (A B C, A B C…) so machine noise hits all alike:
 Memory: peak of the summed RSS over each process tree (bench/_common.py's sampler),
 with the peak per process name; upstream's launcher overhead for the same VMI (fixed
 240 MiB + 8 MiB per vCPU + 32 MiB video + guest/512, kubevirt's GetMemoryOverhead) is
-printed beside it. TCG only (the KVM here is kvm_pvm, which cannot run Linux). The ratio
-of the fastest runs (min÷min) is printed too: on a shared machine it is the steadier one.
+printed beside it. Then the same on ``rootdisk up`` (bench/vm_boot_cluster.py): VM created
+→ marker, with the hand-run QEMU again interleaved. TCG only (the KVM here is kvm_pvm,
+which cannot run Linux). The ratio of the fastest runs (min÷min) is printed too: on a
+shared machine it is the steadier one.
 """
 
 from __future__ import annotations
@@ -146,6 +149,10 @@ def main() -> int:
     p.add_argument("--guests", default="bootsector,linux")
     p.add_argument("--drivers", default="qemu,libvirt")
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--only", choices=("standalone", "cluster"),
+                   help="only the standalone launcher, or only the cluster (default: both)")
+    p.add_argument("--cluster-timeout", type=float, default=900.0,
+                   help="bound of the cluster's start and of each import (s)")
     args = p.parse_args()
     if os.geteuid() != 0 or not shutil.which("bwrap"):
         print("needs root and bubblewrap (the launcher runs as the kubelet would run it)")
@@ -161,25 +168,74 @@ def main() -> int:
             else:
                 raise SystemExit(f"--guests: unknown guest {guest!r}")
         drivers = args.drivers.split(",")
-        for guest, disk in disks.items():
-            memory = GUEST_MEMORY[guest]
-            hand = Result("qemu by hand")
-            launchers = {d: Result(f"launcher/{d}") for d in drivers}
-            print(f"\n== {guest} guest ({human(memory)} RAM, TCG), {args.runs} runs", flush=True)
-            for i in range(args.runs):
-                run_hand(hand, disk, work, memory, args.timeout)
-                for driver, result in launchers.items():
-                    run_launcher(result, driver, disk, memory, args.timeout)
-                line = "  ".join(f"{r.label} {r.times[-1]:.2f}s" if len(r.times) == i + 1
-                                 else f"{r.label} FAILED" for r in (hand, *launchers.values()))
-                print(f"  run {i + 1}: {line}", flush=True)
-            report(guest, hand, list(launchers.values()), memory)
+        if args.only != "cluster":
+            standalone(args, disks, drivers, work)
+        if args.only != "standalone":
+            on_cluster(args, disks, drivers, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
-def report(guest: str, hand: Result, launchers: list[Result], memory: int) -> None:
+def standalone(args: argparse.Namespace, disks: dict[str, Path], drivers: list[str],
+               work: Path) -> None:
+    for guest, disk in disks.items():
+        memory = GUEST_MEMORY[guest]
+        hand = Result("qemu by hand")
+        launchers = {d: Result(f"launcher/{d}") for d in drivers}
+        print(f"\n== {guest} guest ({human(memory)} RAM, TCG), {args.runs} runs", flush=True)
+        for i in range(args.runs):
+            run_hand(hand, disk, work, memory, args.timeout)
+            for driver, result in launchers.items():
+                run_launcher(result, driver, disk, memory, args.timeout)
+            line = "  ".join(f"{r.label} {r.times[-1]:.2f}s" if len(r.times) == i + 1
+                             else f"{r.label} FAILED" for r in (hand, *launchers.values()))
+            print(f"  run {i + 1}: {line}", flush=True)
+        report(guest, hand, list(launchers.values()), memory)
+
+
+def on_cluster(args: argparse.Namespace, disks: dict[str, Path], drivers: list[str],
+               work: Path) -> None:
+    import vm_boot_cluster as vc
+    print("\n== on rootdisk up: VM created → marker (DataVolume already Succeeded)",
+          flush=True)
+    with vc.cluster(work, timeout=args.cluster_timeout) as (kube, _):
+        dvs = vc.prepare(kube, disks, timeout=args.cluster_timeout)
+        for guest, disk in disks.items():
+            memory = GUEST_MEMORY[guest]
+            hand = Result("qemu by hand")
+            vms = {d: Result(f"cluster/{d}") for d in drivers}
+            formula = 0
+            print(f"\n== {guest} guest on the cluster, {args.runs} runs", flush=True)
+            for i in range(args.runs):
+                before = {id(r): len(r.times) for r in (hand, *vms.values())}
+                run_hand(hand, disk, work, memory, args.timeout)
+                for driver, result in vms.items():
+                    vc.set_driver(kube, driver)
+                    name = f"vb-{guest}-{driver}-{i}"
+                    try:
+                        took, sampler, vmi = vc.boot_vm(kube, name, dvs[guest], memory,
+                                                        timeout=args.timeout * 3)
+                    except TimeoutError as err:
+                        result.failures.append(str(err))
+                        print(f"  {result.label}: {err}", flush=True)
+                    else:
+                        result.times.append(took)
+                        result.peak_rss.append(sampler.peak_rss)
+                        for n, rss in sampler.peak_by_name.items():
+                            result.by_name[n] = max(result.by_name.get(n, 0), rss)
+                        formula = vc.upstream_for(vmi)
+                    finally:
+                        vc.delete_vm(kube, name, timeout=args.cluster_timeout)
+                line = "  ".join(f"{r.label} {r.times[-1]:.2f}s"
+                                 if len(r.times) > before[id(r)] else f"{r.label} FAILED"
+                                 for r in (hand, *vms.values()))
+                print(f"  run {i + 1}: {line}", flush=True)
+            report(guest, hand, list(vms.values()), memory, formula=formula or None)
+
+
+def report(guest: str, hand: Result, launchers: list[Result], memory: int, *,
+           formula: int | None = None) -> None:
     print(f"\n  {'case':<18} {'median':>8} {'min':>7} {'max':>7} {'ratio':>6} {'min÷min':>7}"
           "  peak tree RSS")
     for r in (hand, *launchers):
@@ -193,7 +249,7 @@ def report(guest: str, hand: Result, launchers: list[Result], memory: int) -> No
         parts = ", ".join(f"{n} {human(v)}" for n, v in sorted(r.by_name.items(),
                                                                 key=lambda kv: -kv[1]))
         print(f"  {'':<18} by process: {parts}")
-    formula = upstream_overhead(guest=memory)
+    formula = formula or upstream_overhead(guest=memory)
     print(f"  upstream's launcher pod overhead for this VMI: {human(formula)} "
           f"(pod request {human(memory + formula)})")
     qemu_hand = hand.by_name.get("qemu-system-x86", 0)

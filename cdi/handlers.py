@@ -50,7 +50,10 @@ def stop(**_: Any) -> None:
 
 
 @kopf.on.event(api.GROUP, api.VERSION, "datavolumes")
-def datavolume_event(event: Any, body: Any, name: str, namespace: str, **_: Any) -> None:
+def datavolume_event(event: Any, body: Any, name: str, namespace: str | None,
+                     **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     if event.get("type") != "DELETED":
         reconcile.reconcile_datavolume(client(), namespace, name)
     else:
@@ -58,7 +61,9 @@ def datavolume_event(event: Any, body: Any, name: str, namespace: str, **_: Any)
 
 
 @kopf.on.event("", "v1", "persistentvolumeclaims")
-def claim_event(event: Any, body: Any, namespace: str, **_: Any) -> None:
+def claim_event(event: Any, body: Any, namespace: str | None, **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     owner = reconcile.datavolume_owner(dict(body))
     if owner is not None and event.get("type") != "DELETED":
         reconcile.reconcile_datavolume(client(), namespace, owner)
@@ -66,8 +71,8 @@ def claim_event(event: Any, body: Any, namespace: str, **_: Any) -> None:
 
 
 @kopf.on.event(api.GROUP, api.VERSION, "datasources")
-def data_source_event(event: Any, name: str, namespace: str, **_: Any) -> None:
-    if event.get("type") != "DELETED":
+def data_source_event(event: Any, name: str, namespace: str | None, **_: Any) -> None:
+    if namespace is not None and event.get("type") != "DELETED":
         reconcile.reconcile_data_source(client(), namespace, name)
 
 

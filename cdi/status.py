@@ -91,7 +91,9 @@ def observe(
         phase = api.PENDING_POPULATION if _has_populator(claim) else api.WAIT_FOR_FIRST_CONSUMER
         return Observed(phase, "N/A", restarts, bound, running, ("False", "", ""))
     cloning = _is_clone(claim)
-    if pod_phase == "Running":
+    if pod_phase in ("Running", "Succeeded"):
+        # Succeeded on a claim not Bound yet: the populator is rebinding the imported
+        # volume to it; the import is still in progress (as upstream), not re-scheduled
         return Observed(api.CLONE_IN_PROGRESS if cloning else api.IMPORT_IN_PROGRESS,
                         anns.get(api.POPULATOR_PROGRESS) or "N/A", restarts, bound, running,
                         ("False", "TransferRunning",

@@ -8,6 +8,7 @@ image. Progress comes from ``-p``.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -15,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from importer import children
 from importer.errors import BackingFileRejected, ImporterError, InvalidImage, TransferError
@@ -137,7 +138,7 @@ def convert(
         assert proc.stdout is not None and proc.stderr is not None
         errors = children.drain_tail(proc.stderr)
         pending = b""
-        while chunk := proc.stdout.read1(4096):
+        while chunk := cast(io.BufferedReader, proc.stdout).read1(4096):
             pending = (pending + chunk)[-OUTPUT_LIMIT:]  # a line without an end stays bounded
             *done, pending = re.split(rb"[\r\n]", pending)
             for line in done:

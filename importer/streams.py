@@ -11,7 +11,7 @@ import io
 import lzma
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import zstandard
 
@@ -89,9 +89,9 @@ class IterReader(io.RawIOBase):
 
 def _open_decompressor(compression: Compression, raw: BinaryIO) -> BinaryIO:
     if compression is Compression.GZIP:
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
     if compression is Compression.XZ:
-        return lzma.LZMAFile(raw, mode="rb")
+        return cast(BinaryIO, lzma.LZMAFile(raw, mode="rb"))
     reader: BinaryIO = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
     return reader
 

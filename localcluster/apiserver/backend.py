@@ -200,10 +200,10 @@ class Backend:
         if name is not None and metadata.get("name") and metadata["name"] != name:
             raise bad_request(f"the name of the object ({metadata['name']}) does not match "
                               f"the name on the URL ({name})")
-        body = dict(body)
-        body["apiVersion"] = rt.api_version
-        body["kind"] = rt.kind
-        return body
+        out: Obj = dict(body)
+        out["apiVersion"] = rt.api_version
+        out["kind"] = rt.kind
+        return out
 
     async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
                      obj: Obj | None, old: Obj | None, options: WriteOptions,

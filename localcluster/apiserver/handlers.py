@@ -278,10 +278,10 @@ class Handlers:
             if path == "/openapi/v2" and "protobuf" in accept and "json" not in accept \
                     and "*/*" not in accept:
                 raise not_acceptable("only application/json is served for /openapi/v2")
-            doc = openapi.document(self.registry, path, request.query)
-            if doc is None:
+            spec = openapi.document(self.registry, path, request.query)
+            if spec is None:
                 raise not_found(resource="", group="", name=path)
-            return _json_response(doc)
+            return _json_response(spec)
         return _json_response({"paths": sorted({"/api", "/apis", "/version", "/openapi/v3",
                                                 "/openapi/v2", "/healthz", "/livez", "/readyz"})})
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import logging
 import time
@@ -181,8 +182,9 @@ class APIServer:
                     raise
                 logger.info("port %d of the previous run is taken; picking another", port)
         server = site._server
-        if server is not None and getattr(server, "sockets", None):
-            self.port = server.sockets[0].getsockname()[1]
+        sockets = getattr(server, "sockets", None) if server is not None else None
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
         kubeconfig.write(self.kubeconfig_path, kubeconfig.render(
             server=self.url, ca_pem=self.tls.ca_pem(), token=self.authenticator.admin_token))
         self._tasks.append(asyncio.get_running_loop().create_task(controllers.run()))
@@ -230,7 +232,7 @@ class APIServer:
             status = obj.pop("status")
             backend.create_internal(api_rt, None, obj)
             backend.mutate_internal(api_rt.group_resource, "", obj["metadata"]["name"],
-                                    lambda o, st=status: {**o, "status": st})
+                                    functools.partial(_with_status, status=status))
         data = {
             frontproxy.KEY_CLIENT_CA: proxy_ca_pem,
             frontproxy.KEY_USER_CLIENT_CA: self.tls.ca_pem().decode(),
@@ -279,3 +281,7 @@ class APIServer:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.stop()
+
+
+def _with_status(obj: dict[str, Any], *, status: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "status": status}

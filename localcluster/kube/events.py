@@ -6,9 +6,11 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError, Obj
+from localcluster.kube.client import Kube, KubeError
 from localcluster.kube.times import now
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ class EventRecorder:
             self._recent[key] = now
             return False
 
-    def emit(self, obj: Obj, etype: str, reason: str, message: str, *,
+    def emit(self, obj: Mapping[str, Any], etype: str, reason: str, message: str, *,
              kind: str | None = None, api_version: str = "v1") -> None:
         """Record an Event about ``obj`` (``kind`` for objects listed without one)."""
         meta = obj.get("metadata") or {}

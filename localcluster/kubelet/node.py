@@ -99,7 +99,10 @@ class Node:
         self.python = os.path.join(os.path.dirname(sys.executable), "python")
         if not os.path.exists(self.python):
             self.python = sys.executable
-        self.default_path = f"{os.path.dirname(self.python)}:/usr/local/bin:/usr/bin:/bin"
+        # an image's usual PATH (Docker's default) with sbin: the launcher's libvirt
+        # driver runs libvirtd, which Debian installs in /usr/sbin
+        self.default_path = (f"{os.path.dirname(self.python)}:/usr/local/sbin:/usr/local/bin:"
+                             "/usr/sbin:/usr/bin:/sbin:/bin")
         self._workers: dict[str, PodWorker] = {}
         self._completed: set[str] = set()
         """Pods whose containers all finished here (the informer may lag behind)."""

@@ -362,10 +362,10 @@ class Container:
                 os.close(fd)
             raise SandboxError(f"cannot start bwrap: {err}") from err
         finally:
-            for fd in (log_w, info_w, filter_fd):
-                if fd is not None:
+            for end in (log_w, info_w, filter_fd):
+                if end is not None:
                     with contextlib.suppress(OSError):
-                        os.close(fd)
+                        os.close(end)
         self.started_at = time.time()
         self._log = LogWriter(log_r, self.spec.log_path)
         self._log.start()

@@ -99,7 +99,7 @@ def compile_filter(caps: frozenset[str]) -> bytes:
 
     def known(name: str) -> bool:
         try:
-            return sc.resolve_syscall(arch, name) >= 0
+            return bool(sc.resolve_syscall(arch, name) >= 0)
         except (ValueError, OSError):
             return False
 

@@ -16,7 +16,7 @@ Binding (``claim_plan``, ``volume_plan``), as the PV controller does it:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,7 +155,7 @@ PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PV_PROTECTION = "kubernetes.io/pv-protection"
 
 
-def claim_in_use(*, claim: Obj, pods: list[Obj]) -> bool:
+def claim_in_use(*, claim: Obj, pods: Sequence[Obj]) -> bool:
     """Whether a pod that has not finished uses the claim."""
     meta = _meta(claim)
     for pod in pods:
@@ -170,7 +170,7 @@ def claim_in_use(*, claim: Obj, pods: list[Obj]) -> bool:
     return False
 
 
-def claim_finalizers(*, claim: Obj, pods: list[Obj]) -> list[str] | None:
+def claim_finalizers(*, claim: Obj, pods: Sequence[Obj]) -> list[str] | None:
     """The claim's new finalizer list under PVC protection, or None to leave it: a claim
     gets the finalizer, and loses it once deleted and no running pod uses it."""
     meta = _meta(claim)

@@ -32,6 +32,17 @@ RUN = {P + "storage.condition.running": "true",
                  P + "storage.populator.progress": "45.10%", **RUN}), IMMEDIATE,
      "ImportInProgress", "45.10%", 2, ("False", "Pending", "PVC disk Pending"),
      ("True", "Pod is running", ""), ("False", "TransferRunning", "Import into disk in progress")),
+    # the importer finished, the populator has not rebound the volume to the claim yet:
+    # still in progress (it once went back to ImportScheduled here)
+    (claim(anns={P + "storage.pod.phase": "Succeeded", P + "storage.populator.progress":
+                 "100.0%", P + "storage.condition.running": "false",
+                 P + "storage.condition.running.reason": "Completed"}), IMMEDIATE,
+     "ImportInProgress", "100.0%", 0, ("False", "Pending", "PVC disk Pending"),
+     ("False", "Completed", ""), ("False", "TransferRunning", "Import into disk in progress")),
+    (claim(anns={P + "storage.pod.phase": "Succeeded",
+                 "volume.kubernetes.io/selected-node": "n1"}), WFFC,
+     "ImportInProgress", "N/A", 0, ("False", "Pending", "PVC disk Pending"),
+     ("False", "", ""), ("False", "TransferRunning", "Import into disk in progress")),
     (claim(phase="Bound", anns={P + "storage.pod.phase": "Succeeded",
                                 P + "storage.condition.running": "false",
                                 P + "storage.condition.running.reason": "Completed"}),

@@ -29,6 +29,14 @@ def test_make_demo_flow_and_stop(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stdout + out.stderr
         text = out.stdout
         assert "DataVolume demo-rootdisk: Succeeded          100.0%" in text
+        # the import's phases only move forward (it once went back from ImportInProgress
+        # to ImportScheduled while the populator rebound the volume)
+        order = ["Pending", "PendingPopulation", "ImportScheduled", "ImportInProgress",
+                 "Succeeded"]
+        phases = [line.split(":", 1)[1].split()[0] for line in text.splitlines()
+                  if line.startswith("   DataVolume demo-rootdisk:")]
+        ranks = [order.index(p) for p in phases if p in order]
+        assert ranks == sorted(ranks), phases
         assert "VirtualMachine demo: Running" in text
         assert f"   | {GREETING}" in text  # the guest's own serial output
         assert f"export KUBECONFIG={data_dir}/kubeconfig" in text

@@ -44,7 +44,9 @@ def sync(namespace: str, name: str) -> float | None:
 
 
 @kopf.on.event(names.GROUP, names.VERSION, names.VM_PLURAL)
-def vm_event(namespace: str, name: str, type: str | None, **_: Any) -> None:
+def vm_event(namespace: str | None, name: str, type: str | None, **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     if type != "DELETED":
         sync(namespace, name)
 
@@ -66,7 +68,9 @@ async def stop_resync(**_: Any) -> None:
 
 
 @kopf.on.event(names.GROUP, names.VERSION, names.VMI_PLURAL)
-def vmi_event(body: Any, namespace: str, **_: Any) -> None:
+def vmi_event(body: Any, namespace: str | None, **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     owner = owner_vm(dict(body))
     if owner:
         sync(namespace, owner)
@@ -74,7 +78,9 @@ def vmi_event(body: Any, namespace: str, **_: Any) -> None:
 
 @kopf.on.event(names.CDI_GROUP, "v1beta1", names.DV_PLURAL,
                labels={names.LABEL_CREATED_BY: kopf.PRESENT})
-def dv_event(body: Any, namespace: str, **_: Any) -> None:
+def dv_event(body: Any, namespace: str | None, **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     owner = owner_vm(dict(body))
     if owner:
         sync(namespace, owner)

@@ -52,7 +52,7 @@ async def start_console(logger: Any, **_: Any) -> None:
     namespace = os.environ.get("POD_NAMESPACE", "kubevirt")
     address = os.environ.get("POD_IP") or "127.0.0.1"
     pki = None
-    for _ in range(120):
+    for _attempt in range(120):
         pki = await asyncio.to_thread(load_pki, _client(), namespace)
         if pki is not None:
             break

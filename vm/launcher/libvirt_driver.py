@@ -7,7 +7,9 @@ private dir (HOME and the XDG dirs point there), logs QEMU's stdio to a file ins
 virtlogd, and ends with the launcher. Lifecycle events arrive on the asyncio loop
 through libvirt's own asyncio event implementation (libvirtaio). The daemon must run as
 a non-root user with a passwd entry (root would be the system daemon); on these hosts it
-also needs /sys.
+also needs /sys. Upstream's image has that entry (qemu, uid 107); a pod here shares the
+host's /etc, which may not, so the daemon then gets one from nss_wrapper (LD_PRELOAD, a
+passwd and group file in the private dir), as images for arbitrary uids do.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import pwd
 import shutil
 import subprocess
 from typing import Any
@@ -35,6 +38,31 @@ logging.getLogger("virEventAsyncIOImpl").setLevel(logging.INFO)
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 QEMU_CONF = 'stdio_handler = "file"\n'
+NSS_WRAPPER = ("/usr/lib/x86_64-linux-gnu/libnss_wrapper.so", "/usr/lib64/libnss_wrapper.so",
+               "/usr/lib/libnss_wrapper.so")
+
+
+def user_record_env(*, root: str, uid: int, gid: int,
+                    libraries: tuple[str, ...] = NSS_WRAPPER) -> dict[str, str]:
+    """The environment that gives libvirtd a passwd entry for ``uid`` when the system
+    has none (nss_wrapper over files in ``root``); empty when the system has one."""
+    try:
+        pwd.getpwuid(uid)
+        return {}
+    except KeyError:
+        pass
+    lib = next((p for p in libraries if os.path.exists(p)), None)
+    if lib is None:
+        raise DriverError(f"uid {uid} has no passwd entry, which libvirtd needs, and "
+                          "nss_wrapper (libnss-wrapper) is not installed to provide one")
+    passwd = os.path.join(root, "passwd")
+    group = os.path.join(root, "group")
+    home = os.path.join(root, "home")
+    with open(passwd, "w", encoding="ascii") as f:
+        f.write(f"qemu:x:{uid}:{gid}:qemu:{home}:/bin/false\n")
+    with open(group, "w", encoding="ascii") as f:
+        f.write(f"qemu:x:{gid}:\n")
+    return {"LD_PRELOAD": lib, "NSS_WRAPPER_PASSWD": passwd, "NSS_WRAPPER_GROUP": group}
 _event_impl: Any = None
 
 
@@ -87,11 +115,13 @@ class LibvirtDriver:
                 "user (the launcher pod runs as uid 107)"
             )
         self._prepare_dirs()
+        env = {**self.env, **user_record_env(root=self.root, uid=os.getuid(),
+                                             gid=os.getgid())}
         log = open(os.path.join(self.root, "libvirtd.log"), "ab")  # noqa: SIM115
         try:
             self._daemon = subprocess.Popen(
                 [*(PDEATHSIG if shutil.which(PDEATHSIG[0]) else ()), self.libvirtd_binary],
-                env=self.env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

@@ -39,7 +39,9 @@ def sync(namespace: str, name: str) -> None:
 
 
 @kopf.on.event(names.GROUP, names.VERSION, names.VMI_PLURAL)
-def vmi_event(namespace: str, name: str, type: str | None, **_: Any) -> None:
+def vmi_event(namespace: str | None, name: str, type: str | None, **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     if type != "DELETED":
         sync(namespace, name)
 
@@ -66,14 +68,18 @@ async def stop_resync(**_: Any) -> None:
 
 
 @kopf.on.event("", "v1", "pods", labels={names.LABEL_APP: "virt-launcher"})
-def pod_event(body: Any, namespace: str, **_: Any) -> None:
+def pod_event(body: Any, namespace: str | None, **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("kind") == names.VMI_KIND and ref.get("controller"):
             sync(namespace, str(ref.get("name")))
 
 
 @kopf.on.event(names.CDI_GROUP, "v1beta1", names.DV_PLURAL)
-def dv_event(name: str, namespace: str, **_: Any) -> None:
+def dv_event(name: str, namespace: str | None, **_: Any) -> None:
+    if namespace is None:  # namespaced kinds always have one
+        return
     try:
         vmis = _client().list(VMIS, namespace)
     except KubeError as err:

@@ -50,7 +50,8 @@ def _pods(kube: Kube, vmi: dict[str, Any]) -> tuple[list[dict[str, Any]], list[d
     meta = vmi["metadata"]
     pods = kube.list(PODS, meta["namespace"],
                      labelSelector=f"{names.LABEL_CREATED_BY}={meta['uid']}")
-    launchers, binders = [], []
+    launchers: list[dict[str, Any]] = []
+    binders: list[dict[str, Any]] = []
     for p in pods:
         ann = (p.get("metadata") or {}).get("annotations") or {}
         (binders if ann.get(names.ANN_EPHEMERAL_PROVISIONING) == "true" else launchers).append(p)

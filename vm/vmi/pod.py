@@ -44,6 +44,9 @@ class LauncherConfig:
     host_sockets: str = HOST_SOCKETS
 
 
+CONSOLE_LOG_CPU_LIMIT = "100m"
+
+
 def grace_seconds(spec: Mapping[str, Any]) -> int:
     value = spec.get("terminationGracePeriodSeconds")
     return DEFAULT_GRACE if value is None else max(0, int(value))
@@ -128,8 +131,10 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
         "name": "guest-console-log",
         "image": config.image,
         "command": ["python", "-m", "vm.launcher.console_log", CONSOLE_LOG],
+        # upstream limits its (Go) sidecar to 15m; a Python one needs ~40 ms of CPU to
+        # start, which 15m stretched to seconds: the console log lagged the guest
         "resources": {"requests": {"cpu": "5m", "memory": "35M"},
-                      "limits": {"cpu": "15m", "memory": "60M"}},
+                      "limits": {"cpu": CONSOLE_LOG_CPU_LIMIT, "memory": "60M"}},
         "securityContext": dict(CONTAINER_SECURITY),
         "volumeMounts": [{"name": "private", "mountPath": PRIVATE, "readOnly": True}],
     }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import ssl
@@ -318,8 +319,8 @@ class Aggregator:
             if not ok:
                 logger.info("APIService %s unavailable: %s", route.name, message)
             self.backend.mutate_internal(APISERVICE_GR, "", route.name,
-                                         lambda obj, c=condition: apiservices.with_available(
-                                             obj, c))
+                                         functools.partial(apiservices.with_available,
+                                                           condition=condition))
 
     async def run(self) -> None:
         try:
