@@ -88,6 +88,8 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
     if claim is not None and storage_class is None:
         sc_name = (claim.get("spec") or {}).get("storageClassName")
         storage_class = client.get(STORAGECLASSES, sc_name) if sc_name else None
+    if claim is None and failure is None and previous == api.FAILED:
+        return api.FAILED  # failed before its claim was made: it stays so (no flapping)
     observed = observe(dv=dv, claim=claim, storage_class=storage_class, failure=failure)
     new_status = status_patch(dv=dv, observed=observed, claim_name=name, now=now())
     if new_status is not None:
