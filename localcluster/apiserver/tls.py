@@ -59,16 +59,11 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def ensure_tls(directory: Path, *, dns_names: tuple[str, ...] = ()) -> TLSFiles:
-    """Load the CA and serving certificate from ``directory``, creating them if absent
-    (``dns_names``: more names for the serving certificate, e.g. ``svc.ns.svc``)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    files = TLSFiles(directory / "ca.crt", directory / "server.crt", directory / "server.key")
-    if files.ca_cert.exists() and files.server_cert.exists() and files.server_key.exists():
-        return files
-    now = datetime.datetime.now(datetime.UTC)
+def self_signed_ca(common_name: str, *, now: datetime.datetime
+                   ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, x509.Name]:
+    """A new P-256 CA able to sign leaf certificates: (key, certificate, name)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localcluster-ca")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_name).issuer_name(ca_name)
@@ -85,6 +80,18 @@ def ensure_tls(directory: Path, *, dns_names: tuple[str, ...] = ()) -> TLSFiles:
                        critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca_cert, ca_name
+
+
+def ensure_tls(directory: Path, *, dns_names: tuple[str, ...] = ()) -> TLSFiles:
+    """Load the CA and serving certificate from ``directory``, creating them if absent
+    (``dns_names``: more names for the serving certificate, e.g. ``svc.ns.svc``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = TLSFiles(directory / "ca.crt", directory / "server.crt", directory / "server.key")
+    if files.ca_cert.exists() and files.server_cert.exists() and files.server_key.exists():
+        return files
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, ca_cert, ca_name = self_signed_ca("localcluster-ca", now=now)
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in (*SERVER_DNS_NAMES, *dns_names)]
     sans += [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
