@@ -9,7 +9,6 @@ unverified disk must not look like a good one.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import logging
 import os
@@ -25,7 +24,9 @@ ZERO_BLOCK_SIZE = 32 * 1024
 _ZERO = bytes(ZERO_BLOCK_SIZE)
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+# The process's own symbols (libc among them): find_library("c") would run
+# `ldconfig -p` in a child at every importer start.
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
 
 
