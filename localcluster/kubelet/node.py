@@ -127,7 +127,7 @@ class Node:
         with self._lock:
             workers = list(self._workers.values())
         for w in workers:
-            w.stopping.set()
+            w.stop()
         for w in workers:
             w.finished.wait(self.shutdown_grace + 10)
         try:  # as a node whose kubelet stopped: pods here are not served until it returns
@@ -248,8 +248,11 @@ class Node:
             if phase in (None, "Pending") and not meta.get("deletionTimestamp"):
                 self._select_node(pod)
             with self._lock:
-                if meta["uid"] in self._workers or meta["uid"] in self._completed or \
-                        self._stop.is_set():
+                running = self._workers.get(meta["uid"])
+                if running is not None:
+                    running.wake()  # its pod or a claim changed: a deletion, a bound volume
+                    continue
+                if meta["uid"] in self._completed or self._stop.is_set():
                     continue
                 if phase in ("Succeeded", "Failed"):
                     continue
