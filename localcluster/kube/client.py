@@ -46,6 +46,14 @@ def is_conflict(err: Exception) -> bool:
     return isinstance(err, KubeError) and err.status == 409
 
 
+def is_stale(err: Exception) -> bool:
+    """A write a level-triggered controller lost to a newer state of the object: a 409
+    (someone wrote it since this pass read it, or it already exists) or a 404 (it was
+    deleted since). The watch brings that newer state and the next pass acts on it, so
+    this is not worth a warning."""
+    return is_conflict(err) or is_not_found(err)
+
+
 @dataclass(frozen=True)
 class Resource:
     group: str
