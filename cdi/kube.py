@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 MERGE = "application/merge-patch+json"
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""Accept header for an object's metadata without its body (a Secret without its data)."""
 
 
 class KubeError(Exception):
@@ -95,8 +97,8 @@ class Client:
 
     def request(self, method: str, path: str, *, body: Any = None,
                 query: Mapping[str, str] | None = None, content_type: str | None = None,
-                timeout: float = 30) -> Any:
-        headers = {"Accept": "application/json"}
+                timeout: float = 30, accept: str = "application/json") -> Any:
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         try:
@@ -157,8 +159,18 @@ class Client:
         return bool(((out or {}).get("status") or {}).get("allowed"))
 
     def exists(self, kind: str, name: str, namespace: str) -> bool:
+        """Whether the Secret or ConfigMap exists, read as metadata only: the webhook
+        never holds a Secret's data (the server falls back to the whole object only if
+        it does not serve PartialObjectMetadata)."""
         target = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS}[kind]
-        return self.get(target, name, namespace) is not None
+        try:
+            self.request("GET", target.path(namespace, name),
+                         accept=f"{METADATA_ONLY},application/json")
+        except KubeError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
     def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
               component: str = "rootdisk-cdi") -> None:
