@@ -307,8 +307,7 @@ def reconcile_profile(client: Client, name: str) -> Obj | None:
             return None
     status = profiles.compute_status(storage_class=storage_class, spec=profile.get("spec"))
     minimum = profiles.minimum_size_annotation(
-        provisioner=str(storage_class.get("provisioner") or ""),
-        annotations=profile["metadata"].get("annotations") or {})
+        storage_class=storage_class, annotations=profile["metadata"].get("annotations") or {})
     if minimum is not None:
         profile = client.patch(STORAGEPROFILES, name, {
             "metadata": {"annotations": {api.MINIMUM_PVC_SIZE: minimum}}})
