@@ -92,7 +92,8 @@ def test_importer_pod_memory_stays_bounded(kube: Kube, ns: str, http_server: Htt
     assert compare(raw, kit.volume_path(kube, claim))
     report = memory.report()
     # it measured the importer pod itself: its program and the converter it drives
-    assert memory.samples >= 3 and {"python", "qemu-img"} <= memory.names, report
+    assert memory.samples >= 3 and "qemu-img" in memory.names, report
+    assert any(name.startswith("python") for name in memory.names), report
     assert memory.peak_rss <= IMPORTER_TREE_PEAK, report
     # and no spike between two samples: the high-water marks of the processes alive
     # together, summed as if all had peaked at once
