@@ -94,6 +94,9 @@ class Observed:
     notes: Mapping[str, str] = field(default_factory=dict)
     """Annotations the populator's choice adds to the target (clone strategy, fallback)."""
     note_events: tuple[Emit, ...] = ()
+    helper_failed: tuple[str, str] | None = None
+    """(reason, message): a helper pod of the populator's (the host-assisted clone's
+    source pod) failed for good; the population fails with its reason."""
 
 
 # -- what to do ------------------------------------------------------------------------
@@ -250,7 +253,7 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                         waiting="source in use", active=True)
         manifest = claims.render_prime(target=t, populator_kind=populator.kind,
                                        source_annotations=source_annotations,
-                                       namespace=populator.prime_namespace(t),
+                                       namespace=populator.prime_namespace(_noted(t, o.notes)),
                                        data_source=o.prime_data_source)
         return Plan((*notes, CreatePrime(manifest),
                      *_annotate(t, {names.PVC_PRIME: prime_name}),
@@ -294,6 +297,9 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                               names.RUNNING_MESSAGE: ""})
         return Plan(tuple(acts), waiting="pod created", active=True)
 
+    if o.helper_failed is not None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
+        return _give_up(o, reason=o.helper_failed[0], message=o.helper_failed[1])
+
     if o.pod is not None:
         view = podstate.view(o.pod, retry_limit=o.config.retry_limit)
         if view.state.gives_up:
@@ -317,6 +323,15 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         acts += _annotate(t, {**wanted, names.PROGRESS: DONE})
 
     return _rebind(o, acts)
+
+
+def _noted(target: Obj, notes: Mapping[str, str]) -> Obj:
+    """The target as it will be once the populator's notes are on it (they decide, for
+    a clone, where PVC' goes)."""
+    if not notes:
+        return target
+    m = meta(target)
+    return {**target, "metadata": {**m, "annotations": {**annots(target), **notes}}}
 
 
 def _rebind(o: Observed, acts: list[Action]) -> Plan:
