@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from populators import claims, flow
+from populators import claims, clone_pods, flow
 from populators.cdiconfig import CdiConfig
-from populators import clone_pods
 from populators.clone_populator import SOURCE_CLAIM_KEY, ClonePopulator
 from populators.flow import Annotate, CreatePod, CreatePrime, Emit, Observed, Rebind
 from populators.importer_pod import Settings
