@@ -205,6 +205,10 @@ class CloneReconciler(Reconciler):
                 ann.update(action.changes)
         finished = bool(meta(target).get("deletionTimestamp")) or phase(target) == "Bound" \
             or ann.get(names.POD_PHASE) in (names.SUCCEEDED, names.FAILED)
+        if finished and not meta(target).get("deletionTimestamp") and ann.get(
+                names.RETAIN_AFTER_COMPLETION) == "true":
+            return  # kept for inspection, as the flow keeps the target pod and PVC'
+
         source_pod = self._source_pod(target)
         target_pod = observed.pod
         if any(isinstance(a, flow.DeletePod) for a in plan.actions):

@@ -114,8 +114,8 @@ def test_same_namespace_csi_clone_without_size(kube: Kube, golden: tuple[str, Pa
     assert compare(reference, Path(produced))
     golden_img = kit.volume_path(kube, source)
     assert os.path.getsize(produced) == os.path.getsize(golden_img)
-    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"]) or \
-        "ImportSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert "ImportSucceeded" not in reasons(kube, src_ns, dv["metadata"]["uid"])
     wait_clean(kube, src_ns, {"golden", "copy1"})
     kube.delete(kit.DVS, "copy1", src_ns)
 
@@ -148,6 +148,81 @@ def _dv_claims(kube: Kube, ns: str) -> set[str]:
 # -- host-assisted copy ----------------------------------------------------------------------
 
 
+def secrets_of(kube: Kube, ns: str, uid: str) -> list[str]:
+    return [s["metadata"]["name"] for s in kube.list(client.SECRETS, ns)["items"]
+            if uid in s["metadata"]["name"]]
+
+
+def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    """Cross-namespace, Filesystem → Filesystem, pods kept (retainAfterCompletion) to be
+    looked at: the source pod in the source namespace read the golden claim read-only, the
+    target pod beside PVC' in the target namespace wrote it, each with its own half of one
+    per-clone CA, never in the pod spec."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, clone_dv(
+        "tls", src_ns, storage={"storageClassName": "local-immediate"},
+        annotations={A + "storage.pod.retainAfterCompletion": "true"}), ns)
+    # the source side goes with the VolumeCloneSource once the DataVolume is done: look
+    # at it while it runs
+    target_uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "tls", ns) or {}).get(
+        "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
+    spod = wait_for(lambda: kube.get_or_none(client.PODS, f"{target_uid}-source-pod",
+                                             src_ns), timeout=TIMEOUT, what="source pod")
+    ssec = kube.get(client.SECRETS, f"clone-source-tls-{target_uid}", src_ns)
+    status = kit.wait_dv(kube, ns, "tls", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, ns, "tls")
+    uid = claim["metadata"]["uid"]
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    produced = Path(kit.volume_path(kube, claim))
+    assert compare(reference, produced)
+    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
+    assert "CloneSucceeded" in reasons(kube, ns, dv["metadata"]["uid"])
+    # PVC' and the target pod in the target namespace; the source pod in the source one
+    assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is not None
+    assert kube.get_or_none(client.PVCS, f"prime-{uid}", src_ns) is None
+    tpod = kube.get(client.PODS, f"cloner-prime-{uid}", ns)
+    assert tpod["status"]["phase"] == "Succeeded"
+    assert spod["metadata"]["ownerReferences"][0]["kind"] == "VolumeCloneSource"
+    tvols = {v["name"]: v for v in tpod["spec"]["volumes"]}
+    svols = {v["name"]: v for v in spod["spec"]["volumes"]}
+    assert svols["cdi-clone-source"]["persistentVolumeClaim"] == {"claimName": "golden",
+                                                                  "readOnly": True}
+    assert not [v for v in tvols.values()
+                if (v.get("persistentVolumeClaim") or {}).get("claimName") == "golden"]
+    senv = {e["name"]: e.get("value") for e in spod["spec"]["containers"][0]["env"]}
+    assert senv["CLONE_TARGET"] == f"{tpod['status']['podIP']}:8444"
+    for pod in (tpod, spod):
+        assert "PRIVATE KEY" not in json.dumps(pod)
+    # one CA, two leaves: the target's serves, the source's logs in
+    tsec = kube.get(client.SECRETS, tvols["clone-tls"]["secret"]["secretName"], ns)
+    assert svols["clone-tls"]["secret"]["secretName"] == ssec["metadata"]["name"]
+    import base64
+    tdata = {k: base64.b64decode(v) for k, v in tsec["data"].items()}
+    sdata = {k: base64.b64decode(v) for k, v in ssec["data"].items()}
+    assert tdata["ca.crt"] == sdata["ca.crt"] and tdata["tls.key"] != sdata["tls.key"]
+    for data, usage in ((tdata, ExtendedKeyUsageOID.SERVER_AUTH),
+                        (sdata, ExtendedKeyUsageOID.CLIENT_AUTH)):
+        cert = x509.load_pem_x509_certificate(data["tls.crt"])
+        eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        assert list(eku) == [usage]
+    # no key material in any Event of either namespace
+    for n in (ns, src_ns):
+        assert "PRIVATE KEY" not in json.dumps(kube.list(client.EVENTS, n)["items"])
+    # deleting the DataVolume takes all of it away, in both namespaces
+    kube.delete(kit.DVS, "tls", ns)
+    wait_for(lambda: not kube.list(client.PODS, ns)["items"] and not secrets_of(
+        kube, ns, uid) and not secrets_of(kube, src_ns, uid) and kube.get_or_none(
+        client.PODS, f"{uid}-source-pod", src_ns) is None and kube.get_or_none(
+        client.PVCS, f"prime-{uid}", ns) is None, timeout=TIMEOUT,
+        what="clone pods, Secrets and PVC' gone")
+
+
+
 def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
         kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
@@ -174,7 +249,8 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     assert compare(reference, produced)
     # sparse: no more allocated than the reference's data (plus filesystem slack)
     assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
-    assert dv["metadata"]["uid"] and dv2["metadata"]["uid"]
+    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert "CloneSucceeded" in reasons(kube, ns, dv2["metadata"]["uid"])
     kube.delete(kit.DVS, "blk", src_ns)
     kube.delete(kit.DVS, "back", ns)
 
@@ -389,6 +465,47 @@ def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
     wait_for(lambda: not kube.list(client.PVCS, ns)["items"]
              and not kube.list(client.PODS, ns)["items"], timeout=TIMEOUT,
              what="target namespace empty")
+    wait_clean(kube, src_ns, {"golden"})
+
+
+def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str,
+                                          golden: tuple[str, Path]) -> None:
+    """A copy of a golden image large enough to catch it running (384 MiB of data in 1Gi,
+    written on the host): deleting the DataVolume then removes both pods, both Secrets
+    and PVC'."""
+    src_ns, _ = golden
+    kube.create(kit.DVS, kit.datavolume("big", {"blank": {}}, size="1Gi",
+                                        storage={"storageClassName": "local-reflink"}),
+                src_ns)
+    status = kit.wait_dv(kube, src_ns, "big", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    path = Path(kit.volume_path(kube, claim_of(kube, src_ns, "big")))
+    block = os.urandom(16 * MiB)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for i in range(24):
+            os.pwrite(fd, block, i * 40 * MiB)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    kube.create(kit.DVS, clone_dv("half", src_ns, src="big",
+                                  storage={"storageClassName": "local-immediate"}), ns)
+    uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "half", ns) or {}).get(
+        "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
+    wait_for(lambda: ((kube.get_or_none(client.PODS, f"{uid}-source-pod", src_ns) or {}
+                       ).get("status") or {}).get("phase") == "Running", timeout=TIMEOUT,
+             what="source pod running")
+    assert secrets_of(kube, ns, uid) and secrets_of(kube, src_ns, uid)
+    assert kit.dv_status(kube, ns, "half").get("phase") != "Succeeded"
+    kube.delete(kit.DVS, "half", ns)
+    try:
+        wait_for(lambda: not kube.list(client.PVCS, ns)["items"]
+                 and not kube.list(client.PODS, ns)["items"]
+                 and not secrets_of(kube, ns, uid) and not secrets_of(kube, src_ns, uid)
+                 and kube.get_or_none(client.PODS, f"{uid}-source-pod", src_ns) is None,
+                 timeout=TIMEOUT, what="clone pods, Secrets and PVC' gone")
+    finally:
+        kube.delete(kit.DVS, "big", src_ns)
     wait_clean(kube, src_ns, {"golden"})
 
 
