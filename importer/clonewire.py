@@ -1,9 +1,12 @@
 """The host-assisted clone's wire format (pure): what the source pod sends the target pod
 inside their mutual-TLS connection, and the checks the target makes on it.
 
-TLS already keeps a stranger from reading or altering the stream; this framing makes the
-stream *complete and exact*: a connection cut at any point, or a stream whose extents do
-not add up, is refused instead of leaving a short disk that looks whole.
+TLS already keeps a stranger from reading or altering the stream (every record is
+authenticated); this framing makes the stream *complete and exact*: a connection cut at
+any point, or a stream whose extents do not add up, is refused instead of leaving a short
+disk that looks whole. The end frame's checksum is therefore a CRC-32 (zlib's, several
+GB/s), not a cryptographic hash: it guards against our own bugs and truncation, TLS
+against tampering; a SHA-256 on both sides cost a quarter of the copy's time.
 
     source → target   HELLO   magic "RDCLONE1", virtual size u64, data end u64
     target → source   REPLY   status u8 (0 go on, 1 refused), JSON length u32, JSON
@@ -11,8 +14,8 @@ not add up, is refused instead of leaving a short disk that looks whole.
                               byte is written)
     source → target   EXTENT* kind u8 ("R" raw, "Z" zstd), offset u64, length u32,
                               payload length u32, payload
-    source → target   END     kind u8 "E", extents u64, data bytes u64, SHA-256 (32 bytes)
-                              over every extent's offset, length and bytes, in order
+    source → target   END     kind u8 "E", extents u64, data bytes u64, CRC-32 u32 over
+                              every extent's offset, length and bytes, in order
     target → source   REPLY   status 0 once the data is on disk (fsync'd), else 1
 
 Holes are never sent: an extent names where its bytes go, and what lies between extents
@@ -25,9 +28,9 @@ never slows a copy of data it cannot shrink.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
+import zlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +43,7 @@ MAGIC = b"RDCLONE1"
 HELLO = struct.Struct(">8sQQ")
 REPLY = struct.Struct(">BI")
 EXTENT = struct.Struct(">BQII")
-END = struct.Struct(">QQ32s")
+END = struct.Struct(">QQI")
 RAW, ZSTD, FINISH = b"R"[0], b"Z"[0], b"E"[0]
 MAX_EXTENT = 16 * 2**20
 """Largest extent (bytes, before and after compression) a target accepts."""
@@ -81,13 +84,15 @@ class Totals:
     data_bytes: int
 
 
-ReadExact = Callable[[int], bytes]
+ReadExact = Callable[[int], bytes | bytearray]
 """Returns exactly n bytes, or fewer only at the end of the stream."""
 
 
-def _digest_extent(h: Any, offset: int, data: bytes | memoryview) -> None:
-    h.update(struct.pack(">QI", offset, len(data)))
-    h.update(data)
+Data = bytes | bytearray | memoryview
+
+
+def _crc_extent(crc: int, offset: int, data: Data) -> int:
+    return zlib.crc32(data, zlib.crc32(struct.pack(">QI", offset, len(data)), crc))
 
 
 # -- the source side -------------------------------------------------------------------
@@ -104,13 +109,13 @@ class Encoder:
 
     def __init__(self, *, level: int = ZSTD_LEVEL) -> None:
         self._zstd = zstandard.ZstdCompressor(level=level)
-        self._hash = hashlib.sha256()
+        self._crc = 0
         self._next = 0
         self.extents = 0
         self.data_bytes = 0
         self.wire_bytes = 0
 
-    def extent(self, offset: int, data: bytes | memoryview) -> tuple[bytes, bytes | memoryview]:
+    def extent(self, offset: int, data: Data) -> tuple[bytes, Data]:
         """(frame header, payload) for ``data`` at ``offset``."""
         if offset < self._next or not 0 < len(data) <= MAX_EXTENT:
             raise ValueError(f"extent at {offset} of {len(data)} bytes out of order or size")
@@ -120,7 +125,7 @@ class Encoder:
             packed = self._zstd.compress(data)
             if len(packed) < len(data):
                 kind, payload = ZSTD, packed
-        _digest_extent(self._hash, offset, data)
+        self._crc = _crc_extent(self._crc, offset, data)
         self._next = offset + len(data)
         self.extents += 1
         self.data_bytes += len(data)
@@ -128,7 +133,7 @@ class Encoder:
         return EXTENT.pack(kind, offset, len(data), len(payload)), payload
 
     def end(self) -> bytes:
-        return bytes([FINISH]) + END.pack(self.extents, self.data_bytes, self._hash.digest())
+        return bytes([FINISH]) + END.pack(self.extents, self.data_bytes, self._crc)
 
 
 def reply(*, ok: bool, reason: str = "", message: str = "", **extra: Any) -> bytes:
@@ -176,13 +181,13 @@ def read_hello(read: ReadExact) -> Hello:
 
 
 def extents(read: ReadExact, *, size: int, limit: int | None = None,
-            ) -> Generator[tuple[int, bytes], None, Totals]:
+            ) -> Generator[tuple[int, Data], None, Totals]:
     """(offset, bytes) of each extent, checked; returns the :class:`Totals` once the end
     frame agreed with what came (StopIteration's value). ``limit``: extents must end
     within it (the target's room)."""
     bound = size if limit is None else min(size, limit)
     zstd = zstandard.ZstdDecompressor()
-    digest = hashlib.sha256()
+    crc = 0
     nxt, count, total = 0, 0, 0
     while True:
         kind_b = read(1)
@@ -198,7 +203,7 @@ def extents(read: ReadExact, *, size: int, limit: int | None = None,
             if (n, data_bytes) != (count, total):
                 raise StreamError(f"the source sent {n} extents ({data_bytes} bytes); "
                                   f"{count} ({total} bytes) arrived")
-            if digest.digest() != want:
+            if crc != want:
                 raise StreamError("the clone stream's checksum does not match its data")
             return Totals(extents=count, data_bytes=total)
         if kind not in (RAW, ZSTD):
@@ -223,13 +228,13 @@ def extents(read: ReadExact, *, size: int, limit: int | None = None,
                 if declared != length:  # never inflate to a size other than announced
                     raise StreamError(f"extent at {offset}: zstd frame of {declared} "
                                       f"bytes for {length}")
-                data = zstd.decompress(payload, max_output_size=length)
+                data: Data = zstd.decompress(payload, max_output_size=length)
             except zstandard.ZstdError as err:
                 raise StreamError(f"extent at {offset}: {err}") from None
             if len(data) != length:
                 raise StreamError(f"extent at {offset}: {len(data)} bytes for {length}")
         else:
             data = payload
-        _digest_extent(digest, offset, data)
+        crc = _crc_extent(crc, offset, data)
         nxt, count, total = offset + length, count + 1, total + length
         yield offset, data
