@@ -18,6 +18,10 @@ progress metric's label), ``POD_IP`` (where the metric and the clone port listen
 serving certificate), ``CLONE_PORT`` (default 8444), ``CLONE_WAIT_SECONDS`` (how long to
 wait for the source, default 1800). Exit codes and the termination message as the
 importer's. The progress metric is ``kubevirt_cdi_clone_progress`` on :8443.
+
+``CLONE_GROW_ONLY=true``: no stream; grow an existing Filesystem ``disk.img`` (a CSI clone
+into a larger claim: the storage copied the source's image) to the usable size of the
+claim's request, as the importer sizes its own, and sync it. Never shrinks.
 """
 
 from __future__ import annotations
@@ -63,11 +67,13 @@ class Config:
     metrics: bool = False
     preallocate: bool = False
     wait_seconds: float = 1800.0
+    grow_only: bool = False
 
 
 def from_env(env: Mapping[str, str]) -> Config:
     try:
-        target, tls = Path(env["CLONER_TARGET"]), Path(env["CLONE_TLS_DIR"])
+        target = Path(env["CLONER_TARGET"])
+        tls = Path(env["CLONE_TLS_DIR"] if env.get("CLONE_GROW_ONLY") != "true" else "")
     except KeyError as err:
         raise ConfigError(f"{err.args[0]} is required") from None
     size = env.get("IMPORTER_IMAGE_SIZE") or None
@@ -85,6 +91,7 @@ def from_env(env: Mapping[str, str]) -> Config:
     except ValueError:
         raise ConfigError("CLONE_WAIT_SECONDS: not a number") from None
     return Config(target=target, requested=requested, overhead=overhead, tls_dir=tls,
+                  grow_only=(env.get("CLONE_GROW_ONLY") or "").lower() == "true",
                   owner_uid=env.get("OWNER_UID", ""),
                   listen=env.get("POD_IP") or "127.0.0.1", port=int(port),
                   metrics=bool(env.get("POD_IP")),
@@ -109,6 +116,24 @@ def final_size(config: Config, limit: int) -> int:
         return limit
     return usable_bytes(block_device_size=None, requested=config.requested,
                         available=1 << 62, overhead=parse_overhead(config.overhead))
+
+
+def grow(config: Config) -> int:
+    """Grow a Filesystem ``disk.img`` in place to the usable size of its claim (never
+    shrink); returns the final size."""
+    if is_block_device(config.target) or not config.target.is_file():
+        raise ConfigError(f"CLONER_TARGET {config.target}: not a disk.img to grow")
+    fd = os.open(config.target, os.O_WRONLY)
+    try:
+        have = os.fstat(fd).st_size
+        want = final_size(config, have)
+        if want > have:
+            os.ftruncate(fd, want)
+            os.fsync(fd)
+            logger.info("grew %s from %d to %d bytes", config.target, have, want)
+        return max(want, have)
+    finally:
+        os.close(fd)
 
 
 def server_context(tls_dir: Path) -> ssl.SSLContext:
@@ -241,7 +266,10 @@ def main() -> int:
             metric = ProgressMetric(owner_uid=config.owner_uid, port=METRICS_PORT,
                                     addr=config.listen, name=METRIC)
             listeners.append(metric)
-        serve(config, listeners=listeners)
+        if config.grow_only:
+            grow(config)
+        else:
+            serve(config, listeners=listeners)
         return EXIT_OK
     except ImporterError as err:
         logger.error("clone failed: %s", err)

@@ -139,6 +139,23 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
     }
 
 
+def render_grow_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: Settings,
+                    previous_restarts: int = 0) -> dict[str, Any]:
+    """After a CSI clone into a larger Filesystem claim: the storage copied the source's
+    ``disk.img``; this pod grows it to the claim's usable size (upstream's prep-claim
+    step). The target pod's program, without a stream: no Secret, no network."""
+    pod = render_target_pod(target=target, prime=prime, config=config, settings=settings,
+                            previous_restarts=previous_restarts)
+    c = pod["spec"]["containers"][0]
+    c["env"] = [e for e in c["env"] if e["name"] in (
+        "CLONER_TARGET", "IMPORTER_IMAGE_SIZE", "FILESYSTEM_OVERHEAD", "OWNER_UID")]
+    c["env"].append({"name": "CLONE_GROW_ONLY", "value": "true"})
+    c.pop("ports", None)
+    c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m["name"] != TLS_VOLUME]
+    pod["spec"]["volumes"] = [v for v in pod["spec"]["volumes"] if v["name"] != TLS_VOLUME]
+    return pod
+
+
 def target_reference(target: Obj) -> str:
     tm = meta(target)
     return f"{tm.get('namespace')}/{tm.get('name')}/{tm.get('uid')}"

@@ -75,6 +75,10 @@ class ClonePopulator:
 
     def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
             settings: Settings, previous_restarts: int) -> dict[str, Any]:
+        if annots(target).get(names.CLONE_STRATEGY) == clone_strategy.CSI_CLONE:
+            return clone_pods.render_grow_pod(target=target, prime=prime, config=config,
+                                              settings=settings,
+                                              previous_restarts=previous_restarts)
         if not isinstance(source.get(SOURCE_CLAIM_KEY), dict):
             raise SourceError("the source claim is gone")
         return clone_pods.render_target_pod(target=target, prime=prime, config=config,
@@ -110,7 +114,9 @@ class CloneReconciler(Reconciler):
         if base.prime is not None:  # chosen when PVC' was made
             return dataclasses.replace(base, source=source,
                                        source_busy=self._busy(ns, claim_name, base),
-                                       helper_failed=self._source_failed(target, base))
+                                       helper_failed=self._source_failed(target, base),
+                                       prime_needs_pod=clone_strategy.needs_growing(
+                                           source=claim, target=target))
         choice = clone_strategy.choose(
             override=spec(config).get("cloneStrategyOverride"),
             profile_strategy=((profile or {}).get("status") or {}).get("cloneStrategy"),

@@ -98,6 +98,13 @@ def choose(*, override: str | None, profile_strategy: str | None, source: Obj, t
     return Choice(CSI_CLONE, asked)
 
 
+def needs_growing(*, source: Obj, target: Obj) -> bool:
+    """A CSI clone into a larger Filesystem claim: the storage copied the source's
+    ``disk.img`` as it was; it must be grown to the claim's usable size."""
+    src, dst = _request(source), _request(target)
+    return _mode(target) == "Filesystem" and src is not None and dst is not None and dst > src
+
+
 def writers(*, pods: list[dict[str, Any]], claim: str) -> list[str]:
     """Running pods that mount ``claim`` writable (read-only users do not block a clone):
     the claim volume is read-only, or every mount of it is."""

@@ -94,6 +94,9 @@ class Observed:
     notes: Mapping[str, str] = field(default_factory=dict)
     """Annotations the populator's choice adds to the target (clone strategy, fallback)."""
     note_events: tuple[Emit, ...] = ()
+    prime_needs_pod: bool = False
+    """PVC' filled by the storage (``prime_data_source``) still needs the populator's pod
+    once Bound (a CSI clone's disk.img grown to a larger claim)."""
     helper_failed: tuple[str, str] | None = None
     """(reason, message): a helper pod of the populator's (the host-assisted clone's
     source pod) failed for good; the population fails with its reason."""
@@ -271,9 +274,12 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                                   names.RUNNING: "true", names.RUNNING_REASON: "",
                                   names.RUNNING_MESSAGE: ""})
             return Plan(tuple(acts), waiting="the storage is cloning", active=True)
-        acts += _annotate(t, {names.POD_PHASE: names.SUCCEEDED, names.RUNNING: "false",
-                              names.RUNNING_REASON: "Completed", names.PROGRESS: DONE})
-        return _rebind(o, acts)
+        if not o.prime_needs_pod:
+            acts += _annotate(t, {names.POD_PHASE: names.SUCCEEDED, names.RUNNING: "false",
+                                  names.RUNNING_REASON: "Completed", names.PROGRESS: DONE})
+            return _rebind(o, acts)
+        # else the populator's pod finishes what the storage made (a CSI clone into a
+        # larger Filesystem claim grows its disk.img), through the pod steps below
 
     if o.pod is None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
         if o.source_busy:

@@ -9,6 +9,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from localcluster.kube import client
 from localcluster.kube.client import Kube, KubeError
+from sizes import usable_space
 from tests.e2e import kit
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
@@ -305,7 +307,16 @@ def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
     assert status["phase"] == "Succeeded", status
     claim = claim_of(kube, src_ns, "large")
     assert claim["spec"]["resources"]["requests"]["storage"] == "128Mi"
-    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    # a CSI clone (reflink) into more room: the storage grew the filesystem, the grow pod
+    # grew disk.img to the claim's usable size, as an import would have sized it
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "csi-clone"
+    large = Path(kit.volume_path(kube, claim))
+    assert compare(reference, large)
+    golden_img = Path(kit.volume_path(kube, claim_of(kube, src_ns, "golden")))
+    assert large.stat().st_size > golden_img.stat().st_size
+    fo = kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
+    overhead = Fraction((fo.get("storageClass") or {}).get("local-reflink") or fo["global"])
+    assert large.stat().st_size == usable_space(capacity=128 * MiB, overhead=overhead)
     for name in ("small", "small-ok", "large"):
         kube.delete(kit.DVS, name, src_ns)
 

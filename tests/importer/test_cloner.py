@@ -407,3 +407,17 @@ def test_hello_and_reply() -> None:
                                                     message="m")))
     assert err.value.reason == "TooSmall"
     assert clonewire.read_reply(reader(clonewire.reply(ok=True, bytes=3)))["bytes"] == 3
+
+
+def test_grow_only_grows_a_disk_img_and_never_shrinks(tmp_path: Path) -> None:
+    img = tmp_path / "disk.img"
+    content = make_source(img, 16 * MiB, [(MiB, MiB)])
+    config = clonetarget.Config(target=img, requested=64 * MiB, overhead="0",
+                                tls_dir=tmp_path, grow_only=True)
+    assert clonetarget.grow(config) == 64 * MiB
+    assert img.stat().st_size == 64 * MiB and img.read_bytes()[: 16 * MiB] == content
+    smaller = clonetarget.Config(target=img, requested=32 * MiB, overhead="0",
+                                 tls_dir=tmp_path, grow_only=True)
+    assert clonetarget.grow(smaller) == 64 * MiB and img.stat().st_size == 64 * MiB
+    env = {"CLONER_TARGET": str(img), "CLONE_GROW_ONLY": "true", "IMPORTER_IMAGE_SIZE": "80Mi"}
+    assert clonetarget.from_env(env).grow_only

@@ -209,3 +209,33 @@ def test_source_step() -> None:
     assert step(finished=False, target_pod=None, source_pod=spod).delete_pod
     done = step(finished=True, target_pod=RUNNING_TARGET, source_pod=spod)
     assert done.delete_pod and done.delete_secrets and not done.create
+
+
+def test_a_csi_clone_into_a_larger_filesystem_claim_runs_the_grow_pod() -> None:
+    csi = {A + "clone.strategy": "csi-clone"}
+    bound = prime_in("gold", data_source=True)
+    plan = decide(target=target(ann=csi), prime=bound, prime_needs_pod=True)
+    made = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
+    assert made["metadata"]["namespace"] == "gold"
+    env = {e["name"]: e.get("value") for e in made["spec"]["containers"][0]["env"]}
+    assert env["CLONE_GROW_ONLY"] == "true" and env["CLONER_TARGET"] == "/data/disk.img"
+    assert "CLONE_TLS_DIR" not in env
+    assert not [v for v in made["spec"]["volumes"] if "secret" in v]
+    assert not [a for a in plan.actions if isinstance(a, Rebind)]
+    # without growing, Bound is populated
+    plan = decide(target=target(ann=csi), prime=bound, prime_needs_pod=False,
+                  volume={"metadata": {"name": "pv-1", "resourceVersion": "9"},
+                          "spec": {"claimRef": {"namespace": "gold", "name": PRIME,
+                                                "uid": "p-uid"}}})
+    assert [a for a in plan.actions if isinstance(a, Rebind)]
+    assert not [a for a in plan.actions if isinstance(a, CreatePod)]
+
+
+def test_needs_growing() -> None:
+    from populators.clone_strategy import needs_growing
+
+    def claim(size: str, mode: str = "Filesystem") -> dict[str, Any]:
+        return {"spec": {"volumeMode": mode, "resources": {"requests": {"storage": size}}}}
+    assert needs_growing(source=claim("64Mi"), target=claim("128Mi"))
+    assert not needs_growing(source=claim("64Mi"), target=claim("64Mi"))
+    assert not needs_growing(source=claim("64Mi", "Block"), target=claim("128Mi", "Block"))
