@@ -150,13 +150,23 @@ def _dv_claims(kube: Kube, ns: str) -> set[str]:
 # -- host-assisted copy ----------------------------------------------------------------------
 
 
+@pytest.fixture
+def copy_strategy(kube: Kube) -> Iterator[None]:
+    """CDIConfig's cloneStrategyOverride: copy (the storage could clone these itself)."""
+    kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
+    try:
+        yield
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": None}})
+
+
 def secrets_of(kube: Kube, ns: str, uid: str) -> list[str]:
     return [s["metadata"]["name"] for s in kube.list(client.SECRETS, ns)["items"]
             if uid in s["metadata"]["name"]]
 
 
 def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
-        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+        kube: Kube, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
     """Cross-namespace, Filesystem → Filesystem, pods kept (retainAfterCompletion) to be
     looked at: the source pod in the source namespace read the golden claim read-only, the
     target pod beside PVC' in the target namespace wrote it, each with its own half of one
@@ -379,7 +389,13 @@ def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
     status = kit.wait_dv(kube, ns, "mine", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     claim = claim_of(kube, ns, "mine")
-    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    # across namespaces the storage clones too (same provisioner), as upstream: PVC' in
+    # the source namespace, its volume rebound to the target
+    anns = claim["metadata"]["annotations"]
+    assert anns[A + "clone.strategy"] == "csi-clone" and A + "cloneFallbackReason" not in anns
+    assert anns[A + "storage.populator.pvcPrime"].startswith("prime-")
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert pv["spec"]["claimRef"]["namespace"] == ns
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     wait_clean(kube, src_ns, {"golden"})
 
@@ -479,15 +495,15 @@ def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
     wait_clean(kube, src_ns, {"golden"})
 
 
-def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str,
-                                          golden: tuple[str, Path]) -> None:
+def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str, Path],
+                                          copy_strategy: None) -> None:
     """A copy of a golden image large enough to catch it running (384 MiB of data in 1Gi,
     written on the host): deleting the DataVolume then removes both pods, both Secrets
     and PVC'."""
     src_ns, _ = golden
     kube.create(kit.DVS, kit.datavolume("big", {"blank": {}}, size="1Gi",
                                         storage={"storageClassName": "local-reflink"}),
-                src_ns)
+                src_ns)  # (blank: an import, the override does not apply)
     status = kit.wait_dv(kube, src_ns, "big", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     path = Path(kit.volume_path(kube, claim_of(kube, src_ns, "big")))
@@ -525,17 +541,20 @@ def test_many_clones_of_one_golden_image(kube: Kube, ns: str,
     src_ns, reference = golden
     names = [f"vm{i}" for i in range(8)]
     for i, name in enumerate(names):
-        # half by reflink (same namespace), half by copy (another namespace)
+        # half by reflink (same namespace), half by copy (another namespace, onto Block)
         target_ns = src_ns if i % 2 == 0 else ns
-        kube.create(kit.DVS, clone_dv(name, src_ns,
-                                      storage={"storageClassName": "local-reflink"}),
-                    target_ns)
+        storage = {"storageClassName": "local-reflink"}
+        if i % 2:
+            storage["volumeMode"] = "Block"
+        kube.create(kit.DVS, clone_dv(name, src_ns, storage=storage), target_ns)
     for i, name in enumerate(names):
         target_ns = src_ns if i % 2 == 0 else ns
         status = kit.wait_dv(kube, target_ns, name, ("Succeeded", "Failed"),
                              timeout=TIMEOUT * 2)
         assert status["phase"] == "Succeeded", (name, status)
-        assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, target_ns,
-                                                                      name))))
+        claim = claim_of(kube, target_ns, name)
+        assert claim["metadata"]["annotations"][A + "clone.strategy"] == (
+            "copy" if i % 2 else "csi-clone")
+        assert compare(reference, Path(kit.volume_path(kube, claim)))
     for i, name in enumerate(names):
         kube.delete(kit.DVS, name, src_ns if i % 2 == 0 else ns)
