@@ -24,11 +24,12 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from importer import clonewire
+from importer.ahead import ahead
 from importer.errors import ConfigError, ImporterError, NotFound, TransferError
 from importer.termination import message, write
 from importer.writers import ZERO_BLOCK_SIZE, device_size, is_block_device
@@ -36,6 +37,8 @@ from importer.writers import ZERO_BLOCK_SIZE, device_size, is_block_device
 logger = logging.getLogger(__name__)
 
 CHUNK = 4 * 1024 * 1024
+AHEAD = 4
+"""Framed extents read ahead of the one being sent (at most ~AHEAD x CHUNK of memory)."""
 TERMINATION_LOG = Path("/dev/termination-log")
 EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2
 SERVER_NAME = "clone-target"
@@ -100,19 +103,21 @@ def extents(fd: int, size: int, *, seekable_holes: bool) -> Iterator[tuple[int, 
         pos = end
 
 
-def nonzero(chunk: memoryview, offset: int) -> Iterator[tuple[int, memoryview]]:
-    """The runs of ``chunk`` (at ``offset``) that are not whole zero blocks."""
+def nonzero(chunk: bytes, offset: int) -> Iterator[tuple[int, memoryview]]:
+    """The runs of ``chunk`` (at ``offset``) that are not whole zero blocks (compared as
+    bytes, a memcmp; handed on as memoryview slices, no copy)."""
+    view = memoryview(chunk)
     start = None
     for pos in range(0, len(chunk), ZERO_BLOCK_SIZE):
         block = chunk[pos : pos + ZERO_BLOCK_SIZE]
         if block == _ZERO[: len(block)]:
             if start is not None:
-                yield offset + start, chunk[start:pos]
+                yield offset + start, view[start:pos]
                 start = None
         elif start is None:
             start = pos
     if start is not None:
-        yield offset + start, chunk[start:]
+        yield offset + start, view[start:]
 
 
 def pieces(fd: int, runs: list[tuple[int, int, bool]]) -> Iterator[tuple[int, memoryview]]:
@@ -125,8 +130,15 @@ def pieces(fd: int, runs: list[tuple[int, int, bool]]) -> Iterator[tuple[int, me
             chunk = os.pread(fd, min(CHUNK, end - offset), offset)
             if not chunk:
                 raise ImporterError(f"the source ended at {offset} of {end} bytes")
-            yield from nonzero(memoryview(chunk), offset)
+            yield from nonzero(chunk, offset)
             offset += len(chunk)
+
+
+def frames(source: Source, encoder: clonewire.Encoder,
+           ) -> Generator[tuple[bytes, clonewire.Data], None, None]:
+    """Each extent framed (checksummed, compressed where it pays), ready to send."""
+    for offset, data in pieces(source.fd, source.runs):
+        yield encoder.extent(offset, data)
 
 
 @dataclass(frozen=True)
@@ -222,8 +234,8 @@ def send(config: Config, source: Source, sock: ssl.SSLSocket) -> clonewire.Encod
         raise TLSRefused(f"the clone target refused this source: {err.reason or err}"
                          ) from None
     encoder = clonewire.Encoder()
-    for offset, data in pieces(source.fd, source.runs):
-        head, payload = encoder.extent(offset, data)
+    # the next extents are read and framed in a thread while this one is sent
+    for head, payload in ahead(frames(source, encoder), depth=AHEAD):
         sock.sendall(head)
         sock.sendall(payload)
     sock.sendall(encoder.end())

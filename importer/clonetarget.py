@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from importer import clonewire
+from importer.ahead import ahead
 from importer.errors import ConfigError, ImporterError, TooSmall, TransferError
 from importer.plan import check_fits, usable_bytes
 from importer.progress import Listener, Progress
@@ -53,6 +54,7 @@ CLONE_PORT = 8444
 TERMINATION_LOG = Path("/dev/termination-log")
 EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2
 STALL_SECONDS = 120.0
+AHEAD = 4
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,8 @@ def receive(config: Config, read: clonewire.ReadExact, send: Callable[[bytes], N
     progress.stage(start=0, end=100, total_bytes=limit)
     writer = SparseWriter(config.target, preallocate=config.preallocate)
     try:
-        frames = clonewire.extents(read, size=hello.size, limit=limit)
+        # the next extents are received and checked in a thread while this one is written
+        frames = ahead(clonewire.extents(read, size=hello.size, limit=limit), depth=AHEAD)
         while True:
             try:
                 offset, data = next(frames)

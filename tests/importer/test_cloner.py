@@ -241,7 +241,7 @@ def test_extents_of_a_file(tmp_path: Path) -> None:
 def test_nonzero_runs() -> None:
     block = 32 * 1024
     data = bytes(block) + b"a" * block + bytes(2 * block) + b"b" * 10
-    runs = [(o, bytes(d)) for o, d in cloner.nonzero(memoryview(data), 1000)]
+    runs = [(o, bytes(d)) for o, d in cloner.nonzero(data, 1000)]
     assert runs == [(1000 + block, b"a" * block), (1000 + 4 * block, b"b" * 10)]
 
 
@@ -421,3 +421,27 @@ def test_grow_only_grows_a_disk_img_and_never_shrinks(tmp_path: Path) -> None:
     assert clonetarget.grow(smaller) == 64 * MiB and img.stat().st_size == 64 * MiB
     env = {"CLONER_TARGET": str(img), "CLONE_GROW_ONLY": "true", "IMPORTER_IMAGE_SIZE": "80Mi"}
     assert clonetarget.from_env(env).grow_only
+
+
+def test_ahead_keeps_order_return_value_and_errors() -> None:
+    from collections.abc import Generator
+
+    from importer.ahead import ahead
+
+    def gen(n: int, fail: bool = False) -> Generator[int, None, str]:
+        yield from range(n)
+        if fail:
+            raise OSError("disk gone")
+        return "done"
+
+    out: list[int] = []
+    it = ahead(gen(100), depth=3)
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            out.append(next(it))
+    assert out == list(range(100)) and stop.value.value == "done"
+    with pytest.raises(OSError, match="disk gone"):
+        list(ahead(gen(5, fail=True), depth=2))
+    early = ahead(gen(10_000), depth=2)
+    assert next(early) == 0
+    early.close()  # stops the producer; does not hang
