@@ -186,17 +186,55 @@ def test_a_stranger_certificate_is_refused_and_the_wait_goes_on(
 
 def test_the_source_refuses_a_target_that_is_not_this_clones(
         tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    """An impostor that would take anything (no client certificate asked) but holds
+    another clone's serving certificate: the source refuses it and sends it nothing."""
+    import ssl
+
     src = tmp_path / "src.img"
     make_source(src, 8 * MiB, [(MiB, MiB)])
     other = paired_tls(server_name="clone-target", client_name="clone-source", now=NOW,
                        validity=datetime.timedelta(hours=1))
     impostor = tls_dir(tmp_path, "impostor", other.server)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(impostor / "tls.crt"), str(impostor / "tls.key"))
+    received: list[bytes] = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+
+        def serve() -> None:
+            conn, _ = server.accept()
+            conn.settimeout(10)
+            try:
+                with ctx.wrap_socket(conn, server_side=True) as tls:
+                    while data := tls.recv(65536):
+                        received.append(data)
+            except (OSError, ssl.SSLError):
+                pass
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        with pytest.raises(cloner.TLSRefused):
+            cloner.clone(source_config(src, dirs[1], server.getsockname()))
+        thread.join(30)
+    assert received == []
+
+
+def test_a_client_without_certificate_is_refused(tmp_path: Path,
+                                                 dirs: tuple[Path, Path]) -> None:
+    import ssl
+
     dst = tmp_path / "disk.img"
-    with Target(target_config(dst, impostor, 8 * MiB, wait_seconds=3)) as target, \
-            pytest.raises(cloner.TLSRefused):
-        cloner.clone(source_config(src, dirs[1], target.addr))
-    assert not dst.exists()  # it never got a byte (and gave up waiting)
-    assert target.error is not None and "no clone source connected" in str(target.error)
+    with Target(target_config(dst, dirs[0], 8 * MiB, wait_seconds=3)) as target:
+        ctx = ssl.create_default_context(cafile=str(dirs[1] / "ca.crt"))
+        with socket.create_connection(target.addr, timeout=10) as raw, pytest.raises(
+                (ssl.SSLError, OSError)), ctx.wrap_socket(
+                raw, server_hostname="clone-target") as tls:
+            tls.sendall(clonewire.hello(clonewire.Hello(size=MiB, data_end=MiB)))
+            assert tls.recv(1) == b""  # refused: a closed connection is an error too
+            raise OSError("closed")
+    assert not dst.exists()
+    assert "no clone source connected" in str(target.error)
 
 
 def test_source_gone_is_not_found(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
