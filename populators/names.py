@@ -66,6 +66,10 @@ CLONE_TARGET_ADDRESS = "populators.rootdisk.io/clone-target-address"
 """rootdisk: on the clone's source pod, the target pod's ``ip:port`` it streams to."""
 CLONE_CA = "populators.rootdisk.io/clone-ca"
 """rootdisk: on the clone's two Secrets, the SHA-256 of their shared per-clone CA."""
+CLONE_FOR_DV_LABEL = "cdi.kubevirt.io/clone-for-datavolume"
+"""On a VolumeCloneSource the DataVolume controller made: the UID of the DataVolume it
+authorised (``cdi.api.CLONE_FOR_DV_LABEL``); in another namespace than its claim, a
+source serves only the claim that DataVolume controls."""
 
 # -- labels ----------------------------------------------------------------------------
 APP_LABEL = "app"
