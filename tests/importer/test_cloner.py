@@ -483,3 +483,32 @@ def test_ahead_keeps_order_return_value_and_errors() -> None:
     early = ahead(gen(10_000), depth=2)
     assert next(early) == 0
     early.close()  # stops the producer; does not hang
+
+
+def test_the_target_serves_the_clone_progress_metric(tmp_path: Path,
+                                                     dirs: tuple[Path, Path]) -> None:
+    import urllib.request
+
+    from importer.metrics import ProgressMetric
+
+    src = tmp_path / "src.img"
+    make_source(src, 16 * MiB, [(0, 4 * MiB), (12 * MiB, MiB)])
+    metric = ProgressMetric(owner_uid="target-uid", port=0, addr="127.0.0.1",
+                            name=clonetarget.METRIC)
+    try:
+        config = target_config(tmp_path / "disk.img", dirs[0], 16 * MiB)
+        target = Target(config)
+        target.thread = threading.Thread(
+            target=lambda: setattr(target, "result", clonetarget.serve(
+                config, listeners=[metric, target.seen.append], bound=target._on_bound)),
+            daemon=True)
+        with target:
+            cloner.clone(source_config(src, dirs[1], target.addr))
+        url = f"http://127.0.0.1:{metric.server.server_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+    finally:
+        metric.close()
+    assert 'kubevirt_cdi_clone_progress_total{ownerUID="target-uid"} 100.0' in text
+    # it rose with the data: the last update before the end was below 100
+    assert any(0 < u.percent < 100 for u in target.seen)
