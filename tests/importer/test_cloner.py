@@ -369,7 +369,8 @@ def decode(data: bytes, *, size: int = 8 * MiB) -> tuple[list[tuple[int, bytes]]
     out: list[tuple[int, bytes]] = []
     try:
         while True:
-            out.append(next(gen))
+            offset, data = next(gen)
+            out.append((offset, bytes(data)))
     except StopIteration as stop:
         return out, stop.value
 
