@@ -369,8 +369,8 @@ def decode(data: bytes, *, size: int = 8 * MiB) -> tuple[list[tuple[int, bytes]]
     out: list[tuple[int, bytes]] = []
     try:
         while True:
-            offset, data = next(gen)
-            out.append((offset, bytes(data)))
+            offset, got = next(gen)
+            out.append((offset, bytes(got)))
     except StopIteration as stop:
         return out, stop.value
 
