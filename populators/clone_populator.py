@@ -160,7 +160,8 @@ class CloneReconciler(Reconciler):
         return (view.reason, f"clone source: {view.message}") if view.state.gives_up else None
 
     def _apply(self, target: Obj, action: flow.Action) -> None:
-        if isinstance(action, flow.CreatePod):
+        if isinstance(action, flow.CreatePod) and annots(target).get(
+                names.CLONE_STRATEGY) == clone_strategy.COPY:
             self._ensure_tls(target, action.manifest)
         super()._apply(target, action)
 
