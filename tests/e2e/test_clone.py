@@ -263,6 +263,19 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
     assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
     assert "CloneSucceeded" in reasons(kube, ns, dv2["metadata"]["uid"])
+    # Block → Block by copy (asked for: the storage could clone it), device to device
+    kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
+    try:
+        kube.create(kit.DVS, clone_dv("blk2", src_ns, src="blk", storage={
+            "storageClassName": "local-reflink", "volumeMode": "Block"}), ns)
+        status = kit.wait_dv(kube, ns, "blk2", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": None}})
+    assert status["phase"] == "Succeeded", status
+    blk2 = claim_of(kube, ns, "blk2")
+    assert blk2["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    assert compare(reference, Path(kit.volume_path(kube, blk2)))
+    kube.delete(kit.DVS, "blk2", ns)
     kube.delete(kit.DVS, "blk", src_ns)
     kube.delete(kit.DVS, "back", ns)
 
