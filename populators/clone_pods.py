@@ -162,7 +162,8 @@ def target_reference(target: Obj) -> str:
 
 
 def render_source_pod(*, target: Obj, source_claim: Obj, clone_source: Obj, address: str,
-                      config: CdiConfig, settings: Settings) -> dict[str, Any]:
+                      config: CdiConfig, settings: Settings,
+                      target_restarts: int = 0) -> dict[str, Any]:
     """The source pod: reads the source claim (read-only) and streams it to ``address``
     (the target pod's ``ip:port``)."""
     uid = str(meta(target).get("uid"))
@@ -193,7 +194,8 @@ def render_source_pod(*, target: Obj, source_claim: Obj, clone_source: Obj, addr
             "annotations": {names.CREATED_BY_CONTROLLER: "yes",
                             "sidecar.istio.io/inject": "false",
                             names.PRIME_TARGET: target_reference(target),
-                            names.CLONE_TARGET_ADDRESS: address},
+                            names.CLONE_TARGET_ADDRESS: address,
+                            names.CLONE_TARGET_RESTARTS: str(target_restarts)},
             "ownerReferences": [owner_ref(clone_source, kind="VolumeCloneSource",
                                           api_version=f"{names.CDI_GROUP}/"
                                                       f"{names.CDI_VERSION}")],
@@ -252,6 +254,11 @@ class SourceStep:
     delete_secrets: bool = False
 
 
+def target_restarts(pod: Obj | None) -> int:
+    statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+    return int(statuses[0].get("restartCount") or 0) if statuses else 0
+
+
 def target_address(pod: Obj | None) -> str:
     """``ip:port`` of a running target pod, else ""."""
     status = (pod or {}).get("status") or {}
@@ -276,4 +283,9 @@ def source_step(*, finished: bool, target_pod: Obj | None, source_pod: Obj | Non
     target_done = ((target_pod or {}).get("status") or {}).get("phase") == "Succeeded"
     if (address and have != address) or (target_pod is None and not target_done):
         return SourceStep(delete_pod=True)  # streaming to a target pod that is not there
+    made_for = str(annots(source_pod).get(names.CLONE_TARGET_RESTARTS) or "0")
+    if address and made_for.isdigit() and target_restarts(target_pod) > int(made_for):
+        # the target restarted (a stream failed): its new run waits for a new stream,
+        # which a source pod that finished (or gave up on the old run) will not send
+        return SourceStep(delete_pod=True)
     return SourceStep()

@@ -236,7 +236,8 @@ class CloneReconciler(Reconciler):
                 pod = clone_pods.render_source_pod(
                     target=target, source_claim=claim, clone_source=observed.source,
                     address=clone_pods.target_address(target_pod), config=observed.config,
-                    settings=self.settings)
+                    settings=self.settings,
+                    target_restarts=clone_pods.target_restarts(target_pod))
                 if self.kube.create_pod(pod):
                     logger.info("%s/%s: created clone source pod %s/%s",
                                 meta(target).get("namespace"), meta(target).get("name"),

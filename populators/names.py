@@ -64,6 +64,10 @@ CLONE_SOURCE_VALUE = "clone-source"
 """The ``cdi.kubevirt.io`` label of the host-assisted clone's source pod."""
 CLONE_TARGET_ADDRESS = "populators.rootdisk.io/clone-target-address"
 """rootdisk: on the clone's source pod, the target pod's ``ip:port`` it streams to."""
+CLONE_TARGET_RESTARTS = "populators.rootdisk.io/clone-target-restarts"
+"""rootdisk: on the clone's source pod, the target container's restart count when it was
+made: a target that restarted since waits for a new stream, so the source pod is
+replaced."""
 CLONE_CA = "populators.rootdisk.io/clone-ca"
 """rootdisk: on the clone's two Secrets, the SHA-256 of their shared per-clone CA."""
 CLONE_FOR_DV_LABEL = "cdi.kubevirt.io/clone-for-datavolume"

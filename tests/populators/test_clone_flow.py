@@ -214,6 +214,14 @@ def test_source_step() -> None:
     moved = {**RUNNING_TARGET, "status": {"phase": "Running", "podIP": "127.1.0.10"}}
     assert step(finished=False, target_pod=moved, source_pod=spod).delete_pod
     assert step(finished=False, target_pod=None, source_pod=spod).delete_pod
+    # the target restarted since the source pod was made: a new stream is needed
+    restarted = {**RUNNING_TARGET, "status": {**RUNNING_TARGET["status"],
+                                              "containerStatuses": [{"restartCount": 1}]}}
+    assert step(finished=False, target_pod=restarted, source_pod=spod).delete_pod
+    spod_after = {"metadata": {"annotations": {
+        "populators.rootdisk.io/clone-target-address": "127.1.0.9:8444",
+        "populators.rootdisk.io/clone-target-restarts": "1"}}}
+    assert not step(finished=False, target_pod=restarted, source_pod=spod_after).delete_pod
     done = step(finished=True, target_pod=RUNNING_TARGET, source_pod=spod)
     assert done.delete_pod and done.delete_secrets and not done.create
 
