@@ -36,8 +36,10 @@ from importer.writers import ZERO_BLOCK_SIZE, device_size, is_block_device
 
 logger = logging.getLogger(__name__)
 
-CHUNK = 4 * 1024 * 1024
-AHEAD = 4
+CHUNK = 1024 * 1024
+"""Read size: small enough that a chunk is still in the CPU's cache when it is checksummed,
+compressed and encrypted (4 MiB measured slower)."""
+AHEAD = 2
 """Framed extents read ahead of the one being sent (at most ~AHEAD x CHUNK of memory)."""
 TERMINATION_LOG = Path("/dev/termination-log")
 EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2

@@ -54,7 +54,7 @@ CLONE_PORT = 8444
 TERMINATION_LOG = Path("/dev/termination-log")
 EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2
 STALL_SECONDS = 120.0
-AHEAD = 4
+AHEAD = 2
 
 
 @dataclass(frozen=True)
