@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from pki.certs import paired_tls
@@ -162,10 +161,10 @@ class CloneReconciler(Reconciler):
     def _apply(self, target: Obj, action: flow.Action) -> None:
         if isinstance(action, flow.CreatePod) and annots(target).get(
                 names.CLONE_STRATEGY) == clone_strategy.COPY:
-            self._ensure_tls(target, action.manifest)
+            self._ensure_tls(target)
         super()._apply(target, action)
 
-    def _ensure_tls(self, target: Obj, pod: Mapping[str, object]) -> None:
+    def _ensure_tls(self, target: Obj) -> None:
         """Both halves of the clone's TLS material, from one fresh CA, before the target
         pod that needs them (a half-made pair is replaced whole)."""
         uid = str(meta(target).get("uid"))
