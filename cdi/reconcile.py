@@ -102,7 +102,9 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
                 logger.debug("datavolume %s/%s changed meanwhile (%s)", namespace, name, err)
                 return previous
             raise
-        for event in events_for(previous=previous, observed=observed, claim_name=name):
+        src = clone.pvc_source(dv) or clone.data_source_ref(dv)
+        for event in events_for(previous=previous, observed=observed, claim_name=name,
+                                clone=(src.namespace, src.name, namespace) if src else None):
             client.event(dv, type_=event.type, reason=event.reason, message=event.message)
         if observed.phase != previous:
             logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, observed.phase)

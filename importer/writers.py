@@ -107,7 +107,7 @@ class SparseWriter:
             self.capacity = None
             self._zeroed = True
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         end = self.offset + len(data)
         if self.capacity is not None and end > self.capacity:
             raise OSError(errno.ENOSPC, f"no space left on {self.path} ({self.capacity} bytes)")
@@ -127,20 +127,23 @@ class SparseWriter:
             self._write_zeros(self.offset, end)
         self.offset = end
 
-    def _write_sparse(self, data: bytes) -> None:
+    def _write_sparse(self, data: bytes | bytearray | memoryview) -> None:
+        # Blocks are compared as bytes (a memcmp; a memoryview compares item by item, ten
+        # times slower on zeros) and written as memoryview slices (no copy).
+        view = memoryview(data)
         start = None  # start of the pending data run within ``data``
-        for pos in range(0, len(data), ZERO_BLOCK_SIZE):
-            block = data[pos : pos + ZERO_BLOCK_SIZE]
-            if block == _ZERO[: len(block)]:
+        for pos in range(0, len(view), ZERO_BLOCK_SIZE):
+            block = view[pos : pos + ZERO_BLOCK_SIZE]
+            if block.tobytes() == _ZERO[: len(block)]:
                 if start is not None:
-                    self._pwrite_all(data[start:pos], self.offset + start)
+                    self._pwrite_all(view[start:pos], self.offset + start)
                     start = None
             elif start is None:
                 start = pos
         if start is not None:
-            self._pwrite_all(data[start:], self.offset + start)
+            self._pwrite_all(view[start:], self.offset + start)
 
-    def _pwrite_all(self, data: bytes, offset: int) -> None:
+    def _pwrite_all(self, data: bytes | bytearray | memoryview, offset: int) -> None:
         view = memoryview(data)
         while view:
             written = os.pwrite(self._fd, view, offset)
