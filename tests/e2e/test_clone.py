@@ -602,22 +602,26 @@ def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str
 def test_many_clones_of_one_golden_image(kube: Kube, ns: str,
                                          golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
-    names = [f"vm{i}" for i in range(8)]
+    names = [f"vm{i}" for i in range(20)]
+
+    def by_copy(i: int) -> bool:
+        return i % 4 == 3
+
     for i, name in enumerate(names):
-        # half by reflink (same namespace), half by copy (another namespace, onto Block)
-        target_ns = src_ns if i % 2 == 0 else ns
+        # 15 by reflink (same namespace), 5 by copy (another namespace, onto Block)
+        target_ns = ns if by_copy(i) else src_ns
         storage = {"storageClassName": "local-reflink"}
-        if i % 2:
+        if by_copy(i):
             storage["volumeMode"] = "Block"
         kube.create(kit.DVS, clone_dv(name, src_ns, storage=storage), target_ns)
     for i, name in enumerate(names):
-        target_ns = src_ns if i % 2 == 0 else ns
+        target_ns = ns if by_copy(i) else src_ns
         status = kit.wait_dv(kube, target_ns, name, ("Succeeded", "Failed"),
                              timeout=TIMEOUT * 2)
         assert status["phase"] == "Succeeded", (name, status)
         claim = claim_of(kube, target_ns, name)
         assert claim["metadata"]["annotations"][A + "clone.strategy"] == (
-            "copy" if i % 2 else "csi-clone")
+            "copy" if by_copy(i) else "csi-clone")
         assert compare(reference, Path(kit.volume_path(kube, claim)))
     for i, name in enumerate(names):
-        kube.delete(kit.DVS, name, src_ns if i % 2 == 0 else ns)
+        kube.delete(kit.DVS, name, ns if by_copy(i) else src_ns)
