@@ -168,6 +168,15 @@ class Kube:
     def create_pod(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "pods", obj["metadata"]["namespace"]), obj)
 
+    def secret(self, namespace: str, name: str) -> Obj | None:
+        return self._get(_path("", "v1", "secrets", namespace, name))
+
+    def create_secret(self, obj: Mapping[str, Any]) -> bool:
+        return self._create(_path("", "v1", "secrets", obj["metadata"]["namespace"]), obj)
+
+    def create_service(self, obj: Mapping[str, Any]) -> bool:
+        return self._create(_path("", "v1", "services", obj["metadata"]["namespace"]), obj)
+
     def create_event(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "events", obj["metadata"]["namespace"]), obj)
 
