@@ -31,7 +31,8 @@ CHUNK = 1024 * 1024
 PROXY_NAMESPACE = "rootdisk"
 PROXY_SERVICE = "cdi-uploadproxy"
 PROXY_CA = "cdi-uploadproxy-ca"
-TOKEN_PATH = "/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"
+IMMEDIATE = "cdi.kubevirt.io/storage.bind.immediate.requested"
+TOKEN_PATH = "/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"  # noqa: S105 - an API path
 
 
 class UploadFailed(Exception):
@@ -50,6 +51,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--access-mode", choices=["ReadWriteOnce", "ReadWriteMany",
                                              "ReadOnlyMany", "ReadWriteOncePod"])
     p.add_argument("--block-volume", action="store_true", help="volumeMode Block")
+    p.add_argument("--force-bind", action="store_true",
+                   help="bind at once, even on a WaitForFirstConsumer class (as virtctl)")
     p.add_argument("--uploadproxy-url", help="https://host:port of the upload proxy")
     p.add_argument("--insecure", action="store_true",
                    help="do not verify the upload proxy's certificate")
@@ -64,8 +67,9 @@ def register(subparsers: Any) -> None:
 
 def manifests(*, kind: str, name: str, namespace: str, size: str,
               storage_class: str | None, access_mode: str | None,
-              block: bool) -> list[tuple[str, dict[str, Any]]]:
+              block: bool, force_bind: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """(API path, object) to create for an upload (pure)."""
+    annotations = {IMMEDIATE: ""} if force_bind else {}
     storage: dict[str, Any] = {"resources": {"requests": {"storage": size}}}
     if storage_class:
         storage["storageClassName"] = storage_class
@@ -75,7 +79,8 @@ def manifests(*, kind: str, name: str, namespace: str, size: str,
         storage["volumeMode"] = "Block"
     if kind == "dv":
         dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
-              "metadata": {"name": name, "namespace": namespace},
+              "metadata": {"name": name, "namespace": namespace,
+                           "annotations": annotations},
               "spec": {"source": {"upload": {}}, "storage": storage}}
         return [(f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes", dv)]
     source = f"upload-{name}"
@@ -95,7 +100,8 @@ def manifests(*, kind: str, name: str, namespace: str, size: str,
         (f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
          {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
           "metadata": {"name": name, "namespace": namespace,
-                       "annotations": {"cdi.kubevirt.io/storage.upload.target": ""}},
+                       "annotations": {"cdi.kubevirt.io/storage.upload.target": "",
+                                       **annotations}},
           "spec": claim_spec}),
     ]
 
@@ -154,7 +160,7 @@ def cmd_image_upload(args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
 
-def _upload(args: argparse.Namespace) -> int:  # noqa: C901 - one linear story
+def _upload(args: argparse.Namespace) -> int:
     import requests
     from tqdm import tqdm
 
@@ -191,7 +197,8 @@ def _upload(args: argparse.Namespace) -> int:  # noqa: C901 - one linear story
                                    " --no-create to upload into it)")
             for path, obj in manifests(kind=args.kind, name=args.name, namespace=ns,
                                        size=args.size, storage_class=args.storage_class,
-                                       access_mode=args.access_mode, block=args.block_volume):
+                                       access_mode=args.access_mode, block=args.block_volume,
+                                       force_bind=args.force_bind):
                 try:
                     client.request("POST", path, body=obj)
                 except KubeError as err:
@@ -206,8 +213,10 @@ def _upload(args: argparse.Namespace) -> int:  # noqa: C901 - one linear story
                 raise UploadFailed(f"{args.kind} {ns}/{args.name} is {detail}; not ready for"
                                    " an upload")
             if time.monotonic() > deadline:
+                hint = (" (its class waits for a first consumer: use --force-bind)"
+                        if detail in ("PendingPopulation", "WaitForFirstConsumer") else "")
                 raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name} to"
-                                   f" be ready for the upload ({detail})")
+                                   f" be ready for the upload ({detail}){hint}")
             time.sleep(POLL)
         try:
             answer = client.request("POST", TOKEN_PATH.format(ns=ns), body={
@@ -220,7 +229,7 @@ def _upload(args: argparse.Namespace) -> int:  # noqa: C901 - one linear story
         if not token:
             raise UploadFailed("upload token: the cluster answered without a token")
         url = args.uploadproxy_url or _proxy_url(client, Kind)
-        verify: bool | str = False if args.insecure else True
+        verify: bool | str = not args.insecure
         ca_file = None
         if not args.insecure:
             try:
