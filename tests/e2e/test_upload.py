@@ -58,9 +58,19 @@ def proxy_url(kube: Kube) -> str:
     return str(wait_for(address, timeout=TIMEOUT, what="upload proxy endpoint"))
 
 
+PROXY_CA: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
-def ready_proxy(kube: Kube) -> str:
-    return proxy_url(kube)
+def ready_proxy(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The proxy's address; its CA (ConfigMap cdi-uploadproxy-ca) trusted by _post."""
+    url = proxy_url(kube)
+    cm = wait_for(lambda: kube.get_or_none(client.CONFIGMAPS, "cdi-uploadproxy-ca",
+                                           kit.OPERATOR_NS), timeout=TIMEOUT, what="proxy CA")
+    ca = tmp_path_factory.mktemp("proxy-ca") / "ca.crt"
+    ca.write_text(cm["data"]["ca.crt"])
+    PROXY_CA["path"] = str(ca)
+    return url
 
 
 def ready_dv(kube: Kube, ns: str, name: str, size: str = "64Mi") -> dict[str, Any]:
@@ -103,7 +113,7 @@ def test_upload_raw_into_a_pvc(cluster: Cluster, kube: Kube, ns: str, images: Im
 
 
 def _post(url: str, token: str, data: bytes) -> requests.Response:
-    return requests.post(f"{url}/v1beta1/upload", data=data, verify=False,  # noqa: S501
+    return requests.post(f"{url}/v1beta1/upload", data=data, verify=PROXY_CA["path"],
                          headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
 
@@ -151,8 +161,13 @@ def test_too_small_fails_with_the_reason(cluster: Cluster, kube: Kube, ns: str,
     assert "TooSmall" in err
     status = kit.wait_dv(kube, ns, "small", ("Failed",), timeout=TIMEOUT)
     assert kit.condition(status, "Running")["reason"] == "TooSmall"
-    wait_for(lambda: leftovers(kube, ns, keep=("small",)) == [], timeout=TIMEOUT,
+    # the VolumeUploadSource stays with its DataVolume (as a failed import's source does)
+    uid = kube.get(kit.DVS, "small", ns)["metadata"]["uid"]
+    keep = ("small", f"volume-upload-source-{uid}")
+    wait_for(lambda: leftovers(kube, ns, keep=keep) == [], timeout=TIMEOUT,
              what="PVC' and the upload server removed")
+    assert leftovers(kube, ns) == ["persistentvolumeclaims/small",
+                                   f"volumeuploadsources/volume-upload-source-{uid}"]
 
 
 def test_deletion_mid_upload_leaves_nothing(kube: Kube, ns: str, images: ImageFactory,
@@ -175,7 +190,7 @@ def test_deletion_mid_upload_leaves_nothing(kube: Kube, ns: str, images: ImageFa
     def go() -> None:
         try:
             outcome.append(requests.post(
-                f"{ready_proxy}/v1beta1/upload", data=slow(), verify=False,  # noqa: S501
+                f"{ready_proxy}/v1beta1/upload", data=slow(), verify=PROXY_CA["path"],
                 headers={"Authorization": f"Bearer {token}"}, timeout=120).status_code)
         except requests.RequestException as err:
             outcome.append(err)
