@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import ssl
 import tempfile
 from collections.abc import AsyncIterator
@@ -138,7 +139,12 @@ class UploadServer:
         with contextlib.ExitStack() as stack:
             scratch = None
             if spooled(head=head[0], size=size):
+                assert size is not None
                 where = self.config.scratch_dir
+                room = _scratch_room(where)
+                if size > room:
+                    return web.Response(status=413, text=f"the image ({size} bytes) is larger"
+                                        f" than the scratch space ({room} bytes)\n")
                 tmp = stack.enter_context(tempfile.TemporaryDirectory(
                     prefix="upload-", dir=str(where) if where else None))
                 scratch = Path(tmp) / "image"
@@ -228,6 +234,13 @@ class _Received:
 
 class _Stop(Exception):
     pass
+
+
+def _scratch_room(where: Path | None) -> int:
+    """Bytes a spooled image may take: the scratch volume's free space (an emptyDir's
+    size limit is the claim's request; localcluster does not enforce it, this does)."""
+    stat = os.statvfs(where if where is not None else tempfile.gettempdir())
+    return stat.f_bavail * stat.f_frsize
 
 
 async def _settle(work: asyncio.Future[Outcome]) -> Outcome:

@@ -194,3 +194,20 @@ def test_client_gone_mid_upload_leaves_nothing_and_a_retry_works(
     assert resp.status_code == 200, resp.text
     assert server.wait() == 0
     assert compare(image.expected, server.dest)
+
+
+def test_a_qcow2_larger_than_the_scratch_space_is_refused_unread(
+        server: Server, images: ImageFactory) -> None:
+    import ssl
+
+    head = images.get("qcow2").path.read_bytes()[:65536]
+    ctx = ssl.create_default_context(cafile=str(server.tls / "ca.crt"))
+    ctx.load_cert_chain(*server.client)
+    with socket.create_connection(("127.0.0.1", server.port)) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"POST /v1beta1/upload HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 1000000000000000\r\n\r\n" + head)
+        answer = tls.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert list(server.scratch.iterdir()) == []
+    assert server.proc.poll() is None
