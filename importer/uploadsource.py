@@ -74,6 +74,11 @@ class Upload:
         self.feed(head)
 
     @property
+    def spooled(self) -> bool:
+        """Whether the body goes to the scratch file (else through the queue)."""
+        return self._fd is not None
+
+    @property
     def received(self) -> int:
         with self._cond:
             return self._received

@@ -197,7 +197,10 @@ class UploadServer:
             async for chunk in rest:
                 if work.done() and work.result().error is not None:
                     raise _Stop("processing failed before the upload ended")
-                await loop.run_in_executor(None, upload.feed, chunk)
+                if upload.spooled:
+                    upload.feed(chunk)  # an append to the scratch file: never waits long
+                else:
+                    await loop.run_in_executor(None, upload.feed, chunk)
             await loop.run_in_executor(None, upload.finish)
             return _Received(True, "")
         except (ConnectionError, asyncio.IncompleteReadError, OSError, TransferError,
