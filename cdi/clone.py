@@ -12,7 +12,7 @@ than the source is refused unless the DataVolume says ``cdi.kubevirt.io/permissi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -154,6 +154,27 @@ def clone_source(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:
     if spec.get("preallocation") is not None:
         obj["spec"]["preallocation"] = bool(spec["preallocation"])
     return obj
+
+
+def orphaned_clone_sources(*, clone_sources: Sequence[Mapping[str, Any]],
+                           datavolume_uids: set[str]) -> list[tuple[str, str]]:
+    """(namespace, name) of the VolumeCloneSources made for a DataVolume that is gone.
+
+    A cross-namespace VolumeCloneSource has no owner reference (they do not cross
+    namespaces), so if the operator was down when its DataVolume was deleted nothing else
+    removes it. ``clone_sources`` must be listed *before* the DataVolumes whose UIDs are
+    ``datavolume_uids``: a DataVolume exists before its VolumeCloneSource, so one listed
+    first cannot belong to a DataVolume created after that list. Only the objects this
+    controller makes (its label, its name for that UID) are ever named."""
+    out = []
+    for vcs in clone_sources:
+        meta = vcs.get("metadata") or {}
+        uid = (meta.get("labels") or {}).get(api.CLONE_FOR_DV_LABEL)
+        if not uid or meta.get("name") != clone_source_name(str(uid)):
+            continue
+        if uid not in datavolume_uids:
+            out.append((str(meta.get("namespace")), str(meta["name"])))
+    return out
 
 
 def data_source_ref_field(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:

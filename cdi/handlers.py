@@ -117,9 +117,12 @@ def _resync() -> None:
         except KubeError as err:
             logger.warning("resync: DataSources: %s", err)
         try:
+            clone_sources = reconcile.list_clone_sources(client())  # before the DataVolumes
             items = client().list(DATAVOLUMES)
+            reconcile.sweep_clone_sources(client(), clone_sources=clone_sources,
+                                          datavolumes=items)
         except KubeError as err:
-            logger.warning("resync: cannot list DataVolumes: %s", err)
+            logger.warning("resync: cannot list DataVolumes or VolumeCloneSources: %s", err)
             continue
         for dv in items:
             if (dv.get("status") or {}).get("phase") in (api.SUCCEEDED, api.FAILED):

@@ -7,55 +7,21 @@ handle CRDs and core kinds alike and want every field, not generated models.
 
 from __future__ import annotations
 
-import contextlib
-import datetime
-import json
 import logging
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-
+import kubeclient
 from cdi import api
+from kubeclient import MERGE, KubeError, Obj, event_body, load_configuration
+from kubeclient import Resource as Kind
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-MERGE = "application/merge-patch+json"
-
-
-class KubeError(Exception):
-    """An API call failed; ``status`` is the HTTP status code."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Kind:
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    def path(self, namespace: str | None = None, name: str | None = None,
-             subresource: str | None = None) -> str:
-        out = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            out += f"/namespaces/{namespace}"
-        out += f"/{self.plural}"
-        if name:
-            out += f"/{name}"
-        if subresource:
-            out += f"/{subresource}"
-        return out
-
+__all__ = ["CDICONFIGS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "DATAVOLUMES",
+           "EVENTS", "IMPORT_SOURCES", "LEASES", "PVCS", "SECRETS", "STORAGECLASSES",
+           "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS", "Client", "Kind", "KubeError", "Obj",
+           "load_configuration"]
 
 DATAVOLUMES = Kind(api.GROUP, api.VERSION, "datavolumes")
 IMPORT_SOURCES = Kind(api.GROUP, api.VERSION, "volumeimportsources")
@@ -74,44 +40,9 @@ STORAGECLASSES = Kind("storage.k8s.io", "v1", "storageclasses", namespaced=False
 LEASES = Kind("coordination.k8s.io", "v1", "leases")
 
 
-def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
-    """In a pod the service account; else the given kubeconfig (or kubectl's default)."""
-    cfg = k8s.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=cfg)
-    else:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    cfg.connection_pool_maxsize = 32
-    return cfg
-
-
-class Client:
-    """Blocking calls, safe to share between threads."""
-
-    def __init__(self, configuration: k8s.Configuration) -> None:
-        self.api = k8s.ApiClient(configuration)
-
-    def close(self) -> None:
-        self.api.close()
-
-    def request(self, method: str, path: str, *, body: Any = None,
-                query: Mapping[str, str] | None = None, content_type: str | None = None,
-                timeout: float = 30) -> Any:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
-        try:
-            resp = self.api.call_api(
-                path, method, query_params=list((query or {}).items()), header_params=headers,
-                body=body, auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=timeout)
-        except ApiException as err:
-            message = err.reason or ""
-            with contextlib.suppress(TypeError, ValueError, AttributeError):
-                message = json.loads(err.body).get("message") or message
-            raise KubeError(err.status or 0, message) from None
-        raw = (resp[0] if isinstance(resp, tuple) else resp).data
-        return json.loads(raw) if raw else None
+class Client(kubeclient.Client):
+    """The CDI controllers' verbs: ``get`` gives None on not found, ``create`` None when
+    the name is taken, ``delete`` ignores not found."""
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
         try:
@@ -164,20 +95,11 @@ class Client:
     def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
               component: str = "rootdisk-cdi") -> None:
         """Record an Event about ``obj`` (best effort: a lost Event is only logged)."""
-        meta = obj["metadata"]
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        ns = meta.get("namespace") or "default"
-        body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": ns},
-            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-                               "name": meta["name"], "namespace": ns, "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
-            "type": type_, "reason": reason, "message": message[:1024],
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-            "source": {"component": component}, "reportingComponent": component,
-        }
+        body = event_body(obj, type_=type_, reason=reason, message=message,
+                          component=component)
+        ns = body["metadata"]["namespace"]
         try:
             self.request("POST", EVENTS.path(ns), body=body)
         except KubeError as err:
-            logger.warning("event %s on %s/%s not recorded: %s", reason, ns, meta["name"], err)
+            logger.warning("event %s on %s/%s not recorded: %s", reason, ns,
+                           body["involvedObject"]["name"], err)

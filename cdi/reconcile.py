@@ -136,6 +136,24 @@ def delete_clone_source(client: Client, dv: Mapping[str, Any]) -> None:
             client.delete(CLONE_SOURCES, vcs["metadata"]["name"], vcs["metadata"]["namespace"])
 
 
+def list_clone_sources(client: Client) -> list[Obj]:
+    """Every VolumeCloneSource this controller made (its label), in all namespaces."""
+    found = client.request("GET", CLONE_SOURCES.path(), query={
+        "labelSelector": api.CLONE_FOR_DV_LABEL}) or {}
+    return list(found.get("items") or [])
+
+
+def sweep_clone_sources(client: Client, *, clone_sources: list[Obj],
+                        datavolumes: list[Obj]) -> None:
+    """Delete the VolumeCloneSources whose DataVolume is gone (``clone_sources`` listed
+    before ``datavolumes``; see :func:`cdi.clone.orphaned_clone_sources`)."""
+    uids = {str(dv["metadata"]["uid"]) for dv in datavolumes}
+    for namespace, name in clone.orphaned_clone_sources(clone_sources=clone_sources,
+                                                        datavolume_uids=uids):
+        logger.info("deleting VolumeCloneSource %s/%s: its DataVolume is gone", namespace, name)
+        client.delete(CLONE_SOURCES, name, namespace)
+
+
 def clone_target(client: Client, dv: Mapping[str, Any]) -> clone.SourceRef | tuple[str, str] | None:
     """The claim a clone DataVolume copies: ``source.pvc``, or the PVC its DataSource names
     (following one DataSource to another, no further). None for other DataVolumes; a

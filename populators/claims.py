@@ -130,6 +130,29 @@ def controller_owner(obj: Obj) -> Mapping[str, Any] | None:
     return None
 
 
+def source_serves(*, source: Obj, source_namespace: str, target: Obj) -> str | None:
+    """Why ``target`` may not use ``source`` (read from ``source_namespace``); None when it
+    may (same namespace, or the source names the DataVolume controlling target).
+
+    Kubernetes leaves the check of a cross-namespace ``dataSourceRef`` to the populator
+    (upstream asks for a ReferenceGrant): without it anyone could point a claim of theirs
+    at a VolumeCloneSource made for somebody else's authorised clone and copy a namespace
+    they cannot read. Here the DataVolume controller authorises each cross-namespace clone
+    (a SubjectAccessReview of its creator) and labels the source with that DataVolume's
+    UID, so the source serves exactly the claim that DataVolume controls."""
+    if source_namespace == meta(target).get("namespace"):
+        return None
+    allowed = (meta(source).get("labels") or {}).get(names.CLONE_FOR_DV_LABEL)
+    owner = controller_owner(target)
+    if allowed and owner is not None and owner.get("kind") == "DataVolume" and str(
+            owner.get("apiVersion", "")).startswith(names.CDI_GROUP + "/") and owner.get(
+            "uid") == allowed:
+        return None
+    return (f"{source.get('kind') or 'source'} {source_namespace}/"
+            f"{meta(source).get('name')} was not made for this claim: a source in another "
+            "namespace serves only the DataVolume it was authorised for")
+
+
 def rebind_claim_ref(*, pv: Obj, prime: Obj, target: Obj) -> dict[str, Any] | None:
     """The PV's new ``claimRef`` naming the target (upstream's ``Rebind``), or None when the
     PV does not belong to PVC' (someone else's volume: never taken)."""

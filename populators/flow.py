@@ -231,6 +231,10 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
     if o.source is None:
         return Plan(waiting=f"{populator.kind} {claims.source_ref(t, kind=populator.kind)!r}"
                     " not found", active=True)
+    denied = claims.source_serves(source=o.source, target=t,
+                                  source_namespace=populator.source_namespace(t))
+    if denied is not None:
+        return _give_up(o, reason="CrossNamespaceSourceDenied", message=denied)
     try:
         source_annotations = populator.prime_annotations(o.source)
     except SourceError as err:

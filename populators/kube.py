@@ -6,98 +6,34 @@ with a UID precondition so a namesake made later is never removed).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
+import kubeclient
+from kubeclient import MERGE, KubeError, Obj, Resource, load_configuration
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-MERGE = "application/merge-patch+json"
-TIMEOUT = 30
-
-
-class KubeError(Exception):
-    def __init__(self, status: int, reason: str, body: Any) -> None:
-        self.status = status
-        self.body = body
-        message = body.get("message") if isinstance(body, dict) else str(body)
-        super().__init__(f"{status} {reason}: {message}")
+__all__ = ["Kube", "KubeError", "Obj", "connection_params", "load_configuration"]
 
 
 def _path(group: str, version: str, plural: str, namespace: str | None = None,
           name: str | None = None) -> str:
-    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-    if namespace:
-        base += f"/namespaces/{namespace}"
-    base += f"/{plural}"
-    return f"{base}/{name}" if name else base
-
-
-def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
-    """In a pod: the service account; else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
-    cfg = k8s.Configuration()
-    if kubeconfig is None:
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)
-            return cfg
-        except k8s_config.ConfigException:
-            pass
-    k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    return cfg
+    return Resource(group, version, plural, namespaced=bool(namespace)).path(namespace, name)
 
 
 def connection_params(kubeconfig: str | None = None) -> dict[str, Any]:
-    """What kopf needs to log in, from the same configuration :class:`Kube` uses (kopf's
-    own client login reads KUBECONFIG once, when the client library is imported)."""
-    cfg = load_configuration(kubeconfig)
-    header = cfg.get_api_key_with_prefix("BearerToken") or \
-        cfg.get_api_key_with_prefix("authorization")
-    scheme, _, token = (header or "").partition(" ")
-    if not token:
-        scheme, token = "", scheme
-    return {"server": cfg.host, "ca_path": cfg.ssl_ca_cert, "insecure": not cfg.verify_ssl,
-            "scheme": scheme or None, "token": token or None,
-            "certificate_path": cfg.cert_file, "private_key_path": cfg.key_file}
+    """What kopf needs to log in, from the same configuration :class:`Kube` uses."""
+    return kubeclient.connection_params(load_configuration(kubeconfig))
 
 
-class Kube:
+class Kube(kubeclient.Client):
     """Blocking calls, safe to share between threads (one connection pool)."""
-
-    def __init__(self, configuration: k8s.Configuration) -> None:
-        configuration.connection_pool_maxsize = 32
-        self.api = k8s.ApiClient(configuration)
-
-    def close(self) -> None:
-        self.api.close()
-
-    def _call(self, method: str, path: str, *, body: Any = None,
-              query: Mapping[str, str] | None = None, content_type: str | None = None) -> Any:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
-        try:
-            resp = self.api.call_api(
-                path, method, query_params=list((query or {}).items()),
-                header_params=headers, body=body, auth_settings=["BearerToken"],
-                _preload_content=False, _request_timeout=TIMEOUT)
-        except ApiException as err:
-            try:
-                detail = json.loads(err.body) if err.body else {}
-            except ValueError:
-                detail = {"message": str(err.body)[:200]}
-            raise KubeError(err.status or 0, err.reason or "", detail) from None
-        raw = resp[0].data if isinstance(resp, tuple) else resp.data
-        return json.loads(raw) if raw else None
 
     def _get(self, path: str) -> Obj | None:
         try:
-            result: Obj = self._call("GET", path)
+            result: Obj = self.request("GET", path)
             return result
         except KubeError as err:
             if err.status == 404:
@@ -107,7 +43,7 @@ class Kube:
     def _create(self, path: str, obj: Mapping[str, Any]) -> bool:
         """True if created, False if an object of that name exists already."""
         try:
-            self._call("POST", path, body=obj)
+            self.request("POST", path, body=obj)
             return True
         except KubeError as err:
             if err.status == 409:
@@ -120,7 +56,7 @@ class Kube:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            self._call("DELETE", path, body=body)
+            self.request("DELETE", path, body=body)
         except KubeError as err:
             # 404: gone already; 409: the UID precondition failed (a namesake, not ours).
             if err.status not in (404, 409):
@@ -150,11 +86,11 @@ class Kube:
             raise
 
     def pods(self, namespace: str) -> list[Obj]:
-        result = self._call("GET", _path("", "v1", "pods", namespace))
+        result = self.request("GET", _path("", "v1", "pods", namespace))
         return list(result.get("items") or [])
 
     def events_about(self, namespace: str, uid: str) -> list[Obj]:
-        result = self._call("GET", _path("", "v1", "events", namespace),
+        result = self.request("GET", _path("", "v1", "events", namespace),
                             query={"fieldSelector": f"involvedObject.uid={uid}"})
         return [e for e in result.get("items") or []
                 if (e.get("involvedObject") or {}).get("uid") == uid]
@@ -189,7 +125,7 @@ class Kube:
     def annotate_claim(self, namespace: str, name: str, changes: Mapping[str, str]) -> None:
         """Merge ``changes`` into the claim's annotations."""
         patch = {"metadata": {"annotations": dict(changes)}}
-        self._call("PATCH", _path("", "v1", "persistentvolumeclaims", namespace, name),
+        self.request("PATCH", _path("", "v1", "persistentvolumeclaims", namespace, name),
                    body=patch, content_type=MERGE)
 
     def set_claim_ref(self, name: str, claim_ref: Mapping[str, Any],
@@ -203,7 +139,7 @@ class Kube:
             return False
         pv["spec"]["claimRef"] = dict(claim_ref)
         try:
-            self._call("PUT", _path("", "v1", "persistentvolumes", None, name), body=pv)
+            self.request("PUT", _path("", "v1", "persistentvolumes", None, name), body=pv)
             return True
         except KubeError as err:
             if err.status == 409:

@@ -60,6 +60,11 @@ PRIME_TARGET = "populators.rootdisk.io/target"
 """rootdisk: on a PVC' in another namespace than its target (the source's, for a
 cross-namespace clone: owner references cannot cross namespaces), ``ns/name/uid``."""
 
+CLONE_FOR_DV_LABEL = "cdi.kubevirt.io/clone-for-datavolume"
+"""On a VolumeCloneSource the DataVolume controller made: the UID of the DataVolume it
+authorised (``cdi.api.CLONE_FOR_DV_LABEL``); in another namespace than its claim, a
+source serves only the claim that DataVolume controls."""
+
 # -- labels ----------------------------------------------------------------------------
 APP_LABEL = "app"
 APP_VALUE = "containerized-data-importer"

@@ -1,41 +1,32 @@
-"""A dict-in, dict-out Kubernetes client on top of the official ``kubernetes`` package.
+"""The node side's verbs on the project's JSON client (:mod:`kubeclient`).
 
-The node and the controllers handle many kinds (core, storage, apps, coordination, any
-CRD) and want plain JSON objects, not generated model classes: this wraps
-``ApiClient.call_api`` with raw JSON bodies and a line-by-line watch, and keeps the
-official client's configuration, TLS and authentication handling.
+The kubelet, storage, workload and Service controllers handle many kinds (core, storage,
+apps, coordination) as plain JSON objects; here ``get`` raises on not found (use
+``get_or_none``), ``list`` returns the whole List (its resourceVersion starts a watch),
+and ``delete`` is idempotent.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
+from kubeclient import (
+    JSON_PATCH,
+    MERGE,
+    STRATEGIC,
+    Client,
+    KubeError,
+    Obj,
+    Resource,
+    load_configuration,
+)
 
 logger = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-
-MERGE = "application/merge-patch+json"
-STRATEGIC = "application/strategic-merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
-
-
-class KubeError(Exception):
-    """An API call failed; ``status`` is the HTTP code, ``body`` the Status object."""
-
-    def __init__(self, status: int, reason: str, body: Any) -> None:
-        self.status = status
-        self.body = body
-        message = body.get("message") if isinstance(body, dict) else str(body)
-        super().__init__(f"{status} {reason}: {message}")
+__all__ = ["JSON_PATCH", "MERGE", "STRATEGIC", "Kube", "KubeError", "Obj", "Resource",
+           "create_or_update", "is_conflict", "is_not_found"]
 
 
 def is_not_found(err: Exception) -> bool:
@@ -44,26 +35,6 @@ def is_not_found(err: Exception) -> bool:
 
 def is_conflict(err: Exception) -> bool:
     return isinstance(err, KubeError) and err.status == 409
-
-
-@dataclass(frozen=True)
-class Resource:
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    def path(self, namespace: str | None = None, name: str | None = None,
-             subresource: str | None = None) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-        if subresource:
-            base += f"/{subresource}"
-        return base
 
 
 PODS = Resource("", "v1", "pods")
@@ -84,53 +55,17 @@ DAEMONSETS = Resource("apps", "v1", "daemonsets")
 REPLICASETS = Resource("apps", "v1", "replicasets")
 
 
-class Kube:
+class Kube(Client):
     """Blocking calls; safe to share between threads (one urllib3 pool)."""
 
     def __init__(self, kubeconfig: str) -> None:
-        cfg = k8s.Configuration()
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        cfg.connection_pool_maxsize = 64
-        self.configuration = cfg
-        self.api = k8s.ApiClient(cfg)
-
-    def close(self) -> None:
-        self.api.close()
-
-    def request(self, method: str, path: str, *, body: Any = None,
-                query: Mapping[str, Any] | None = None, content_type: str | None = None,
-                timeout: float | tuple[float, float] | None = 30) -> Any:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
-        try:
-            resp = self.api.call_api(
-                path, method, query_params=list((query or {}).items()),
-                header_params=headers, body=body, auth_settings=["BearerToken"],
-                _preload_content=False, _request_timeout=timeout,
-            )
-        except ApiException as err:
-            try:
-                detail = json.loads(err.body) if err.body else {}
-            except ValueError:
-                detail = {"message": err.body}
-            raise KubeError(err.status or 0, err.reason or "", detail) from None
-        raw = resp[0].data if isinstance(resp, tuple) else resp.data
-        return json.loads(raw) if raw else None
+        super().__init__(load_configuration(kubeconfig, pool_size=64))
 
     # -- verbs -------------------------------------------------------------------------
 
     def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         result: Obj = self.request("GET", res.path(namespace, name))
         return result
-
-    def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None:
-        try:
-            return self.get(res, name, namespace)
-        except KubeError as err:
-            if err.status == 404:
-                return None
-            raise
 
     def list(self, res: Resource, namespace: str | None = None, **query: Any) -> Obj:
         result: Obj = self.request("GET", res.path(namespace), query=query)
@@ -172,23 +107,8 @@ class Kube:
     def watch(self, res: Resource, *, resource_version: str, timeout: int = 300,
               namespace: str | None = None) -> Iterator[Obj]:
         """Watch events (``{"type", "object"}``) until the server ends the watch."""
-        query = {"watch": "true", "resourceVersion": resource_version,
-                 "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
-        try:
-            resp = self.api.call_api(
-                res.path(namespace), "GET", query_params=list(query.items()),
-                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                _preload_content=False, _request_timeout=(10, timeout + 30),
-            )
-        except ApiException as err:
-            raise KubeError(err.status or 0, err.reason or "", {"message": err.body}) from None
-        response = resp[0] if isinstance(resp, tuple) else resp
-        try:
-            for line in iter_resp_lines(response):
-                if line:
-                    yield json.loads(line)
-        finally:
-            response.release_conn()
+        return self.watch_events(res, resource_version=resource_version, timeout=timeout,
+                                 namespace=namespace)
 
 
 def create_or_update(kube: Kube, res: Resource, obj: Obj) -> Obj:

@@ -297,6 +297,56 @@ def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
     wait_clean(kube, src_ns, {"golden"})
 
 
+def test_a_claim_cannot_borrow_another_users_clone_source(kube: Kube, ns: str,
+                                                          golden: tuple[str, Path]) -> None:
+    """The attack: alice's authorised cross-namespace clone leaves a VolumeCloneSource in
+    the golden namespace (kept while the clone waits for a writer of the source); mallory,
+    who may not read that namespace, points a claim of her own at it. Her claim fails with
+    CrossNamespaceSourceDenied and nothing is made that could read the golden image."""
+    src_ns, _ = golden
+    writer = kit.consumer_pod("holder", "golden")
+    kube.create(client.PODS, writer, src_ns)
+    wait_for(lambda: (kube.get(client.PODS, "holder", src_ns).get("status") or {}).get(
+        "phase") == "Running", timeout=120, what="holder running")
+    grant(kube, ns, "alice", DV_RULES)
+    grant(kube, src_ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
+                                   "resources": ["datavolumes/source"], "verbs": ["create"]}])
+    legit = create_as(kube, "alice", kit.DVS, clone_dv(
+        "legit", src_ns, storage={"storageClassName": "local-immediate"}), ns)
+    vcs_name = f"volume-clone-source-{legit['metadata']['uid']}"
+    wait_for(lambda: kube.get_or_none(VCS, vcs_name, src_ns) is not None, timeout=TIMEOUT,
+             what="alice's VolumeCloneSource")
+    theirs = kit.namespace(kube, "mallory")
+    grant(kube, theirs, "mallory", [{"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+                                     "verbs": ["create", "get"]}])
+    create_as(kube, "mallory", client.PVCS, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "loot"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
+                 "resources": {"requests": {"storage": "64Mi"}},
+                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeCloneSource",
+                                   "name": vcs_name, "namespace": src_ns}}}, theirs)
+
+    def denied() -> bool:
+        ann = kube.get(client.PVCS, "loot", theirs)["metadata"].get("annotations") or {}
+        return ann.get(A + "storage.condition.running.reason") == "CrossNamespaceSourceDenied"
+
+    wait_for(denied, timeout=TIMEOUT, what="mallory's claim denied")
+    assert not [c for c in kube.list(client.PVCS, src_ns)["items"]
+                if (c["metadata"].get("annotations") or {}).get(
+                    "populators.rootdisk.io/target", "").startswith(f"{theirs}/loot/")]
+    assert [p["metadata"]["name"] for p in kube.list(client.PODS, src_ns)["items"]
+            if any((v.get("persistentVolumeClaim") or {}).get("claimName") == "golden"
+                   for v in p["spec"].get("volumes") or [])] == ["holder"]
+    assert kube.get(client.PVCS, "loot", theirs)["status"].get("phase") != "Bound"
+    # alice's clone goes ahead once the writer is gone
+    kube.delete(client.PODS, "holder", src_ns)
+    status = kit.wait_dv(kube, ns, "legit", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    kube.delete(client.PVCS, "loot", theirs)
+    kube.delete(kit.DVS, "legit", ns)
+    wait_clean(kube, src_ns, {"golden"})
+
+
 # -- source in use ---------------------------------------------------------------------------
 
 

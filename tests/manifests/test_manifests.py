@@ -76,3 +76,18 @@ def test_a_bad_field_is_caught() -> None:
     crd = CRDS[("cdi.kubevirt.io", "DataVolume")]
     bad_dv = {**dv, "spec": {**dv["spec"], "preallocation": "yes"}}
     assert validation.validate(bad_dv, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+@pytest.mark.parametrize("image", ["importer", "launcher", "operator"])
+def test_containerfiles_copy_every_package(image: str) -> None:
+    """``pip install .`` in an image installs what pyproject's package list finds in the
+    build context: a package the Containerfile does not COPY is missing at run time."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]
+                ["include"]}
+    text = (ROOT / "images" / f"Containerfile.{image}").read_text()
+    copied = set(re.findall(r"^COPY (\w+)/ \1/$", text, flags=re.M))
+    assert packages - copied == set(), f"Containerfile.{image} does not copy these packages"

@@ -12,6 +12,7 @@ from populators.flow import Annotate, CreatePod, CreatePrime, Emit, Observed, Re
 from populators.importer_pod import Settings
 
 UID = "11111111-2222-3333-4444-555555555555"
+DV_UID = "99999999-2222-3333-4444-555555555555"
 PRIME = f"prime-{UID}"
 A = "cdi.kubevirt.io/"
 SC = {"metadata": {"name": "local-reflink"}, "volumeBindingMode": "Immediate"}
@@ -19,21 +20,27 @@ POP = ClonePopulator()
 
 
 def target(*, src_ns: str = "gold", ann: dict[str, str] | None = None,
-           mode: str = "Filesystem") -> dict[str, Any]:
+           mode: str = "Filesystem", dv_uid: str | None = DV_UID) -> dict[str, Any]:
     ref: dict[str, Any] = {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeCloneSource",
                            "name": "volume-clone-source-x"}
     if src_ns != "ns":
         ref["namespace"] = src_ns
+    owners = [{"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "name": "disk",
+               "uid": dv_uid, "controller": True}] if dv_uid else []
     return {"metadata": {"name": "disk", "namespace": "ns", "uid": UID,
-                         "resourceVersion": "3", "annotations": dict(ann or {})},
+                         "resourceVersion": "3", "annotations": dict(ann or {}),
+                         "ownerReferences": owners},
             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-reflink",
                      "volumeMode": mode, "resources": {"requests": {"storage": "1Gi"}},
                      "dataSourceRef": ref},
             "status": {"phase": "Pending"}}
 
 
-def source(mode: str = "Filesystem") -> dict[str, Any]:
-    return {"metadata": {"name": "volume-clone-source-x", "namespace": "gold"},
+def source(mode: str = "Filesystem", *, for_dv: str | None = DV_UID) -> dict[str, Any]:
+    labels = {"cdi.kubevirt.io/clone-for-datavolume": for_dv} if for_dv else {}
+    return {"kind": "VolumeCloneSource",
+            "metadata": {"name": "volume-clone-source-x", "namespace": "gold",
+                         "labels": labels},
             "spec": {"source": {"kind": "PersistentVolumeClaim", "name": "golden"}},
             SOURCE_CLAIM_KEY: {"metadata": {"name": "golden", "namespace": "gold"},
                                "spec": {"volumeMode": mode}}}
@@ -127,3 +134,32 @@ def test_cloner_pod_pairings_and_confinement() -> None:
         assert c["securityContext"]["runAsUser"] == 107
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert pod["spec"]["securityContext"]["fsGroup"] == 107
+
+
+def _made(plan: flow.Plan) -> list[Any]:
+    return [a for a in plan.actions if isinstance(a, (CreatePrime, CreatePod))]
+
+
+def test_a_cross_namespace_source_serves_only_the_datavolume_it_was_made_for() -> None:
+    """Someone's own claim pointing at a VolumeCloneSource made for another user's
+    authorised clone reads nothing: no PVC', no pod, the claim fails with the reason."""
+    for t, s in [(target(dv_uid=None), source()),           # a bare claim, no DataVolume
+                 (target(dv_uid="someone-else"), source()),  # another DataVolume
+                 (target(), source(for_dv=None))]:           # a source nobody authorised
+        plan = decide(target=t, source=s)
+        assert not _made(plan)
+        changes = {k: v for a in plan.actions if isinstance(a, Annotate)
+                   for k, v in a.changes.items()}
+        assert changes[A + "storage.pod.phase"] == "Failed"
+        assert changes[A + "storage.condition.running.reason"] == "CrossNamespaceSourceDenied"
+        # not even when PVC' exists already (made before a relabel): no pod reads it
+        assert not [a for a in decide(target=t, source=s,
+                                      prime=prime_in("gold", data_source=False)).actions
+                    if isinstance(a, CreatePod)]
+    assert _made(decide())  # the DataVolume's own claim goes ahead
+
+
+def test_a_same_namespace_source_needs_no_label() -> None:
+    plan = decide(target=target(src_ns="ns", dv_uid=None), source={
+        **source(for_dv=None), "metadata": {"name": "volume-clone-source-x", "namespace": "ns"}})
+    assert _made(plan)

@@ -23,7 +23,7 @@ def kube_for(server: object) -> Kube:
     config.host = server.url  # type: ignore[attr-defined]
     config.ssl_ca_cert = str(server.ca_path)  # type: ignore[attr-defined]
     config.api_key = {"authorization": f"Bearer {server.admin_token}"}  # type: ignore[attr-defined]
-    return Kube(k8s.ApiClient(config))
+    return Kube(config)
 
 
 def wait_served(kube: Kube, path: str) -> None:

@@ -10,7 +10,6 @@ import datetime as dt
 import os
 import shutil
 import ssl
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.fixtures.appthread import AppThread
 from tests.fixtures.guests import GuestBuilder, LinuxGuest
 from tests.vm.launcher.harness import Launch
 from vm.api import certs
@@ -51,40 +51,21 @@ class HandlerThread:
         self.ctx = server_context(ca_pem=ca.cert_pem, cert_file=str(tmp / "h.crt"),
                                   key_file=str(tmp / "h.key"))
         self.server = ConsoleServer(kube, node=NODE, socket_dir=str(socket_dir))
-        self.port = 0
-        self._ready = threading.Event()
-        self._stop: Any = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._server = AppThread(self._app, name="node handler")
 
-    def _run(self) -> None:
-        async def main() -> None:
-            runner = web.AppRunner(self.server.app(), access_log=None)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self.ctx)
-            await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-            stop = asyncio.Event()
-            self._stop = (asyncio.get_running_loop(), stop)
-            self._ready.set()
-            await stop.wait()
-            server = runner.server
-            for conn in list(getattr(server, "connections", []) if server else []):
-                if conn.transport is not None:
-                    conn.transport.abort()
-            await runner.cleanup()
+    @property
+    def port(self) -> int:
+        return self._server.port
 
-        asyncio.run(main())
+    async def _app(self) -> tuple[web.Application, ssl.SSLContext]:
+        return self.server.app(), self.ctx
 
     def start(self) -> HandlerThread:
-        self._thread.start()
-        assert self._ready.wait(10)
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._stop:
-            loop, stop = self._stop
-            loop.call_soon_threadsafe(stop.set)
-            self._thread.join(10)
+        self._server.stop()
 
 
 @pytest.fixture

@@ -155,7 +155,7 @@ def test_users_need_rbac_on_the_subresource(cluster: tuple[object, Kube, int], n
     cfg.host = server.url  # type: ignore[attr-defined]
     cfg.ssl_ca_cert = str(server.ca_path)  # type: ignore[attr-defined]
     cfg.api_key = {"authorization": f"Bearer {token}"}
-    robot = Kube(k8s.ApiClient(cfg))
+    robot = Kube(cfg)
     try:
         code, body = put(robot, ns, "demo", "start")
         assert code == 403 and "virtualmachines/start" in body["message"]

@@ -19,25 +19,18 @@ import kopf
 from vm import resync
 from vm.api import names
 from vm.controller.kube import owner_vm, sync_vm
-from vm.kube import VMS, Kube, KubeError, load_config
+from vm.kube import VMS, KubeError, shared
 
 logger = logging.getLogger(__name__)
 RESYNC_SECONDS = 3.0
 
 _locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
-_kube: list[Kube] = []
-
-
-def _client() -> Kube:
-    if not _kube:
-        _kube.append(Kube(load_config()))
-    return _kube[0]
 
 
 def sync(namespace: str, name: str) -> float | None:
     with _locks[(namespace, name)]:
         try:
-            return sync_vm(_client(), namespace, name)
+            return sync_vm(shared(), namespace, name)
         except KubeError as err:
             logger.warning("sync of VM %s/%s failed: %s", namespace, name, err)
             return 1.0
@@ -57,7 +50,7 @@ _tasks: list[asyncio.Task[None]] = []
 @kopf.on.startup()
 async def start_resync(**_: Any) -> None:
     _tasks.append(asyncio.create_task(resync.every(
-        RESYNC_SECONDS, list_objects=lambda: _client().list(VMS),
+        RESYNC_SECONDS, list_objects=lambda: shared().list(VMS),
         sync=lambda vm: _sync_obj(vm))))
 
 

@@ -24,7 +24,7 @@ from vm.api.names import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 from vm.handler import kube as handler_kube
 from vm.handler import sockets
 from vm.handler.console import ConsoleServer, server_context
-from vm.kube import Kube, KubeError, load_config
+from vm.kube import KubeError, shared
 
 logger = logging.getLogger(__name__)
 NODE = os.environ.get("NODE_NAME", "")
@@ -32,17 +32,10 @@ SOCKET_DIR = os.environ.get("SOCKET_DIR", handler_kube.SOCKETS)
 PORT = int(os.environ.get("CONSOLE_PORT", "8186"))
 POLL_SECONDS = 1.0
 
-_kube: list[Kube] = []
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _shut: set[str] = set()
 _runner: list[web.AppRunner] = []
 _tmp: list[tempfile.TemporaryDirectory[str]] = []
-
-
-def _client() -> Kube:
-    if not _kube:
-        _kube.append(Kube(load_config()))
-    return _kube[0]
 
 
 @kopf.on.startup()
@@ -53,7 +46,7 @@ async def start_console(logger: Any, **_: Any) -> None:
     address = os.environ.get("POD_IP") or "127.0.0.1"
     pki = None
     for _attempt in range(120):
-        pki = await asyncio.to_thread(load_pki, _client(), namespace)
+        pki = await asyncio.to_thread(load_pki, shared(), namespace)
         if pki is not None:
             break
         await asyncio.sleep(1)
@@ -70,7 +63,7 @@ async def start_console(logger: Any, **_: Any) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
     ctx = server_context(ca_pem=ca.cert_pem, cert_file=str(cert), key_file=str(key))
-    runner = web.AppRunner(ConsoleServer(_client(), node=NODE, socket_dir=SOCKET_DIR).app(),
+    runner = web.AppRunner(ConsoleServer(shared(), node=NODE, socket_dir=SOCKET_DIR).app(),
                            access_log=None)
     await runner.setup()
     await web.TCPSite(runner, address, PORT, ssl_context=ctx).start()
@@ -92,7 +85,7 @@ def _sync(body: Any) -> None:
     vmi = dict(body)
     with _locks[vmi["metadata"]["uid"]]:
         try:
-            handler_kube.sync(_client(), vmi, socket_dir=SOCKET_DIR, shut=_shut)
+            handler_kube.sync(shared(), vmi, socket_dir=SOCKET_DIR, shut=_shut)
         except KubeError as err:
             logger.warning("sync of VMI %s/%s failed: %s", vmi["metadata"].get("namespace"),
                            vmi["metadata"].get("name"), err)
@@ -115,6 +108,6 @@ async def start_poll(**_: Any) -> None:
 
 def _vmis_and_collect() -> list[dict[str, Any]]:
     """The VMIs on this node; sockets of launchers that are gone are removed on the way."""
-    vmis = handler_kube.vmis_on(_client(), NODE)
+    vmis = handler_kube.vmis_on(shared(), NODE)
     sockets.collect(Path(SOCKET_DIR), (v["metadata"]["uid"] for v in vmis))
     return vmis

@@ -13,7 +13,7 @@ import kopf
 
 from vm import resync
 from vm.api import names
-from vm.kube import VMIS, Kube, KubeError, load_config
+from vm.kube import VMIS, KubeError, shared
 from vm.vmi.claims import disk_claims
 from vm.vmi.kube import sync_vmi
 
@@ -21,19 +21,12 @@ logger = logging.getLogger(__name__)
 RESYNC_SECONDS = 2.0
 
 _locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
-_kube: list[Kube] = []
-
-
-def _client() -> Kube:
-    if not _kube:
-        _kube.append(Kube(load_config()))
-    return _kube[0]
 
 
 def sync(namespace: str, name: str) -> None:
     with _locks[(namespace, name)]:
         try:
-            sync_vmi(_client(), namespace, name)
+            sync_vmi(shared(), namespace, name)
         except KubeError as err:
             logger.warning("sync of VMI %s/%s failed: %s", namespace, name, err)
 
@@ -57,7 +50,7 @@ _tasks: list[asyncio.Task[None]] = []
 @kopf.on.startup()
 async def start_resync(**_: Any) -> None:
     _tasks.append(asyncio.create_task(resync.every(
-        RESYNC_SECONDS, list_objects=lambda: [v for v in _client().list(VMIS) if _not_final(v)],
+        RESYNC_SECONDS, list_objects=lambda: [v for v in shared().list(VMIS) if _not_final(v)],
         sync=lambda vmi: sync(vmi["metadata"]["namespace"], vmi["metadata"]["name"]))))
 
 
@@ -81,7 +74,7 @@ def dv_event(name: str, namespace: str | None, **_: Any) -> None:
     if namespace is None:  # namespaced kinds always have one
         return
     try:
-        vmis = _client().list(VMIS, namespace)
+        vmis = shared().list(VMIS, namespace)
     except KubeError as err:
         logger.warning("listing VMIs in %s failed: %s", namespace, err)
         return

@@ -14,10 +14,9 @@ Every request it accepts or refuses is recorded in ``calls``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import threading
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from aiohttp import WSMsgType, web
 
 from apiservice import frontproxy
 from localcluster.apiserver.tls import ensure_tls
+from tests.fixtures.appthread import AppThread
 
 GROUP = "subresources.example.com"
 VERSION = "v1"
@@ -44,10 +44,7 @@ class AggregatedBackend:
         self.tls = ensure_tls(pki_dir, dns_names=(f"{service}.{namespace}.svc",))
         self.config = config
         self.calls: list[dict[str, Any]] = []
-        self.port = 0
-        self._ready = threading.Event()
-        self._stop: Any = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._server = AppThread(self._app, name="aggregated backend")
 
     @property
     def ca_bundle(self) -> str:
@@ -65,7 +62,11 @@ class AggregatedBackend:
                            "authorization": request.headers.get("Authorization")})
         return who
 
-    def _run(self) -> None:
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    async def _app(self) -> tuple[web.Application, ssl.SSLContext]:
         async def discovery(request: web.Request) -> web.StreamResponse:
             if self._identity(request) is None:
                 return web.json_response({"message": "unauthorized"}, status=401)
@@ -96,39 +97,18 @@ class AggregatedBackend:
             await ws.close()
             return ws
 
-        async def main() -> None:
-            app = web.Application()
-            base = f"/apis/{GROUP}/{VERSION}"
-            app.router.add_get(base, discovery)
-            app.router.add_route("*", base + "/namespaces/{ns}/things/{name}/echo", echo)
-            app.router.add_get(base + "/namespaces/{ns}/things/{name}/console", console)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            ctx = frontproxy.server_ssl_context(self.config, cert_file=str(self.tls.server_cert),
-                                                key_file=str(self.tls.server_key))
-            site = web.TCPSite(runner, "127.0.0.1", self.port, ssl_context=ctx)
-            await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]
-            stop = asyncio.Event()
-            self._stop = (asyncio.get_running_loop(), stop)
-            self._ready.set()
-            await stop.wait()
-            server = runner.server
-            for conn in list(getattr(server, "connections", []) if server else []):
-                if conn.transport is not None:
-                    conn.transport.abort()
-            await runner.cleanup()
-
-        asyncio.run(main())
+        app = web.Application()
+        base = f"/apis/{GROUP}/{VERSION}"
+        app.router.add_get(base, discovery)
+        app.router.add_route("*", base + "/namespaces/{ns}/things/{name}/echo", echo)
+        app.router.add_get(base + "/namespaces/{ns}/things/{name}/console", console)
+        ctx = frontproxy.server_ssl_context(self.config, cert_file=str(self.tls.server_cert),
+                                            key_file=str(self.tls.server_key))
+        return app, ctx
 
     def start(self) -> AggregatedBackend:
-        self._thread.start()
-        assert self._ready.wait(10), "the backend did not start"
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._stop is not None:
-            loop, stop = self._stop
-            loop.call_soon_threadsafe(stop.set)
-            self._thread.join(10)
-            self._stop = None
+        self._server.stop()

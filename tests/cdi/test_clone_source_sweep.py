@@ -1,0 +1,81 @@
+"""VolumeCloneSources left behind by a DataVolume deleted while the operator was down
+(cross-namespace ones have no owner reference) are swept by the resync: the decision as a
+table, then the sweep against a real API server, where it must delete the orphan and
+nothing else (not a live clone's source, not a user's own VolumeCloneSource)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cdi import api, clone, reconcile
+from cdi.kube import CLONE_SOURCES, DATAVOLUMES, Client, Kind
+from localcluster.apiserver.threaded import ServerThread
+from tests.vm.conftest import kube_for, wait_served
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+NAMESPACES = Kind("", "v1", "namespaces", namespaced=False)
+
+
+def vcs(uid: str | None, *, name: str | None = None, ns: str = "golden") -> dict[str, Any]:
+    labels = {api.CLONE_FOR_DV_LABEL: uid} if uid else {}
+    return {"apiVersion": api.API_VERSION, "kind": api.CLONE_SOURCE_KIND,
+            "metadata": {"name": name or clone.clone_source_name(uid or "x"),
+                         "namespace": ns, "labels": labels},
+            "spec": {"source": {"kind": "PersistentVolumeClaim", "name": "disk"}}}
+
+
+@pytest.mark.parametrize(("sources", "uids", "expected"), [
+    ([vcs("u1")], {"u1"}, []),
+    ([vcs("u1")], set(), [("golden", clone.clone_source_name("u1"))]),
+    ([vcs("u1"), vcs("u2")], {"u2"}, [("golden", clone.clone_source_name("u1"))]),
+    # not named as this controller names them: never touched
+    ([vcs("u1", name="users-own")], set(), []),
+    ([vcs(None, name="unlabelled")], set(), []),
+])
+def test_orphans(sources: list[dict[str, Any]], uids: set[str],
+                 expected: list[tuple[str, str]]) -> None:
+    assert clone.orphaned_clone_sources(clone_sources=sources, datavolume_uids=uids) == expected
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    thread = ServerThread(tmp_path_factory.mktemp("apiserver"))
+    server = thread.start()
+    c = Client(kube_for(server).configuration)
+    try:
+        for name in ("datavolumes.yaml", "volumeclonesources.yaml"):
+            c.create(CRDS, yaml.safe_load((ROOT / "manifests" / "crds" / name).read_text()))
+        wait_served(kube_for(server), "/apis/cdi.kubevirt.io/v1beta1/volumeclonesources")
+        for ns in ("golden", "team"):
+            c.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": ns}})
+        yield c
+    finally:
+        c.close()
+        thread.stop()
+
+
+def test_sweep_deletes_only_the_orphan(client: Client) -> None:
+    live = client.create(DATAVOLUMES, {
+        "apiVersion": api.API_VERSION, "kind": "DataVolume",
+        "metadata": {"name": "copy", "namespace": "team"},
+        "spec": {"source": {"pvc": {"namespace": "golden", "name": "disk"}},
+                 "storage": {"resources": {"requests": {"storage": "1Gi"}}}}})
+    assert live is not None
+    live_uid = live["metadata"]["uid"]
+    client.create(CLONE_SOURCES, vcs(live_uid))
+    client.create(CLONE_SOURCES, vcs("0f0f0f0f-dead-beef-0000-000000000000"))
+    client.create(CLONE_SOURCES, vcs("0f0f0f0f-dead-beef-0000-000000000000", name="users-own"))
+
+    sources = reconcile.list_clone_sources(client)
+    reconcile.sweep_clone_sources(client, clone_sources=sources,
+                                  datavolumes=client.list(DATAVOLUMES))
+
+    left = {o["metadata"]["name"] for o in client.list(CLONE_SOURCES, "golden")}
+    assert left == {clone.clone_source_name(live_uid), "users-own"}
