@@ -10,7 +10,9 @@ measured in one run, runs interleaved (the order alternates):
 - ``curl -T`` of the same file to a plain HTTP server on loopback that writes the body
   to a file (aiohttp, as the upload server; no TLS, no conversion);
 
-and the ratio (goal <= 1.3).
+and the ratio (goal <= 1.3). For where the time goes, a third case: the upload server
+alone (``python -m importer.uploadserver`` on loopback, the same TLS with a client
+certificate, no proxy, no cluster, no rebind), fed by the same ``requests`` stream.
 
     python bench/upload.py [--size 1G] [--runs 3]
 
@@ -115,6 +117,33 @@ def run_upload(image: Path, kube: object, cluster: Cluster, ns: str, name: str,
     return time.monotonic() - start
 
 
+def run_server_alone(image: Path, workdir: Path, size: str) -> float:
+    from tests.importer.test_uploadserver import Server
+
+    with tempfile.TemporaryDirectory(prefix="alone-", dir=workdir) as d:
+        server = Server(Path(d), size=size)
+        try:
+            class Body:
+                def __init__(self) -> None:
+                    self.fh = image.open("rb")
+
+                def __len__(self) -> int:
+                    return image.stat().st_size
+
+                def read(self, _n: int = -1) -> bytes:
+                    return self.fh.read(1 << 20)
+
+            subprocess.run(["sync"], check=True)
+            start = time.monotonic()
+            resp = server.post("/v1beta1/upload", Body())
+            took = time.monotonic() - start
+            if resp.status_code != 200 or server.wait() != 0:
+                raise RuntimeError(f"upload server alone: {resp.status_code} {resp.text}")
+            return took
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="1G", help="virtual size of the qcow2")
@@ -136,6 +165,7 @@ def main() -> None:
             sink.mkdir()
             ups: list[float] = []
             curls: list[float] = []
+            alone: list[float] = []
             with PlainServer(sink) as server:
                 for i in range(args.runs):
                     def up(i: int = i) -> None:
@@ -144,13 +174,20 @@ def main() -> None:
 
                     def cu() -> None:
                         curls.append(run_curl(images.qcow2, server))
-                    for fn in ((up, cu) if i % 2 == 0 else (cu, up)):
+
+                    def al() -> None:
+                        alone.append(run_server_alone(images.qcow2, Path(tmp), claim_size))
+                    for fn in ((up, cu, al) if i % 2 == 0 else (al, cu, up)):
                         fn()
             up_med, curl_med = statistics.median(ups), statistics.median(curls)
             q = images.qcow2.stat().st_size
             print(f"upload of a {human(size)} qcow2 ({human(q)} file), median of {args.runs}:")
             print(f"  curl -T to a plain server   {curl_med:7.2f} s   "
                   f"(runs {', '.join(f'{t:.2f}' for t in curls)})")
+            al_med = statistics.median(alone)
+            print(f"  upload server alone         {al_med:7.2f} s   "
+                  f"(runs {', '.join(f'{t:.2f}' for t in alone)})   ratio "
+                  f"{al_med / curl_med:.2f}")
             print(f"  rootdisk image-upload       {up_med:7.2f} s   "
                   f"(runs {', '.join(f'{t:.2f}' for t in ups)})   ratio "
                   f"{up_med / curl_med:.2f} (goal <= 1.3)")

@@ -29,7 +29,7 @@ import ssl
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,7 +205,7 @@ class UploadProxy:
                 timeout=aiohttp.ClientTimeout(total=None, sock_read=3600))
         try:
             async with self._session.request(
-                    request.method, url, data=request.content, headers=headers,
+                    request.method, url, data=_chunks(request.content), headers=headers,
                     ssl=client_ctx, server_hostname=f"{found.service}.{found.namespace}.svc",
                     ) as resp:
                 body = await resp.read()
@@ -214,6 +214,12 @@ class UploadProxy:
         except (aiohttp.ClientError, OSError) as err:
             return web.Response(status=502, text=f"forwarding to the upload server failed:"
                                 f" {err}\n")
+
+
+async def _chunks(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The body in pieces of up to 1 MiB: fewer, larger TLS writes to the server."""
+    async for chunk in content.iter_chunked(1 << 20):
+        yield chunk
 
 
 def ensure_tls(kube: Client, namespace: str, pod_ip: str) -> certs.KeyPair:

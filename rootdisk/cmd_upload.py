@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 EXIT_FAILED = 1
-POLL = 1.0
+POLL = 0.25
 CHUNK = 1024 * 1024
 PROXY_NAMESPACE = "rootdisk"
 PROXY_SERVICE = "cdi-uploadproxy"

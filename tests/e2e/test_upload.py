@@ -7,6 +7,7 @@ failure exits."""
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -73,10 +74,10 @@ def ready_proxy(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-def ready_dv(kube: Kube, ns: str, name: str, size: str = "64Mi") -> dict[str, Any]:
-    kube.create(kit.DVS, kit.datavolume(name, {"upload": {}}, size=size,
-                                        annotations={A + "storage.bind.immediate.requested": ""}),
-                ns)
+def ready_dv(kube: Kube, ns: str, name: str, size: str = "64Mi",
+             **annotations: str) -> dict[str, Any]:
+    kube.create(kit.DVS, kit.datavolume(name, {"upload": {}}, size=size, annotations={
+        A + "storage.bind.immediate.requested": "", **annotations}), ns)
     return kit.wait_dv(kube, ns, name, ("UploadReady", "Failed"), timeout=TIMEOUT)
 
 
@@ -149,6 +150,30 @@ def test_bad_tokens_are_refused_and_nothing_is_written(
     assert _post(ready_proxy, good, data).status_code == 200
     assert kit.wait_dv(kube, ns, "guarded", ("Succeeded", "Failed"),
                        timeout=TIMEOUT)["phase"] == "Succeeded"
+
+
+def test_qcow2_through_the_proxy_is_converted_while_it_arrives(
+        kube: Kube, ns: str, images: ImageFactory, ready_proxy: str) -> None:
+    """The proxy passes the length on, so the server spools the qcow2 and qemu-img reads
+    it through NBD as it arrives (route nbd-convert, from the kept pod's termination
+    message)."""
+    ready_dv(kube, ns, "kept", **{A + "storage.pod.retainAfterCompletion": "true"})
+    secret = kube.get(client.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
+    key = base64.b64decode(secret["data"]["private.pem"])
+    token = uploadtoken.issue(key_pem=key, namespace=ns, name="kept", now=int(time.time()))
+    image = images.get("qcow2")
+    assert _post(ready_proxy, token, image.path.read_bytes()).status_code == 200
+    assert kit.wait_dv(kube, ns, "kept", ("Succeeded", "Failed"),
+                       timeout=TIMEOUT)["phase"] == "Succeeded"
+    claim = kube.get(client.PVCS, "kept", ns)
+    assert compare(image.expected, kit.volume_path(kube, claim))
+    prime = claim["metadata"]["annotations"].get(A + "storage.populator.pvcPrime") or \
+        f"prime-{claim['metadata']['uid']}"
+    pod = kube.get(client.PODS, f"cdi-upload-{prime}", ns)
+    [state] = pod["status"]["containerStatuses"]
+    term = json.loads(state["state"]["terminated"]["message"])
+    assert term["reason"] == "Completed"
+    assert term["route"] == "nbd-convert", term
 
 
 def test_too_small_fails_with_the_reason(cluster: Cluster, kube: Kube, ns: str,
