@@ -111,10 +111,13 @@ def run_upload(image: Path, kube: object, cluster: Cluster, ns: str, name: str,
         raise RuntimeError(f"DataVolume {name}: {status}")
     subprocess.run(["sync"], check=True)
     start = time.monotonic()
-    subprocess.run([*rootdisk_argv(), "image-upload", "dv", name, "--no-create",
-                    "--image-path", str(image), "-n", ns, "--kubeconfig", cluster.kubeconfig],
-                   check=True, stderr=subprocess.DEVNULL)
-    return time.monotonic() - start
+    done = subprocess.run([*rootdisk_argv(), "image-upload", "dv", name, "--no-create",
+                           "--image-path", str(image), "-n", ns, "--kubeconfig",
+                           cluster.kubeconfig], stderr=subprocess.PIPE, text=True)
+    took = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"image-upload failed: {done.stderr[-2000:]}")
+    return took
 
 
 def run_server_alone(image: Path, workdir: Path, size: str) -> float:
