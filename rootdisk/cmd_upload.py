@@ -19,12 +19,14 @@ listen on host addresses, so that endpoint is reachable from the host).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
 import time
 from typing import Any
 
+logger = logging.getLogger(__name__)
 EXIT_FAILED = 1
 POLL = 0.25
 CHUNK = 1024 * 1024
@@ -218,6 +220,7 @@ def _upload(args: argparse.Namespace) -> int:
                 raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name} to"
                                    f" be ready for the upload ({detail}){hint}")
             time.sleep(POLL)
+        logger.info("%s %s/%s is ready for the upload", args.kind, ns, args.name)
         try:
             answer = client.request("POST", TOKEN_PATH.format(ns=ns), body={
                 "apiVersion": "upload.cdi.kubevirt.io/v1beta1", "kind": "UploadTokenRequest",
@@ -228,7 +231,9 @@ def _upload(args: argparse.Namespace) -> int:
         token = str(((answer or {}).get("status") or {}).get("token") or "")
         if not token:
             raise UploadFailed("upload token: the cluster answered without a token")
+        logger.info("upload token received")
         url = args.uploadproxy_url or _proxy_url(client, Kind)
+        logger.info("upload proxy: %s", url)
         verify: bool | str = not args.insecure
         ca_file = None
         if not args.insecure:
@@ -260,6 +265,7 @@ def _upload(args: argparse.Namespace) -> int:
                 os.unlink(ca_file.name)
         if resp.status_code != 200:
             raise UploadFailed(f"upload refused ({resp.status_code}): {resp.text.strip()}")
+        logger.info("upload accepted; waiting for %s %s/%s", args.kind, ns, args.name)
         while True:
             what, detail = state(kind=args.kind, obj=get_target())
             if what == "done":
