@@ -19,6 +19,7 @@ import base64
 import datetime as dt
 import logging
 import os
+import re
 import sys
 import tempfile
 import time
@@ -60,6 +61,9 @@ def status(code: int, message: str) -> web.Response:
                              status=code)
 
 
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def token_response(*, request_body: Any, namespace: str, key_pem: bytes,
                    now: int) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) for an UploadTokenRequest (pure)."""
@@ -69,6 +73,9 @@ def token_response(*, request_body: Any, namespace: str, key_pem: bytes,
     pvc = (request_body.get("spec") or {}).get("pvcName")
     if not isinstance(pvc, str) or not pvc:
         return 400, {"message": "spec.pvcName: the name of the claim to upload to is required"}
+    if len(pvc) > 253 or not _DNS_SUBDOMAIN.fullmatch(pvc):
+        return 400, {"message": f"spec.pvcName: {pvc[:80]!r} is not a valid claim name"
+                     " (lower-case letters, digits, '-' and '.')"}
     token = uploadtoken.issue(key_pem=key_pem, namespace=namespace, name=pvc, now=now)
     meta = dict(request_body.get("metadata") or {})
     meta["namespace"] = namespace

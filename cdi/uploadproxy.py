@@ -54,6 +54,8 @@ PATHS = tuple(f"/{v}/{p}" for v in ("v1beta1", "v1alpha1")
 BEARER = re.compile(r"(?i)^Bearer\s+([A-Za-z0-9\-._~+/]+=*)$")
 READY_WAIT = 10.0
 SERVER_PORT = 8443
+MAX_ANSWER = 64 * 1024
+"""Bytes of the upload server's answer passed back (it is a line of text)."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,7 @@ class UploadProxy:
                     request.method, url, data=_chunks(request.content), headers=headers,
                     ssl=client_ctx, server_hostname=f"{found.service}.{found.namespace}.svc",
                     ) as resp:
-                body = await resp.read()
+                body = await resp.content.read(MAX_ANSWER)
                 return web.Response(status=resp.status, body=body,
                                     content_type="text/plain")
         except (aiohttp.ClientError, OSError) as err:

@@ -68,12 +68,16 @@ def test_token_request_answers_a_token_for_the_named_claim() -> None:
 
 
 @pytest.mark.parametrize("body", [{"spec": {}}, {"spec": {"pvcName": ""}}, [],
-                                  {"kind": "Pod", "spec": {"pvcName": "x"}}])
+                                  {"kind": "Pod", "spec": {"pvcName": "x"}},
+                                  {"spec": {"pvcName": "../../secrets/x"}},
+                                  {"spec": {"pvcName": "Disk"}},
+                                  {"spec": {"pvcName": "a" * 254}},
+                                  {"spec": {"pvcName": 7}}])
 def test_token_request_without_a_claim_is_refused(body: Any) -> None:
     code, out = uploadapi.token_response(request_body=body, namespace="ns", key_pem=KEY,
                                          now=NOW)
     assert code == 400
-    assert "UploadTokenRequest" in out["message"] or "spec.pvcName" in out["message"]
+    assert "UploadTokenRequest" in out["message"] or out["message"].startswith("spec.pvcName")
 
 
 # -- the proxy's routing ----------------------------------------------------------------------
