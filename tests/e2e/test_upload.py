@@ -113,6 +113,16 @@ def test_upload_raw_into_a_pvc(cluster: Cluster, kube: Kube, ns: str, images: Im
     assert allocated_bytes(path) < 64 * 2**20
 
 
+def test_upload_qcow2_into_a_block_volume(cluster: Cluster, kube: Kube, ns: str,
+                                          images: ImageFactory, ready_proxy: str) -> None:
+    image = images.get("qcow2")
+    assert upload(cluster, "dv", "blk", "--image-path", str(image.path), "--size", "64Mi",
+                  "--block-volume", "-n", ns) == 0
+    claim = kube.get(client.PVCS, "blk", ns)
+    assert claim["spec"]["volumeMode"] == "Block"
+    assert compare(image.expected, kit.volume_path(kube, claim))
+
+
 def _post(url: str, token: str, data: bytes) -> requests.Response:
     return requests.post(f"{url}/v1beta1/upload", data=data, verify=PROXY_CA["path"],
                          headers={"Authorization": f"Bearer {token}"}, timeout=60)
