@@ -14,7 +14,6 @@ import pytest
 from localcluster.cluster import Cluster, ClusterError, is_running
 from localcluster.kube import client
 from localcluster.kube.client import Kube
-from localcluster.storage import system
 from tests.localcluster.clusterkit import (
     TESTBOX,
     claim_volume,
@@ -28,15 +27,9 @@ from tests.localcluster.clusterkit import (
     wait_for,
     wait_phase,
 )
+from tests.localcluster.storage.conftest import leftovers, settled_leftovers
 
 pytestmark = [needs_root, pytest.mark.slow]
-
-
-def leftovers(data_dir: str) -> tuple[list[str], list[str]]:
-    root = os.path.realpath(data_dir) + os.sep
-    mounts = [p for p in system.mounted_paths() if p.startswith(root)]
-    loops = [d.name for d in system.list_loop_devices() if d.backing_file.startswith(root)]
-    return mounts, loops
 
 
 def test_second_start_on_the_same_data_dir_is_refused(tmp_path) -> None:
@@ -46,7 +39,7 @@ def test_second_start_on_the_same_data_dir_is_refused(tmp_path) -> None:
             second.start()
         assert is_running(str(tmp_path))
     assert not is_running(str(tmp_path))
-    assert leftovers(str(tmp_path)) == ([], [])
+    assert settled_leftovers(str(tmp_path)) == ([], [])
 
 
 def test_volume_data_survives_down_and_up(tmp_path) -> None:
@@ -58,7 +51,7 @@ def test_volume_data_survives_down_and_up(tmp_path) -> None:
                                      volumes=[claim_volume("d", "keep")],
                                      mounts=[{"name": "d", "mountPath": "/data"}]), "default")
         wait_phase(kube, client.PODS, "writer", "Succeeded")
-    assert leftovers(str(tmp_path)) == ([], [])
+    assert settled_leftovers(str(tmp_path)) == ([], [])
     with running(str(tmp_path)) as c:
         kube = c.kube
         assert kube is not None
@@ -111,7 +104,7 @@ def test_rootdisk_up_and_down(tmp_path) -> None:
         assert proc.wait(30) == 0
     finally:
         _reap(proc)
-    assert leftovers(data_dir) == ([], [])
+    assert settled_leftovers(data_dir) == ([], [])
     down = subprocess.run([sys.executable, "-m", "rootdisk", "down", "--data-dir", data_dir],
                           capture_output=True, text=True, timeout=60, check=False)
     assert down.returncode == 1 and "no cluster is running" in down.stderr
@@ -146,7 +139,7 @@ def test_killed_run_leaves_nothing_after_the_next_start(tmp_path) -> None:
         assert kube is not None
         # The pod runs again on the same volume, whose data survived the kill.
         wait_for(lambda: "lines: 2" in try_logs(kube, "busy"), what="pod rerun")
-    assert leftovers(data_dir) == ([], [])
+    assert settled_leftovers(data_dir) == ([], [])
 
 
 def test_missing_programs_are_named(tmp_path, monkeypatch) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -34,13 +35,25 @@ def leftovers(root: str) -> tuple[list[str], list[str]]:
     return mounts, loops
 
 
+def settled_leftovers(root: str, *, timeout: float = 10.0) -> tuple[list[str], list[str]]:
+    """:func:`leftovers` once none are left or ``timeout`` has passed. The kernel clears an
+    auto-clear loop device after its last close, asynchronously: on a busy machine that
+    can trail the umount by a moment."""
+    deadline = time.monotonic() + timeout
+    found = leftovers(root)
+    while found != ([], []) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = leftovers(root)
+    return found
+
+
 @pytest.fixture
 def data_dir(tmp_path: os.PathLike[str]) -> Iterator[str]:
     skip_unless_volumes_can_be_made()
     path = str(tmp_path)
     yield path
     VolumeManager(path).cleanup()
-    assert leftovers(path) == ([], [])
+    assert settled_leftovers(path) == ([], [])
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from localcluster.storage.volumes import (
     VolumeManager,
     round_capacity,
 )
-from tests.localcluster.storage.conftest import leftovers
+from tests.localcluster.storage.conftest import leftovers, settled_leftovers
 
 
 def avail_fraction(path: str, size: int) -> float:
@@ -181,7 +181,7 @@ def test_data_survives_stop_and_start(data_dir: str) -> None:
             fh.write(b"blockdata")
     finally:
         mgr.stop()
-    assert leftovers(data_dir) == ([], [])
+    assert settled_leftovers(data_dir) == ([], [])
     again = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
     again.start()
     try:
@@ -220,4 +220,4 @@ def test_killed_process_leaves_nothing_after_next_start(data_dir: str) -> None:
         assert {v.name for v in mgr.list()} == {"a", "b", "c"}
     finally:
         mgr.stop()
-    assert leftovers(data_dir) == ([], [])
+    assert settled_leftovers(data_dir) == ([], [])
