@@ -18,10 +18,13 @@ from kubeclient import Resource as Kind
 
 logger = logging.getLogger(__name__)
 
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""Accept header for an object's metadata without its body (a Secret without its data)."""
+
 __all__ = ["CDICONFIGS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "DATAVOLUMES",
-           "EVENTS", "IMPORT_SOURCES", "LEASES", "PVCS", "SECRETS", "STORAGECLASSES",
-           "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS", "Client", "Kind", "KubeError", "Obj",
-           "load_configuration"]
+           "EVENTS", "IMPORT_SOURCES", "LEASES", "METADATA_ONLY", "PVCS", "SECRETS",
+           "STORAGECLASSES", "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS", "Client", "Kind",
+           "KubeError", "Obj", "load_configuration"]
 
 DATAVOLUMES = Kind(api.GROUP, api.VERSION, "datavolumes")
 IMPORT_SOURCES = Kind(api.GROUP, api.VERSION, "volumeimportsources")
@@ -89,8 +92,18 @@ class Client(kubeclient.Client):
         return bool(((out or {}).get("status") or {}).get("allowed"))
 
     def exists(self, kind: str, name: str, namespace: str) -> bool:
+        """Whether the Secret or ConfigMap exists, read as metadata only: the webhook
+        never holds a Secret's data (the server falls back to the whole object only if
+        it does not serve PartialObjectMetadata)."""
         target = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS}[kind]
-        return self.get(target, name, namespace) is not None
+        try:
+            self.request("GET", target.path(namespace, name),
+                         accept=f"{METADATA_ONLY},application/json")
+        except KubeError as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
     def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
               component: str = "rootdisk-cdi") -> None:

@@ -23,7 +23,6 @@ FS, BLOCK = "Filesystem", "Block"
 class Capabilities:
     claim_property_sets: tuple[tuple[str, str], ...]  # (access mode, volume mode), preferred first
     clone_strategy: str | None = None
-    minimum_pvc_size: str | None = None
 
 
 CAPABILITIES: Mapping[str, Capabilities] = {
@@ -47,6 +46,34 @@ CAPABILITIES: Mapping[str, Capabilities] = {
     "nfs.csi.k8s.io": Capabilities(((RWX, FS),), "copy"),
     "csi.trident.netapp.io": Capabilities(((RWX, FS), (RWO, FS)), "csi-clone"),
 }
+
+
+MINIMUM_PVC_SIZE: Mapping[str, str] = {
+    # Volumes these refuse below a size (the claim would stay Pending for ever), keyed as
+    # upstream keys them: the provisioner, narrowed by the class's disk type.
+    "ebs.csi.aws.com/io1": "4Gi",
+    "ebs.csi.aws.com/io2": "4Gi",
+    "ebs.csi.aws.com/gp": "1Gi",
+    "pd.csi.storage.gke.io/hyperdisk": "4Gi",
+}
+"""Upstream's minimum supported sizes (AWS io1/io2 and gp2/gp3, GCE Hyperdisk Balanced)."""
+
+_DISK_TYPES: Mapping[str, Mapping[str, str]] = {
+    "ebs.csi.aws.com": {"io1": "io1", "io2": "io2", "gp2": "gp", "gp3": "gp"},
+    "pd.csi.storage.gke.io": {"hyperdisk-balanced": "hyperdisk",
+                              "hyperdisk-balanced-high-availability": "hyperdisk"},
+}
+
+
+def provisioner_key(storage_class: Mapping[str, Any]) -> str:
+    """The provisioner, or ``provisioner/<kind>`` where the class's ``type`` parameter
+    picks a disk kind with limits of its own (EBS io1/io2/gp, GCE Hyperdisk)."""
+    provisioner = str(storage_class.get("provisioner") or "")
+    kinds = _DISK_TYPES.get(provisioner)
+    disk = str((storage_class.get("parameters") or {}).get("type") or "")
+    if kinds and disk in kinds:
+        return f"{provisioner}/{kinds[disk]}"
+    return provisioner
 
 
 def compute_status(
@@ -80,9 +107,10 @@ def compute_status(
     return status
 
 
-def minimum_size_annotation(*, provisioner: str, annotations: Mapping[str, str]) -> str | None:
-    """The minimum PVC size annotation to add to a profile, if the table knows one."""
-    caps = CAPABILITIES.get(provisioner)
-    if caps is None or caps.minimum_pvc_size is None or api.MINIMUM_PVC_SIZE in annotations:
+def minimum_size_annotation(*, storage_class: Mapping[str, Any],
+                            annotations: Mapping[str, str]) -> str | None:
+    """The minimum PVC size annotation to add to a profile: from the table, unless the
+    profile has one already (an administrator's value is kept)."""
+    if api.MINIMUM_PVC_SIZE in annotations:
         return None
-    return caps.minimum_pvc_size
+    return MINIMUM_PVC_SIZE.get(provisioner_key(storage_class))

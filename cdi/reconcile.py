@@ -111,7 +111,9 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
                 logger.debug("datavolume %s/%s changed meanwhile (%s)", namespace, name, err)
                 return previous
             raise
+        src = clone.pvc_source(dv) or clone.data_source_ref(dv)
         for event in events_for(previous=previous, observed=observed, claim_name=name,
+                                clone=(src.namespace, src.name, namespace) if src else None,
                                 upload=source_kind(dv) == "upload"):
             client.event(dv, type_=event.type, reason=event.reason, message=event.message)
         if observed.phase != previous:
@@ -338,8 +340,7 @@ def reconcile_profile(client: Client, name: str) -> Obj | None:
             return None
     status = profiles.compute_status(storage_class=storage_class, spec=profile.get("spec"))
     minimum = profiles.minimum_size_annotation(
-        provisioner=str(storage_class.get("provisioner") or ""),
-        annotations=profile["metadata"].get("annotations") or {})
+        storage_class=storage_class, annotations=profile["metadata"].get("annotations") or {})
     if minimum is not None:
         profile = client.patch(STORAGEPROFILES, name, {
             "metadata": {"annotations": {api.MINIMUM_PVC_SIZE: minimum}}})

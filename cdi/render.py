@@ -3,9 +3,9 @@
 The target PVC is named like the DataVolume and owned by it; its ``dataSourceRef`` points
 at a VolumeImportSource ``volume-import-source-<dv uid>``, so the storage provisioner
 leaves it to the import populator. ``spec.pvc`` is used as written. ``spec.storage`` is
-completed from the class's StorageProfile (access modes, volume mode) and, on
-Filesystem, inflated by the filesystem overhead so that the image fits, then raised to
-the profile's minimum supported size.
+completed from the class's StorageProfile (access modes, volume mode), raised to the
+profile's minimum supported size and then, on Filesystem, inflated by the filesystem
+overhead so that the image fits (current upstream's order).
 """
 
 from __future__ import annotations
@@ -209,13 +209,15 @@ def _complete_storage(
     except ValueError as err:
         raise RenderError("ErrClaimNotValid",
                           f"spec.storage.resources.requests.storage: {err}") from None
-    new_size = required_space(size=size, overhead=overhead) if overhead else size
     minimum = (((profile or {}).get("metadata") or {}).get("annotations") or {}).get(
         api.MINIMUM_PVC_SIZE)
+    wanted = size
     if minimum:
         # a bad annotation is the profile's problem, not this claim's
         with contextlib.suppress(ValueError):
-            new_size = max(new_size, parse_bytes(minimum))
+            wanted = max(size, parse_bytes(minimum))
+    # as current upstream: the minimum first, the overhead on top (the image still fits)
+    new_size = required_space(size=wanted, overhead=overhead) if overhead else wanted
     if new_size != size:
         requests["storage"] = str(new_size)
     out["resources"] = {**(out.get("resources") or {}), "requests": requests}

@@ -126,12 +126,23 @@ def _upload(anns: Mapping[str, str], pod_phase: str | None, restarts: int,
 
 
 def events_for(*, previous: str | None, observed: Observed, claim_name: str,
+               clone: tuple[str, str, str] | None = None,
                upload: bool = False) -> list[Event]:
-    """Events announcing a phase change (none when the phase did not change)."""
+    """Events announcing a phase change (none when the phase did not change). ``clone``:
+    (source namespace, source name, target namespace) of a clone DataVolume, whose end
+    is told as upstream tells it (CloneSucceeded / CloneFailed)."""
     if previous == observed.phase:
         return []
     if upload:
         return _upload_events(observed, claim_name)
+    if clone is not None and observed.phase == api.SUCCEEDED:
+        return [Event("Normal", "CloneSucceeded", f"Successfully cloned from {clone[0]}/"
+                      f"{clone[1]} into {clone[2]}/{claim_name}")]
+    if clone is not None and observed.phase == api.FAILED:
+        reason, message = observed.running[1], observed.running[2]
+        detail = f": {reason}: {message}" if message else ""
+        return [Event("Warning", "CloneFailed", f"Cloning from {clone[0]}/{clone[1]} into "
+                      f"{clone[2]}/{claim_name} failed{detail}")]
     if observed.phase == api.CLONE_SCHEDULED:
         return [Event("Normal", "CloneScheduled", f"Cloning into {claim_name} scheduled")]
     if observed.phase == api.CLONE_IN_PROGRESS:

@@ -25,6 +25,11 @@ FILESYSTEM_DEST = Path("/data/disk.img")
 BLOCK_DEST = Path("/dev/cdi-block-volume")
 TERMINATION_LOG = Path("/dev/termination-log")
 METRICS_PORT = 8443
+SECRET_HEADERS_DIR = Path("/extraheaders")
+"""Where upstream's pod mounts the Secrets of ``secretExtraHeaders`` (one per directory,
+``/extraheaders/<index>``); ``IMPORTER_SECRET_EXTRA_HEADERS_DIR`` moves it (rootdisk)."""
+MAX_HEADER_BYTES = 8 * 1024
+"""Largest header file read from a Secret (a server refuses longer header lines anyway)."""
 
 
 class SourceKind(StrEnum):
@@ -161,7 +166,8 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         insecure_tls=_bool(env, "INSECURE_TLS"),
         access_key_id=env.get("IMPORTER_ACCESS_KEY_ID") or None,
         secret_key=env.get("IMPORTER_SECRET_KEY") or None,
-        extra_headers=_env_headers(env),
+        extra_headers=_env_headers(env) + secret_headers(
+            Path(env.get("IMPORTER_SECRET_EXTRA_HEADERS_DIR") or SECRET_HEADERS_DIR)),
         s3_endpoint=env.get("IMPORTER_S3_ENDPOINT") or None,
         filesystem_overhead=_overhead(env.get("FILESYSTEM_OVERHEAD", ""), "FILESYSTEM_OVERHEAD"),
         preallocation=_bool(env, "PREALLOCATION"),
@@ -193,6 +199,41 @@ def parse_header(text: str, *, field_name: str) -> tuple[str, str]:
     if "\n" in value or "\r" in value:
         raise ConfigError(f"{field_name}: header {name!r} has a line break in its value")
     return name.strip(), value.strip()
+
+
+def secret_headers(root: Path) -> tuple[tuple[str, str], ...]:
+    """The headers of ``secretExtraHeaders``: every file under ``root`` holds one
+    ``Name: value`` header (each key of each mounted Secret). Entries whose name starts
+    with a dot are skipped (the kubelet's ``..data`` link and its timestamped directory;
+    the keys are links through them). Errors name the file, never its content."""
+    if not root.is_dir():
+        return ()
+    found: list[tuple[str, str]] = []
+    for top, dirs, files in os.walk(root):
+        dirs[:] = sorted((d for d in dirs if not d.startswith(".")), key=lambda d: (len(d), d))
+        for name in sorted(f for f in files if not f.startswith(".")):
+            path = Path(top, name)
+            where = f"secretExtraHeaders ({path})"
+            try:
+                with path.open("rb") as fh:
+                    raw = fh.read(MAX_HEADER_BYTES + 1)
+            except OSError as err:
+                raise ConfigError(f"{where}: cannot be read: {err.strerror}") from None
+            if len(raw) > MAX_HEADER_BYTES:
+                raise ConfigError(f"{where}: longer than {MAX_HEADER_BYTES} bytes")
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise ConfigError(f"{where}: not UTF-8 text") from None
+            header_name, sep, value = text.partition(":")
+            if not sep or not header_name.strip() or any(
+                    c in header_name for c in " \t\r\n"):
+                raise ConfigError(f"{where}: not a 'Name: value' header")
+            if any(c in value for c in "\r\n\0"):
+                raise ConfigError(f"{where}: header {header_name!r} has a line break or NUL"
+                                  " in its value")
+            found.append((header_name, value.strip()))
+    return tuple(found)
 
 
 def parse_size(text: str, *, field_name: str) -> int:

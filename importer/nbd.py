@@ -24,15 +24,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from importer import children
 from importer.config import ImporterConfig, SourceKind
 from importer.errors import ImporterError, TransferError
-from importer.rangeproxy import RangeProxy
 from importer.sources import open_source
 from importer.sources.base import Source
 from importer.sources.http import USER_AGENT, ca_bundle
+
+if TYPE_CHECKING:
+    from importer.rangeproxy import RangeProxy
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT = 15.0
@@ -112,6 +115,8 @@ def export(source: Source, config: ImporterConfig, *, size: int, workdir: Path,
         except _StartFailed as err:
             logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
                         " importer", err)
+    from importer.rangeproxy import RangeProxy  # its HTTP server: only this route needs it
+
     fetch, close_sources = _fetcher(source, config, on_fetch)
     try:
         with RangeProxy(fetch, size=size) as proxy:

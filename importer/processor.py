@@ -21,11 +21,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zstandard
 
-from importer import nbd, plan
+from importer import plan
 from importer.config import ImporterConfig, SourceKind
 from importer.errors import (
     ChecksumMismatch,
@@ -60,6 +60,9 @@ from importer.writers import (
     wipe,
     zero_device,
 )
+
+if TYPE_CHECKING:
+    from importer import nbd
 
 logger = logging.getLogger(__name__)
 SCRATCH_MOUNT = Path("/scratch")
@@ -125,7 +128,7 @@ class Planned:
 
 
 Step = Callable[[Planned], Phase]
-Exporter = Callable[..., AbstractContextManager[nbd.Export]]
+Exporter = Callable[..., AbstractContextManager["nbd.Export"]]
 
 
 class Processor:
@@ -135,12 +138,14 @@ class Processor:
 
     def __init__(self, config: ImporterConfig, source: Source, progress: Progress, *,
                  watchdog: Watchdog | None = None, qemu: QemuImg | None = None,
-                 exporter: Exporter = nbd.export,
+                 exporter: Exporter | None = None,
                  statvfs: Callable[[Path], os.statvfs_result] = os.statvfs) -> None:
         self.config = config
         self.watchdog = watchdog
         self.qemu: QemuImg = qemu if qemu is not None else SubprocessQemuImg()
         self.exporter = exporter
+        """None: the real NBD export, imported when the nbd route runs (it pulls in the
+        HTTP client; a blank or streamed import starts faster without it)."""
         self.statvfs = statvfs
         self.visited: list[Phase] = []
         self.source = source
@@ -335,8 +340,11 @@ class Processor:
 
     def nbd_convert(self, planned: Planned) -> Phase:
         assert planned.probe is not None and planned.probe.size is not None and planned.image
+        from importer import nbd  # only this route needs it (and the HTTP client)
+
+        exporter = self.exporter or nbd.export
         with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
-                self.exporter(self.source, self.config, size=planned.probe.size,
+                exporter(self.source, self.config, size=planned.probe.size,
                               workdir=Path(workdir), on_fetch=self._fetched_by_proxy) as export:
             # nbdkit's curl plugin fetches the direct route's bytes: its reads count.
             counter = nbd.read_counter(export.reads_log) if export.reads_log else None

@@ -15,7 +15,6 @@ A source failure is kept (``failure``) so the importer reports the real reason
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import re
 import secrets
@@ -40,7 +39,8 @@ def _return_blocks_to_the_system() -> None:
     glibc raises its mmap threshold and keeps later blocks in its heaps, where freed
     ones stay counted against the pod. A fixed 1 MiB threshold makes each block its own
     mapping, handed back when freed."""
-    ctypes.CDLL(ctypes.util.find_library("c")).mallopt(_M_MMAP_THRESHOLD, 1024 * 1024)
+    # libc is among the process's own symbols: no `ldconfig -p` run to find it.
+    ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1024 * 1024)
 
 
 class RangeProxy:

@@ -135,9 +135,11 @@ class Client:
 
     def request(self, method: str, path: str, *, body: Any = None,
                 query: Mapping[str, Any] | None = None, content_type: str | None = None,
-                timeout: float | tuple[float, float] | None = TIMEOUT) -> Any:
-        """One call; the decoded JSON answer (None when empty), or :class:`KubeError`."""
-        headers = {"Accept": "application/json"}
+                timeout: float | tuple[float, float] | None = TIMEOUT,
+                accept: str = "application/json") -> Any:
+        """One call; the decoded JSON answer (None when empty), or :class:`KubeError`.
+        ``accept`` asks for another representation (``as=PartialObjectMetadata``...)."""
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         try:

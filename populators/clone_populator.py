@@ -1,47 +1,40 @@
 """The clone populator: VolumeCloneSource → PVC' filled from the source claim.
 
 On the same twin-PVC base as the import populator (:mod:`populators.flow`); what
-differs comes through its hooks and through :class:`CloneReconciler`'s observation:
+differs comes through its hooks and through :class:`CloneReconciler`:
 
-- PVC' lives in the **source** namespace (upstream's ``tmp-pvc`` does too): the source
-  claim can only be mounted, or named as a ``dataSource``, from there; the rebind then
-  hands PVC''s volume to the target across namespaces;
-- the strategy (:mod:`populators.clone_strategy`): ``csi-clone`` gives PVC' a
-  ``dataSource`` naming the source claim, and the storage fills it (no pod);
-  ``copy`` runs the cloner pod (``python -m importer.cloner``) that mounts the source
-  read-only and PVC' read-write;
-- a source that a running pod writes to is not read (``CloneSourceInUse``).
+- the strategy (:mod:`populators.clone_strategy`), chosen when PVC' is made and kept on
+  the target: ``csi-clone`` gives PVC' a ``dataSource`` naming the source claim and the
+  storage fills it (no pod); PVC' then lives in the **source** namespace (upstream's
+  ``tmp-pvc`` does too: a claim may only name a claim of its own namespace) and the
+  rebind hands its volume across. ``copy`` (host-assisted) keeps PVC' in the **target**
+  namespace, as upstream's host clone does, and fills it with two pods
+  (:mod:`populators.clone_pods`): the flow's pod receives, a source pod in the source
+  namespace streams to it over mutual TLS with a per-clone CA;
+- a source that a running pod writes to is not read (``CloneSourceInUse``);
+- a source pod that fails for good fails the clone with its reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 from typing import Any
 
-from populators import clone_strategy, names
+from pki.certs import paired_tls
+from populators import clone_pods, clone_strategy, flow, names, podstate
 from populators.cdiconfig import CdiConfig
-from populators.claims import Obj, annots, meta, spec
+from populators.claims import Obj, annots, meta, owner_ref, phase, spec
 from populators.flow import Emit, Observed, SourceError
-from populators.importer_pod import (
-    BLOCK_DEVICE,
-    DATA_DIR,
-    DATA_VOLUME,
-    METRICS_PORT,
-    QEMU_UID,
-    TERMINATION_LOG,
-    Settings,
-    restricted_container_security,
-)
+from populators.importer_pod import Settings
 from populators.reconcile import Reconciler
 
 logger = logging.getLogger(__name__)
 
 CLONE_METRIC = "kubevirt_cdi_clone_progress_total"
-SOURCE_VOLUME = "cdi-clone-source"
-SOURCE_DIR = "/source"
-SOURCE_DEVICE = "/dev/cdi-clone-source"
-CLONER_IMAGE = "rootdisk/cloner"
+TLS_VALIDITY = datetime.timedelta(days=7)
+"""The per-clone certificates' lifetime: longer than any clone, short for a leaked key."""
 SOURCE_CLAIM_KEY = "_sourceClaim"
 """Where :class:`CloneReconciler` puts the source claim it read beside the
 VolumeCloneSource it hands to the hooks (never written to the API)."""
@@ -68,7 +61,9 @@ class ClonePopulator:
         return str(ref.get("namespace") or meta(target).get("namespace"))
 
     def prime_namespace(self, target: Obj) -> str:
-        return self.source_namespace(target)
+        if annots(target).get(names.CLONE_STRATEGY) == clone_strategy.CSI_CLONE:
+            return self.source_namespace(target)
+        return str(meta(target).get("namespace"))
 
     def pod_name(self, prime: str) -> str:
         return names.cloner_pod_name(prime)
@@ -79,89 +74,15 @@ class ClonePopulator:
 
     def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
             settings: Settings, previous_restarts: int) -> dict[str, Any]:
-        claim = source.get(SOURCE_CLAIM_KEY)
-        if not isinstance(claim, dict):
+        if annots(target).get(names.CLONE_STRATEGY) == clone_strategy.CSI_CLONE:
+            return clone_pods.render_grow_pod(target=target, prime=prime, config=config,
+                                              settings=settings,
+                                              previous_restarts=previous_restarts)
+        if not isinstance(source.get(SOURCE_CLAIM_KEY), dict):
             raise SourceError("the source claim is gone")
-        return render_pod(target=target, prime=prime, source_claim=claim, config=config,
-                          settings=settings, previous_restarts=previous_restarts)
-
-
-def render_pod(*, target: Obj, prime: Obj, source_claim: Obj, config: CdiConfig,
-               settings: Settings, previous_restarts: int = 0) -> dict[str, Any]:
-    """The cloner pod: source claim read-only, PVC' read-write, confined as the importer."""
-    pm, ps = meta(prime), spec(prime)
-    block = ps.get("volumeMode") == "Block"
-    source_block = spec(source_claim).get("volumeMode") == "Block"
-    size = ((ps.get("resources") or {}).get("requests") or {}).get("storage", "")
-    env = [
-        {"name": "CLONER_SOURCE",
-         "value": SOURCE_DEVICE if source_block else f"{SOURCE_DIR}/disk.img"},
-        {"name": "CLONER_TARGET", "value": BLOCK_DEVICE if block else f"{DATA_DIR}/disk.img"},
-        {"name": "IMPORTER_IMAGE_SIZE", "value": str(size)},
-        {"name": "FILESYSTEM_OVERHEAD",
-         "value": config.overhead(storage_class=ps.get("storageClassName"), block=block)},
-        {"name": "OWNER_UID", "value": str(meta(target).get("uid"))},
-        {"name": "PREALLOCATION", "value": "false"},
-        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-    ]
-    container: dict[str, Any] = {
-        "name": "cloner",
-        "image": settings.image.replace("importer", "cloner") or CLONER_IMAGE,
-        "imagePullPolicy": settings.pull_policy,
-        "env": env,
-        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        "terminationMessagePath": TERMINATION_LOG,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": restricted_container_security(),
-    }
-    if config.resources:
-        container["resources"] = {k: dict(v) for k, v in config.resources.items()}
-    mounts: list[dict[str, Any]] = []
-    devices: list[dict[str, Any]] = []
-    (devices if block else mounts).append(
-        {"name": DATA_VOLUME, **({"devicePath": BLOCK_DEVICE} if block
-                                 else {"mountPath": DATA_DIR})})
-    if source_block:
-        devices.append({"name": SOURCE_VOLUME, "devicePath": SOURCE_DEVICE})
-    else:
-        mounts.append({"name": SOURCE_VOLUME, "mountPath": SOURCE_DIR, "readOnly": True})
-    if mounts:
-        container["volumeMounts"] = mounts
-    if devices:
-        container["volumeDevices"] = devices
-    annotations = {names.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
-    if previous_restarts:
-        annotations[names.PREVIOUS_RESTARTS] = str(previous_restarts)
-    pod_spec: dict[str, Any] = {
-        "containers": [container],
-        "restartPolicy": "OnFailure",
-        "volumes": [
-            {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": pm.get("name"),
-                                                            "readOnly": False}},
-            {"name": SOURCE_VOLUME, "persistentVolumeClaim": {
-                "claimName": meta(source_claim).get("name"), "readOnly": True}},
-        ],
-        "enableServiceLinks": False,
-        "securityContext": {"fsGroup": QEMU_UID, "runAsNonRoot": True,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-    }
-    node = annots(prime).get(names.SELECTED_NODE)
-    if node:
-        pod_spec["nodeName"] = node
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": names.cloner_pod_name(str(pm.get("name"))),
-            "namespace": pm.get("namespace"),
-            "labels": {names.APP_LABEL: names.APP_VALUE, names.COMPONENT_LABEL: "cloner",
-                       names.PROMETHEUS_LABEL: "true"},
-            "annotations": annotations,
-            "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                 "name": pm.get("name"), "uid": pm.get("uid"),
-                                 "controller": True, "blockOwnerDeletion": True}],
-        },
-        "spec": pod_spec,
-    }
+        return clone_pods.render_target_pod(target=target, prime=prime, config=config,
+                                            settings=settings,
+                                            previous_restarts=previous_restarts)
 
 
 class CloneReconciler(Reconciler):
@@ -191,7 +112,10 @@ class CloneReconciler(Reconciler):
         sclass = self.kube.storage_class(str(sclass_name)) if sclass_name else None
         if base.prime is not None:  # chosen when PVC' was made
             return dataclasses.replace(base, source=source,
-                                       source_busy=self._busy(ns, claim_name, base))
+                                       source_busy=self._busy(ns, claim_name, base),
+                                       helper_failed=self._source_failed(target, base),
+                                       prime_needs_pod=clone_strategy.needs_growing(
+                                           source=claim, target=target))
         choice = clone_strategy.choose(
             override=spec(config).get("cloneStrategyOverride"),
             profile_strategy=((profile or {}).get("status") or {}).get("cloneStrategy"),
@@ -217,3 +141,121 @@ class CloneReconciler(Reconciler):
             return ""
         return (f"pod(s) {', '.join(users)} write to clone source {ns}/{claim_name};"
                 " the clone waits for them")
+
+    # -- the host-assisted copy's source side --------------------------------------------
+
+    def _source_pod(self, target: Obj) -> Obj | None:
+        pod = self.kube.pod(self.populator.source_namespace(target),
+                            names.clone_source_pod_name(str(meta(target).get("uid"))))
+        return pod if clone_pods.ours(pod, target) else None
+
+    def _source_failed(self, target: Obj, base: Observed) -> tuple[str, str] | None:
+        if annots(target).get(names.CLONE_STRATEGY) != clone_strategy.COPY:
+            return None
+        pod = self._source_pod(target)
+        if pod is None:
+            return None
+        view = podstate.view(pod, retry_limit=base.config.retry_limit)
+        return (view.reason, f"clone source: {view.message}") if view.state.gives_up else None
+
+    def _apply(self, target: Obj, action: flow.Action) -> None:
+        if isinstance(action, flow.CreatePod) and annots(target).get(
+                names.CLONE_STRATEGY) == clone_strategy.COPY:
+            self._ensure_tls(target)
+        super()._apply(target, action)
+
+    def _ensure_tls(self, target: Obj) -> None:
+        """Both halves of the clone's TLS material, from one fresh CA, before the target
+        pod that needs them (a half-made pair is replaced whole)."""
+        uid = str(meta(target).get("uid"))
+        tns = str(meta(target).get("namespace"))
+        sns = self.populator.source_namespace(target)
+        tname, sname = names.clone_secret_names(uid)
+        have_t, have_s = self.kube.secret(tns, tname), self.kube.secret(sns, sname)
+        if clone_pods.secrets_match(have_t, have_s):
+            return
+        for ns, have in ((tns, have_t), (sns, have_s)):
+            if have is not None and clone_pods.ours(have, target):
+                self.kube.delete_secret(ns, str(meta(have).get("name")),
+                                        str(meta(have).get("uid")))
+        source_pod = self._source_pod(target)
+        if source_pod is not None:  # it holds the old material
+            self.kube.delete_pod(sns, str(meta(source_pod).get("name")),
+                                 str(meta(source_pod).get("uid")))
+        prime = self.kube.claim(tns, names.prime_name(uid))
+        vcs = self.kube.custom(names.CDI_GROUP, names.CDI_VERSION, self.populator.plural, sns,
+                               str(spec(target).get("dataSourceRef", {}).get("name")))
+        if prime is None or vcs is None:
+            return
+        pair = paired_tls(server_name=clone_pods.SERVER_NAME,
+                          client_name=clone_pods.CLIENT_NAME,
+                          now=datetime.datetime.now(datetime.UTC), validity=TLS_VALIDITY)
+        self.kube.create_secret(clone_pods.render_secret(
+            name=tname, namespace=tns, ca=pair.server.ca, cert=pair.server.cert,
+            key=pair.server.key, fingerprint=pair.fingerprint, target=target,
+            owner=owner_ref(prime, kind="PersistentVolumeClaim")))
+        self.kube.create_secret(clone_pods.render_secret(
+            name=sname, namespace=sns, ca=pair.client.ca, cert=pair.client.cert,
+            key=pair.client.key, fingerprint=pair.fingerprint, target=target,
+            owner=owner_ref(vcs, kind="VolumeCloneSource",
+                            api_version=f"{names.CDI_GROUP}/{names.CDI_VERSION}")))
+        logger.info("%s/%s: made the clone's TLS Secrets %s, %s/%s", tns,
+                    meta(target).get("name"), tname, sns, sname)
+
+    def _after(self, target: Obj, observed: Observed, plan: flow.Plan) -> None:
+        if annots(target).get(names.CLONE_STRATEGY) != clone_strategy.COPY:
+            return
+        ann = dict(annots(target))
+        for action in plan.actions:
+            if isinstance(action, flow.Annotate):
+                ann.update(action.changes)
+        finished = bool(meta(target).get("deletionTimestamp")) or phase(target) == "Bound" \
+            or ann.get(names.POD_PHASE) in (names.SUCCEEDED, names.FAILED)
+        if finished and not meta(target).get("deletionTimestamp") and ann.get(
+                names.RETAIN_AFTER_COMPLETION) == "true":
+            return  # kept for inspection, as the flow keeps the target pod and PVC'
+
+        source_pod = self._source_pod(target)
+        target_pod = observed.pod
+        if any(isinstance(a, flow.DeletePod) for a in plan.actions):
+            target_pod = None
+        step = clone_pods.source_step(finished=finished, target_pod=target_pod,
+                                      source_pod=source_pod)
+        if step.delete_pod and source_pod is not None:
+            logger.info("%s/%s: deleting clone source pod", meta(target).get("namespace"),
+                        meta(target).get("name"))
+            self.kube.delete_pod(str(meta(source_pod).get("namespace")),
+                                 str(meta(source_pod).get("name")),
+                                 str(meta(source_pod).get("uid")))
+        if step.delete_secrets:
+            self._delete_secrets(target)
+        if step.create and observed.source is not None:
+            claim = observed.source.get(SOURCE_CLAIM_KEY)
+            if isinstance(claim, dict):
+                pod = clone_pods.render_source_pod(
+                    target=target, source_claim=claim, clone_source=observed.source,
+                    address=clone_pods.target_address(target_pod), config=observed.config,
+                    settings=self.settings,
+                    target_restarts=clone_pods.target_restarts(target_pod))
+                if self.kube.create_pod(pod):
+                    logger.info("%s/%s: created clone source pod %s/%s",
+                                meta(target).get("namespace"), meta(target).get("name"),
+                                pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+    def _delete_secrets(self, target: Obj) -> None:
+        tname, sname = names.clone_secret_names(str(meta(target).get("uid")))
+        for ns, name in ((str(meta(target).get("namespace")), tname),
+                         (self.populator.source_namespace(target), sname)):
+            have = self.kube.secret(ns, name)
+            if have is not None and clone_pods.ours(have, target):
+                self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
+
+    def target_gone(self, target: Obj) -> None:
+        if annots(target).get(names.CLONE_STRATEGY) != clone_strategy.COPY:
+            return
+        source_pod = self._source_pod(target)
+        if source_pod is not None:
+            self.kube.delete_pod(str(meta(source_pod).get("namespace")),
+                                 str(meta(source_pod).get("name")),
+                                 str(meta(source_pod).get("uid")))
+        self._delete_secrets(target)

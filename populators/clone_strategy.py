@@ -9,12 +9,13 @@ StorageProfile ``status.cloneStrategy``, else ``snapshot`` (upstream's default).
 - ``csi-clone`` falls back to ``copy`` when the source and target classes have different
   provisioners (``IncompatibleProvisioners``), different volume modes
   (``IncompatibleVolumeModes``), a larger target on a class that cannot expand
-  (``NoVolumeExpansion``), a smaller target (a permissive clone, rootdisk's
-  ``TargetSmallerThanSource``: no storage clones into less), or — a rootdisk limit —
-  the source is in another namespace
-  (``CrossNamespaceCSIClone``: a claim's ``dataSource`` may only name a claim of its own
-  namespace, and PVC' is not moved across namespaces for a CSI clone);
-- ``copy`` is the host-assisted copy by a cloner pod, always possible.
+  (``NoVolumeExpansion``), or a smaller target (a permissive clone, rootdisk's
+  ``TargetSmallerThanSource``: no storage clones into less). A source in another
+  namespace is no reason: as upstream, PVC' is made in the source namespace (a claim's
+  ``dataSource`` may only name a claim of its own namespace) and its volume is rebound
+  to the target across namespaces;
+- ``copy`` is the host-assisted copy (a source pod streaming to a target pod), always
+  possible.
 
 The reason lands on the target as ``cdi.kubevirt.io/cloneFallbackReason`` and an Event.
 """
@@ -73,10 +74,6 @@ def choose(*, override: str | None, profile_strategy: str | None, source: Obj, t
         return Choice(COPY, asked, "NoVolumeSnapshotClass",
                       "snapshot clones are not offered: this cluster has no VolumeSnapshot"
                       " support; using host-assisted copy")
-    source_ns = (source.get("metadata") or {}).get("namespace")
-    if source_ns != (target.get("metadata") or {}).get("namespace"):
-        return Choice(COPY, asked, "CrossNamespaceCSIClone",
-                      "csi-clone across namespaces is not offered; using host-assisted copy")
     if source_class is None or target_class is None or source_class.get(
             "provisioner") != target_class.get("provisioner"):
         return Choice(COPY, asked, "IncompatibleProvisioners",
@@ -96,6 +93,13 @@ def choose(*, override: str | None, profile_strategy: str | None, source: Obj, t
                       "the target is larger than the source and its class cannot expand"
                       " volumes")
     return Choice(CSI_CLONE, asked)
+
+
+def needs_growing(*, source: Obj, target: Obj) -> bool:
+    """A CSI clone into a larger Filesystem claim: the storage copied the source's
+    ``disk.img`` as it was; it must be grown to the claim's usable size."""
+    src, dst = _request(source), _request(target)
+    return _mode(target) == "Filesystem" and src is not None and dst is not None and dst > src
 
 
 def writers(*, pods: list[dict[str, Any]], claim: str) -> list[str]:

@@ -94,6 +94,12 @@ class Observed:
     notes: Mapping[str, str] = field(default_factory=dict)
     """Annotations the populator's choice adds to the target (clone strategy, fallback)."""
     note_events: tuple[Emit, ...] = ()
+    prime_needs_pod: bool = False
+    """PVC' filled by the storage (``prime_data_source``) still needs the populator's pod
+    once Bound (a CSI clone's disk.img grown to a larger claim)."""
+    helper_failed: tuple[str, str] | None = None
+    """(reason, message): a helper pod of the populator's (the host-assisted clone's
+    source pod) failed for good; the population fails with its reason."""
 
 
 # -- what to do ------------------------------------------------------------------------
@@ -254,7 +260,7 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                         waiting="source in use", active=True)
         manifest = claims.render_prime(target=t, populator_kind=populator.kind,
                                        source_annotations=source_annotations,
-                                       namespace=populator.prime_namespace(t),
+                                       namespace=populator.prime_namespace(_noted(t, o.notes)),
                                        data_source=o.prime_data_source)
         return Plan((*notes, CreatePrime(manifest),
                      *_annotate(t, {names.PVC_PRIME: prime_name}),
@@ -272,9 +278,12 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                                   names.RUNNING: "true", names.RUNNING_REASON: "",
                                   names.RUNNING_MESSAGE: ""})
             return Plan(tuple(acts), waiting="the storage is cloning", active=True)
-        acts += _annotate(t, {names.POD_PHASE: names.SUCCEEDED, names.RUNNING: "false",
-                              names.RUNNING_REASON: "Completed", names.PROGRESS: DONE})
-        return _rebind(o, acts)
+        if not o.prime_needs_pod:
+            acts += _annotate(t, {names.POD_PHASE: names.SUCCEEDED, names.RUNNING: "false",
+                                  names.RUNNING_REASON: "Completed", names.PROGRESS: DONE})
+            return _rebind(o, acts)
+        # else the populator's pod finishes what the storage made (a CSI clone into a
+        # larger Filesystem claim grows its disk.img), through the pod steps below
 
     if o.pod is None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
         if o.source_busy:
@@ -297,6 +306,9 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                               names.RUNNING_REASON: names.PENDING,
                               names.RUNNING_MESSAGE: ""})
         return Plan(tuple(acts), waiting="pod created", active=True)
+
+    if o.helper_failed is not None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
+        return _give_up(o, reason=o.helper_failed[0], message=o.helper_failed[1])
 
     if o.pod is not None:
         view = podstate.view(o.pod, retry_limit=o.config.retry_limit)
@@ -321,6 +333,15 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         acts += _annotate(t, {**wanted, names.PROGRESS: DONE})
 
     return _rebind(o, acts)
+
+
+def _noted(target: Obj, notes: Mapping[str, str]) -> Obj:
+    """The target as it will be once the populator's notes are on it (they decide, for
+    a clone, where PVC' goes)."""
+    if not notes:
+        return target
+    m = meta(target)
+    return {**target, "metadata": {**m, "annotations": {**annots(target), **notes}}}
 
 
 def _rebind(o: Observed, acts: list[Action]) -> Plan:

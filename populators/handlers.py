@@ -139,6 +139,10 @@ def _claim_event(body: kopf.Body, type: str | None, **_: Any) -> None:
                 with _state.lock:
                     _state.active.discard((kind, ns, name))
                 reconciler.forget(f"{ns}/{name}", str(meta.get("uid")))
+                try:
+                    reconciler.target_gone(body)
+                except Exception:
+                    logger.exception("cleaning up after %s/%s failed", ns, name)
                 _via_prime(kind, reconciler.populator.prime_namespace(body),
                            names.prime_name(str(meta.get("uid"))))
                 return
@@ -155,6 +159,11 @@ def _pod_event(body: kopf.Body, **_: Any) -> None:
             UPLOAD_COMPONENT: "VolumeUploadSource"}.get(
         str((meta.get("labels") or {}).get(names.COMPONENT_LABEL)))
     if kind is None:
+        # the host-assisted clone's source pod names its target
+        if (meta.get("labels") or {}).get(names.COMPONENT_LABEL) == names.CLONE_SOURCE_VALUE:
+            parts = str((meta.get("annotations") or {}).get(names.PRIME_TARGET) or "").split("/")
+            if len(parts) == 3 and all(parts):
+                _run("VolumeCloneSource", parts[0], parts[1])
         return
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "PersistentVolumeClaim":

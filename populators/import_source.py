@@ -29,6 +29,8 @@ class ImportSource:
     cert_configmap: str | None = None
     checksum: str | None = None
     extra_headers: tuple[str, ...] = ()
+    secret_extra_headers: tuple[str, ...] = ()
+    """Secrets each holding headers (one per key); mounted into the pod, never in env."""
     insecure_tls: bool = False
     content_type: str = "kubevirt"
     preallocation: bool = False
@@ -67,6 +69,11 @@ def parse(obj: Mapping[str, Any]) -> ImportSource:
         if not sep or not name.strip() or any(c in header for c in "\r\n"):
             raise SourceError(f"spec.source.{kind}.extraHeaders[{i}]: not a 'Name: value' "
                               "header on one line")
+    secret_headers = body.get("secretExtraHeaders") or []
+    if not isinstance(secret_headers, list) or not all(
+            isinstance(h, str) and h for h in secret_headers):
+        raise SourceError(f"spec.source.{kind}.secretExtraHeaders: must be a list of Secret"
+                          " names")
     checksum = body.get("checksum") or None
     return ImportSource(
         kind=kind,
@@ -75,6 +82,7 @@ def parse(obj: Mapping[str, Any]) -> ImportSource:
         cert_configmap=_name(body, "certConfigMap", kind),
         checksum=str(checksum) if checksum else None,
         extra_headers=tuple(headers),
+        secret_extra_headers=tuple(secret_headers),
         insecure_tls=bool(body.get("insecureSkipVerify")),
         content_type=content_type,
         preallocation=preallocation,

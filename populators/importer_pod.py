@@ -2,7 +2,8 @@
 
 Same env variables (the importer reads them in ``importer/config.py``), same volume
 names and paths (``/data`` or the block device ``/dev/cdi-block-volume``, the CA bundle
-at ``/certs``), the metrics port, the termination message, ``restartPolicy: OnFailure``
+at ``/certs``, the Secrets of ``secretExtraHeaders`` at ``/extraheaders/<i>``), the
+metrics port, the termination message, ``restartPolicy: OnFailure``
 and upstream's restricted pod security (uid 107, all capabilities dropped,
 RuntimeDefault seccomp), so the pod runs in a namespace that enforces the ``restricted``
 Pod Security Standard. Credentials reach the pod only through ``secretKeyRef``: the
@@ -24,6 +25,9 @@ CERT_VOLUME = "cdi-cert-vol"
 DATA_DIR = "/data"
 BLOCK_DEVICE = "/dev/cdi-block-volume"
 CERT_DIR = "/certs"
+SECRET_HEADERS_VOLUME = "cdi-secret-extra-headers-vol-{}"  # noqa: S105 - a name, no secret
+SECRET_HEADERS_DIR = "/extraheaders"  # noqa: S105 - a path
+"""Where the Secrets of ``secretExtraHeaders`` are mounted, ``/extraheaders/<index>``."""
 METRICS_PORT = 8443
 TERMINATION_LOG = "/dev/termination-log"
 QEMU_UID = 107
@@ -128,6 +132,14 @@ def render(*, source: ImportSource, prime: Mapping[str, Any], target: Mapping[st
         container["volumeMounts"] = [{"name": DATA_VOLUME, "mountPath": DATA_DIR}]
     volumes: list[dict[str, Any]] = [{"name": DATA_VOLUME, "persistentVolumeClaim": {
         "claimName": pmeta.get("name"), "readOnly": False}}]
+    for i, secret in enumerate(source.secret_extra_headers):
+        # As upstream: each Secret's keys become files the importer reads as headers, so
+        # their values never appear in the pod spec, its env or the importer's argv.
+        volumes.append({"name": SECRET_HEADERS_VOLUME.format(i),
+                        "secret": {"secretName": secret}})
+        container.setdefault("volumeMounts", []).append(
+            {"name": SECRET_HEADERS_VOLUME.format(i),
+             "mountPath": f"{SECRET_HEADERS_DIR}/{i}", "readOnly": True})
     if source.cert_configmap:
         volumes.append({"name": CERT_VOLUME,
                         "configMap": {"name": source.cert_configmap}})

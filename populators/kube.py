@@ -85,6 +85,9 @@ class Kube(kubeclient.Client):
                 return None
             raise
 
+    def secret(self, namespace: str, name: str) -> Obj | None:
+        return self._get(_path("", "v1", "secrets", namespace, name))
+
     def pods(self, namespace: str) -> list[Obj]:
         result = self.request("GET", _path("", "v1", "pods", namespace))
         return list(result.get("items") or [])
@@ -112,6 +115,9 @@ class Kube(kubeclient.Client):
 
     def create_service(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "services", obj["metadata"]["namespace"]), obj)
+
+    def delete_secret(self, namespace: str, name: str, uid: str) -> None:
+        self._delete(_path("", "v1", "secrets", namespace, name), uid)
 
     def create_event(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "events", obj["metadata"]["namespace"]), obj)

@@ -60,6 +60,16 @@ PRIME_TARGET = "populators.rootdisk.io/target"
 """rootdisk: on a PVC' in another namespace than its target (the source's, for a
 cross-namespace clone: owner references cannot cross namespaces), ``ns/name/uid``."""
 
+CLONE_SOURCE_VALUE = "clone-source"
+"""The ``cdi.kubevirt.io`` label of the host-assisted clone's source pod."""
+CLONE_TARGET_ADDRESS = "populators.rootdisk.io/clone-target-address"
+"""rootdisk: on the clone's source pod, the target pod's ``ip:port`` it streams to."""
+CLONE_TARGET_RESTARTS = "populators.rootdisk.io/clone-target-restarts"
+"""rootdisk: on the clone's source pod, the target container's restart count when it was
+made: a target that restarted since waits for a new stream, so the source pod is
+replaced."""
+CLONE_CA = "populators.rootdisk.io/clone-ca"
+"""rootdisk: on the clone's two Secrets, the SHA-256 of their shared per-clone CA."""
 CLONE_FOR_DV_LABEL = "cdi.kubevirt.io/clone-for-datavolume"
 """On a VolumeCloneSource the DataVolume controller made: the UID of the DataVolume it
 authorised (``cdi.api.CLONE_FOR_DV_LABEL``); in another namespace than its claim, a
@@ -93,3 +103,13 @@ def importer_pod_name(prime: str) -> str:
 def cloner_pod_name(prime: str) -> str:
     """The host-assisted clone pod of PVC' ``prime``."""
     return f"cloner-{prime}"
+
+
+def clone_source_pod_name(target_uid: str) -> str:
+    """The host-assisted clone's source pod, in the source namespace (upstream's name)."""
+    return f"{target_uid}-source-pod"
+
+
+def clone_secret_names(target_uid: str) -> tuple[str, str]:
+    """(target side, source side) Secrets holding the clone's TLS material."""
+    return f"clone-target-tls-{target_uid}", f"clone-source-tls-{target_uid}"

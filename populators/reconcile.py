@@ -71,8 +71,16 @@ class Reconciler:
                 self._apply(target, action)
             if plan.poll_progress:
                 self._progress(target, plan.poll_progress)
+            self._after(target, observed, plan)
             self._copy_events(target, observed)
             return plan.active
+
+    def _after(self, target: Obj, observed: flow.Observed, plan: flow.Plan) -> None:
+        """A populator's own steps once the flow's are done (the clone's source pod)."""
+
+    def target_gone(self, target: Obj) -> None:
+        """The target was deleted: remove what the populator made outside the flow's
+        PVC' and pod (the clone's source pod and Secrets)."""
 
     def target_of_prime(self, namespace: str, prime_name: str) -> str | None:
         """``namespace/name`` of PVC''s target, to reconcile; when the target is gone, stop the pod

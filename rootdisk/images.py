@@ -13,6 +13,7 @@ from collections.abc import Mapping
 IMAGES: Mapping[str, tuple[str, ...]] = {
     "rootdisk/importer": ("python", "-m", "importer"),
     "rootdisk/cloner": ("python", "-m", "importer.cloner"),
+    "rootdisk/clone-target": ("python", "-m", "importer.clonetarget"),
     "rootdisk/uploadserver": ("python", "-m", "importer.uploadserver"),
     "rootdisk/launcher": ("python", "-m", "vm.launcher"),
     "rootdisk/operator": ("python", "-m", "rootdisk.operator"),

@@ -113,6 +113,20 @@ def _wants_table(request: web.Request) -> bool:
     return "as=Table" in first
 
 
+def _wants_metadata(request: web.Request) -> bool:
+    """``Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1``: the
+    objects' metadata only (how a client asks whether a Secret exists without its data)."""
+    first = request.headers.get("Accept", "").split(",")[0]
+    params = {p.strip() for p in first.split(";")[1:]}
+    return bool({"as=PartialObjectMetadata", "as=PartialObjectMetadataList"} & params) and (
+        "g=meta.k8s.io" in params)
+
+
+def _partial(obj: Obj) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj.get("metadata") or {}}
+
+
 def _include_object(request: web.Request) -> str:
     return request.query.get("includeObject", "Metadata")
 
@@ -448,6 +462,8 @@ class Handlers:
             if _wants_table(request):
                 return _json_response(self._table([stored], rt, {
                     "resourceVersion": str(stored.rv)}, _include_object(request)))
+            if _wants_metadata(request):
+                return _json_response(_partial(self.backend.view(rt, stored)))
             return _raw_response(self.backend.view_raw(rt, stored))
         if method == "PUT":
             self._authorize(user, "update", t)
@@ -641,6 +657,11 @@ class Handlers:
         if _wants_table(request):
             return _json_response(self._table([s for _, s in selected], rt, list_meta,
                                               _include_object(request)))
+        if _wants_metadata(request):
+            return _json_response({
+                "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                "metadata": list_meta,
+                "items": [_partial(self.backend.view(rt, s)) for _, s in selected]})
         items_text = ",".join(self.backend.view_raw(rt, s) for _, s in selected)
         head = json.dumps({"kind": rt.list_kind, "apiVersion": rt.api_version,
                            "metadata": list_meta}, separators=(",", ":"))

@@ -26,7 +26,7 @@ from kubeclient import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["JSON_PATCH", "MERGE", "STRATEGIC", "Kube", "KubeError", "Obj", "Resource",
-           "create_or_update", "is_conflict", "is_not_found"]
+           "create_or_update", "is_conflict", "is_not_found", "is_stale"]
 
 
 def is_not_found(err: Exception) -> bool:
@@ -35,6 +35,14 @@ def is_not_found(err: Exception) -> bool:
 
 def is_conflict(err: Exception) -> bool:
     return isinstance(err, KubeError) and err.status == 409
+
+
+def is_stale(err: Exception) -> bool:
+    """A write a level-triggered controller lost to a newer state of the object: a 409
+    (someone wrote it since this pass read it, or it already exists) or a 404 (it was
+    deleted since). The watch brings that newer state and the next pass acts on it, so
+    this is not worth a warning."""
+    return is_conflict(err) or is_not_found(err)
 
 
 PODS = Resource("", "v1", "pods")

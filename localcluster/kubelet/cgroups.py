@@ -91,8 +91,10 @@ class CgroupManager:
             return 1
         return 0
 
-    def cleanup(self) -> None:
-        """Remove cgroups left by containers of a killed run (empty once they died)."""
+    def cleanup(self, *, remove_parent: bool = False) -> None:
+        """Remove the empty cgroups under this manager's parent (left by containers of a
+        killed run, or of this run once stopped), and the parent too if asked; a cgroup
+        still holding a process stays (rmdir refuses it)."""
         for sub in ("", "memory", "cpu"):
             parent = os.path.join(self.root, sub, self.prefix)
             if not os.path.isdir(parent):
@@ -102,6 +104,9 @@ class CgroupManager:
                 if os.path.isdir(path):
                     with contextlib.suppress(OSError):
                         os.rmdir(path)
+            if remove_parent:
+                with contextlib.suppress(OSError):
+                    os.rmdir(parent)
 
     def create(self, name: str, limits: Limits) -> Cgroup | None:
         """A cgroup holding ``limits``; None when there is nothing to limit or no way to."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import logging
 import os
 import platform
@@ -63,6 +64,12 @@ def _memory_bytes() -> int:
     return 0
 
 
+def cgroup_prefix(data_dir: str) -> str:
+    """``localcluster-<12 hex digits of the data dir's real path>``."""
+    digest = hashlib.sha256(os.path.realpath(data_dir).encode()).hexdigest()[:12]
+    return f"localcluster-{digest}"
+
+
 class Node:
     def __init__(
         self, kube: Kube, *, data_dir: str, api_host: str, api_port: int, ca_pem: str,
@@ -92,7 +99,10 @@ class Node:
         self.host_ip = "127.0.0.1"
         self.pod_cidr = pod_cidr
         self.pod_ips = AddressPool(pod_cidr, busy=listening_addresses)
-        self.cgroups = CgroupManager()
+        # One parent cgroup per cluster (by its data dir): each cluster's start-up removes
+        # the empty cgroups under its parent, which must never be another cluster's, made a
+        # moment before that cluster's container joins it.
+        self.cgroups = CgroupManager(prefix=cgroup_prefix(data_dir))
         self.cpu_millis = (os.cpu_count() or 1) * 1000
         self.memory_bytes = _memory_bytes()
         self.project_root = project_root()
@@ -127,9 +137,10 @@ class Node:
         with self._lock:
             workers = list(self._workers.values())
         for w in workers:
-            w.stopping.set()
+            w.stop()
         for w in workers:
             w.finished.wait(self.shutdown_grace + 10)
+        self.cgroups.cleanup(remove_parent=True)
         try:  # as a node whose kubelet stopped: pods here are not served until it returns
             st = self._node_status()
             for cond in st["conditions"]:
@@ -248,8 +259,11 @@ class Node:
             if phase in (None, "Pending") and not meta.get("deletionTimestamp"):
                 self._select_node(pod)
             with self._lock:
-                if meta["uid"] in self._workers or meta["uid"] in self._completed or \
-                        self._stop.is_set():
+                running = self._workers.get(meta["uid"])
+                if running is not None:
+                    running.wake()  # its pod or a claim changed: a deletion, a bound volume
+                    continue
+                if meta["uid"] in self._completed or self._stop.is_set():
                     continue
                 if phase in ("Succeeded", "Failed"):
                     continue

@@ -20,6 +20,7 @@ import glob
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -315,9 +316,11 @@ class Container:
     """A started sandbox. ``wait``/``poll`` give the exit code; ``stop`` ends it."""
 
     def __init__(self, spec: SandboxSpec, *, cgroups: CgroupManager | None = None,
-                 name: str = "container") -> None:
+                 name: str = "container", on_exit: Callable[[], None] | None = None) -> None:
         self.spec = spec
         self.name = name
+        self._on_exit = on_exit
+        """Called (from a thread of its own) once the container's process has exited."""
         self._cgroups = cgroups
         self._cgroup: Cgroup | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -370,6 +373,27 @@ class Container:
         self._log = LogWriter(log_r, self.spec.log_path)
         self._log.start()
         threading.Thread(target=self._read_info, args=(info_r,), daemon=True).start()
+        if self._on_exit is not None:
+            # A pidfd taken now (only this thread reaps the process, so the pid is still
+            # bwrap's): it becomes readable when bwrap exits, whoever reaps it later.
+            try:
+                pidfd = os.pidfd_open(self._proc.pid)
+            except OSError as err:  # a kernel without pidfds: the worker's tick sees it
+                logger.debug("no pidfd for %s: %s", self.name, err)
+            else:
+                threading.Thread(target=self._notify_exit, args=(pidfd, self._on_exit),
+                                 daemon=True, name=f"exit:{self.name}").start()
+
+    @staticmethod
+    def _notify_exit(pidfd: int, on_exit: Callable[[], None]) -> None:
+        """Tell the owner once the container's process has exited."""
+        try:
+            waiter = select.poll()
+            waiter.register(pidfd, select.POLLIN)
+            waiter.poll()
+        finally:
+            os.close(pidfd)
+        on_exit()
 
     def _read_info(self, fd: int) -> None:
         with os.fdopen(fd, "rb") as fh:

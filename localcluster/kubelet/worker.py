@@ -42,7 +42,9 @@ from localcluster.kubelet.sandbox import Container, Mount, SandboxError, Sandbox
 logger = logging.getLogger(__name__)
 
 TICK = 0.1
-"""Seconds between looks at the containers."""
+"""Most seconds between looks at the containers (probes, back-off timers). A container's
+exit and a change of the pod or its claims wake the worker at once (:meth:`PodWorker.wake`),
+so a finished container is reported without waiting for the next tick."""
 
 
 class NodeServices(Protocol):
@@ -113,6 +115,7 @@ class PodWorker(threading.Thread):
         self.stopping = threading.Event()
         """Set by the node at shutdown: stop containers, leave the pod object alone."""
         self.finished = threading.Event()
+        self._wake = threading.Event()
         self._last_status: dict[str, Any] | None = None
         self._completed = False
         self._message = ""
@@ -158,7 +161,8 @@ class PodWorker(threading.Thread):
                                 self._last_status["phase"] if self._last_status else "done")
                     self._completed = True
                     break
-                self.stopping.wait(TICK)
+                self._wake.wait(TICK)
+                self._wake.clear()
             else:
                 self._kill_all(grace=self.node.shutdown_grace)
         except Exception:
@@ -171,6 +175,15 @@ class PodWorker(threading.Thread):
                     slot.process.cleanup()
             self.finished.set()
             self.node.worker_done(self, completed=self._completed)
+
+    def wake(self) -> None:
+        """Look at the pod and its containers now rather than at the next tick."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Node shutdown: stop the containers, leave the pod object alone."""
+        self.stopping.set()
+        self._wake.set()
 
     def _finished_for_good(self) -> bool:
         """Every container is done and the final status is stored: nothing left to do
@@ -281,7 +294,7 @@ class PodWorker(threading.Thread):
             limits=self._limits(c), hostname=self.name[:63], confinement=confinement,
         )
         slot.process = Container(spec, cgroups=self.node.cgroups,
-                                 name=f"{self.uid}-{name}-{slot.instance}")
+                                 name=f"{self.uid}-{name}-{slot.instance}", on_exit=self.wake)
         try:
             slot.process.start()
         except (SandboxError, OSError) as err:

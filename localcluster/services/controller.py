@@ -51,8 +51,9 @@ class ServiceController:
             try:
                 self._sync(svc)
             except KubeError as err:
-                logger.warning("service %s/%s: %s", svc["metadata"]["namespace"],
-                               svc["metadata"]["name"], err)
+                log = logger.debug if client.is_stale(err) else logger.warning
+                log("service %s/%s: %s", svc["metadata"]["namespace"], svc["metadata"]["name"],
+                    err)
 
     def _sync(self, svc: client.Obj) -> None:
         meta, spec = svc["metadata"], svc.get("spec") or {}

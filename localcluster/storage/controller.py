@@ -63,6 +63,9 @@ class StorageController:
             try:
                 self._provision(claim, sclasses, pvs, claims)
             except (KubeError, StorageError) as err:
+                if client.is_stale(err):
+                    logger.debug("provisioning %s/%s: %s (a newer view is on its way)", *key, err)
+                    continue
                 logger.warning("provisioning %s/%s: %s", *key, err)
                 self.events.emit(claim, "Warning", "ProvisioningFailed", str(err))
         pvs = {pv["metadata"]["name"]: pv for pv in self.pvs.list()}
@@ -70,14 +73,16 @@ class StorageController:
             try:
                 self._sync_volume(pv, claims)
             except (KubeError, StorageError) as err:
-                logger.warning("volume %s: %s", pv["metadata"]["name"], err)
+                log = logger.debug if client.is_stale(err) else logger.warning
+                log("volume %s: %s", pv["metadata"]["name"], err)
         pods = self.pods.list()
         for key, claim in sorted(claims.items()):
             try:
                 self._sync_claim(claim, pvs)
                 self._protect(claim, pods)
             except KubeError as err:
-                logger.warning("claim %s/%s: %s", *key, err)
+                log = logger.debug if client.is_stale(err) else logger.warning
+                log("claim %s/%s: %s", *key, err)
 
     def _protect(self, claim: Obj, pods: list[Obj]) -> None:
         finalizers = decisions.claim_finalizers(claim=claim, pods=pods)

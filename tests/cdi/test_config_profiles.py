@@ -78,3 +78,34 @@ def test_profile_status(cls: Any, spec: Any, sets: Any, strategy: str) -> None:
     assert status["cloneStrategy"] == strategy
     assert status["storageClass"] == cls["metadata"]["name"]
     assert status["provisioner"] == cls["provisioner"]
+
+
+def _typed(provisioner: str, disk: str | None) -> dict[str, Any]:
+    cls = sc("x", provisioner=provisioner)
+    if disk is not None:
+        cls["parameters"] = {"type": disk}
+    return cls
+
+
+@pytest.mark.parametrize(("provisioner", "disk", "minimum"), [
+    # upstream's table: the disk type of the class decides
+    ("ebs.csi.aws.com", "io1", "4Gi"),
+    ("ebs.csi.aws.com", "io2", "4Gi"),
+    ("ebs.csi.aws.com", "gp3", "1Gi"),
+    ("ebs.csi.aws.com", "gp2", "1Gi"),
+    ("ebs.csi.aws.com", "st1", None),
+    ("ebs.csi.aws.com", None, None),
+    ("pd.csi.storage.gke.io", "hyperdisk-balanced", "4Gi"),
+    ("pd.csi.storage.gke.io", "hyperdisk-balanced-high-availability", "4Gi"),
+    ("pd.csi.storage.gke.io", "pd-ssd", None),
+    ("local.localcluster.rootdisk.io", None, None),  # rounds small requests up itself
+    ("example.com/odd", "io1", None),
+])
+def test_minimum_supported_size_from_the_table(provisioner: str, disk: str | None,
+                                                minimum: str | None) -> None:
+    cls = _typed(provisioner, disk)
+    assert profiles.minimum_size_annotation(storage_class=cls, annotations={}) == minimum
+    # an administrator's own annotation on the profile is never replaced
+    assert profiles.minimum_size_annotation(
+        storage_class=cls, annotations={"cdi.kubevirt.io/minimumSupportedPvcSize": "9Gi"}
+    ) is None

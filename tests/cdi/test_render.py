@@ -77,6 +77,17 @@ def test_minimum_size_raises() -> None:
     assert claim["spec"]["resources"]["requests"]["storage"] == str(4 * GiB)
 
 
+def test_minimum_first_then_the_overhead() -> None:
+    """As current upstream: a Filesystem claim below the minimum is raised to it, and the
+    overhead comes on top (so the image the user asked room for still fits)."""
+    prof = profile_of(LOCAL, annotations={"cdi.kubevirt.io/minimumSupportedPvcSize": "4Gi"})
+    claim = go(dv(storage=storage("1Gi")), LOCAL, prof)
+    # localcluster's class states 0.03: ceil(4 GiB x 1.03)
+    assert claim["spec"]["resources"]["requests"]["storage"] == str(-(-4 * GiB * 103 // 100))
+    above = go(dv(storage=storage("5Gi")), LOCAL, prof)
+    assert above["spec"]["resources"]["requests"]["storage"] == str(-(-5 * GiB * 103 // 100))
+
+
 def test_metadata_as_upstream() -> None:
     d = dv(storage=storage(), labels={"team": "a"}, annotations={"note": "x"},
            preallocation=True)

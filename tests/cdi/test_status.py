@@ -145,3 +145,21 @@ def test_in_progress_does_not_flap_back() -> None:
     assert events_for(previous="ImportInProgress", observed=o, claim_name="disk") == []
     first = observe(dv=dv(), claim=pending_again, storage_class=IMMEDIATE)
     assert first.phase == "ImportScheduled"
+
+
+def test_a_clone_ends_with_upstreams_clone_events() -> None:
+    o = observe(dv=dv(status={"phase": "CloneInProgress"}),
+                claim=claim(phase="Bound", anns={P + "storage.pod.phase": "Succeeded"}),
+                storage_class=IMMEDIATE)
+    assert events_for(previous="CloneInProgress", observed=o, claim_name="disk",
+                      clone=("gold", "golden", "ns")) == [
+        Event("Normal", "CloneSucceeded", "Successfully cloned from gold/golden into ns/disk")]
+    o = observe(dv=dv(status={"phase": "CloneInProgress"}),
+                claim=claim(anns={P + "storage.pod.phase": "Failed",
+                                  P + "storage.condition.running.reason": "TooSmall",
+                                  P + "storage.condition.running.message": "no room"}),
+                storage_class=IMMEDIATE)
+    assert events_for(previous="CloneInProgress", observed=o, claim_name="disk",
+                      clone=("gold", "golden", "ns")) == [
+        Event("Warning", "CloneFailed",
+              "Cloning from gold/golden into ns/disk failed: TooSmall: no room")]

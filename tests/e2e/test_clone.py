@@ -9,6 +9,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from localcluster.kube import client
 from localcluster.kube.client import Kube, KubeError
+from sizes import usable_space
 from tests.e2e import kit
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
@@ -114,8 +116,8 @@ def test_same_namespace_csi_clone_without_size(kube: Kube, golden: tuple[str, Pa
     assert compare(reference, Path(produced))
     golden_img = kit.volume_path(kube, source)
     assert os.path.getsize(produced) == os.path.getsize(golden_img)
-    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"]) or \
-        "ImportSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert "ImportSucceeded" not in reasons(kube, src_ns, dv["metadata"]["uid"])
     wait_clean(kube, src_ns, {"golden", "copy1"})
     kube.delete(kit.DVS, "copy1", src_ns)
 
@@ -148,6 +150,91 @@ def _dv_claims(kube: Kube, ns: str) -> set[str]:
 # -- host-assisted copy ----------------------------------------------------------------------
 
 
+@pytest.fixture
+def copy_strategy(kube: Kube) -> Iterator[None]:
+    """CDIConfig's cloneStrategyOverride: copy (the storage could clone these itself)."""
+    kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
+    try:
+        yield
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": None}})
+
+
+def secrets_of(kube: Kube, ns: str, uid: str) -> list[str]:
+    return [s["metadata"]["name"] for s in kube.list(client.SECRETS, ns)["items"]
+            if uid in s["metadata"]["name"]]
+
+
+def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
+        kube: Kube, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
+    """Cross-namespace, Filesystem → Filesystem, pods kept (retainAfterCompletion) to be
+    looked at: the source pod in the source namespace read the golden claim read-only, the
+    target pod beside PVC' in the target namespace wrote it, each with its own half of one
+    per-clone CA, never in the pod spec."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, clone_dv(
+        "tls", src_ns, storage={"storageClassName": "local-immediate"},
+        annotations={A + "storage.pod.retainAfterCompletion": "true"}), ns)
+    # the source side goes with the VolumeCloneSource once the DataVolume is done: look
+    # at it while it runs
+    target_uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "tls", ns) or {}).get(
+        "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
+    spod = wait_for(lambda: kube.get_or_none(client.PODS, f"{target_uid}-source-pod",
+                                             src_ns), timeout=TIMEOUT, what="source pod")
+    ssec = kube.get(client.SECRETS, f"clone-source-tls-{target_uid}", src_ns)
+    status = kit.wait_dv(kube, ns, "tls", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, ns, "tls")
+    uid = claim["metadata"]["uid"]
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    produced = Path(kit.volume_path(kube, claim))
+    assert compare(reference, produced)
+    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
+    assert "CloneSucceeded" in reasons(kube, ns, dv["metadata"]["uid"])
+    # PVC' and the target pod in the target namespace; the source pod in the source one
+    assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is not None
+    assert kube.get_or_none(client.PVCS, f"prime-{uid}", src_ns) is None
+    tpod = kube.get(client.PODS, f"cloner-prime-{uid}", ns)
+    assert tpod["status"]["phase"] == "Succeeded"
+    assert spod["metadata"]["ownerReferences"][0]["kind"] == "VolumeCloneSource"
+    tvols = {v["name"]: v for v in tpod["spec"]["volumes"]}
+    svols = {v["name"]: v for v in spod["spec"]["volumes"]}
+    assert svols["cdi-clone-source"]["persistentVolumeClaim"] == {"claimName": "golden",
+                                                                  "readOnly": True}
+    assert not [v for v in tvols.values()
+                if (v.get("persistentVolumeClaim") or {}).get("claimName") == "golden"]
+    senv = {e["name"]: e.get("value") for e in spod["spec"]["containers"][0]["env"]}
+    assert senv["CLONE_TARGET"] == f"{tpod['status']['podIP']}:8444"
+    for pod in (tpod, spod):
+        assert "PRIVATE KEY" not in json.dumps(pod)
+    # one CA, two leaves: the target's serves, the source's logs in
+    tsec = kube.get(client.SECRETS, tvols["clone-tls"]["secret"]["secretName"], ns)
+    assert svols["clone-tls"]["secret"]["secretName"] == ssec["metadata"]["name"]
+    import base64
+    tdata = {k: base64.b64decode(v) for k, v in tsec["data"].items()}
+    sdata = {k: base64.b64decode(v) for k, v in ssec["data"].items()}
+    assert tdata["ca.crt"] == sdata["ca.crt"] and tdata["tls.key"] != sdata["tls.key"]
+    for data, usage in ((tdata, ExtendedKeyUsageOID.SERVER_AUTH),
+                        (sdata, ExtendedKeyUsageOID.CLIENT_AUTH)):
+        cert = x509.load_pem_x509_certificate(data["tls.crt"])
+        eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        assert list(eku) == [usage]
+    # no key material in any Event of either namespace
+    for n in (ns, src_ns):
+        assert "PRIVATE KEY" not in json.dumps(kube.list(client.EVENTS, n)["items"])
+    # deleting the DataVolume takes all of it away, in both namespaces
+    kube.delete(kit.DVS, "tls", ns)
+    wait_for(lambda: not kube.list(client.PODS, ns)["items"] and not secrets_of(
+        kube, ns, uid) and not secrets_of(kube, src_ns, uid) and kube.get_or_none(
+        client.PODS, f"{uid}-source-pod", src_ns) is None and kube.get_or_none(
+        client.PVCS, f"prime-{uid}", ns) is None, timeout=TIMEOUT,
+        what="clone pods, Secrets and PVC' gone")
+
+
+
 def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
         kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
@@ -174,7 +261,21 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     assert compare(reference, produced)
     # sparse: no more allocated than the reference's data (plus filesystem slack)
     assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
-    assert dv["metadata"]["uid"] and dv2["metadata"]["uid"]
+    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert "CloneSucceeded" in reasons(kube, ns, dv2["metadata"]["uid"])
+    # Block → Block by copy (asked for: the storage could clone it), device to device
+    kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
+    try:
+        kube.create(kit.DVS, clone_dv("blk2", src_ns, src="blk", storage={
+            "storageClassName": "local-reflink", "volumeMode": "Block"}), ns)
+        status = kit.wait_dv(kube, ns, "blk2", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": None}})
+    assert status["phase"] == "Succeeded", status
+    blk2 = claim_of(kube, ns, "blk2")
+    assert blk2["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    assert compare(reference, Path(kit.volume_path(kube, blk2)))
+    kube.delete(kit.DVS, "blk2", ns)
     kube.delete(kit.DVS, "blk", src_ns)
     kube.delete(kit.DVS, "back", ns)
 
@@ -229,7 +330,16 @@ def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
     assert status["phase"] == "Succeeded", status
     claim = claim_of(kube, src_ns, "large")
     assert claim["spec"]["resources"]["requests"]["storage"] == "128Mi"
-    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    # a CSI clone (reflink) into more room: the storage grew the filesystem, the grow pod
+    # grew disk.img to the claim's usable size, as an import would have sized it
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "csi-clone"
+    large = Path(kit.volume_path(kube, claim))
+    assert compare(reference, large)
+    golden_img = Path(kit.volume_path(kube, claim_of(kube, src_ns, "golden")))
+    assert large.stat().st_size > golden_img.stat().st_size
+    fo = kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
+    overhead = Fraction((fo.get("storageClass") or {}).get("local-reflink") or fo["global"])
+    assert large.stat().st_size == usable_space(capacity=128 * MiB, overhead=overhead)
     for name in ("small", "small-ok", "large"):
         kube.delete(kit.DVS, name, src_ns)
 
@@ -292,7 +402,13 @@ def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
     status = kit.wait_dv(kube, ns, "mine", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     claim = claim_of(kube, ns, "mine")
-    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    # across namespaces the storage clones too (same provisioner), as upstream: PVC' in
+    # the source namespace, its volume rebound to the target
+    anns = claim["metadata"]["annotations"]
+    assert anns[A + "clone.strategy"] == "csi-clone" and A + "cloneFallbackReason" not in anns
+    assert anns[A + "storage.populator.pvcPrime"].startswith("prime-")
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert pv["spec"]["claimRef"]["namespace"] == ns
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     wait_clean(kube, src_ns, {"golden"})
 
@@ -442,22 +558,70 @@ def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
     wait_clean(kube, src_ns, {"golden"})
 
 
+def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str, Path],
+                                          copy_strategy: None) -> None:
+    """A copy of a golden image large enough to catch it running (384 MiB of data in 1Gi,
+    written on the host): deleting the DataVolume then removes both pods, both Secrets
+    and PVC'."""
+    src_ns, _ = golden
+    kube.create(kit.DVS, kit.datavolume("big", {"blank": {}}, size="1Gi",
+                                        storage={"storageClassName": "local-reflink"}),
+                src_ns)  # (blank: an import, the override does not apply)
+    status = kit.wait_dv(kube, src_ns, "big", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    path = Path(kit.volume_path(kube, claim_of(kube, src_ns, "big")))
+    block = os.urandom(16 * MiB)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for i in range(24):
+            os.pwrite(fd, block, i * 40 * MiB)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    kube.create(kit.DVS, clone_dv("half", src_ns, src="big",
+                                  storage={"storageClassName": "local-immediate"}), ns)
+    uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "half", ns) or {}).get(
+        "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
+    wait_for(lambda: ((kube.get_or_none(client.PODS, f"{uid}-source-pod", src_ns) or {}
+                       ).get("status") or {}).get("phase") == "Running", timeout=TIMEOUT,
+             what="source pod running")
+    assert secrets_of(kube, ns, uid) and secrets_of(kube, src_ns, uid)
+    assert kit.dv_status(kube, ns, "half").get("phase") != "Succeeded"
+    kube.delete(kit.DVS, "half", ns)
+    try:
+        wait_for(lambda: not kube.list(client.PVCS, ns)["items"]
+                 and not kube.list(client.PODS, ns)["items"]
+                 and not secrets_of(kube, ns, uid) and not secrets_of(kube, src_ns, uid)
+                 and kube.get_or_none(client.PODS, f"{uid}-source-pod", src_ns) is None,
+                 timeout=TIMEOUT, what="clone pods, Secrets and PVC' gone")
+    finally:
+        kube.delete(kit.DVS, "big", src_ns)
+    wait_clean(kube, src_ns, {"golden"})
+
+
 def test_many_clones_of_one_golden_image(kube: Kube, ns: str,
                                          golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
-    names = [f"vm{i}" for i in range(8)]
+    names = [f"vm{i}" for i in range(20)]
+
+    def by_copy(i: int) -> bool:
+        return i % 4 == 3
+
     for i, name in enumerate(names):
-        # half by reflink (same namespace), half by copy (another namespace)
-        target_ns = src_ns if i % 2 == 0 else ns
-        kube.create(kit.DVS, clone_dv(name, src_ns,
-                                      storage={"storageClassName": "local-reflink"}),
-                    target_ns)
+        # 15 by reflink (same namespace), 5 by copy (another namespace, onto Block)
+        target_ns = ns if by_copy(i) else src_ns
+        storage = {"storageClassName": "local-reflink"}
+        if by_copy(i):
+            storage["volumeMode"] = "Block"
+        kube.create(kit.DVS, clone_dv(name, src_ns, storage=storage), target_ns)
     for i, name in enumerate(names):
-        target_ns = src_ns if i % 2 == 0 else ns
+        target_ns = ns if by_copy(i) else src_ns
         status = kit.wait_dv(kube, target_ns, name, ("Succeeded", "Failed"),
                              timeout=TIMEOUT * 2)
         assert status["phase"] == "Succeeded", (name, status)
-        assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, target_ns,
-                                                                      name))))
+        claim = claim_of(kube, target_ns, name)
+        assert claim["metadata"]["annotations"][A + "clone.strategy"] == (
+            "copy" if by_copy(i) else "csi-clone")
+        assert compare(reference, Path(kit.volume_path(kube, claim)))
     for i, name in enumerate(names):
-        kube.delete(kit.DVS, name, src_ns if i % 2 == 0 else ns)
+        kube.delete(kit.DVS, name, ns if by_copy(i) else src_ns)

@@ -15,7 +15,8 @@ from localcluster.kube import client
 from localcluster.kube.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import Faults, HttpServer
-from tests.fixtures.images import ImageFactory, compare
+from tests.fixtures.images import ImageFactory, build_patterned_raw, compare, convert
+from tests.fixtures.podmemory import PodMemory
 from tests.localcluster.clusterkit import needs_root, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
@@ -53,9 +54,51 @@ def test_http_qcow2_filesystem_succeeds_with_content(kube: Kube, ns: str,
              timeout=30, what="ImportSucceeded event")
     reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
     assert reasons.count("ImportSucceeded") == 1 and "ImportScheduled" in reasons
+    # the Events of PVC' and the importer pod, copied onto the target claim (the
+    # operator's RBAC lets it list them)
+    copied = [e for e in kit.events_for(kube, ns, claim["metadata"]["uid"])
+              if e["message"].startswith(("[prime-", "[importer-prime-"))]
+    assert {"ProvisioningSucceeded", "Started"} <= {e["reason"] for e in copied}, copied
     # the VolumeImportSource, PVC' and the importer pod are gone once it succeeded
     wait_for(lambda: kit.leftovers(kube, ns) == ["persistentvolumeclaims/disk"], timeout=60,
              what="only the target claim left")
+
+
+IMPORTER_TREE_PEAK = 100 * MiB
+"""The importer's promise for a qcow2 import: its process tree's peak RSS (README)."""
+
+
+def importer_pod_uid(kube: Kube, ns: str) -> str | None:
+    pods = kube.list(client.PODS, ns, labelSelector="app=containerized-data-importer")["items"]
+    return pods[0]["metadata"]["uid"] if pods else None
+
+
+def test_importer_pod_memory_stays_bounded(kube: Kube, ns: str, http_server: HttpServer,
+                                           tmp_path) -> None:
+    """The importer pod's whole process tree (sandbox, importer, nbdkit, qemu-img) stays
+    within the importer's 100 MiB for a qcow2 of 128 MiB of data: sampled on the host
+    while the pod runs, as the pod's memory would be counted (page cache excluded)."""
+    raw, qcow2 = tmp_path / "big.raw", tmp_path / "big.qcow2"
+    build_patterned_raw(raw, size=256 * MiB, data_ratio=0.5)
+    convert(raw, "raw", qcow2, ["-O", "qcow2"])
+    url = http_server.publish(qcow2, "big.qcow2")
+    with PodMemory(lambda: importer_pod_uid(kube, ns)) as memory:
+        kube.create(kit.DVS, kit.datavolume(
+            "big", {"http": {"url": url}}, size="256Mi",
+            storage={"storageClassName": "local-immediate"}), ns)
+        status = kit.wait_dv(kube, ns, "big", ("Succeeded", "Failed"), timeout=300)
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    claim = kube.get(client.PVCS, "big", ns)
+    assert compare(raw, kit.volume_path(kube, claim))
+    report = memory.report()
+    # it measured the importer pod itself: its program and the converter it drives
+    assert memory.samples >= 3 and "qemu-img" in memory.names, report
+    assert any(name.startswith("python") for name in memory.names), report
+    assert memory.peak_rss <= IMPORTER_TREE_PEAK, report
+    # and no spike between two samples: the high-water marks of the processes alive
+    # together, summed as if all had peaked at once
+    assert memory.peak_hwm <= IMPORTER_TREE_PEAK, report
+    print(report)
 
 
 def test_progress_moves_and_wait_dv_follows(cluster: Cluster, kube: Kube, ns: str,

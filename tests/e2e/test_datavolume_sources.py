@@ -5,6 +5,7 @@ an operator restart mid-import, two operator replicas."""
 from __future__ import annotations
 
 import base64
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,7 +20,7 @@ from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.s3server import S3Server
 from tests.fixtures.tls import TlsMaterial
-from tests.localcluster.clusterkit import needs_root, wait_for
+from tests.localcluster.clusterkit import logs, needs_root, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
@@ -125,6 +126,40 @@ def test_https_ca_basic_auth_and_headers(kube: Kube, ns: str, https_server: Http
     assert all(r.headers.get("X-Token") == "abc" for r in got)
     assert compare(images.get("raw").path,
                    kit.volume_path(kube, kube.get(client.PVCS, "private", ns)))
+
+
+def test_secret_extra_headers_reach_the_server_and_nowhere_else(
+        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+    """``secretExtraHeaders``: each Secret's keys are headers on every request (the
+    direct nbdkit route included), and the values appear in no object of the namespace
+    but the Secrets: not in the pod spec or its env, the claims, the DataVolume, the
+    Events, the pod's log or its termination message (the pod is kept to look)."""
+    token = "t0k-" + secrets.token_hex(8)
+    url = http_server.publish(images.get("qcow2").path, "guarded.qcow2")
+    http_server.set_faults("guarded.qcow2", Faults(
+        required_headers=(("X-Secret-Token", token), ("X-Tenant", "blue"))))
+    kit.secret(kube, ns, "token-header", {"token": f"X-Secret-Token: {token}\n"})
+    kit.secret(kube, ns, "tenant-header", {"tenant": "X-Tenant: blue"})
+    kube.create(kit.DVS, kit.datavolume(
+        "guarded", {"http": {"url": url, "secretExtraHeaders": ["token-header",
+                                                                 "tenant-header"]}},
+        storage={"storageClassName": "local-immediate"},
+        annotations={"cdi.kubevirt.io/storage.pod.retainAfterCompletion": "true"}), ns)
+    status = kit.wait_dv(kube, ns, "guarded", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    got = http_server.requests_for("guarded.qcow2")
+    assert got and all(r.status < 400 for r in got)
+    assert all(r.headers.get("X-Secret-Token") == token for r in got)
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "guarded", ns)))
+    pods = kube.list(client.PODS, ns)["items"]
+    assert pods, "the importer pod was kept (retainAfterCompletion)"
+    seen = [kube.list(res, ns)["items"] for res in (client.PODS, client.PVCS, client.EVENTS,
+                                                      kit.DVS, kit.VIS)]
+    assert token not in str(seen)
+    for pod in pods:
+        log = logs(kube, pod["metadata"]["name"], ns)
+        assert "phase" in log and token not in log
 
 
 def test_wrong_password_fails_unauthorized(kube: Kube, ns: str, http_server: HttpServer,

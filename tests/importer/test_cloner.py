@@ -1,65 +1,268 @@
-"""The host-assisted cloner on real files: only data read, holes kept, the target grown
-to its room, a source too large refused before writing, a permissive clone's zero tail
-left off, and the progress metric served with the clone's name."""
+"""The host-assisted clone on real files and real TLS on loopback: the source program
+(importer.cloner) streams to the target program (importer.clonetarget) with a per-clone
+CA. Only data crosses, holes stay holes, the target grows to its room, a source too large
+is refused before a byte is written, a stranger's certificate is refused on either side,
+a stream cut short leaves nothing behind, and the exit codes and termination messages
+are the importer's."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from importer import cloner
+from importer import cloner, clonetarget, clonewire
+from importer.errors import NotFound, TooSmall
 from importer.progress import Update
+from pki.certs import PairedTLS, paired_tls
 
 MiB = 2**20
+NOW = datetime.datetime.now(datetime.UTC)
 
 
-def make_source(path: Path, size: int, runs: list[tuple[int, int]]) -> bytes:
+def make_source(path: Path, size: int, runs: list[tuple[int, int]], *,
+                compressible: bool = False) -> bytes:
     with open(path, "wb") as f:
         f.truncate(size)
         for offset, length in runs:
             f.seek(offset)
-            f.write(os.urandom(length))
+            f.write(b"rootdisk " * (length // 9) + b"r" * (length % 9) if compressible
+                    else os.urandom(length))
     return path.read_bytes()
 
 
-def config(src: Path, dst: Path, requested: int | None) -> cloner.Config:
-    return cloner.Config(source=src, target=dst, requested=requested, overhead="0",
-                         owner_uid="u", metrics_addr=None, preallocate=False)
+def tls_dir(root: Path, name: str, party: Any) -> Path:
+    d = root / name
+    d.mkdir()
+    (d / "ca.crt").write_bytes(party.ca)
+    (d / "tls.crt").write_bytes(party.cert)
+    (d / "tls.key").write_bytes(party.key)
+    return d
 
 
-def test_copies_data_only_and_keeps_holes(tmp_path: Path) -> None:
+@pytest.fixture
+def pair() -> PairedTLS:
+    return paired_tls(server_name="clone-target", client_name="clone-source", now=NOW,
+                      validity=datetime.timedelta(hours=1))
+
+
+class Target:
+    """The target program's serve() in a thread, on a free loopback port."""
+
+    def __init__(self, config: clonetarget.Config) -> None:
+        self.config = config
+        self.seen: list[Update] = []
+        self.result: int | None = None
+        self.error: BaseException | None = None
+        self._bound = threading.Event()
+        self.addr: tuple[str, int] = ("", 0)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.result = clonetarget.serve(self.config, listeners=[self.seen.append],
+                                            bound=self._on_bound)
+        except BaseException as err:  # reported to the test
+            self.error = err
+            self._bound.set()
+
+    def _on_bound(self, addr: tuple[str, int]) -> None:
+        self.addr = addr
+        self._bound.set()
+
+    def __enter__(self) -> Target:
+        self.thread.start()
+        assert self._bound.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+
+
+def target_config(dst: Path, tls: Path, requested: int | None, **kw: Any) -> clonetarget.Config:
+    return clonetarget.Config(target=dst, requested=requested, overhead="0", tls_dir=tls,
+                              port=0, wait_seconds=kw.pop("wait_seconds", 30), **kw)
+
+
+def source_config(src: Path, tls: Path, addr: tuple[str, int]) -> cloner.Config:
+    return cloner.Config(source=src, target=addr, tls_dir=tls, connect_seconds=10)
+
+
+@pytest.fixture
+def dirs(tmp_path: Path, pair: PairedTLS) -> tuple[Path, Path]:
+    return tls_dir(tmp_path, "target-tls", pair.server), tls_dir(tmp_path, "source-tls",
+                                                                  pair.client)
+
+
+def test_copies_data_only_keeps_holes_and_grows(tmp_path: Path,
+                                                dirs: tuple[Path, Path]) -> None:
     src = tmp_path / "src.img"
     content = make_source(src, 64 * MiB, [(3 * MiB, MiB), (40 * MiB + 17, 5000)])
+    # zero blocks inside a data extent are not sent either
+    with open(src, "r+b") as f:
+        f.seek(20 * MiB)
+        f.write(bytes(2 * MiB) + b"x")
+    content = src.read_bytes()
     dst = tmp_path / "disk.img"
-    seen: list[Update] = []
-    read = cloner.clone(config(src, dst, 80 * MiB), listeners=[seen.append])
-    assert read <= 2 * MiB + 8192  # only the two data runs (block-rounded) were read
+    with Target(target_config(dst, dirs[0], 80 * MiB)) as target:
+        sent = cloner.clone(source_config(src, dirs[1], target.addr))
+    assert target.error is None and target.result == sent.data_bytes
+    # only the data runs crossed (block-rounded), not the 64 MiB nor the zero block
+    assert sent.data_bytes <= MiB + 5000 + 3 * 32 * 1024
     assert dst.stat().st_size == 80 * MiB  # grown to the usable size of its request
     assert dst.read_bytes()[: 64 * MiB] == content
-    assert dst.stat().st_blocks * 512 <= 3 * MiB  # as sparse as the source
-    assert seen[-1].percent == 100.0
+    assert dst.stat().st_blocks * 512 <= 2 * MiB  # as sparse as the source
+    assert target.seen[-1].percent == 100.0
 
 
-def test_too_small_is_refused_before_writing(tmp_path: Path) -> None:
+def test_compressible_data_is_compressed_random_data_is_not(
+        tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    src = tmp_path / "src.img"
+    content = make_source(src, 32 * MiB, [(0, 8 * MiB)], compressible=True)
+    with Target(target_config(tmp_path / "a.img", dirs[0], 32 * MiB)) as target:
+        sent = cloner.clone(source_config(src, dirs[1], target.addr))
+    assert sent.wire_bytes < sent.data_bytes // 20
+    assert (tmp_path / "a.img").read_bytes() == content
+    make_source(src, 32 * MiB, [(0, 8 * MiB)])
+    with Target(target_config(tmp_path / "b.img", dirs[0], 32 * MiB)) as target:
+        sent = cloner.clone(source_config(src, dirs[1], target.addr))
+    assert sent.data_bytes <= sent.wire_bytes <= sent.data_bytes + 4096
+    assert (tmp_path / "b.img").read_bytes() == src.read_bytes()
+
+
+def test_too_small_is_refused_before_writing(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
     src = tmp_path / "src.img"
     make_source(src, 64 * MiB, [(50 * MiB, MiB)])
     dst = tmp_path / "disk.img"
-    with pytest.raises(cloner.TooSmall):
-        cloner.clone(config(src, dst, 32 * MiB))
+    with Target(target_config(dst, dirs[0], 32 * MiB)) as target, \
+            pytest.raises(clonewire.Refused) as refused:
+        cloner.clone(source_config(src, dirs[1], target.addr))
+    assert refused.value.reason == "TooSmall" and not refused.value.retryable
+    assert isinstance(target.error, TooSmall)
     assert not dst.exists()
 
 
-def test_permissive_clone_leaves_off_the_zero_tail(tmp_path: Path) -> None:
+def test_permissive_clone_leaves_off_the_zero_tail(tmp_path: Path,
+                                                   dirs: tuple[Path, Path]) -> None:
     src = tmp_path / "src.img"
     content = make_source(src, 64 * MiB, [(MiB, 2 * MiB)])
     dst = tmp_path / "disk.img"
-    cloner.clone(config(src, dst, 32 * MiB))
+    with Target(target_config(dst, dirs[0], 32 * MiB)) as target:
+        cloner.clone(source_config(src, dirs[1], target.addr))
     assert dst.stat().st_size == 32 * MiB
     assert dst.read_bytes() == content[: 32 * MiB]
+
+
+def test_a_stranger_certificate_is_refused_and_the_wait_goes_on(
+        tmp_path: Path, dirs: tuple[Path, Path], pair: PairedTLS) -> None:
+    src = tmp_path / "src.img"
+    content = make_source(src, 8 * MiB, [(MiB, MiB)])
+    other = paired_tls(server_name="clone-target", client_name="clone-source", now=NOW,
+                       validity=datetime.timedelta(hours=1))
+    # trusts the right CA, but its own certificate is another clone's
+    stranger = tls_dir(tmp_path, "stranger", type(pair.client)(pair.client.ca, other.client.cert,
+                                                               other.client.key))
+    # the target's own serving certificate is not a client certificate
+    as_server = tls_dir(tmp_path, "as-server", pair.server)
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 8 * MiB)) as target:
+        for wrong in (stranger, as_server):
+            with pytest.raises(cloner.TLSRefused):
+                cloner.clone(source_config(src, wrong, target.addr))
+            assert not dst.exists()
+        cloner.clone(source_config(src, dirs[1], target.addr))
+    assert target.error is None
+    assert dst.read_bytes() == content
+
+
+def test_the_source_refuses_a_target_that_is_not_this_clones(
+        tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    """An impostor that would take anything (no client certificate asked) but holds
+    another clone's serving certificate: the source refuses it and sends it nothing."""
+    import ssl
+
+    src = tmp_path / "src.img"
+    make_source(src, 8 * MiB, [(MiB, MiB)])
+    other = paired_tls(server_name="clone-target", client_name="clone-source", now=NOW,
+                       validity=datetime.timedelta(hours=1))
+    impostor = tls_dir(tmp_path, "impostor", other.server)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(impostor / "tls.crt"), str(impostor / "tls.key"))
+    received: list[bytes] = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+
+        def serve() -> None:
+            conn, _ = server.accept()
+            conn.settimeout(10)
+            try:
+                with ctx.wrap_socket(conn, server_side=True) as tls:
+                    while data := tls.recv(65536):
+                        received.append(data)
+            except (OSError, ssl.SSLError):
+                pass
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        with pytest.raises(cloner.TLSRefused):
+            cloner.clone(source_config(src, dirs[1], server.getsockname()))
+        thread.join(30)
+    assert received == []
+
+
+def test_a_client_without_certificate_is_refused(tmp_path: Path,
+                                                 dirs: tuple[Path, Path]) -> None:
+    import ssl
+
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 8 * MiB, wait_seconds=3)) as target:
+        ctx = ssl.create_default_context(cafile=str(dirs[1] / "ca.crt"))
+        with socket.create_connection(target.addr, timeout=10) as raw, pytest.raises(
+                (ssl.SSLError, OSError)), ctx.wrap_socket(
+                raw, server_hostname="clone-target") as tls:
+            tls.sendall(clonewire.hello(clonewire.Hello(size=MiB, data_end=MiB)))
+            assert tls.recv(1) == b""  # refused: a closed connection is an error too
+            raise OSError("closed")
+    assert not dst.exists()
+    assert "no clone source connected" in str(target.error)
+
+
+def test_source_gone_is_not_found(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    with pytest.raises(NotFound):
+        cloner.clone(source_config(tmp_path / "gone.img", dirs[1], ("127.0.0.1", 9)))
+
+
+def test_a_stream_cut_short_leaves_nothing(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    """The source dies after the first extent: the target refuses and wipes."""
+    src = tmp_path / "src.img"
+    make_source(src, 16 * MiB, [(0, 16 * MiB)])
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 16 * MiB)) as target:
+        config = source_config(src, dirs[1], target.addr)
+        source = cloner.open_source(config.source)
+        sock = cloner.connect(config, cloner.client_context(config.tls_dir))
+        sock.sendall(clonewire.hello(clonewire.Hello(size=source.size,
+                                                     data_end=source.data_end)))
+        clonewire.read_reply(cloner._reader(sock))
+        enc = clonewire.Encoder()
+        head, payload = enc.extent(0, os.pread(source.fd, MiB, 0))
+        sock.sendall(head)
+        sock.sendall(payload[: len(payload) // 2])
+        sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        os.close(source.fd)
+    assert isinstance(target.error, clonewire.StreamError)
+    assert not dst.exists()
 
 
 def test_extents_of_a_file(tmp_path: Path) -> None:
@@ -71,26 +274,242 @@ def test_extents_of_a_file(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     assert runs == [(0, 4 * MiB, False), (4 * MiB, MiB, True), (5 * MiB, 11 * MiB, False)]
-    assert sum(n for _, n, _ in runs) == 16 * MiB
 
 
-def test_program_exit_codes_and_termination_message(tmp_path: Path) -> None:
+def test_nonzero_runs() -> None:
+    block = 32 * 1024
+    data = bytes(block) + b"a" * block + bytes(2 * block) + b"b" * 10
+    runs = [(o, bytes(d)) for o, d in cloner.nonzero(data, 1000)]
+    assert runs == [(1000 + block, b"a" * block), (1000 + 4 * block, b"b" * 10)]
+
+
+# -- the programs ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(module: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    base = {k: v for k, v in os.environ.items() if k != "POD_IP"}
+    return subprocess.Popen([sys.executable, "-m", module], env={**base, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_programs_exit_codes_and_termination_messages(tmp_path: Path,
+                                                      dirs: tuple[Path, Path]) -> None:
     src = tmp_path / "src.img"
-    make_source(src, 8 * MiB, [(6 * MiB, MiB)])
-    log = tmp_path / "termination"
-    env = {**os.environ, "CLONER_SOURCE": str(src), "CLONER_TARGET": str(tmp_path / "d.img"),
-           "IMPORTER_IMAGE_SIZE": "4Mi", "FILESYSTEM_OVERHEAD": "0",
-           "IMPORTER_TERMINATION_LOG": str(log)}
-    env.pop("POD_IP", None)
-    proc = subprocess.run([sys.executable, "-m", "importer.cloner"], env=env, timeout=60,
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and '"reason": "TooSmall"' in log.read_text()
-    env["IMPORTER_IMAGE_SIZE"] = "not-a-size"
-    proc = subprocess.run([sys.executable, "-m", "importer.cloner"], env=env, timeout=60,
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and "IMPORTER_IMAGE_SIZE" in log.read_text()
-    env["IMPORTER_IMAGE_SIZE"] = "16Mi"
-    proc = subprocess.run([sys.executable, "-m", "importer.cloner"], env=env, timeout=60,
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "d.img").read_bytes()[: 8 * MiB] == src.read_bytes()
+    content = make_source(src, 8 * MiB, [(6 * MiB, MiB)])
+    logs = {n: tmp_path / f"{n}.log" for n in ("source", "target")}
+    port = free_port()
+    target_env = {"CLONER_TARGET": str(tmp_path / "d.img"), "CLONE_TLS_DIR": str(dirs[0]),
+                  "IMPORTER_IMAGE_SIZE": "4Mi", "FILESYSTEM_OVERHEAD": "0",
+                  "CLONE_PORT": str(port), "CLONE_WAIT_SECONDS": "60",
+                  "IMPORTER_TERMINATION_LOG": str(logs["target"])}
+    source_env = {"CLONER_SOURCE": str(src), "CLONE_TARGET": f"127.0.0.1:{port}",
+                  "CLONE_TLS_DIR": str(dirs[1]), "CLONE_CONNECT_SECONDS": "60",
+                  "IMPORTER_TERMINATION_LOG": str(logs["source"])}
+
+    def both() -> tuple[int, int]:
+        t = run("importer.clonetarget", target_env)
+        s = run("importer.cloner", source_env)
+        return s.wait(120), t.wait(120)
+
+    # too small: both fail for good, with the reason; nothing written
+    assert both() == (2, 2)
+    for n in ("source", "target"):
+        assert json.loads(logs[n].read_text())["reason"] == "TooSmall"
+    assert not (tmp_path / "d.img").exists()
+    # a bad size is a configuration error
+    target_env["IMPORTER_IMAGE_SIZE"] = "not-a-size"
+    t = run("importer.clonetarget", target_env)
+    assert t.wait(60) == 2 and "IMPORTER_IMAGE_SIZE" in logs["target"].read_text()
+    # the source gone: NotFound, permanent
+    s = run("importer.cloner", {**source_env, "CLONER_SOURCE": str(tmp_path / "nope")})
+    assert s.wait(60) == 2
+    assert json.loads(logs["source"].read_text())["reason"] == "NotFound"
+    # nobody listening: retryable
+    s = run("importer.cloner", {**source_env, "CLONE_CONNECT_SECONDS": "1"})
+    assert s.wait(60) == 1
+    assert json.loads(logs["source"].read_text())["retryable"] is True
+    # and a good one
+    target_env["IMPORTER_IMAGE_SIZE"] = "16Mi"
+    assert both() == (0, 0)
+    assert (tmp_path / "d.img").read_bytes()[: 8 * MiB] == content
+    assert (tmp_path / "d.img").stat().st_size == 16 * MiB
+
+
+# -- the wire format, byte by byte -------------------------------------------------------------
+
+
+def stream(extents: list[tuple[int, bytes]]) -> bytes:
+    enc = clonewire.Encoder()
+    out = b""
+    for offset, data in extents:
+        head, payload = enc.extent(offset, data)
+        out += head + bytes(payload)
+    return out + enc.end()
+
+
+def reader(data: bytes) -> clonewire.ReadExact:
+    pos = 0
+
+    def read(n: int) -> bytes:
+        nonlocal pos
+        chunk = data[pos : pos + n]
+        pos += len(chunk)
+        return chunk
+    return read
+
+
+def decode(data: bytes, *, size: int = 8 * MiB) -> tuple[list[tuple[int, bytes]], Any]:
+    gen = clonewire.extents(reader(data), size=size)
+    out: list[tuple[int, bytes]] = []
+    try:
+        while True:
+            offset, got = next(gen)
+            out.append((offset, bytes(got)))
+    except StopIteration as stop:
+        return out, stop.value
+
+
+EXTENTS = [(0, os.urandom(70000)), (MiB, b"disk " * 30000), (3 * MiB, b"\x01" * 10)]
+
+
+def test_wire_round_trip() -> None:
+    got, totals = decode(stream(EXTENTS))
+    assert got == EXTENTS
+    assert totals == clonewire.Totals(extents=3, data_bytes=sum(len(d) for _, d in EXTENTS))
+
+
+@pytest.mark.parametrize("cut", [0, 1, 10, 17, 70017, 70018, -33, -1])
+def test_a_truncated_stream_is_refused(cut: int) -> None:
+    data = stream(EXTENTS)
+    with pytest.raises(clonewire.StreamError):
+        decode(data[:cut])
+
+
+def test_a_tampered_stream_is_refused() -> None:
+    data = bytearray(stream(EXTENTS))
+    data[100] ^= 0x40  # inside the first (raw) extent's bytes
+    with pytest.raises(clonewire.StreamError, match="checksum"):
+        decode(bytes(data))
+
+
+def test_totals_that_do_not_add_up_are_refused() -> None:
+    data = stream(EXTENTS)
+    # drop the last extent but keep the end frame that counted it
+    enc = clonewire.Encoder()
+    body = b""
+    for offset, d in EXTENTS[:2]:
+        head, payload = enc.extent(offset, d)
+        body += head + bytes(payload)
+    end = data[-(1 + clonewire.END.size):]
+    with pytest.raises(clonewire.StreamError, match="extents"):
+        decode(body + end)
+
+
+def _frame(kind: bytes, offset: int, length: int, payload: bytes) -> bytes:
+    return clonewire.EXTENT.pack(kind[0], offset, length, len(payload)) + payload
+
+
+@pytest.mark.parametrize("frames, match", [
+    ([_frame(b"R", MiB, 4, b"abcd"), _frame(b"R", 0, 4, b"abcd")], "overlaps"),
+    ([_frame(b"R", 8 * MiB - 2, 4, b"abcd")], "outside"),
+    ([_frame(b"R", 0, 8, b"abcd")], "raw extent"),
+    ([_frame(b"R", 0, 0, b"")], "out of bounds"),
+    ([clonewire.EXTENT.pack(b"R"[0], 0, 64 * MiB, 64 * MiB)], "out of bounds"),
+    ([_frame(b"Z", 0, 4, b"not zstd")], "extent at 0"),
+    ([_frame(b"Q", 0, 4, b"abcd")], "unknown frame kind"),
+])
+def test_malformed_frames_are_refused(frames: list[bytes], match: str) -> None:
+    with pytest.raises(clonewire.StreamError, match=match):
+        decode(b"".join(frames))
+
+
+def test_a_zstd_frame_announcing_another_size_is_refused() -> None:
+    import zstandard
+    bomb = zstandard.ZstdCompressor().compress(bytes(4 * MiB))
+    with pytest.raises(clonewire.StreamError, match="zstd frame"):
+        decode(_frame(b"Z", 0, 4096, bomb))
+
+
+def test_hello_and_reply() -> None:
+    h = clonewire.read_hello(reader(clonewire.hello(clonewire.Hello(size=10, data_end=4))))
+    assert h == clonewire.Hello(size=10, data_end=4)
+    with pytest.raises(clonewire.StreamError, match="magic"):
+        clonewire.read_hello(reader(b"X" * clonewire.HELLO.size))
+    with pytest.raises(clonewire.Refused) as err:
+        clonewire.read_reply(reader(clonewire.reply(ok=False, reason="TooSmall",
+                                                    message="m")))
+    assert err.value.reason == "TooSmall"
+    assert clonewire.read_reply(reader(clonewire.reply(ok=True, bytes=3)))["bytes"] == 3
+
+
+def test_grow_only_grows_a_disk_img_and_never_shrinks(tmp_path: Path) -> None:
+    img = tmp_path / "disk.img"
+    content = make_source(img, 16 * MiB, [(MiB, MiB)])
+    config = clonetarget.Config(target=img, requested=64 * MiB, overhead="0",
+                                tls_dir=tmp_path, grow_only=True)
+    assert clonetarget.grow(config) == 64 * MiB
+    assert img.stat().st_size == 64 * MiB and img.read_bytes()[: 16 * MiB] == content
+    smaller = clonetarget.Config(target=img, requested=32 * MiB, overhead="0",
+                                 tls_dir=tmp_path, grow_only=True)
+    assert clonetarget.grow(smaller) == 64 * MiB and img.stat().st_size == 64 * MiB
+    env = {"CLONER_TARGET": str(img), "CLONE_GROW_ONLY": "true", "IMPORTER_IMAGE_SIZE": "80Mi"}
+    assert clonetarget.from_env(env).grow_only
+
+
+def test_ahead_keeps_order_return_value_and_errors() -> None:
+    from collections.abc import Generator
+
+    from importer.ahead import ahead
+
+    def gen(n: int, fail: bool = False) -> Generator[int, None, str]:
+        yield from range(n)
+        if fail:
+            raise OSError("disk gone")
+        return "done"
+
+    out: list[int] = []
+    it = ahead(gen(100), depth=3)
+    with pytest.raises(StopIteration) as stop:
+        while True:
+            out.append(next(it))
+    assert out == list(range(100)) and stop.value.value == "done"
+    with pytest.raises(OSError, match="disk gone"):
+        list(ahead(gen(5, fail=True), depth=2))
+    early = ahead(gen(10_000), depth=2)
+    assert next(early) == 0
+    early.close()  # stops the producer; does not hang
+
+
+def test_the_target_serves_the_clone_progress_metric(tmp_path: Path,
+                                                     dirs: tuple[Path, Path]) -> None:
+    import urllib.request
+
+    from importer.metrics import ProgressMetric
+
+    src = tmp_path / "src.img"
+    make_source(src, 16 * MiB, [(0, 4 * MiB), (12 * MiB, MiB)])
+    metric = ProgressMetric(owner_uid="target-uid", port=0, addr="127.0.0.1",
+                            name=clonetarget.METRIC)
+    try:
+        config = target_config(tmp_path / "disk.img", dirs[0], 16 * MiB)
+        target = Target(config)
+        target.thread = threading.Thread(
+            target=lambda: setattr(target, "result", clonetarget.serve(
+                config, listeners=[metric, target.seen.append], bound=target._on_bound)),
+            daemon=True)
+        with target:
+            cloner.clone(source_config(src, dirs[1], target.addr))
+        url = f"http://127.0.0.1:{metric.server.server_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+    finally:
+        metric.close()
+    assert 'kubevirt_cdi_clone_progress_total{ownerUID="target-uid"} 100.0' in text
+    # it rose with the data: the last update before the end was below 100
+    assert any(0 < u.percent < 100 for u in target.seen)

@@ -94,3 +94,47 @@ def test_archive_content_type() -> None:
     config = ImporterConfig(source=SourceKind.HTTP, endpoint="http://h/x.tar",
                             content_type=ContentType.ARCHIVE)
     assert config.content_type is ContentType.ARCHIVE
+
+
+def _secret_volume(root: Path, index: int, data: dict[str, bytes]) -> None:
+    """A Secret mounted as the kubelet's atomic writer lays it out: the keys are links
+    through ``..data`` into a timestamped directory."""
+    mount = root / str(index)
+    stamp = mount / "..2026_12_01_00_00_00.1"
+    stamp.mkdir(parents=True)
+    for key, value in data.items():
+        (stamp / key).write_bytes(value)
+    (mount / "..data").symlink_to(stamp.name)
+    for key in data:
+        (mount / key).symlink_to(f"..data/{key}")
+
+
+def test_secret_extra_headers_from_mounted_secrets(tmp_path: Path) -> None:
+    """upstream's ``secretExtraHeaders``: one header per key of each Secret mounted under
+    /extraheaders/<index>, read after the plain ``extraHeaders`` of the environment."""
+    _secret_volume(tmp_path, 0, {"token": b"Authorization: Bearer t0ps3cret\n"})
+    _secret_volume(tmp_path, 1, {"a": b"X-Tenant: blue", "b": b"X-Team:red  "})
+    _secret_volume(tmp_path, 10, {"z": b"X-Late: 10"})
+    config = from_env({**BASE, "IMPORTER_EXTRA_HEADER_0": "X-Plain: 1",
+                       "IMPORTER_SECRET_EXTRA_HEADERS_DIR": str(tmp_path)})
+    assert config.extra_headers == (("X-Plain", "1"), ("Authorization", "Bearer t0ps3cret"),
+                                    ("X-Tenant", "blue"), ("X-Team", "red"), ("X-Late", "10"))
+    assert "t0ps3cret" not in repr(config)
+    assert from_env({**BASE, "IMPORTER_SECRET_EXTRA_HEADERS_DIR": str(tmp_path / "none")}
+                    ).extra_headers == ()
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"Bearer t0ps3cret", "not a 'Name: value' header"),
+    (b"Bad Name: t0ps3cret", "not a 'Name: value' header"),
+    (b"X-A: t0ps3cret\r\nX-Evil: 1", "has a line break or NUL in its value"),
+    (b"X-A: t0ps3cret" + b"x" * 9000, "longer than 8192 bytes"),
+    (b"X-A: \xff t0ps3cret", "not UTF-8 text"),
+])
+def test_a_bad_secret_header_names_the_file_never_the_value(tmp_path: Path, content: bytes,
+                                                            problem: str) -> None:
+    _secret_volume(tmp_path, 0, {"token": content})
+    with pytest.raises(ConfigError) as err:
+        from_env({**BASE, "IMPORTER_SECRET_EXTRA_HEADERS_DIR": str(tmp_path)})
+    assert str(tmp_path / "0" / "token") in err.value.message and problem in err.value.message
+    assert "t0ps3cret" not in err.value.message

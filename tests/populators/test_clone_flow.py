@@ -1,13 +1,15 @@
-"""The clone populator on the twin-PVC flow (pure): PVC' in the source namespace, the CSI
-clone without a pod, the cloner pod, a source in use, the strategy notes."""
+"""The clone populator on the twin-PVC flow (pure): PVC' in the source namespace for a
+CSI clone (no pod) and in the target's for a copy (the target pod there, the source pod in
+the source namespace, TLS Secrets beside each), a source in use, the strategy notes, a
+failed source pod failing the clone."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from populators import claims, flow
+from populators import claims, clone_pods, flow
 from populators.cdiconfig import CdiConfig
-from populators.clone_populator import SOURCE_CLAIM_KEY, ClonePopulator, render_pod
+from populators.clone_populator import SOURCE_CLAIM_KEY, ClonePopulator
 from populators.flow import Annotate, CreatePod, CreatePrime, Emit, Observed, Rebind
 from populators.importer_pod import Settings
 
@@ -98,14 +100,43 @@ def test_csi_clone_needs_no_pod_and_rebinds_when_bound() -> None:
     assert changes[A + "storage.pod.phase"] == "Succeeded"
 
 
-def test_copy_runs_the_cloner_pod_next_to_prime() -> None:
-    plan = decide(prime=prime_in("gold", data_source=False))
+COPY = {A + "clone.strategy": "copy"}
+
+
+def test_copy_keeps_prime_in_the_target_namespace() -> None:
+    plan = decide(notes=COPY)
+    made = next(a for a in plan.actions if isinstance(a, CreatePrime)).manifest
+    assert made["metadata"]["namespace"] == "ns"
+    assert made["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert "dataSource" not in made["spec"]
+    assert POP.prime_namespace(target(ann=COPY)) == "ns"
+    assert POP.prime_namespace(target(ann={A + "clone.strategy": "csi-clone"})) == "gold"
+
+
+def test_copy_runs_the_target_pod_next_to_prime() -> None:
+    prime = prime_in("ns", data_source=False)
+    plan = decide(target=target(ann=COPY), prime=prime)
     made = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
-    assert made["metadata"]["namespace"] == "gold"
+    assert made["metadata"]["namespace"] == "ns"
     assert made["metadata"]["name"] == f"cloner-{PRIME}"
-    vols = {v["name"]: v["persistentVolumeClaim"] for v in made["spec"]["volumes"]}
-    assert vols["cdi-clone-source"] == {"claimName": "golden", "readOnly": True}
-    assert vols["cdi-data-vol"]["claimName"] == PRIME
+    vols = {v["name"]: v for v in made["spec"]["volumes"]}
+    assert vols["cdi-data-vol"]["persistentVolumeClaim"]["claimName"] == PRIME
+    assert "cdi-clone-source" not in vols  # the target pod never sees the source
+    assert vols["clone-tls"]["secret"] == {"secretName": f"clone-target-tls-{UID}",
+                                           "defaultMode": 0o440}
+
+
+def test_a_source_pod_that_failed_for_good_fails_the_clone() -> None:
+    prime = prime_in("ns", data_source=False)
+    plan = decide(target=target(ann=COPY), prime=prime,
+                  pod={"metadata": {"name": f"cloner-{PRIME}"},
+                       "status": {"phase": "Running"}},
+                  helper_failed=("NotFound", "clone source: /source/disk.img not found"))
+    changes = {k: v for a in plan.actions if isinstance(a, Annotate)
+               for k, v in a.changes.items()}
+    assert changes[A + "storage.pod.phase"] == "Failed"
+    assert changes[A + "storage.condition.running.reason"] == "NotFound"
+    assert any(isinstance(a, flow.DeletePod) for a in plan.actions)
 
 
 def test_a_written_source_holds_the_clone_back() -> None:
@@ -117,23 +148,112 @@ def test_a_written_source_holds_the_clone_back() -> None:
     assert not [a for a in plan.actions if isinstance(a, CreatePod)]
 
 
-def test_cloner_pod_pairings_and_confinement() -> None:
+RUNNING_TARGET = {"metadata": {"name": f"cloner-{PRIME}"},
+                  "status": {"phase": "Running", "podIP": "127.1.0.9"}}
+
+
+def test_pods_pairings_and_confinement() -> None:
     for src_mode, dst_mode in (("Filesystem", "Block"), ("Block", "Filesystem")):
-        prime = prime_in("gold", data_source=False)
+        prime = prime_in("ns", data_source=False)
         prime["spec"]["volumeMode"] = dst_mode
-        pod = render_pod(target=target(), prime=prime,
-                         source_claim=source(src_mode)[SOURCE_CLAIM_KEY],
-                         config=CdiConfig(), settings=Settings())
-        c = pod["spec"]["containers"][0]
-        env = {e["name"]: e.get("value") for e in c["env"]}
-        assert env["CLONER_SOURCE"] == ("/dev/cdi-clone-source" if src_mode == "Block"
-                                        else "/source/disk.img")
-        assert env["CLONER_TARGET"] == ("/dev/cdi-block-volume" if dst_mode == "Block"
-                                        else "/data/disk.img")
-        assert c["image"] == "rootdisk/cloner"
-        assert c["securityContext"]["runAsUser"] == 107
-        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-        assert pod["spec"]["securityContext"]["fsGroup"] == 107
+        tpod = clone_pods.render_target_pod(target=target(), prime=prime, config=CdiConfig(),
+                                            settings=Settings())
+        spod = clone_pods.render_source_pod(
+            target=target(), source_claim=source(src_mode)[SOURCE_CLAIM_KEY],
+            clone_source=source(), address="127.1.0.9:8444", config=CdiConfig(),
+            settings=Settings())
+        tenv = {e["name"]: e.get("value") for e in tpod["spec"]["containers"][0]["env"]}
+        senv = {e["name"]: e.get("value") for e in spod["spec"]["containers"][0]["env"]}
+        assert senv["CLONER_SOURCE"] == ("/dev/cdi-clone-source" if src_mode == "Block"
+                                         else "/source/disk.img")
+        assert tenv["CLONER_TARGET"] == ("/dev/cdi-block-volume" if dst_mode == "Block"
+                                         else "/data/disk.img")
+        assert senv["CLONE_TARGET"] == "127.1.0.9:8444"
+        assert tpod["spec"]["containers"][0]["image"] == "rootdisk/clone-target"
+        assert spod["spec"]["containers"][0]["image"] == "rootdisk/cloner"
+        assert spod["metadata"]["namespace"] == "gold"
+        assert spod["metadata"]["name"] == f"{UID}-source-pod"
+        assert spod["metadata"]["ownerReferences"][0]["kind"] == "VolumeCloneSource"
+        svols = {v["name"]: v for v in spod["spec"]["volumes"]}
+        assert svols["cdi-clone-source"]["persistentVolumeClaim"] == {
+            "claimName": "golden", "readOnly": True}
+        assert svols["clone-tls"]["secret"]["secretName"] == f"clone-source-tls-{UID}"
+        for pod in (tpod, spod):
+            c = pod["spec"]["containers"][0]
+            assert c["securityContext"]["runAsUser"] == 107
+            assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+            assert pod["spec"]["securityContext"]["fsGroup"] == 107
+            # no key material in the pod spec: only the Secret's name
+            assert "PRIVATE KEY" not in str(pod) and "CERTIFICATE" not in str(pod)
+
+
+def test_secrets_carry_the_material_and_match_by_ca() -> None:
+    import base64
+    sec = clone_pods.render_secret(name="s", namespace="ns", ca=b"CA", cert=b"C", key=b"K",
+                                   fingerprint="f1", owner={"uid": "o"}, target=target())
+    assert base64.b64decode(sec["data"]["tls.key"]) == b"K"
+    other = clone_pods.render_secret(name="t", namespace="gold", ca=b"CA", cert=b"C",
+                                     key=b"K", fingerprint="f2", owner={"uid": "o"},
+                                     target=target())
+    assert clone_pods.secrets_match(sec, sec)
+    assert not clone_pods.secrets_match(sec, other)
+    assert not clone_pods.secrets_match(sec, None)
+    assert clone_pods.ours(sec, target()) and not clone_pods.ours({"metadata": {}}, target())
+
+
+def test_source_step() -> None:
+    step = clone_pods.source_step
+    assert step(finished=False, target_pod=None, source_pod=None) == clone_pods.SourceStep()
+    pending = {"metadata": {}, "status": {"phase": "Pending"}}
+    assert not step(finished=False, target_pod=pending, source_pod=None).create
+    assert step(finished=False, target_pod=RUNNING_TARGET, source_pod=None).create
+    spod = {"metadata": {"annotations": {
+        "populators.rootdisk.io/clone-target-address": "127.1.0.9:8444"}}}
+    assert step(finished=False, target_pod=RUNNING_TARGET, source_pod=spod) == \
+        clone_pods.SourceStep()
+    moved = {**RUNNING_TARGET, "status": {"phase": "Running", "podIP": "127.1.0.10"}}
+    assert step(finished=False, target_pod=moved, source_pod=spod).delete_pod
+    assert step(finished=False, target_pod=None, source_pod=spod).delete_pod
+    # the target restarted since the source pod was made: a new stream is needed
+    restarted = {**RUNNING_TARGET, "status": {**RUNNING_TARGET["status"],
+                                              "containerStatuses": [{"restartCount": 1}]}}
+    assert step(finished=False, target_pod=restarted, source_pod=spod).delete_pod
+    spod_after = {"metadata": {"annotations": {
+        "populators.rootdisk.io/clone-target-address": "127.1.0.9:8444",
+        "populators.rootdisk.io/clone-target-restarts": "1"}}}
+    assert not step(finished=False, target_pod=restarted, source_pod=spod_after).delete_pod
+    done = step(finished=True, target_pod=RUNNING_TARGET, source_pod=spod)
+    assert done.delete_pod and done.delete_secrets and not done.create
+
+
+def test_a_csi_clone_into_a_larger_filesystem_claim_runs_the_grow_pod() -> None:
+    csi = {A + "clone.strategy": "csi-clone"}
+    bound = prime_in("gold", data_source=True)
+    plan = decide(target=target(ann=csi), prime=bound, prime_needs_pod=True)
+    made = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
+    assert made["metadata"]["namespace"] == "gold"
+    env = {e["name"]: e.get("value") for e in made["spec"]["containers"][0]["env"]}
+    assert env["CLONE_GROW_ONLY"] == "true" and env["CLONER_TARGET"] == "/data/disk.img"
+    assert "CLONE_TLS_DIR" not in env
+    assert not [v for v in made["spec"]["volumes"] if "secret" in v]
+    assert not [a for a in plan.actions if isinstance(a, Rebind)]
+    # without growing, Bound is populated
+    plan = decide(target=target(ann=csi), prime=bound, prime_needs_pod=False,
+                  volume={"metadata": {"name": "pv-1", "resourceVersion": "9"},
+                          "spec": {"claimRef": {"namespace": "gold", "name": PRIME,
+                                                "uid": "p-uid"}}})
+    assert [a for a in plan.actions if isinstance(a, Rebind)]
+    assert not [a for a in plan.actions if isinstance(a, CreatePod)]
+
+
+def test_needs_growing() -> None:
+    from populators.clone_strategy import needs_growing
+
+    def claim(size: str, mode: str = "Filesystem") -> dict[str, Any]:
+        return {"spec": {"volumeMode": mode, "resources": {"requests": {"storage": size}}}}
+    assert needs_growing(source=claim("64Mi"), target=claim("128Mi"))
+    assert not needs_growing(source=claim("64Mi"), target=claim("64Mi"))
+    assert not needs_growing(source=claim("64Mi", "Block"), target=claim("128Mi", "Block"))
 
 
 def _made(plan: flow.Plan) -> list[Any]:

@@ -97,6 +97,28 @@ def test_credentials_only_by_reference() -> None:
                                                            "key": "secretKey"}}
 
 
+def test_secret_extra_headers_are_mounted_secrets_not_env() -> None:
+    """upstream's layout: Secret i at /extraheaders/i; the pod names the Secrets only."""
+    pod = _render({"source": {"http": {"url": "https://h/d.qcow2",
+                                       "secretExtraHeaders": ["tok", "tenant"]}}})
+    spec = pod["spec"]
+    c = spec["containers"][0]
+    assert {"name": "cdi-secret-extra-headers-vol-0", "secret": {"secretName": "tok"}} \
+        in spec["volumes"]
+    assert {"name": "cdi-secret-extra-headers-vol-1", "secret": {"secretName": "tenant"}} \
+        in spec["volumes"]
+    assert {"name": "cdi-secret-extra-headers-vol-0", "mountPath": "/extraheaders/0",
+            "readOnly": True} in c["volumeMounts"]
+    assert {"name": "cdi-secret-extra-headers-vol-1", "mountPath": "/extraheaders/1",
+            "readOnly": True} in c["volumeMounts"]
+    assert not [e for e in c["env"] if "HEADER" in e["name"]]
+    # Block volumes get the mounts too (a block pod has no /data mount otherwise)
+    block = _render({"source": {"http": {"url": "https://h/d.qcow2",
+                                         "secretExtraHeaders": ["tok"]}}}, mode="Block")
+    assert [m["mountPath"] for m in block["spec"]["containers"][0]["volumeMounts"]] == [
+        "/extraheaders/0"]
+
+
 def test_block_volume_is_a_device_without_overhead() -> None:
     pod = _render({"source": {"http": {"url": "http://h/d"}}}, mode="Block",
                   config=CdiConfig(global_overhead="0.1"))
@@ -157,6 +179,10 @@ def test_importer_accepts_the_rendered_environment(source: dict[str, Any]) -> No
      "spec.source.http.extraHeaders[0]"),
     ({"source": {"http": {"url": "u", "secretRef": {"name": "x"}}}},
      "spec.source.http.secretRef"),
+    ({"source": {"http": {"url": "u", "secretExtraHeaders": "tok"}}},
+     "spec.source.http.secretExtraHeaders"),
+    ({"source": {"http": {"url": "u", "secretExtraHeaders": [""]}}},
+     "spec.source.http.secretExtraHeaders"),
     ({"source": {"blank": {}}, "contentType": "tarball"}, "spec.contentType"),
 ])
 def test_bad_sources_name_the_field(spec: dict[str, Any], field: str) -> None:

@@ -18,7 +18,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..tls import _key_pem, _write_private, self_signed_ca
+from pki.certs import key_pem as _key_pem
+from pki.certs import self_signed_ca
+
+from ..tls import _write_private
 
 PROXY_CLIENT_NAME = "front-proxy-client"
 _VALIDITY = datetime.timedelta(days=3650)

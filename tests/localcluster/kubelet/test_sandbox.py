@@ -208,3 +208,30 @@ def test_volume_inside_etc(tmp_path) -> None:
     assert code == 0, log
     with open("/etc/hostname") as fh:
         assert log == f"read: cert\nread: {fh.read()}\n"
+
+
+def test_exit_is_announced_once_the_container_ended_and_leaves_the_status(tmp_path) -> None:
+    """The kubelet's worker is woken by ``on_exit`` instead of finding the exit at its
+    next tick: the call comes only after the process ended, and it does not reap it
+    (the exit code is still there to collect)."""
+    import threading
+
+    def watched(*words: str, where) -> tuple[Container, threading.Event, list[int | None]]:
+        ended, seen = threading.Event(), []
+        c = Container(spec(where, *words), on_exit=lambda: (seen.append(c.poll()), ended.set()))
+        return c, ended, seen
+
+    c, ended, seen = watched("print", "up", "sleep", "60", where=tmp_path)
+    c.start()
+    wait_up(c)
+    assert not ended.is_set()  # running: nothing announced
+    c.signal(signal.SIGKILL)
+    assert ended.wait(60), "the exit was never announced"
+    assert seen == [128 + signal.SIGKILL]  # already over when announced (bwrap's status)
+    assert c.exit_code() == 128 + signal.SIGKILL
+
+    quick, ended, seen = watched("exit", "4", where=tmp_path / "q")
+    quick.start()
+    assert ended.wait(60), "the exit was never announced"
+    assert seen == [4]
+    assert quick.exit_code() == 4

@@ -1,0 +1,291 @@
+"""The host-assisted clone's target side (``python -m importer.clonetarget``; upstream
+lets its upload server take the clone): accept the clone source's mutual-TLS stream
+(:mod:`importer.clonewire`) and write it into PVC' with the importer's SparseWriter.
+
+Only a client whose certificate the clone's own CA signed gets past the handshake;
+anything else is refused and the wait goes on. The source's hello says how large it is:
+a source that does not fit the room (the usable size of a Filesystem claim's request, a
+device's size) is refused with ``TooSmall`` before a byte is written, unless all it holds
+beyond the room is a hole (a permissive clone). A Filesystem target's ``disk.img`` is then
+grown to its room, as the importer does. The data is synced before the source is told it
+arrived; a stream that is cut short or does not add up is wiped and this run fails
+(retryable), so a half-copied disk never looks whole.
+
+Environment (set by the clone populator): ``CLONER_TARGET`` (path), ``IMPORTER_IMAGE_SIZE``
+(the claim's request), ``FILESYSTEM_OVERHEAD``, ``PREALLOCATION``, ``OWNER_UID`` (the
+progress metric's label), ``POD_IP`` (where the metric and the clone port listen),
+``CLONE_TLS_DIR`` (``ca.crt``, ``tls.crt``, ``tls.key``: the per-clone CA and this side's
+serving certificate), ``CLONE_PORT`` (default 8444), ``CLONE_WAIT_SECONDS`` (how long to
+wait for the source, default 1800). Exit codes and the termination message as the
+importer's. The progress metric is ``kubevirt_cdi_clone_progress`` on :8443.
+
+``CLONE_GROW_ONLY=true``: no stream; grow an existing Filesystem ``disk.img`` (a CSI clone
+into a larger claim: the storage copied the source's image) to the usable size of the
+claim's request, as the importer sizes its own, and sync it. Never shrinks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import ssl
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from importer import clonewire
+from importer.ahead import ahead
+from importer.errors import ConfigError, ImporterError, TooSmall, TransferError
+from importer.plan import check_fits, usable_bytes
+from importer.progress import Listener, Progress
+from importer.termination import message, write
+from importer.writers import SparseWriter, device_size, is_block_device
+from sizes import parse_bytes, parse_overhead
+
+logger = logging.getLogger(__name__)
+
+METRIC = "kubevirt_cdi_clone_progress"
+METRICS_PORT = 8443
+CLONE_PORT = 8444
+TERMINATION_LOG = Path("/dev/termination-log")
+EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2
+STALL_SECONDS = 120.0
+AHEAD = 2
+
+
+@dataclass(frozen=True)
+class Config:
+    target: Path
+    requested: int | None
+    overhead: str
+    tls_dir: Path
+    owner_uid: str = ""
+    listen: str = "127.0.0.1"
+    port: int = CLONE_PORT
+    metrics: bool = False
+    preallocate: bool = False
+    wait_seconds: float = 1800.0
+    grow_only: bool = False
+
+
+def from_env(env: Mapping[str, str]) -> Config:
+    try:
+        target = Path(env["CLONER_TARGET"])
+        tls = Path(env["CLONE_TLS_DIR"] if env.get("CLONE_GROW_ONLY") != "true" else "")
+    except KeyError as err:
+        raise ConfigError(f"{err.args[0]} is required") from None
+    size = env.get("IMPORTER_IMAGE_SIZE") or None
+    try:
+        requested = parse_bytes(size) if size else None
+        overhead = env.get("FILESYSTEM_OVERHEAD") or "0"
+        parse_overhead(overhead)
+    except ValueError as err:
+        raise ConfigError(f"IMPORTER_IMAGE_SIZE/FILESYSTEM_OVERHEAD: {err}") from None
+    port = env.get("CLONE_PORT") or str(CLONE_PORT)
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"CLONE_PORT {port!r}: not a port")
+    try:
+        wait = float(env.get("CLONE_WAIT_SECONDS") or 1800)
+    except ValueError:
+        raise ConfigError("CLONE_WAIT_SECONDS: not a number") from None
+    return Config(target=target, requested=requested, overhead=overhead, tls_dir=tls,
+                  grow_only=(env.get("CLONE_GROW_ONLY") or "").lower() == "true",
+                  owner_uid=env.get("OWNER_UID", ""),
+                  listen=env.get("POD_IP") or "127.0.0.1", port=int(port),
+                  metrics=bool(env.get("POD_IP")),
+                  preallocate=(env.get("PREALLOCATION") or "").lower() == "true",
+                  wait_seconds=wait)
+
+
+def room(config: Config) -> int:
+    """What the target can hold: a device's size, or the usable size of a Filesystem
+    claim's request (bounded by the space there is)."""
+    if is_block_device(config.target):
+        return device_size(config.target)
+    stat = os.statvfs(config.target.parent)
+    return usable_bytes(block_device_size=None, requested=config.requested,
+                        available=stat.f_bavail * stat.f_frsize,
+                        overhead=parse_overhead(config.overhead))
+
+
+def final_size(config: Config, limit: int) -> int:
+    """A Filesystem target's final ``disk.img`` size: the usable size of its request."""
+    if config.requested is None:
+        return limit
+    return usable_bytes(block_device_size=None, requested=config.requested,
+                        available=1 << 62, overhead=parse_overhead(config.overhead))
+
+
+def grow(config: Config) -> int:
+    """Grow a Filesystem ``disk.img`` in place to the usable size of its claim (never
+    shrink); returns the final size."""
+    if is_block_device(config.target) or not config.target.is_file():
+        raise ConfigError(f"CLONER_TARGET {config.target}: not a disk.img to grow")
+    fd = os.open(config.target, os.O_WRONLY)
+    try:
+        have = os.fstat(fd).st_size
+        want = final_size(config, have)
+        if want > have:
+            os.ftruncate(fd, want)
+            os.fsync(fd)
+            logger.info("grew %s from %d to %d bytes", config.target, have, want)
+        return max(want, have)
+    finally:
+        os.close(fd)
+
+
+def server_context(tls_dir: Path) -> ssl.SSLContext:
+    """Serve with this side's certificate; require a client certificate of the clone's
+    own CA (and nothing else: no system CAs)."""
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH,
+                                         cafile=str(tls_dir / "ca.crt"))
+        ctx.load_cert_chain(str(tls_dir / "tls.crt"), str(tls_dir / "tls.key"))
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(f"CLONE_TLS_DIR: {err}") from None
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def receive(config: Config, read: clonewire.ReadExact, send: Callable[[bytes], None], *,
+            listeners: list[Listener] | None = None) -> int:
+    """One stream into the target; returns the bytes of data written."""
+    hello = clonewire.read_hello(read)
+    usable = room(config)
+    try:
+        # A source larger than the room fits when all it has beyond is a hole.
+        check_fits(virtual_size=hello.size if hello.size <= usable else hello.data_end,
+                   usable=usable)
+    except TooSmall as err:
+        send(clonewire.reply(ok=False, reason=err.reason, message=err.message))
+        raise
+    send(clonewire.reply(ok=True))
+    limit = min(hello.size, usable)
+    progress = Progress(listeners)
+    progress.stage(start=0, end=100, total_bytes=limit)
+    writer = SparseWriter(config.target, preallocate=config.preallocate)
+    try:
+        # the next extents are received and checked in a thread while this one is written
+        frames = ahead(clonewire.extents(read, size=hello.size, limit=limit), depth=AHEAD)
+        while True:
+            try:
+                offset, data = next(frames)
+            except StopIteration as stop:
+                totals: clonewire.Totals = stop.value
+                break
+            writer.skip(offset - writer.offset)
+            writer.write(data)
+            progress.advance(writer.offset - progress.done_bytes)
+        writer.skip(limit - writer.offset)
+        writer.finish(None if writer.block else final_size(config, limit))
+    except BaseException as err:
+        writer.discard()
+        if isinstance(err, ImporterError):
+            send_quietly(send, clonewire.reply(ok=False, reason=err.reason,
+                                               message=err.message, retryable=err.retryable))
+        raise
+    progress.set_percent(100.0)
+    send(clonewire.reply(ok=True, bytes=totals.data_bytes))
+    logger.info("cloned %d bytes (%d of data in %d extents) into %s", limit,
+                totals.data_bytes, totals.extents, config.target)
+    return totals.data_bytes
+
+
+def send_quietly(send: Callable[[bytes], None], data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        send(data)
+
+
+def serve(config: Config, *, listeners: list[Listener] | None = None,
+          bound: Callable[[tuple[str, int]], None] | None = None) -> int:
+    """Wait (at most ``wait_seconds``) for this clone's source, take one stream. A client
+    that fails the handshake is refused and the wait goes on."""
+    ctx = server_context(config.tls_dir)
+    family = socket.AF_INET6 if ":" in config.listen else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((config.listen, config.port))
+        server.listen(4)
+        if bound is not None:
+            bound(server.getsockname()[:2])
+        logger.info("waiting for the clone source on %s:%d", config.listen,
+                    server.getsockname()[1])
+        deadline = time.monotonic() + config.wait_seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TransferError(f"no clone source connected in {config.wait_seconds:.0f}"
+                                    " s")
+            server.settimeout(left)
+            try:
+                conn, peer = server.accept()
+            except TimeoutError:
+                continue
+            conn.settimeout(STALL_SECONDS)
+            try:
+                tls = ctx.wrap_socket(conn, server_side=True)
+            except (ssl.SSLError, OSError) as err:
+                logger.warning("refused a connection from %s: %s", peer[0], err)
+                conn.close()
+                continue
+            with tls:
+                try:
+                    return receive(config, _exact(tls), tls.sendall, listeners=listeners)
+                except (OSError, ssl.SSLError) as err:
+                    raise clonewire.StreamError(f"clone stream broke off: {err}") from None
+
+
+def _exact(sock: ssl.SSLSocket) -> clonewire.ReadExact:
+    """Reads straight into one buffer per frame (no second copy through a buffered
+    reader); fewer bytes only at the end of the stream."""
+    def read(n: int) -> bytearray:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = sock.recv_into(view[got:], n - got)
+            if not k:
+                del view
+                return buf[:got]
+            got += k
+        return buf
+    return read
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = Path(os.environ.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG)))
+    metric = None
+    try:
+        config = from_env(os.environ)
+        listeners: list[Listener] = []
+        if config.metrics:
+            from importer.metrics import ProgressMetric  # prometheus_client is slow to import
+            metric = ProgressMetric(owner_uid=config.owner_uid, port=METRICS_PORT,
+                                    addr=config.listen, name=METRIC)
+            listeners.append(metric)
+        if config.grow_only:
+            grow(config)
+        else:
+            serve(config, listeners=listeners)
+        return EXIT_OK
+    except ImporterError as err:
+        logger.error("clone failed: %s", err)
+        write(log, message(reason=err.reason, text=err.message, retryable=err.retryable))
+        return EXIT_RETRYABLE if err.retryable else EXIT_PERMANENT
+    except OSError as err:
+        logger.error("clone failed: %s", err)
+        write(log, message(reason="TransferFailed", text=str(err), retryable=True))
+        return EXIT_RETRYABLE
+    finally:
+        if metric is not None:
+            metric.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

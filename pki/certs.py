@@ -1,0 +1,114 @@
+"""A self-signed CA and the leaf certificates it signs (pure but for key generation).
+
+One builder for every CA the project makes: localcluster's cluster and front-proxy CAs
+(kept for years in its data dir) and the host-assisted clone's per-clone CA (a fresh one
+per clone, its key thrown away once the two leaves are signed, so nothing else can ever
+be signed by it). P-256 keys, SHA-256 signatures.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+_VALIDITY = datetime.timedelta(days=3650)
+_SKEW = datetime.timedelta(minutes=5)
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def self_signed_ca(common_name: str, *, now: datetime.datetime,
+                   validity: datetime.timedelta = _VALIDITY,
+                   ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, x509.Name]:
+    """A new P-256 CA able to sign leaf certificates: (key, certificate, name)."""
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _SKEW)
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return ca_key, ca_cert, ca_name
+
+
+def leaf(*, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, common_name: str,
+         server: bool, dns_names: tuple[str, ...], now: datetime.datetime,
+         validity: datetime.timedelta = _VALIDITY,
+         ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A leaf for one purpose only: serving (``server``) or client authentication, so a
+    client's certificate cannot serve and a server's cannot log in."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _SKEW)
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                       critical=False)
+    )
+    if dns_names:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+    return key, builder.sign(ca_key, hashes.SHA256())
+
+
+@dataclass(frozen=True)
+class Party:
+    """One side's PEM material: the CA both trust, its certificate and key."""
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+
+@dataclass(frozen=True)
+class PairedTLS:
+    """A per-connection CA and the two ends it authenticates, nothing else."""
+    server: Party
+    client: Party
+    fingerprint: str
+    """SHA-256 of the CA certificate (hex): tells two halves of one pair apart."""
+
+
+def paired_tls(*, server_name: str, client_name: str, now: datetime.datetime,
+               validity: datetime.timedelta) -> PairedTLS:
+    """A fresh CA, a serving certificate for ``server_name`` (its DNS name too) and a
+    client certificate for ``client_name``; the CA's key is dropped here."""
+    ca_key, ca_cert, ca_name = self_signed_ca(f"{server_name}-ca", now=now, validity=validity)
+    skey, scert = leaf(ca_key=ca_key, ca_name=ca_name, common_name=server_name, server=True,
+                       dns_names=(server_name,), now=now, validity=validity)
+    ckey, ccert = leaf(ca_key=ca_key, ca_name=ca_name, common_name=client_name, server=False,
+                       dns_names=(), now=now, validity=validity)
+    ca = cert_pem(ca_cert)
+    return PairedTLS(server=Party(ca, cert_pem(scert), key_pem(skey)),
+                     client=Party(ca, cert_pem(ccert), key_pem(ckey)),
+                     fingerprint=hashlib.sha256(ca).hexdigest())

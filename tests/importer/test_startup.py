@@ -1,0 +1,55 @@
+"""What an importer pod pays before its first byte: the modules a run imports and the
+exit of its metrics server. A blank volume (and any non-HTTP route) must not import the
+HTTP client or the NBD machinery, and the metrics server must let the process go."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+from importer.metrics import ProgressMetric
+from importer.progress import Update
+
+PROBE = """
+import json, sys
+import importer.run, importer.sources.blank
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in
+                        ('requests', 'urllib3', 'boto3', 'importer', 'http'))))
+"""
+
+
+def modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    return set(json.loads(out.stdout))
+
+
+def test_a_blank_import_loads_no_http_client_nor_nbd() -> None:
+    loaded = modules_after(PROBE)
+    assert "importer.run" in loaded and "importer.sources.blank" in loaded  # it did load
+    for heavy in ("requests", "urllib3", "boto3", "importer.nbd", "importer.rangeproxy",
+                  "importer.sources.http", "http.server"):
+        assert heavy not in loaded, f"{heavy} imported by a blank import"
+
+
+def test_the_nbd_route_loads_the_range_proxy_only_when_it_serves_one() -> None:
+    loaded = modules_after(PROBE.replace("importer.sources.blank", "importer.nbd"))
+    assert "importer.nbd" in loaded and "importer.rangeproxy" not in loaded
+
+
+def test_metrics_server_serves_then_frees_its_port() -> None:
+    metric = ProgressMetric(owner_uid="u-1", port=0, addr="127.0.0.1")
+    port = metric.server.server_address[1]
+    metric(Update(percent=42.0, done_bytes=42, total_bytes=100, elapsed=1.0))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        body = b"".join(iter(lambda: conn.recv(65536), b""))
+    assert b'kubevirt_cdi_import_progress_total{ownerUID="u-1"} 42.0' in body
+    metric.close()
+    assert not metric._thread.is_alive()
+    with socket.socket() as again:  # no listener left (SO_REUSEADDR: as a server binds,
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT)
+        again.bind(("127.0.0.1", port))
+        again.listen()
