@@ -107,9 +107,6 @@ class Kube(kubeclient.Client):
     def create_pod(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "pods", obj["metadata"]["namespace"]), obj)
 
-    def secret(self, namespace: str, name: str) -> Obj | None:
-        return self._get(_path("", "v1", "secrets", namespace, name))
-
     def create_secret(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "secrets", obj["metadata"]["namespace"]), obj)
 
