@@ -47,14 +47,7 @@ class Client(kubeclient.Client):
     """The CDI controllers' verbs: ``get`` gives None on not found, ``create`` None when
     the name is taken, ``delete`` ignores not found."""
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
-        try:
-            out: Obj = self.request("GET", kind.path(namespace, name))
-            return out
-        except KubeError as err:
-            if err.status == 404:
-                return None
-            raise
+    get = kubeclient.Client.get_or_none
 
     def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
         out = self.request("GET", kind.path(namespace))

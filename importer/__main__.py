@@ -12,8 +12,8 @@ from pathlib import Path
 from importer.config import TERMINATION_LOG, from_env
 from importer.errors import ConfigError
 from importer.redact import install_log_filter
-from importer.run import EXIT_PERMANENT, run
-from importer.termination import message, write
+from importer.run import run
+from importer.termination import EXIT_PERMANENT, message, write
 
 
 def main() -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 from importer import clonewire
 from importer.ahead import ahead
 from importer.errors import ConfigError, ImporterError, NotFound, TransferError
-from importer.termination import message, write
+from importer.termination import EXIT_OK, failed
 from importer.writers import ZERO_BLOCK_SIZE, device_size, is_block_device
 
 logger = logging.getLogger(__name__)
@@ -42,7 +42,6 @@ compressed and encrypted (4 MiB measured slower)."""
 AHEAD = 2
 """Framed extents read ahead of the one being sent (at most ~AHEAD x CHUNK of memory)."""
 TERMINATION_LOG = Path("/dev/termination-log")
-EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2
 SERVER_NAME = "clone-target"
 STALL_SECONDS = 120.0
 """A send or reply that makes no progress for this long breaks the stream."""
@@ -272,14 +271,8 @@ def main() -> int:
     try:
         clone(from_env(os.environ))
         return EXIT_OK
-    except ImporterError as err:
-        logger.error("clone failed: %s", err)
-        write(log, message(reason=err.reason, text=err.message, retryable=err.retryable))
-        return EXIT_RETRYABLE if err.retryable else EXIT_PERMANENT
-    except OSError as err:
-        logger.error("clone failed: %s", err)
-        write(log, message(reason="TransferFailed", text=str(err), retryable=True))
-        return EXIT_RETRYABLE
+    except (ImporterError, OSError) as err:
+        return failed(log, err, what="clone", logger=logger)
 
 
 if __name__ == "__main__":

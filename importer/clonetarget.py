@@ -42,7 +42,7 @@ from importer.ahead import ahead
 from importer.errors import ConfigError, ImporterError, TooSmall, TransferError
 from importer.plan import check_fits, usable_bytes
 from importer.progress import Listener, Progress
-from importer.termination import message, write
+from importer.termination import EXIT_OK, failed
 from importer.writers import SparseWriter, device_size, is_block_device
 from sizes import parse_bytes, parse_overhead
 
@@ -52,7 +52,6 @@ METRIC = "kubevirt_cdi_clone_progress"
 METRICS_PORT = 8443
 CLONE_PORT = 8444
 TERMINATION_LOG = Path("/dev/termination-log")
-EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2
 STALL_SECONDS = 120.0
 AHEAD = 2
 
@@ -274,14 +273,8 @@ def main() -> int:
         else:
             serve(config, listeners=listeners)
         return EXIT_OK
-    except ImporterError as err:
-        logger.error("clone failed: %s", err)
-        write(log, message(reason=err.reason, text=err.message, retryable=err.retryable))
-        return EXIT_RETRYABLE if err.retryable else EXIT_PERMANENT
-    except OSError as err:
-        logger.error("clone failed: %s", err)
-        write(log, message(reason="TransferFailed", text=str(err), retryable=True))
-        return EXIT_RETRYABLE
+    except (ImporterError, OSError) as err:
+        return failed(log, err, what="clone", logger=logger)
     finally:
         if metric is not None:
             metric.close()

@@ -21,14 +21,11 @@ from importer.errors import ImporterError, Interrupted
 from importer.processor import Processor, Result
 from importer.progress import Listener, Progress
 from importer.sources import open_source
-from importer.termination import message, write
+from importer.termination import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE, message, write
 from importer.watchdog import Rule, Watchdog, armed
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_RETRYABLE = 1
-EXIT_PERMANENT = 2
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

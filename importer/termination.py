@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from importer.errors import ImporterError
+
 LIMIT = 4096
+EXIT_OK, EXIT_RETRYABLE, EXIT_PERMANENT = 0, 1, 2
 
 
 def message(*, reason: str, text: str, retryable: bool, **extra: Any) -> bytes:
@@ -35,3 +39,17 @@ def write(path: Path | None, data: bytes) -> None:
     # Outside a pod there may be no termination log; the exit code still tells.
     with contextlib.suppress(OSError):
         path.write_bytes(data)
+
+
+def failed(path: Path | None, err: ImporterError | OSError, *, what: str,
+           logger: logging.Logger) -> int:
+    """Record a failed run of one of the in-pod programs (importer, cloner, clone target,
+    upload server): the log line, the termination message, and the exit code (an
+    OSError not classified by the program is a retryable TransferFailed)."""
+    if isinstance(err, ImporterError):
+        reason, text, retryable = err.reason, err.message, err.retryable
+    else:
+        reason, text, retryable = "TransferFailed", str(err), True
+    logger.error("%s failed (%s): %s", what, reason, text)
+    write(path, message(reason=reason, text=text, retryable=retryable))
+    return EXIT_RETRYABLE if retryable else EXIT_PERMANENT

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import ipaddress
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -55,14 +56,24 @@ def self_signed_ca(common_name: str, *, now: datetime.datetime,
     return ca_key, ca_cert, ca_name
 
 
+def service_names(service: str, namespace: str) -> tuple[str, ...]:
+    """The DNS names a Service is reached by inside the cluster."""
+    return (service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
+            f"{service}.{namespace}.svc.cluster.local")
+
+
 def leaf(*, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, common_name: str,
          server: bool, dns_names: tuple[str, ...], now: datetime.datetime,
-         validity: datetime.timedelta = _VALIDITY,
+         validity: datetime.timedelta = _VALIDITY, client: bool | None = None,
+         ips: tuple[str, ...] = (),
          ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    """A leaf for one purpose only: serving (``server``) or client authentication, so a
-    client's certificate cannot serve and a server's cannot log in."""
+    """A leaf for serving (``server``) or client authentication: by default for one
+    purpose only, so a client's certificate cannot serve and a server's cannot log in;
+    ``client=True`` with ``server=True`` where one identity does both (a mutual relay)."""
     key = ec.generate_private_key(ec.SECP256R1())
-    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+    if client if client is not None else not server:
+        usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
@@ -72,13 +83,14 @@ def leaf(*, ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, common_name:
         .not_valid_before(now - _SKEW)
         .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                        critical=False)
     )
-    if dns_names:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+    alt: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    alt += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    if alt:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
     return key, builder.sign(ca_key, hashes.SHA256())
 
 

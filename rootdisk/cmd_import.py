@@ -48,8 +48,8 @@ def run_import(args: argparse.Namespace) -> int:
     from importer import config as cfg
     from importer.errors import ConfigError
     from importer.redact import install_log_filter
-    from importer.run import EXIT_PERMANENT, run
-    from importer.termination import message
+    from importer.run import run
+    from importer.termination import EXIT_PERMANENT, message
 
     install_log_filter()
     try:

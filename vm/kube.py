@@ -42,17 +42,7 @@ class Kube(Client):
     """The VM side's verbs: ``get`` gives None on not found, ``delete`` False when the
     object is gone or its UID precondition failed."""
 
-    def __init__(self, configuration: Any) -> None:
-        super().__init__(configuration)
-
-    def get(self, res: Res, name: str, namespace: str | None = None) -> Obj | None:
-        try:
-            out: Obj = self.request("GET", res.path(namespace, name))
-            return out
-        except KubeError as err:
-            if err.status == 404:
-                return None
-            raise
+    get = Client.get_or_none
 
     def list(self, res: Res, namespace: str | None = None, **query: Any) -> list[Obj]:
         out = self.request("GET", res.path(namespace), query=query)
