@@ -16,8 +16,7 @@ from importer import children
 from importer.config import TERMINATION_LOG
 from importer.errors import ConfigError, ImporterError
 from importer.redact import install_log_filter
-from importer.run import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE
-from importer.termination import message, write
+from importer.termination import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE, message, write
 from importer.uploadserver.config import from_env
 from importer.uploadserver.server import UploadServer, server_ssl_context
 
