@@ -28,6 +28,7 @@ __all__ = ["CDICONFIGS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "DATAVOLU
 
 DATAVOLUMES = Kind(api.GROUP, api.VERSION, "datavolumes")
 IMPORT_SOURCES = Kind(api.GROUP, api.VERSION, "volumeimportsources")
+UPLOAD_SOURCES = Kind(api.GROUP, api.VERSION, "volumeuploadsources")
 CLONE_SOURCES = Kind(api.GROUP, api.VERSION, "volumeclonesources")
 DATASOURCES = Kind(api.GROUP, api.VERSION, "datasources")
 SUBJECT_ACCESS_REVIEWS = Kind("authorization.k8s.io", "v1", "subjectaccessreviews",

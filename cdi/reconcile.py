@@ -26,10 +26,19 @@ from cdi.kube import (
     PVCS,
     STORAGECLASSES,
     STORAGEPROFILES,
+    UPLOAD_SOURCES,
     Client,
     KubeError,
 )
-from cdi.render import RenderError, import_source_name, owner_reference, pick_storage_class, render
+from cdi.render import (
+    RenderError,
+    import_source_name,
+    owner_reference,
+    pick_storage_class,
+    render,
+    source_kind,
+    upload_source_name,
+)
 from cdi.status import events_for, observe, status_patch
 
 logger = logging.getLogger(__name__)
@@ -104,12 +113,15 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
             raise
         src = clone.pvc_source(dv) or clone.data_source_ref(dv)
         for event in events_for(previous=previous, observed=observed, claim_name=name,
-                                clone=(src.namespace, src.name, namespace) if src else None):
+                                clone=(src.namespace, src.name, namespace) if src else None,
+                                upload=source_kind(dv) == "upload"):
             client.event(dv, type_=event.type, reason=event.reason, message=event.message)
         if observed.phase != previous:
             logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, observed.phase)
     if observed.phase == api.SUCCEEDED:
         client.delete(IMPORT_SOURCES, import_source_name(dv["metadata"]["uid"]), namespace)
+        if source_kind(dv) == "upload":
+            client.delete(UPLOAD_SOURCES, upload_source_name(dv["metadata"]["uid"]), namespace)
     if observed.phase in (api.SUCCEEDED, api.FAILED):
         delete_clone_source(client, dv)
     return observed.phase
@@ -225,7 +237,8 @@ def _create_target(
         return None, None, (err.reason, err.message)
     ns = dv["metadata"]["namespace"]
     if target.import_source is not None:
-        client.create(IMPORT_SOURCES, target.import_source)
+        client.create(UPLOAD_SOURCES if target.import_source["kind"] == api.UPLOAD_SOURCE_KIND
+                      else IMPORT_SOURCES, target.import_source)
     if target.clone_source is not None:
         client.create(CLONE_SOURCES, target.clone_source)
     created = client.create(PVCS, target.claim)

@@ -36,11 +36,17 @@ class RenderError(Exception):
 class Target:
     claim: Obj
     import_source: Obj | None
+    """The VolumeImportSource, or for an upload the VolumeUploadSource (see its kind)."""
     clone_source: Obj | None = None
 
 
 def import_source_name(dv_uid: str) -> str:
     return f"{api.IMPORT_SOURCE_PREFIX}{dv_uid}"
+
+
+def upload_source_name(dv_uid: str) -> str:
+    """The VolumeUploadSource of an upload DataVolume (upstream's name)."""
+    return f"{api.UPLOAD_SOURCE_PREFIX}{dv_uid}"
 
 
 def source_kind(dv: Mapping[str, Any]) -> str | None:
@@ -88,7 +94,7 @@ def render(
     meta, spec = dv["metadata"], dv.get("spec") or {}
     content_type = spec.get("contentType") or "kubevirt"
     kind = source_kind(dv)
-    if clone_from is None and kind not in api.IMPORT_SOURCE_KINDS:
+    if clone_from is None and kind not in (*api.IMPORT_SOURCE_KINDS, "upload"):
         raise RenderError("UnsupportedSource",
                           f"source kind {kind!r} is not supported by this operator yet")
     if spec.get("pvc") is not None:
@@ -110,6 +116,10 @@ def render(
     source_name = import_source_name(meta["uid"])
     if clone_from is not None:
         claim_spec["dataSourceRef"] = clone.data_source_ref_field(dv=dv, source=clone_from[0])
+    elif kind == "upload":
+        source_name = upload_source_name(meta["uid"])
+        claim_spec["dataSourceRef"] = {"apiGroup": api.GROUP,
+                                       "kind": api.UPLOAD_SOURCE_KIND, "name": source_name}
     else:
         claim_spec["dataSourceRef"] = {"apiGroup": api.GROUP,
                                        "kind": api.IMPORT_SOURCE_KIND, "name": source_name}
@@ -135,10 +145,13 @@ def render(
         return Target(claim=claim, import_source=None,
                       clone_source=clone.clone_source(dv=dv, source=clone_from[0]))
     source_spec: Obj = {"source": copy.deepcopy(spec["source"]), "contentType": content_type}
+    if kind == "upload":
+        source_spec.pop("source")  # a VolumeUploadSource has no source, only its content
     if spec.get("preallocation") is not None:
         source_spec["preallocation"] = bool(spec["preallocation"])
     import_source = {
-        "apiVersion": api.API_VERSION, "kind": api.IMPORT_SOURCE_KIND,
+        "apiVersion": api.API_VERSION,
+        "kind": api.UPLOAD_SOURCE_KIND if kind == "upload" else api.IMPORT_SOURCE_KIND,
         "metadata": {"name": source_name, "namespace": meta["namespace"],
                      "labels": {api.APP_LABEL: api.APP_LABEL_VALUE},
                      "ownerReferences": [owner_reference(dv)]},

@@ -90,6 +90,8 @@ def observe(
     if _waits_for_consumer(claim, storage_class):
         phase = api.PENDING_POPULATION if _has_populator(claim) else api.WAIT_FOR_FIRST_CONSUMER
         return Observed(phase, "N/A", restarts, bound, running, ("False", "", ""))
+    if _is_upload(claim):
+        return _upload(anns, pod_phase, restarts, bound, running, name)
     cloning = _is_clone(claim)
     if pod_phase in ("Running", "Succeeded"):
         # Succeeded on a claim not Bound yet: the populator is rebinding the imported
@@ -110,13 +112,29 @@ def observe(
     return Observed(api.PENDING, "N/A", restarts, bound, running, ("False", "", ""))
 
 
+def _upload(anns: Mapping[str, str], pod_phase: str | None, restarts: int,
+            bound: tuple[str, str, str], running: tuple[str, str, str],
+            name: str) -> Observed:
+    """An upload not yet Succeeded: UploadReady while its server takes the upload (and
+    while the written volume is rebound), else UploadScheduled, as upstream."""
+    ready = pod_phase == "Succeeded" or (
+        pod_phase == "Running" and anns.get(api.POD_READY) == "true")
+    if ready:
+        return Observed(api.UPLOAD_READY, "N/A", restarts, bound, running,
+                        ("False", "TransferRunning", f"Upload into {name} in progress"))
+    return Observed(api.UPLOAD_SCHEDULED, "N/A", restarts, bound, running, ("False", "", ""))
+
+
 def events_for(*, previous: str | None, observed: Observed, claim_name: str,
-               clone: tuple[str, str, str] | None = None) -> list[Event]:
+               clone: tuple[str, str, str] | None = None,
+               upload: bool = False) -> list[Event]:
     """Events announcing a phase change (none when the phase did not change). ``clone``:
     (source namespace, source name, target namespace) of a clone DataVolume, whose end
     is told as upstream tells it (CloneSucceeded / CloneFailed)."""
     if previous == observed.phase:
         return []
+    if upload:
+        return _upload_events(observed, claim_name)
     if clone is not None and observed.phase == api.SUCCEEDED:
         return [Event("Normal", "CloneSucceeded", f"Successfully cloned from {clone[0]}/"
                       f"{clone[1]} into {clone[2]}/{claim_name}")]
@@ -170,6 +188,26 @@ def status_patch(
            "restartCount": observed.restarts, "claimName": claim_name,
            "conditions": conditions}
     return None if new == old else new
+
+
+def _upload_events(observed: Observed, claim_name: str) -> list[Event]:
+    """Upstream's upload events."""
+    if observed.phase == api.UPLOAD_SCHEDULED:
+        return [Event("Normal", "UploadScheduled", f"Upload into {claim_name} scheduled")]
+    if observed.phase == api.UPLOAD_READY:
+        return [Event("Normal", "UploadReady", f"Upload into {claim_name} ready")]
+    if observed.phase == api.SUCCEEDED:
+        return [Event("Normal", "UploadSucceeded", f"Successfully uploaded into {claim_name}")]
+    if observed.phase == api.FAILED:
+        reason, message = observed.running[1], observed.running[2]
+        detail = f": {reason}: {message}" if message else ""
+        return [Event("Warning", "UploadFailed", f"Upload into {claim_name} failed{detail}")]
+    return []
+
+
+def _is_upload(claim: Mapping[str, Any]) -> bool:
+    ref = (claim.get("spec") or {}).get("dataSourceRef") or {}
+    return bool(ref.get("kind") == api.UPLOAD_SOURCE_KIND)
 
 
 def _running(anns: Mapping[str, str]) -> tuple[str, str, str]:

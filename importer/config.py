@@ -36,6 +36,8 @@ class SourceKind(StrEnum):
     HTTP = "http"
     S3 = "s3"
     BLANK = "blank"
+    UPLOAD = "upload"
+    """The bytes arrive in a request to the upload server (``importer.uploadserver``)."""
 
 
 class ContentType(StrEnum):
@@ -99,7 +101,8 @@ class ImporterConfig:
             if self.image_size is None:
                 raise ConfigError("IMPORTER_IMAGE_SIZE: a blank volume needs a size")
             return
-        check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
+        if self.source is not SourceKind.UPLOAD:
+            check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
         if self.retry_attempts < 1:
             raise ConfigError("retry_attempts: must be at least 1")
         if self.read_timeout <= 0:
@@ -147,6 +150,9 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
             f"IMPORTER_SOURCE: unknown source {source_text!r}"
             f" (supported: {', '.join(s.value for s in SourceKind)})"
         ) from None
+    if source is SourceKind.UPLOAD:
+        raise ConfigError("IMPORTER_SOURCE: upload is received by the upload server"
+                          " (python -m importer.uploadserver), not imported")
     dest = env.get("IMPORTER_DESTINATION")
     return ImporterConfig(
         source=source,

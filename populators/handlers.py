@@ -31,6 +31,9 @@ from populators.import_populator import ImportPopulator
 from populators.importer_pod import Settings
 from populators.kube import Kube, connection_params, load_configuration
 from populators.reconcile import Reconciler
+from populators.upload_populator import COMPONENT as UPLOAD_COMPONENT
+from populators.upload_populator import UploadPopulator
+from populators.upload_reconcile import UploadReconciler
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +106,9 @@ async def _startup(**_: Any) -> None:
     _state.reconcilers = {
         "VolumeImportSource": Reconciler(kube, ImportPopulator(), pods),
         "VolumeCloneSource": CloneReconciler(kube, ClonePopulator(), pods),
+        "VolumeUploadSource": UploadReconciler(
+            kube, UploadPopulator(), pods,
+            namespace=os.environ.get("POD_NAMESPACE") or "rootdisk"),
     }
     with _state.lock:
         _state.active.clear()
@@ -149,7 +155,8 @@ def _claim_event(body: kopf.Body, type: str | None, **_: Any) -> None:
 @kopf.on.event("", "v1", "pods", labels={names.APP_LABEL: names.APP_VALUE})
 def _pod_event(body: kopf.Body, **_: Any) -> None:
     meta = body.get("metadata") or {}
-    kind = {"importer": "VolumeImportSource", "cloner": "VolumeCloneSource"}.get(
+    kind = {"importer": "VolumeImportSource", "cloner": "VolumeCloneSource",
+            UPLOAD_COMPONENT: "VolumeUploadSource"}.get(
         str((meta.get("labels") or {}).get(names.COMPONENT_LABEL)))
     if kind is None:
         # the host-assisted clone's source pod names its target

@@ -110,6 +110,9 @@ class Kube(kubeclient.Client):
     def create_secret(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "secrets", obj["metadata"]["namespace"]), obj)
 
+    def create_service(self, obj: Mapping[str, Any]) -> bool:
+        return self._create(_path("", "v1", "services", obj["metadata"]["namespace"]), obj)
+
     def delete_secret(self, namespace: str, name: str, uid: str) -> None:
         self._delete(_path("", "v1", "secrets", namespace, name), uid)
 

@@ -18,6 +18,7 @@ COMMANDS = (
     "rootdisk.cmd_cluster",
     "rootdisk.cmd_wait",
     "rootdisk.cmd_vm",
+    "rootdisk.cmd_upload",
 )
 
 

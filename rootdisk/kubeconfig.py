@@ -70,7 +70,16 @@ def current_namespace(kubeconfig_text: str) -> str:
 
 
 def discover(flag: str | None) -> Found:
-    """:func:`find` with this process's environment and a running ``rootdisk up``."""
+    """:func:`find` with this process's environment and a running ``rootdisk up``.
+
+    The embedded cluster's module (slow to import) is looked at only when nothing else
+    names a kubeconfig."""
+    try:
+        return find(flag=flag, env=os.environ, home=os.path.expanduser("~"),
+                    exists=os.path.isfile, running_data_dir=None)
+    except KubeconfigNotFound:
+        if flag or os.environ.get("KUBECONFIG"):
+            raise
     from localcluster.cluster import default_data_dir, is_running
 
     data_dir = default_data_dir()

@@ -1,0 +1,202 @@
+"""Benchmark: uploading a qcow2 on `rootdisk up` against `curl -T` of the same file.
+
+Why it exists: an upload should cost about what moving its bytes costs. Printed,
+measured in one run, runs interleaved (the order alternates):
+
+- ``rootdisk image-upload dv NAME --no-create`` of the benchmark qcow2 (1 GiB virtual,
+  half data) into a DataVolume already UploadReady: the token request, the stream over
+  TLS through the upload proxy to the upload server, qemu-img converting as it arrives,
+  and the wait until the DataVolume is Succeeded (rebind included);
+- ``curl -T`` of the same file to a plain HTTP server on loopback that writes the body
+  to a file (aiohttp, as the upload server; no TLS, no conversion);
+
+and the ratio (goal <= 1.3). For where the time goes, a third case: the upload server
+alone (``python -m importer.uploadserver`` on loopback, the same TLS with a client
+certificate, no proxy, no cluster, no rebind), fed by the same ``requests`` stream.
+
+    python bench/upload.py [--size 1G] [--runs 3]
+
+Needs root (localcluster's loop devices and mounts), like `rootdisk up`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from _common import DEFAULT_WORKDIR, human, parse_size, prepare_images, rootdisk_argv
+from aiohttp import web
+
+from localcluster.cluster import Cluster, Options
+from rootdisk.images import IMAGES
+from tests.e2e import kit
+
+A = "cdi.kubevirt.io/"
+
+
+class PlainServer:
+    """PUT/POST body → a file, over plain HTTP on loopback (the `curl -T` baseline)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.ready = threading.Event()
+        self.runner: web.AppRunner | None = None
+
+    async def receive(self, request: web.Request) -> web.Response:
+        fd = os.open(self.directory / "received", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            async for chunk in request.content.iter_chunked(1 << 20):
+                os.write(fd, chunk)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return web.Response(text="ok\n")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.receive)
+        self.runner = web.AppRunner(app, access_log=None)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", self.port)
+        self.loop.run_until_complete(site.start())
+        self.ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> PlainServer:
+        self.thread.start()
+        self.ready.wait(30)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        async def stop() -> None:
+            assert self.runner is not None
+            await self.runner.cleanup()
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+
+
+def run_curl(image: Path, server: PlainServer) -> float:
+    subprocess.run(["sync"], check=True)
+    start = time.monotonic()
+    subprocess.run(["curl", "-sS", "-f", "-o", "/dev/null", "-T", str(image),
+                    f"http://127.0.0.1:{server.port}/upload"], check=True)
+    took = time.monotonic() - start
+    (server.directory / "received").unlink()
+    return took
+
+
+def run_upload(image: Path, kube: object, cluster: Cluster, ns: str, name: str,
+               size: str) -> float:
+    kube.create(kit.DVS, kit.datavolume(  # type: ignore[attr-defined]
+        name, {"upload": {}}, size=size,
+        annotations={A + "storage.bind.immediate.requested": ""}), ns)
+    status = kit.wait_dv(kube, ns, name, ("UploadReady", "Failed"), timeout=600)  # type: ignore[arg-type]
+    if status.get("phase") != "UploadReady":
+        raise RuntimeError(f"DataVolume {name}: {status}")
+    subprocess.run(["sync"], check=True)
+    start = time.monotonic()
+    done = subprocess.run([*rootdisk_argv(), "image-upload", "dv", name, "--no-create",
+                           "--image-path", str(image), "-n", ns, "--kubeconfig",
+                           cluster.kubeconfig], stderr=subprocess.PIPE, text=True)
+    took = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"image-upload failed: {done.stderr[-2000:]}")
+    return took
+
+
+def run_server_alone(image: Path, workdir: Path, size: str) -> float:
+    from tests.importer.test_uploadserver import Server
+
+    with tempfile.TemporaryDirectory(prefix="alone-", dir=workdir) as d:
+        server = Server(Path(d), size=size)
+        try:
+            class Body:
+                def __init__(self) -> None:
+                    self.fh = image.open("rb")
+
+                def __len__(self) -> int:
+                    return image.stat().st_size
+
+                def read(self, _n: int = -1) -> bytes:
+                    return self.fh.read(1 << 20)
+
+            subprocess.run(["sync"], check=True)
+            start = time.monotonic()
+            resp = server.post("/v1beta1/upload", Body())
+            took = time.monotonic() - start
+            if resp.status_code != 200 or server.wait() != 0:
+                raise RuntimeError(f"upload server alone: {resp.status_code} {resp.text}")
+            return took
+        finally:
+            server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="1G", help="virtual size of the qcow2")
+    parser.add_argument("--runs", type=int, default=3, help="runs per case (median)")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    args = parser.parse_args()
+    size = parse_size(args.size)
+    images = prepare_images(args.workdir, size)
+    claim_size = f"{(size * 5 // 4) // 2**20}Mi"
+    with tempfile.TemporaryDirectory(prefix="upload-bench-", dir=args.workdir) as tmp:
+        cluster = Cluster(str(Path(tmp) / "cluster"),
+                          Options(images=IMAGES, manifests=kit.MANIFESTS))
+        cluster.start()
+        try:
+            kube = kit.cluster_kube(cluster)
+            kit.wait_operator_ready(kube)
+            ns = kit.namespace(kube, "bench")
+            sink = Path(tmp) / "sink"
+            sink.mkdir()
+            ups: list[float] = []
+            curls: list[float] = []
+            alone: list[float] = []
+            with PlainServer(sink) as server:
+                for i in range(args.runs):
+                    def up(i: int = i) -> None:
+                        ups.append(run_upload(images.qcow2, kube, cluster, ns,
+                                              f"up-{i}", claim_size))
+
+                    def cu() -> None:
+                        curls.append(run_curl(images.qcow2, server))
+
+                    def al() -> None:
+                        alone.append(run_server_alone(images.qcow2, Path(tmp), claim_size))
+                    for fn in ((up, cu, al) if i % 2 == 0 else (al, cu, up)):
+                        fn()
+            up_med, curl_med = statistics.median(ups), statistics.median(curls)
+            q = images.qcow2.stat().st_size
+            print(f"upload of a {human(size)} qcow2 ({human(q)} file), median of {args.runs}:")
+            print(f"  curl -T to a plain server   {curl_med:7.2f} s   "
+                  f"(runs {', '.join(f'{t:.2f}' for t in curls)})")
+            al_med = statistics.median(alone)
+            print(f"  upload server alone         {al_med:7.2f} s   "
+                  f"(runs {', '.join(f'{t:.2f}' for t in alone)})   ratio "
+                  f"{al_med / curl_med:.2f}")
+            print(f"  rootdisk image-upload       {up_med:7.2f} s   "
+                  f"(runs {', '.join(f'{t:.2f}' for t in ups)})   ratio "
+                  f"{up_med / curl_med:.2f} (goal <= 1.3)")
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

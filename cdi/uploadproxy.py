@@ -1,0 +1,291 @@
+"""The upload proxy (``python -m cdi.uploadproxy``, Deployment and Service
+``cdi-uploadproxy`` in the CDI namespace): the one door for uploads, as upstream's.
+
+``POST|PUT /v1beta1/upload[-async]``, ``/v1beta1/upload-form[-async]`` (and the v1alpha1
+aliases) with ``Authorization: Bearer <token>``. The token (:mod:`cdi.uploadtoken`) must
+verify against the cdi-apiserver's public key (ConfigMap ``cdi-upload-signing-key``),
+else 401 and nothing is forwarded. The claim it names must exist and be ready for upload
+(its upload server ready, ``storage.pod.ready``, and not done yet), waited for up to
+10 s as upstream, else 503 with the reason. The body is then streamed to that claim's
+upload server (Service ``cdi-upload-<PVC'>``, reached at its ready endpoint) over TLS
+with the proxy's client certificate (Secret ``cdi-uploadproxy-client``), checking the
+server's certificate for ``<service>.<namespace>.svc`` against the upload CA.
+
+The proxy serves HTTPS with its own certificate (Secret ``cdi-uploadproxy-tls``, made
+when missing, for the Service names and the pod's IP); its CA is published in the
+ConfigMap ``cdi-uploadproxy-ca`` for clients such as ``rootdisk image-upload``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime as dt
+import logging
+import os
+import re
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from cdi import api, uploadtoken
+from cdi.kube import CONFIGMAPS, PVCS, SECRETS, Client, Kind, KubeError, load_configuration
+from vm.api import certs
+
+logger = logging.getLogger("cdi.uploadproxy")
+
+ENDPOINTS = Kind("", "v1", "endpoints")
+SERVICE = "cdi-uploadproxy"
+TLS_SECRET = "cdi-uploadproxy-tls"  # noqa: S105 - names
+CA_CONFIGMAP = "cdi-uploadproxy-ca"
+CLIENT_SECRET = "cdi-uploadproxy-client"  # noqa: S105
+SIGNING_CONFIGMAP = "cdi-upload-signing-key"
+UPLOAD_KIND = "VolumeUploadSource"
+PATHS = tuple(f"/{v}/{p}" for v in ("v1beta1", "v1alpha1")
+              for p in ("upload", "upload-async", "upload-form", "upload-form-async"))
+BEARER = re.compile(r"(?i)^Bearer\s+([A-Za-z0-9\-._~+/]+=*)$")
+READY_WAIT = 10.0
+SERVER_PORT = 8443
+MAX_ANSWER = 64 * 1024
+"""Bytes of the upload server's answer passed back (it is a line of text)."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where an upload goes, or why it cannot (``error``, answered 503)."""
+    service: str = ""
+    namespace: str = ""
+    archive: bool = False
+    error: str = ""
+    retry: bool = False
+    """The claim may become ready: look again (within READY_WAIT)."""
+
+
+def route(target: Mapping[str, Any] | None, *, name: str) -> Route:
+    """Which upload server takes an upload into the claim ``target`` (pure)."""
+    if target is None:
+        return Route(error=f"rejecting Upload Request for PVC {name} that doesn't exist")
+    meta = target.get("metadata") or {}
+    anns = meta.get("annotations") or {}
+    ref = (target.get("spec") or {}).get("dataSourceRef") or {}
+    if ref.get("kind") != UPLOAD_KIND or ref.get("apiGroup") != api.GROUP:
+        return Route(error=f"rejecting Upload Request for PVC {name}: it is not an upload"
+                     " target")
+    if anns.get(api.POD_PHASE) == "Succeeded" or (
+            (target.get("status") or {}).get("phase") == "Bound"):
+        return Route(error=f"rejecting Upload Request for PVC {name} that already finished"
+                     " uploading")
+    if anns.get(api.POD_PHASE) == "Failed":
+        return Route(error=f"rejecting Upload Request for PVC {name}: the upload failed:"
+                     f" {anns.get(api.RUNNING_MESSAGE, '')}")
+    prime = anns.get(api.PVC_PRIME)
+    if not prime:
+        return Route(error=f"rejecting Upload Request for PVC {name}, PVC' wasn't created yet",
+                     retry=True)
+    if anns.get(api.POD_READY) != "true":
+        return Route(error=f"rejecting Upload Request for PVC {name}: the upload server is"
+                     " not ready", retry=True)
+    content = anns.get(api.CONTENT_TYPE) or "kubevirt"
+    if content not in ("kubevirt", "archive"):
+        return Route(error=f"rejecting upload request for PVC {name} - upload content-type"
+                     f" {content} is invalid")
+    return Route(service=f"cdi-upload-{prime}", namespace=str(meta.get("namespace")),
+                 archive=content == "archive")
+
+
+def upstream_path(path: str, *, archive: bool) -> str:
+    if archive:
+        return "/v1alpha1/upload-archive" if "alpha" in path else "/v1beta1/upload-archive"
+    return path
+
+
+def ready_address(endpoints: Mapping[str, Any] | None) -> str | None:
+    for subset in (endpoints or {}).get("subsets") or []:
+        for address in subset.get("addresses") or []:
+            if address.get("ip"):
+                return str(address["ip"])
+    return None
+
+
+class UploadProxy:
+    def __init__(self, kube: Client, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self._public: bytes | None = None
+        self._client_ctx: ssl.SSLContext | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/healthz", self.healthz)
+        for path in PATHS:
+            for method in ("POST", "PUT"):
+                app.router.add_route(method, path, self.upload)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="OK")
+
+    async def _close(self, _: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _public_key(self) -> bytes:
+        if self._public is None:
+            cm = self.kube.get(CONFIGMAPS, SIGNING_CONFIGMAP, self.namespace)
+            if cm is None:
+                raise RuntimeError("the cdi-apiserver has not published its key yet")
+            self._public = str((cm.get("data") or {})["public.pem"]).encode()
+        return self._public
+
+    def _client_context(self) -> ssl.SSLContext:
+        if self._client_ctx is None:
+            secret = self.kube.get(SECRETS, CLIENT_SECRET, self.namespace)
+            if secret is None:
+                raise RuntimeError("the upload client certificate does not exist yet")
+            d = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+            ctx = ssl.create_default_context(cadata=d["ca.crt"].decode())
+            with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
+                cert, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+                for path, data in ((cert, d["tls.crt"]), (key, d["tls.key"])):
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(data)
+                ctx.load_cert_chain(cert, key)
+            self._client_ctx = ctx
+        return self._client_ctx
+
+    def _find(self, namespace: str, name: str) -> tuple[Route, str | None]:
+        deadline = time.monotonic() + READY_WAIT
+        while True:
+            found = route(self.kube.get(PVCS, name, namespace), name=name)
+            address = None
+            if not found.error:
+                address = ready_address(self.kube.get(ENDPOINTS, found.service, namespace))
+                if address is None:
+                    found = Route(error=f"rejecting Upload Request for PVC {name}: the upload"
+                                  " server has no ready endpoint", retry=True)
+            if not found.error or not found.retry or time.monotonic() > deadline:
+                return found, address
+            time.sleep(1.0)
+
+    async def upload(self, request: web.Request) -> web.StreamResponse:
+        match = BEARER.match(request.headers.get("Authorization", ""))
+        if match is None:
+            return web.Response(status=400, text="an Authorization: Bearer token is required\n")
+        try:
+            public = await asyncio.to_thread(self._public_key)
+            claims = uploadtoken.verify(token=match.group(1), public_pem=public)
+        except uploadtoken.TokenError as err:
+            logger.warning("refused an upload: %s", err)
+            return web.Response(status=401, text=f"{err}\n")
+        except (RuntimeError, KubeError) as err:
+            return web.Response(status=503, text=f"{err}\n")
+        try:
+            found, address = await asyncio.to_thread(self._find, claims.namespace, claims.name)
+            client_ctx = await asyncio.to_thread(self._client_context)
+        except (RuntimeError, KubeError) as err:
+            return web.Response(status=503, text=f"{err}\n")
+        if found.error or address is None:
+            return web.Response(status=503, text=f"{found.error}\n")
+        host = f"[{address}]" if ":" in address else address
+        url = f"https://{host}:{SERVER_PORT}{upstream_path(request.path, archive=found.archive)}"
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() in ("content-type", "content-length")}
+        logger.info("upload into %s/%s → %s", claims.namespace, claims.name, found.service)
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=3600))
+        try:
+            async with self._session.request(
+                    request.method, url, data=_chunks(request.content), headers=headers,
+                    ssl=client_ctx, server_hostname=f"{found.service}.{found.namespace}.svc",
+                    ) as resp:
+                body = await resp.content.read(MAX_ANSWER)
+                return web.Response(status=resp.status, body=body,
+                                    content_type="text/plain")
+        except (aiohttp.ClientError, OSError) as err:
+            return web.Response(status=502, text=f"forwarding to the upload server failed:"
+                                f" {err}\n")
+
+
+async def _chunks(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The body in pieces of up to 1 MiB: fewer, larger TLS writes to the server."""
+    async for chunk in content.iter_chunked(1 << 20):
+        yield chunk
+
+
+def ensure_tls(kube: Client, namespace: str, pod_ip: str) -> certs.KeyPair:
+    """The proxy's serving certificate (Service names and the pod's IP); its CA published
+    in ConfigMap ``cdi-uploadproxy-ca``."""
+    now = dt.datetime.now(dt.UTC)
+    secret = kube.get(SECRETS, TLS_SECRET, namespace)
+    if secret is None:
+        ca = certs.make_ca(name="cdi-uploadproxy-ca", now=now)
+        kube.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                              "metadata": {"name": TLS_SECRET, "namespace": namespace},
+                              "data": {"ca.crt": _b64(ca.cert_pem),
+                                       "ca.key": _b64(ca.key_pem)}})
+        secret = kube.get(SECRETS, TLS_SECRET, namespace)
+        assert secret is not None
+    d = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    ca = certs.KeyPair(d["ca.crt"], d["ca.key"])
+    if kube.get(CONFIGMAPS, CA_CONFIGMAP, namespace) is None:
+        kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": CA_CONFIGMAP, "namespace": namespace},
+                                 "data": {"ca.crt": ca.cert_pem.decode()}})
+    # a fresh serving certificate each start: the pod's IP may have changed
+    return certs.issue(ca=ca, common_name=SERVICE,
+                       dns_names=certs.service_names(SERVICE, namespace),
+                       ips=(pod_ip,) if pod_ip else (), now=now)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m cdi.uploadproxy")
+    p.add_argument("--address", default=os.environ.get("POD_IP") or "127.0.0.1")
+    p.add_argument("--port", type=int, default=8443)
+    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "rootdisk")
+    p.add_argument("--kubeconfig", default=None)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kube = Client(load_configuration(args.kubeconfig))
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            serving = ensure_tls(kube, args.namespace, args.address)
+            break
+        except KubeError as err:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"cdi-uploadproxy: certificates: {err}") from None
+            logger.warning("certificates: %s; retrying", err)
+            time.sleep(2)
+    with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
+        cert, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        for path, data in ((cert, serving.cert_pem), (key, serving.key_pem)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        logger.info("upload proxy on %s:%d", args.address, args.port)
+        web.run_app(UploadProxy(kube, args.namespace).app(), host=args.address,
+                    port=args.port, ssl_context=ctx, print=None, access_log=None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

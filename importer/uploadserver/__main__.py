@@ -1,0 +1,79 @@
+"""``python -m importer.uploadserver``: serve one upload, then exit as the importer does
+(0 complete, 1 retryable, 2 permanent; the termination message says why)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from importer import children
+from importer.config import TERMINATION_LOG
+from importer.errors import ConfigError, ImporterError
+from importer.redact import install_log_filter
+from importer.termination import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE, message, write
+from importer.uploadserver.config import from_env
+from importer.uploadserver.server import UploadServer, server_ssl_context
+
+logger = logging.getLogger("importer.uploadserver")
+
+
+async def serve() -> int:
+    log = Path(os.environ.get("IMPORTER_TERMINATION_LOG") or str(TERMINATION_LOG))
+    try:
+        config = from_env(os.environ)
+        ctx = server_ssl_context(config.tls_dir)
+    except (ConfigError, OSError) as bad:
+        text = bad.message if isinstance(bad, ConfigError) else f"TLS files: {bad}"
+        logger.error("%s", text)
+        write(log, message(reason="InvalidConfig", text=text, retryable=False))
+        return EXIT_PERMANENT
+    server = UploadServer(config.importer, client_name=config.client_name)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.address, config.port, ssl_context=ctx)
+    await site.start()
+    logger.info("upload server on %s:%d", config.address, config.port)
+    stopping = asyncio.get_running_loop().create_future()
+
+    def stop() -> None:
+        if not stopping.done():
+            stopping.set_result(None)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop)
+    done = server.outcome()
+    await asyncio.wait([done, stopping], return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.sleep(0.2)  # let the last answer go out
+    await runner.cleanup()
+    children.stop_all()
+    if not done.done():
+        text = "upload server stopped before an upload completed"
+        write(config.termination_log, message(reason="Interrupted", text=text, retryable=True))
+        return EXIT_RETRYABLE
+    outcome = done.result()
+    if outcome.error is not None:
+        err: ImporterError = outcome.error
+        write(config.termination_log, message(reason=err.reason, text=err.message,
+                                              retryable=err.retryable))
+        return EXIT_RETRYABLE if err.retryable else EXIT_PERMANENT
+    assert outcome.result is not None
+    write(config.termination_log, message(reason="Completed", text="Upload Complete",
+                                          retryable=False, **outcome.result.as_dict()))
+    return EXIT_OK
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_filter()
+    return asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

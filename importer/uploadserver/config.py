@@ -1,0 +1,74 @@
+"""The upload server's settings, from the pod's environment (pure).
+
+Variables: ``UPLOAD_TLS_DIR`` (``tls.crt``, ``tls.key``, ``ca.crt``: the CA of the
+proxy's client certificate; a mounted Secret, never argv), ``UPLOAD_CLIENT_NAME`` (the
+common name the client certificate must carry), ``POD_IP`` / ``UPLOAD_PORT`` (where to
+listen), ``UPLOAD_SCRATCH_DIR`` (the size-limited scratch volume), and the importer's
+``IMPORTER_DESTINATION``, ``IMPORTER_IMAGE_SIZE``, ``FILESYSTEM_OVERHEAD``,
+``IMPORTER_CONTENTTYPE``, ``PREALLOCATION``, ``IMPORTER_READ_TIMEOUT``,
+``IMPORTER_TERMINATION_LOG``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from importer.config import (
+    TERMINATION_LOG,
+    ImporterConfig,
+    SourceKind,
+    default_dest,
+)
+from importer.config import from_env as importer_from_env
+from importer.errors import ConfigError
+
+DEFAULT_TLS_DIR = Path("/etc/cdi-upload")
+DEFAULT_CLIENT_NAME = "cdi-uploadproxy"
+DEFAULT_PORT = 8443
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    importer: ImporterConfig
+    tls_dir: Path
+    client_name: str
+    address: str
+    port: int
+    termination_log: Path | None
+
+
+def from_env(env: Mapping[str, str]) -> ServerConfig:
+    # The importer's own parser reads the shared variables (and names the field on error);
+    # it refuses IMPORTER_SOURCE=upload, so it is asked as for a blank volume.
+    shared = {k: v for k, v in env.items() if not k.startswith("IMPORTER_EXTRA_HEADER_")}
+    shared.update({"IMPORTER_SOURCE": "http", "IMPORTER_ENDPOINT": "http://upload.invalid/",
+                   "IMPORTER_METRICS_PORT": "0"})
+    base = importer_from_env(shared)
+    port_text = env.get("UPLOAD_PORT") or str(DEFAULT_PORT)
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"UPLOAD_PORT: {port_text!r} is not a port number")
+    client = env.get("UPLOAD_CLIENT_NAME") or DEFAULT_CLIENT_NAME
+    scratch = env.get("UPLOAD_SCRATCH_DIR") or ""
+    termination = Path(env.get("IMPORTER_TERMINATION_LOG") or str(TERMINATION_LOG))
+    importer = ImporterConfig(
+        source=SourceKind.UPLOAD,
+        dest=Path(env["IMPORTER_DESTINATION"]) if env.get("IMPORTER_DESTINATION")
+        else default_dest(),
+        image_size=base.image_size,
+        content_type=base.content_type,
+        filesystem_overhead=base.filesystem_overhead,
+        preallocation=base.preallocation,
+        termination_log=None,
+        metrics_port=None,
+        scratch_dir=Path(scratch) if scratch else None,
+        read_timeout=base.read_timeout,
+        retry_attempts=1,  # a request body cannot be asked for again
+        stall_min_bytes=0,
+    )
+    return ServerConfig(importer=importer,
+                        tls_dir=Path(env.get("UPLOAD_TLS_DIR") or str(DEFAULT_TLS_DIR)),
+                        client_name=client,
+                        address=env.get("POD_IP") or "127.0.0.1",
+                        port=int(port_text), termination_log=termination)

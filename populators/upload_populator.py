@@ -1,0 +1,219 @@
+"""The upload populator: VolumeUploadSource → an upload server on PVC' (pure hooks and
+renderings; :class:`UploadReconciler` does the I/O).
+
+On the same twin-PVC base as the import populator (:mod:`populators.flow`): PVC' in the
+target's namespace, then, as upstream, a pod ``cdi-upload-<PVC'>`` running the upload
+server (``python -m importer.uploadserver``) on PVC' and a Service of the same name in
+front of it, port 443 → 8443. The server's certificate and key, and the CA of the upload
+proxy's client certificate, are in a Secret of the same name, mounted into the pod
+(never in its spec, argv or logs). The Service and the Secret are owned by PVC', so they
+go when it goes. When the pod is ready the target gets ``storage.pod.ready: "true"``
+(the DataVolume shows UploadReady and the proxy forwards); when the server exits 0 the
+flow rebinds PVC''s volume to the target, as for an import.
+
+Scratch: a qcow2 is spooled to an emptyDir at ``/scratch`` (size limit: the claim's
+request) while qemu-img converts it; raw images need none (upstream uses a scratch PVC).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from populators import names
+from populators.cdiconfig import CdiConfig
+from populators.claims import Obj, annots, meta, spec
+from populators.flow import SourceError
+from populators.importer_pod import (
+    BLOCK_DEVICE,
+    DATA_DIR,
+    DATA_VOLUME,
+    QEMU_UID,
+    TERMINATION_LOG,
+    Settings,
+    restricted_container_security,
+)
+from populators.progress import IMPORT_METRIC
+
+UPLOAD_KIND = "VolumeUploadSource"
+UPLOAD_TARGET = names.PREFIX + "storage.upload.target"
+"""On PVC': upstream's mark of a claim an upload server fills."""
+POD_READY = names.PREFIX + "storage.pod.ready"
+"""On the target: "true" while the upload server is ready for the upload (upstream's)."""
+COMPONENT = "cdi-upload-server"
+SERVICE_LABEL = "service"
+UPLOAD_PORT = 8443
+SERVICE_PORT = 443
+TLS_VOLUME = "cdi-upload-tls"
+TLS_DIR = "/etc/cdi-upload"
+SCRATCH_VOLUME = "cdi-scratch-vol"
+SCRATCH_DIR = "/scratch"
+CLIENT_NAME = "cdi-uploadproxy"
+"""The common name of the upload proxy's client certificate; the server lets in no other."""
+CONTENT_TYPES = ("kubevirt", "archive")
+
+
+def server_name(prime: str) -> str:
+    """Pod, Service and Secret of PVC' ``prime``: ``cdi-upload-<PVC'>`` as upstream."""
+    return f"cdi-upload-{prime}"
+
+
+def content_type(source: Obj) -> str:
+    value = spec(source).get("contentType") or "kubevirt"
+    if value not in CONTENT_TYPES:
+        raise SourceError(f"VolumeUploadSource {meta(source).get('name')}: spec.contentType "
+                          f"{value!r} is not one of {', '.join(CONTENT_TYPES)}")
+    return str(value)
+
+
+def _owner(prime: Obj) -> list[dict[str, Any]]:
+    pm = meta(prime)
+    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": pm.get("name"),
+             "uid": pm.get("uid"), "controller": True, "blockOwnerDeletion": True}]
+
+
+def _labels(prime: str) -> dict[str, str]:
+    return {names.APP_LABEL: names.APP_VALUE, names.COMPONENT_LABEL: COMPONENT,
+            SERVICE_LABEL: server_name(prime)}
+
+
+class UploadPopulator:
+    kind = UPLOAD_KIND
+    plural = "volumeuploadsources"
+    metric = IMPORT_METRIC
+
+    def source_namespace(self, target: Obj) -> str:
+        return str(meta(target).get("namespace"))
+
+    def prime_namespace(self, target: Obj) -> str:
+        return str(meta(target).get("namespace"))
+
+    def pod_name(self, prime: str) -> str:
+        return server_name(prime)
+
+    def prime_annotations(self, source: Obj) -> dict[str, str]:
+        return {UPLOAD_TARGET: "", names.CONTENT_TYPE: content_type(source),
+                names.PREALLOCATION_REQUESTED:
+                    "true" if spec(source).get("preallocation") else "false"}
+
+    def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
+            settings: Settings, previous_restarts: int) -> dict[str, Any]:
+        kind = content_type(source)
+        if kind == "archive" and spec(prime).get("volumeMode") == "Block":
+            raise SourceError("spec.contentType: ContentType Archive cannot have block "
+                              "volumeMode")
+        return render_pod(target=target, prime=prime, content=kind, config=config,
+                          settings=settings, previous_restarts=previous_restarts,
+                          preallocate=bool(spec(source).get("preallocation")))
+
+
+def render_pod(*, target: Obj, prime: Obj, content: str, config: CdiConfig,
+               settings: Settings, previous_restarts: int = 0,
+               preallocate: bool = False) -> dict[str, Any]:
+    """The upload server pod on PVC', confined as the importer pod."""
+    pm, ps = meta(prime), spec(prime)
+    prime_name = str(pm.get("name"))
+    block = ps.get("volumeMode") == "Block"
+    size = ((ps.get("resources") or {}).get("requests") or {}).get("storage", "")
+    env = [
+        {"name": "IMPORTER_DESTINATION",
+         "value": BLOCK_DEVICE if block else f"{DATA_DIR}/disk.img"},
+        {"name": "IMPORTER_IMAGE_SIZE", "value": str(size)},
+        {"name": "IMPORTER_CONTENTTYPE", "value": content},
+        {"name": "FILESYSTEM_OVERHEAD",
+         "value": config.overhead(storage_class=ps.get("storageClassName"), block=block)},
+        {"name": "PREALLOCATION", "value": "true" if preallocate else "false"},
+        {"name": "OWNER_UID", "value": str(meta(target).get("uid"))},
+        {"name": "UPLOAD_TLS_DIR", "value": TLS_DIR},
+        {"name": "UPLOAD_CLIENT_NAME", "value": CLIENT_NAME},
+        {"name": "UPLOAD_PORT", "value": str(UPLOAD_PORT)},
+        {"name": "UPLOAD_SCRATCH_DIR", "value": SCRATCH_DIR},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    container: dict[str, Any] = {
+        "name": COMPONENT,
+        "image": settings.image.replace("importer", "uploadserver"),
+        "imagePullPolicy": settings.pull_policy,
+        "env": env,
+        "ports": [{"name": "uploadserver", "containerPort": UPLOAD_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": UPLOAD_PORT,
+                                       "scheme": "HTTPS"},
+                           "initialDelaySeconds": 2, "periodSeconds": 5},
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": restricted_container_security(),
+        "volumeMounts": [{"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True},
+                         {"name": SCRATCH_VOLUME, "mountPath": SCRATCH_DIR}],
+    }
+    if block:
+        container["volumeDevices"] = [{"name": DATA_VOLUME, "devicePath": BLOCK_DEVICE}]
+    else:
+        container["volumeMounts"].append({"name": DATA_VOLUME, "mountPath": DATA_DIR})
+    if config.resources:
+        container["resources"] = {k: dict(v) for k, v in config.resources.items()}
+    annotations = {names.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
+    if previous_restarts:
+        annotations[names.PREVIOUS_RESTARTS] = str(previous_restarts)
+    scratch: dict[str, Any] = {}
+    if size:
+        scratch["sizeLimit"] = str(size)
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "restartPolicy": "OnFailure",
+        "volumes": [
+            {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": prime_name,
+                                                            "readOnly": False}},
+            {"name": TLS_VOLUME, "secret": {"secretName": server_name(prime_name),
+                                            "defaultMode": 0o440}},
+            {"name": SCRATCH_VOLUME, "emptyDir": scratch},
+        ],
+        "enableServiceLinks": False,
+        "securityContext": {"fsGroup": QEMU_UID, "runAsNonRoot": True,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    node = annots(prime).get(names.SELECTED_NODE)
+    if node:
+        pod_spec["nodeName"] = node
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": server_name(prime_name), "namespace": pm.get("namespace"),
+                     "labels": _labels(prime_name), "annotations": annotations,
+                     "ownerReferences": _owner(prime)},
+        "spec": pod_spec,
+    }
+
+
+def render_service(*, prime: Obj) -> dict[str, Any]:
+    prime_name = str(meta(prime).get("name"))
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": server_name(prime_name), "namespace": meta(prime).get("namespace"),
+                     "labels": _labels(prime_name), "ownerReferences": _owner(prime)},
+        "spec": {"selector": {SERVICE_LABEL: server_name(prime_name)},
+                 "ports": [{"name": "uploadserver", "port": SERVICE_PORT,
+                            "targetPort": UPLOAD_PORT, "protocol": "TCP"}]},
+    }
+
+
+def render_secret(*, prime: Obj, cert_pem: bytes, key_pem: bytes, ca_pem: bytes,
+                  ) -> dict[str, Any]:
+    """The server's certificate and key, and the CA its clients' certificates chain to."""
+    prime_name = str(meta(prime).get("name"))
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": server_name(prime_name), "namespace": meta(prime).get("namespace"),
+                     "labels": _labels(prime_name), "ownerReferences": _owner(prime)},
+        "data": {"tls.crt": b64(cert_pem), "tls.key": b64(key_pem), "ca.crt": b64(ca_pem)},
+    }
+
+
+def pod_ready(pod: Obj | None) -> bool:
+    """Whether the upload server pod runs and passes its readiness probe."""
+    if pod is None or (pod.get("status") or {}).get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])

@@ -1,0 +1,301 @@
+"""``rootdisk image-upload dv|pvc NAME --image-path FILE``: upload a local disk image, as
+``virtctl image-upload`` does.
+
+1. create the DataVolume (``source.upload``) — or for ``pvc`` a VolumeUploadSource and a
+   claim whose ``dataSourceRef`` names it (upstream's ``pvc`` mode marks a claim for its
+   older upload controller; rootdisk has only the populator) — unless ``--no-create``;
+2. wait until it is ready for the upload (UploadReady);
+3. ask the cluster for an upload token (``UploadTokenRequest``, needs RBAC ``create
+   uploadtokenrequests``);
+4. stream the file to the upload proxy over TLS (trusting the proxy's CA from the
+   ConfigMap ``rootdisk/cdi-uploadproxy-ca``, or ``--insecure``) with a progress bar;
+5. wait for Succeeded. Exit 0 on success, 1 with the reason on any failure.
+
+The proxy: ``--uploadproxy-url``, else CDIConfig ``status.uploadProxyURL``, else the
+ready endpoint of the Service ``rootdisk/cdi-uploadproxy`` (on ``rootdisk up`` pods
+listen on host addresses, so that endpoint is reachable from the host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+logger = logging.getLogger(__name__)
+EXIT_FAILED = 1
+POLL = 0.25
+CHUNK = 1024 * 1024
+PROXY_NAMESPACE = "rootdisk"
+PROXY_SERVICE = "cdi-uploadproxy"
+PROXY_CA = "cdi-uploadproxy-ca"
+IMMEDIATE = "cdi.kubevirt.io/storage.bind.immediate.requested"
+TOKEN_PATH = "/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"  # noqa: S105 - an API path
+
+
+class UploadFailed(Exception):
+    pass
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("image-upload", help="upload a local disk image",
+                              description="Create a DataVolume (or PVC) and upload a local"
+                              " image into it through the upload proxy.")
+    p.add_argument("kind", choices=["dv", "pvc"])
+    p.add_argument("name")
+    p.add_argument("--image-path", required=True, help="the local image file")
+    p.add_argument("--size", help="the volume's size (e.g. 10Gi); needed unless --no-create")
+    p.add_argument("--storage-class")
+    p.add_argument("--access-mode", choices=["ReadWriteOnce", "ReadWriteMany",
+                                             "ReadOnlyMany", "ReadWriteOncePod"])
+    p.add_argument("--block-volume", action="store_true", help="volumeMode Block")
+    p.add_argument("--force-bind", action="store_true",
+                   help="bind at once, even on a WaitForFirstConsumer class (as virtctl)")
+    p.add_argument("--uploadproxy-url", help="https://host:port of the upload proxy")
+    p.add_argument("--insecure", action="store_true",
+                   help="do not verify the upload proxy's certificate")
+    p.add_argument("--no-create", action="store_true",
+                   help="upload into an existing DataVolume/PVC")
+    p.add_argument("-n", "--namespace", help="default: the kubeconfig context's, or default")
+    p.add_argument("--kubeconfig", help="default: KUBECONFIG, ~/.kube/config, rootdisk up's")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait for readiness and for the end (default 600)")
+    p.set_defaults(func=cmd_image_upload)
+
+
+def manifests(*, kind: str, name: str, namespace: str, size: str,
+              storage_class: str | None, access_mode: str | None,
+              block: bool, force_bind: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    """(API path, object) to create for an upload (pure)."""
+    annotations = {IMMEDIATE: ""} if force_bind else {}
+    storage: dict[str, Any] = {"resources": {"requests": {"storage": size}}}
+    if storage_class:
+        storage["storageClassName"] = storage_class
+    if access_mode:
+        storage["accessModes"] = [access_mode]
+    if block:
+        storage["volumeMode"] = "Block"
+    if kind == "dv":
+        dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+              "metadata": {"name": name, "namespace": namespace,
+                           "annotations": annotations},
+              "spec": {"source": {"upload": {}}, "storage": storage}}
+        return [(f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes", dv)]
+    source = f"upload-{name}"
+    claim_spec = {"accessModes": [access_mode or "ReadWriteOnce"],
+                  "resources": storage["resources"],
+                  "dataSourceRef": {"apiGroup": "cdi.kubevirt.io",
+                                    "kind": "VolumeUploadSource", "name": source}}
+    if storage_class:
+        claim_spec["storageClassName"] = storage_class
+    if block:
+        claim_spec["volumeMode"] = "Block"
+    return [
+        (f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/volumeuploadsources",
+         {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
+          "metadata": {"name": source, "namespace": namespace},
+          "spec": {"contentType": "kubevirt"}}),
+        (f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+         {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+          "metadata": {"name": name, "namespace": namespace,
+                       "annotations": {"cdi.kubevirt.io/storage.upload.target": "",
+                                       **annotations}},
+          "spec": claim_spec}),
+    ]
+
+
+def state(*, kind: str, obj: dict[str, Any] | None) -> tuple[str, str]:
+    """("ready" | "done" | "failed" | "waiting", detail) of the upload target (pure)."""
+    if obj is None:
+        return "failed", "not found"
+    if kind == "dv":
+        status = obj.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        if phase == "Failed":
+            conds = {c.get("type"): c for c in status.get("conditions") or []}
+            running = conds.get("Running") or {}
+            return "failed", f"{running.get('reason') or 'Failed'}: {running.get('message') or ''}"
+        if phase == "Succeeded":
+            return "done", phase
+        return ("ready" if phase == "UploadReady" else "waiting"), phase
+    anns = (obj.get("metadata") or {}).get("annotations") or {}
+    if anns.get("cdi.kubevirt.io/storage.pod.phase") == "Failed":
+        return "failed", (f"{anns.get('cdi.kubevirt.io/storage.condition.running.reason')}: "
+                          f"{anns.get('cdi.kubevirt.io/storage.condition.running.message')}")
+    if (obj.get("status") or {}).get("phase") == "Bound":
+        return "done", "Bound"
+    if anns.get("cdi.kubevirt.io/storage.pod.ready") == "true":
+        return "ready", "ready"
+    return "waiting", (obj.get("status") or {}).get("phase") or "Pending"
+
+
+class _Body:
+    """The file as a request body: known length (Content-Length), read 1 MiB at a time,
+    advancing the progress bar."""
+
+    def __init__(self, path: str, bar: Any) -> None:
+        self.fh = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self.size = os.fstat(self.fh.fileno()).st_size
+        self.bar = bar
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self, _n: int = -1) -> bytes:
+        data = self.fh.read(CHUNK)
+        self.bar.update(len(data))
+        return data
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def cmd_image_upload(args: argparse.Namespace) -> int:
+    try:
+        return _upload(args)
+    except UploadFailed as err:
+        print(f"rootdisk image-upload: {err}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _upload(args: argparse.Namespace) -> int:
+    import requests
+    from tqdm import tqdm
+
+    from cdi.kube import CONFIGMAPS, Client, Kind, KubeError, load_configuration
+    from rootdisk.kubeconfig import KubeconfigNotFound, discover, namespace
+
+    if not os.path.isfile(args.image_path):
+        raise UploadFailed(f"--image-path: {args.image_path!r} is not a file")
+    if not args.no_create and not args.size:
+        raise UploadFailed("--size: the size of the new volume is required (or --no-create)")
+    try:
+        found = discover(args.kubeconfig)
+    except KubeconfigNotFound as err:
+        raise UploadFailed(str(err)) from None
+    ns = namespace(args.namespace, found)
+    client = Client(load_configuration(found.path))
+    target_path = (f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes/{args.name}"
+                   if args.kind == "dv" else
+                   f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{args.name}")
+
+    def get_target() -> dict[str, Any] | None:
+        try:
+            out: dict[str, Any] = client.request("GET", target_path)
+            return out
+        except KubeError as err:
+            if err.status == 404:
+                return None
+            raise UploadFailed(f"reading {args.kind} {ns}/{args.name}: {err}") from None
+
+    try:
+        if not args.no_create:
+            if get_target() is not None:
+                raise UploadFailed(f"{args.kind} {ns}/{args.name} exists already (use"
+                                   " --no-create to upload into it)")
+            for path, obj in manifests(kind=args.kind, name=args.name, namespace=ns,
+                                       size=args.size, storage_class=args.storage_class,
+                                       access_mode=args.access_mode, block=args.block_volume,
+                                       force_bind=args.force_bind):
+                try:
+                    client.request("POST", path, body=obj)
+                except KubeError as err:
+                    raise UploadFailed(f"creating {obj['kind']} {args.name}: {err}") from None
+            print(f"{args.kind} {ns}/{args.name} created", file=sys.stderr)
+        deadline = time.monotonic() + args.timeout
+        while True:
+            what, detail = state(kind=args.kind, obj=get_target())
+            if what == "ready":
+                break
+            if what in ("failed", "done"):
+                raise UploadFailed(f"{args.kind} {ns}/{args.name} is {detail}; not ready for"
+                                   " an upload")
+            if time.monotonic() > deadline:
+                hint = (" (its class waits for a first consumer: use --force-bind)"
+                        if detail in ("PendingPopulation", "WaitForFirstConsumer") else "")
+                raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name} to"
+                                   f" be ready for the upload ({detail}){hint}")
+            time.sleep(POLL)
+        logger.info("%s %s/%s is ready for the upload", args.kind, ns, args.name)
+        try:
+            answer = client.request("POST", TOKEN_PATH.format(ns=ns), body={
+                "apiVersion": "upload.cdi.kubevirt.io/v1beta1", "kind": "UploadTokenRequest",
+                "metadata": {"name": args.name, "namespace": ns},
+                "spec": {"pvcName": args.name}})
+        except KubeError as err:
+            raise UploadFailed(f"upload token: {err}") from None
+        token = str(((answer or {}).get("status") or {}).get("token") or "")
+        if not token:
+            raise UploadFailed("upload token: the cluster answered without a token")
+        logger.info("upload token received")
+        url = args.uploadproxy_url or _proxy_url(client, Kind)
+        logger.info("upload proxy: %s", url)
+        verify: bool | str = not args.insecure
+        ca_file = None
+        if not args.insecure:
+            try:
+                cm = client.get(CONFIGMAPS, PROXY_CA, PROXY_NAMESPACE)
+            except KubeError:
+                cm = None
+            pem = ((cm or {}).get("data") or {}).get("ca.crt")
+            if pem:
+                ca_file = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)  # noqa: SIM115
+                ca_file.write(pem)
+                ca_file.close()
+                verify = ca_file.name
+        size = os.path.getsize(args.image_path)
+        bar = tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
+                   desc=os.path.basename(args.image_path), file=sys.stderr)
+        body = _Body(args.image_path, bar)
+        try:
+            resp = requests.post(f"{url.rstrip('/')}/v1beta1/upload", data=body,
+                                 headers={"Authorization": f"Bearer {token}",
+                                          "Content-Type": "application/octet-stream"},
+                                 verify=verify, timeout=(30, 3600))
+        except requests.RequestException as err:
+            raise UploadFailed(f"upload to {url} failed: {err}") from None
+        finally:
+            body.close()
+            bar.close()
+            if ca_file is not None:
+                os.unlink(ca_file.name)
+        if resp.status_code != 200:
+            raise UploadFailed(f"upload refused ({resp.status_code}): {resp.text.strip()}")
+        logger.info("upload accepted; waiting for %s %s/%s", args.kind, ns, args.name)
+        while True:
+            what, detail = state(kind=args.kind, obj=get_target())
+            if what == "done":
+                print(f"{args.kind} {ns}/{args.name}: upload Succeeded")
+                return 0
+            if what == "failed":
+                raise UploadFailed(f"{args.kind} {ns}/{args.name} Failed: {detail}")
+            if time.monotonic() > deadline + args.timeout:
+                raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name}"
+                                   f" to succeed ({detail})")
+            time.sleep(POLL)
+    finally:
+        client.close()
+
+
+def _proxy_url(client: Any, kind: Any) -> str:
+    """CDIConfig status.uploadProxyURL, else the proxy Service's ready endpoint."""
+    from cdi.kube import CDICONFIGS, KubeError
+
+    try:
+        config = client.get(CDICONFIGS, "config") or {}
+        url = (config.get("status") or {}).get("uploadProxyURL")
+        if url:
+            return str(url) if "://" in str(url) else f"https://{url}"
+        endpoints = client.get(kind("", "v1", "endpoints"), PROXY_SERVICE, PROXY_NAMESPACE)
+    except KubeError as err:
+        raise UploadFailed(f"finding the upload proxy: {err} (use --uploadproxy-url)") from None
+    for subset in (endpoints or {}).get("subsets") or []:
+        for address in subset.get("addresses") or []:
+            port = next((p.get("port") for p in subset.get("ports") or []), 8443)
+            ip = str(address.get("ip"))
+            return f"https://{f'[{ip}]' if ':' in ip else ip}:{port}"
+    raise UploadFailed("the upload proxy has no ready endpoint (use --uploadproxy-url)")
