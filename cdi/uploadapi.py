@@ -30,7 +30,7 @@ from aiohttp import web
 from apiservice import frontproxy
 from cdi import uploadtoken
 from cdi.kube import CONFIGMAPS, SECRETS, Client, Kind, KubeError, load_configuration
-from vm.api import certs
+from pki import certs
 
 logger = logging.getLogger("cdi.uploadapi")
 

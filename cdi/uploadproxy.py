@@ -38,7 +38,7 @@ from aiohttp import web
 
 from cdi import api, uploadtoken
 from cdi.kube import CONFIGMAPS, PVCS, SECRETS, Client, Kind, KubeError, load_configuration
-from vm.api import certs
+from pki import certs
 
 logger = logging.getLogger("cdi.uploadproxy")
 

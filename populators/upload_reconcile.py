@@ -16,6 +16,7 @@ import logging
 import threading
 from typing import Any
 
+from pki import certs
 from populators import flow, names
 from populators.claims import Obj, annots, meta
 from populators.importer_pod import Settings
@@ -29,7 +30,6 @@ from populators.upload_populator import (
     render_service,
     server_name,
 )
-from vm.api import certs
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from pki import certs
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
-from vm.api import certs
 
 CLIENT = "cdi-uploadproxy"
 

@@ -78,7 +78,8 @@ def test_a_bad_field_is_caught() -> None:
     assert validation.validate(bad_dv, crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
 
-@pytest.mark.parametrize("image", ["importer", "launcher", "operator"])
+@pytest.mark.parametrize("image", sorted(p.name.split(".", 1)[1] for p in
+                                         (ROOT / "images").glob("Containerfile.*")))
 def test_containerfiles_copy_every_package(image: str) -> None:
     """``pip install .`` in an image installs what pyproject's package list finds in the
     build context: a package the Containerfile does not COPY is missing at run time."""
@@ -91,3 +92,19 @@ def test_containerfiles_copy_every_package(image: str) -> None:
     text = (ROOT / "images" / f"Containerfile.{image}").read_text()
     copied = set(re.findall(r"^COPY (\w+)/ \1/$", text, flags=re.M))
     assert packages - copied == set(), f"Containerfile.{image} does not copy these packages"
+
+
+def test_every_image_has_a_containerfile_running_its_program() -> None:
+    """localcluster runs a ``rootdisk/<program>`` image as the entry point in the image
+    table; on a real cluster the image built from ``Containerfile.<program>`` must run
+    the same program, or a pod that works on ``rootdisk up`` fails there."""
+    import json
+    import re
+
+    from rootdisk.images import IMAGES
+
+    for image, argv in IMAGES.items():
+        path = ROOT / "images" / f"Containerfile.{image.split('/', 1)[1]}"
+        assert path.exists(), f"{image}: no {path.name}"
+        entry = re.findall(r"^ENTRYPOINT (\[.*\])$", path.read_text(), flags=re.M)
+        assert entry and tuple(json.loads(entry[-1])) == argv, f"{path.name}: {entry}"

@@ -20,10 +20,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from pki import certs
 from tests.fixtures.appthread import AppThread
 from tests.fixtures.guests import GuestBuilder, LinuxGuest
 from tests.vm.launcher.harness import Launch
-from vm.api import certs
 from vm.api.kube import load_pki
 from vm.handler import kube as handler_kube
 from vm.handler.console import ConsoleServer, server_context

@@ -16,7 +16,8 @@ from apiservice.frontproxy import (
     FrontProxyConfig,
     Identity,
 )
-from vm.api import certs
+from pki import certs
+from vm.api.certs import API_CLIENT_CN
 from vm.api.lifecycle import Patch
 from vm.kube import PODS, VMIS, VMS, Kube, KubeError, Res
 
@@ -56,7 +57,7 @@ def ensure_pki(kube: Kube, namespace: str) -> tuple[certs.KeyPair, certs.KeyPair
         return found
     now = dt.datetime.now(dt.UTC)
     ca = certs.make_ca(name="kubevirt.io:rootdisk-ca", now=now)
-    serving = certs.issue(ca=ca, common_name=certs.API_CLIENT_CN,
+    serving = certs.issue(ca=ca, common_name=API_CLIENT_CN,
                           dns_names=certs.service_names(SERVICE, namespace), now=now)
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
               "metadata": {"name": CERT_SECRET, "namespace": namespace},

@@ -17,8 +17,8 @@ from typing import Any
 import kopf
 from aiohttp import web
 
+from pki import certs
 from vm import resync
-from vm.api import certs
 from vm.api.kube import load_pki
 from vm.api.names import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 from vm.handler import kube as handler_kube
