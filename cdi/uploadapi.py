@@ -23,13 +23,15 @@ import re
 import sys
 import tempfile
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from apiservice import frontproxy
 from cdi import uploadtoken
 from cdi.kube import CONFIGMAPS, SECRETS, Client, Kind, KubeError, load_configuration
+from kubeclient.startup import retry_startup
 from pki import certs
 
 logger = logging.getLogger("cdi.uploadapi")
@@ -202,18 +204,12 @@ def publish_ca(kube: Client, ca_pem: bytes) -> None:
                 raise
 
 
-def _retry(what: str, fn: Any, *args: Any) -> Any:
-    deadline = time.monotonic() + 120
-    delay = 0.5
-    while True:
-        try:
-            return fn(*args)
-        except (KubeError, RuntimeError, OSError, frontproxy.FrontProxyError) as err:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"cdi-apiserver: {what} failed: {err}") from None
-            logger.warning("%s failed (%s); retrying", what, err)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+T = TypeVar("T")
+
+
+def _retry(what: str, fn: Callable[..., T], *args: Any) -> T:
+    return retry_startup("cdi-apiserver", what, lambda: fn(*args),
+                         errors=(KubeError, RuntimeError, OSError, frontproxy.FrontProxyError))
 
 
 def _front_proxy(kube: Client) -> frontproxy.FrontProxyConfig:
@@ -238,11 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     _retry("publishing the CA", publish_ca, kube, ca.cert_pem)
     proxy = _retry("front-proxy settings", _front_proxy, kube)
     with tempfile.TemporaryDirectory(prefix="cdi-api-") as tmp:
-        cert, keyfile = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-        for path, data in ((cert, serving.cert_pem), (keyfile, serving.key_pem)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+        cert, keyfile = certs.write_pair(tmp, serving.cert_pem, serving.key_pem)
         ctx = frontproxy.server_ssl_context(proxy, cert_file=cert, key_file=keyfile)
         logger.info("serving %s on %s:%d", APISERVICE, args.address, args.port)
         web.run_app(TokenAPI(kube, proxy, key).app(), host=args.address, port=args.port,

@@ -38,6 +38,7 @@ from aiohttp import web
 
 from cdi import api, uploadtoken
 from cdi.kube import CONFIGMAPS, PVCS, SECRETS, Client, Kind, KubeError, load_configuration
+from kubeclient.startup import retry_startup
 from pki import certs
 
 logger = logging.getLogger("cdi.uploadproxy")
@@ -155,12 +156,7 @@ class UploadProxy:
             d = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
             ctx = ssl.create_default_context(cadata=d["ca.crt"].decode())
             with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
-                cert, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-                for path, data in ((cert, d["tls.crt"]), (key, d["tls.key"])):
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with os.fdopen(fd, "wb") as fh:
-                        fh.write(data)
-                ctx.load_cert_chain(cert, key)
+                ctx.load_cert_chain(*certs.write_pair(tmp, d["tls.crt"], d["tls.key"]))
             self._client_ctx = ctx
         return self._client_ctx
 
@@ -263,22 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kube = Client(load_configuration(args.kubeconfig))
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            serving = ensure_tls(kube, args.namespace, args.address)
-            break
-        except KubeError as err:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"cdi-uploadproxy: certificates: {err}") from None
-            logger.warning("certificates: %s; retrying", err)
-            time.sleep(2)
+    serving = retry_startup("cdi-uploadproxy", "certificates",
+                            lambda: ensure_tls(kube, args.namespace, args.address),
+                            errors=(KubeError,), first=2.0, longest=2.0)
     with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
-        cert, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-        for path, data in ((cert, serving.cert_pem), (key, serving.key_pem)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+        cert, key = certs.write_pair(tmp, serving.cert_pem, serving.key_pem)
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(cert, key)
         logger.info("upload proxy on %s:%d", args.address, args.port)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import ipaddress
+import os
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -54,6 +55,19 @@ def self_signed_ca(common_name: str, *, now: datetime.datetime,
         .sign(ca_key, hashes.SHA256())
     )
     return ca_key, ca_cert, ca_name
+
+
+def write_pair(directory: str | os.PathLike[str], cert: bytes, key: bytes,
+               ) -> tuple[str, str]:
+    """``tls.crt`` and ``tls.key`` in ``directory`` (a private temporary one), created
+    0600 and never over an existing file: ssl loads a certificate chain from files only.
+    Returns their paths."""
+    paths = (os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key"))
+    for path, data in zip(paths, (cert, key), strict=True):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    return paths
 
 
 def service_names(service: str, namespace: str) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from typing import Any
 import kopf
 
 from cdi.kube import Client, KubeError, load_configuration
+from pki.certs import write_pair
 from rootdisk.operator import kube, registry
 from rootdisk.operator.server import LEADER, Server
 
@@ -173,11 +174,7 @@ def _webhook_tls(client: Client, args: argparse.Namespace,
                  tmp: str) -> tuple[ssl.SSLContext, bytes]:
     cert = kube.webhook_certificate(client, namespace=args.namespace, secret=args.webhook_secret,
                                     service=args.webhook_service)
-    cert_path, key_path = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-    for path, data in ((cert_path, cert.cert), (key_path, cert.key)):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+    cert_path, key_path = write_pair(tmp, cert.cert, cert.key)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_path, key_path)

@@ -13,11 +13,14 @@ import os
 import ssl
 import sys
 import tempfile
-import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from apiservice import frontproxy
+from kubeclient.startup import retry_startup
+from pki.certs import write_pair
 from vm.api import kube as api_kube
 from vm.api.server import VirtAPI
 from vm.kube import Kube, KubeError, load_config
@@ -26,18 +29,12 @@ logger = logging.getLogger("vm.api")
 STARTUP_DEADLINE = 120.0
 
 
-def _retry(what: str, fn, *args):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + STARTUP_DEADLINE
-    delay = 0.5
-    while True:
-        try:
-            return fn(*args)
-        except (KubeError, RuntimeError, OSError) as err:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"virt-api: {what} failed: {err}") from None
-            logger.warning("%s failed (%s); retrying", what, err)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+T = TypeVar("T")
+
+
+def _retry(what: str, fn: Callable[..., T], *args: Any) -> T:
+    return retry_startup("virt-api", what, lambda: fn(*args),
+                         errors=(KubeError, RuntimeError, OSError), deadline=STARTUP_DEADLINE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,11 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     _retry("publishing the CA", api_kube.publish_ca, kube, ca.cert_pem)
     proxy = _retry("front-proxy settings", api_kube.front_proxy, kube)
     with tempfile.TemporaryDirectory(prefix="virt-api-") as tmp:
-        cert, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-        for path, data in ((cert, serving.cert_pem), (key, serving.key_pem)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+        cert, key = write_pair(tmp, serving.cert_pem, serving.key_pem)
         server_ctx = frontproxy.server_ssl_context(proxy, cert_file=cert, key_file=key)
         handler_ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH,
                                                  cadata=ca.cert_pem.decode())

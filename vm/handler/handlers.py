@@ -57,12 +57,8 @@ async def start_console(logger: Any, **_: Any) -> None:
                        now=dt.datetime.now(dt.UTC))
     tmp = tempfile.TemporaryDirectory(prefix="virt-handler-")
     _tmp.append(tmp)
-    cert, key = Path(tmp.name, "tls.crt"), Path(tmp.name, "tls.key")
-    for path, data in ((cert, mine.cert_pem), (key, mine.key_pem)):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-    ctx = server_context(ca_pem=ca.cert_pem, cert_file=str(cert), key_file=str(key))
+    cert, key = certs.write_pair(tmp.name, mine.cert_pem, mine.key_pem)
+    ctx = server_context(ca_pem=ca.cert_pem, cert_file=cert, key_file=key)
     runner = web.AppRunner(ConsoleServer(shared(), node=NODE, socket_dir=SOCKET_DIR).app(),
                            access_log=None)
     await runner.setup()
