@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..looptransports import abort_open_transports
 from .server import APIServer
 
 
@@ -45,6 +46,7 @@ class ServerThread:
         self._started.set()
         await self._stop.wait()
         await self.server.stop()
+        await abort_open_transports()  # the loop is this server's alone
 
     def start(self, timeout: float = 30) -> APIServer:
         self._thread.start()

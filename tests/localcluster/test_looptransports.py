@@ -1,0 +1,67 @@
+"""A stopped server holds no socket: a peer that opened a TLS connection and never sent
+its ClientHello must not outlive the server's loop (asyncio 3.11 forgets such
+connections; the garbage collector then finds an open socket, a ResourceWarning)."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import ssl
+import time
+import warnings
+from pathlib import Path
+
+from aiohttp import web
+
+from localcluster.apiserver.threaded import ServerThread
+from tests.fixtures.appthread import AppThread
+from tests.fixtures.tls import make_tls
+
+
+def _silent_peer(port: int) -> socket.socket:
+    """Connect and say nothing: the server's side stays in its TLS handshake."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    time.sleep(0.2)  # the server has accepted it
+    return sock
+
+
+def _leaked_sockets_after(stop: object) -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stop()  # type: ignore[operator]
+        gc.collect()
+    return [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_app_thread_closes_a_connection_stuck_in_its_handshake(tmp_path: Path) -> None:
+    """AppThread runs its loop with asyncio.run, whose cancellation of the pending accept
+    task closes the connection; this guards that it stays so."""
+    material = make_tls(tmp_path)
+
+    async def build() -> tuple[web.Application, ssl.SSLContext]:
+        return web.Application(), material.server_context()
+
+    server = AppThread(build, name="tls test server")
+    server.start()
+    peer = _silent_peer(server.port)
+    try:
+        assert _leaked_sockets_after(server.stop) == []
+        peer.settimeout(5)
+        assert peer.recv(1) == b""  # the server closed its end
+    finally:
+        peer.close()
+
+
+def test_api_server_thread_closes_a_connection_stuck_in_its_handshake(tmp_path: Path) -> None:
+    """ServerThread runs its own loop to completion: without abort_open_transports the
+    accepted socket stayed open (the CI failure of 1 Dec 2026 in tests/vm)."""
+    thread = ServerThread(tmp_path / "api")
+    server = thread.start()
+    port = int(server.url.rsplit(":", 1)[1])
+    peer = _silent_peer(port)
+    try:
+        assert _leaked_sockets_after(thread.stop) == []
+        peer.settimeout(5)
+        assert peer.recv(1) == b""
+    finally:
+        peer.close()
