@@ -68,6 +68,10 @@ def time_import(url: str, dest: Path, size: str) -> float:
     return elapsed
 
 
+def runs(times: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="1G", help="virtual size of the image (default 1G)")
@@ -100,13 +104,13 @@ def main() -> None:
             dv_med, cli_med = statistics.median(dv_times), statistics.median(cli_times)
             print(f"1 GiB-class qcow2 ({human(images.qcow2.stat().st_size)}) over "
                   f"{args.rate * 8 / 1e9:.2f} Gbit/s, median of {args.runs}:")
-            print(f"  rootdisk import     {cli_med:7.2f} s")
-            print(f"  DataVolume          {dv_med:7.2f} s")
+            print(f"  rootdisk import     {cli_med:7.2f} s   (runs {runs(cli_times)})")
+            print(f"  DataVolume          {dv_med:7.2f} s   (runs {runs(dv_times)})")
             print(f"  ratio DV/import     {dv_med / cli_med:7.2f}   (goal <= 1.2)")
             blanks = [time_dv(kube, ns, f"blank-{i}", {"blank": {}}, claim_size)
                       for i in range(max(args.runs, 5))]
             print(f"blank {claim_size} DataVolume, median of {len(blanks)}: "
-                  f"{statistics.median(blanks):.2f} s   (goal <= 2 s)")
+                  f"{statistics.median(blanks):.2f} s   (goal <= 2 s; runs {runs(blanks)})")
             with serve_dir(small.path.parent) as small_server:
                 surl = small_server.url_for(small.path.name)
                 start = time.monotonic()

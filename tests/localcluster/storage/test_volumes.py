@@ -65,6 +65,36 @@ def test_block_volume_is_a_loop_device(volumes: VolumeManager, pool: str) -> Non
     assert size == 32 * MiB
 
 
+def _direct_io_possible(directory: str) -> bool:
+    probe = os.path.join(directory, ".dio-probe")
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(probe)
+    return True
+
+
+def _loop_dio(device: str) -> str:
+    name = os.path.basename(os.path.realpath(device))
+    with open(f"/sys/block/{name}/loop/dio", encoding="ascii") as fh:
+        return fh.read().strip()
+
+
+def test_loop_devices_use_direct_io(volumes: VolumeManager) -> None:
+    """No second page cache under the volume's own (an import into a buffered loop
+    device took 6-7 % longer than into a host file)."""
+    fs = volumes.create("dio-fs", capacity=32 * MiB, mode=FILESYSTEM)
+    blk = volumes.create("dio-blk", capacity=32 * MiB, mode=BLOCK)
+    fs_device = subprocess.check_output(["findmnt", "-n", "-o", "SOURCE", fs.path],
+                                        text=True).strip()
+    if not _direct_io_possible(os.path.dirname(fs.image)):
+        pytest.skip("the backing filesystem refuses O_DIRECT: the devices stay buffered")
+    assert _loop_dio(fs_device) == "1"
+    assert _loop_dio(blk.path) == "1"
+
+
 def test_expand_grows_filesystem_and_block_online(volumes: VolumeManager) -> None:
     fs = volumes.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
     blk = volumes.create("blk", capacity=16 * MiB, mode=BLOCK)
