@@ -178,8 +178,7 @@ def client_context(tls_dir: Path) -> ssl.SSLContext:
         ctx.load_cert_chain(str(tls_dir / "tls.crt"), str(tls_dir / "tls.key"))
     except (OSError, ssl.SSLError) as err:
         raise ConfigError(f"CLONE_TLS_DIR: {err}") from None
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    return ctx
+    return clonewire.stream_tls(ctx)
 
 
 def connect(config: Config, ctx: ssl.SSLContext) -> ssl.SSLSocket:

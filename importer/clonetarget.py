@@ -147,8 +147,7 @@ def server_context(tls_dir: Path) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as err:
         raise ConfigError(f"CLONE_TLS_DIR: {err}") from None
     ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    return ctx
+    return clonewire.stream_tls(ctx)
 
 
 def receive(config: Config, read: clonewire.ReadExact, send: Callable[[bytes], None], *,

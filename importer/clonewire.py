@@ -4,9 +4,10 @@ inside their mutual-TLS connection, and the checks the target makes on it.
 TLS already keeps a stranger from reading or altering the stream (every record is
 authenticated); this framing makes the stream *complete and exact*: a connection cut at
 any point, or a stream whose extents do not add up, is refused instead of leaving a short
-disk that looks whole. The end frame's checksum is therefore a CRC-32 (zlib's, several
-GB/s), not a cryptographic hash: it guards against our own bugs and truncation, TLS
-against tampering; a SHA-256 on both sides cost a quarter of the copy's time.
+disk that looks whole. The end frame's checksum is therefore a CRC-32 (ISA-L's: zlib's
+polynomial on the CPU's carry-less multiply, 12 GB/s here against zlib's 3.5), not a
+cryptographic hash: it guards against our own bugs and truncation, TLS against
+tampering; a SHA-256 on both sides cost a quarter of the copy's time.
 
     source → target   HELLO   magic "RDCLONE1", virtual size u64, data end u64
     target → source   REPLY   status u8 (0 go on, 1 refused), JSON length u32, JSON
@@ -29,13 +30,14 @@ never slows a copy of data it cannot shrink.
 from __future__ import annotations
 
 import json
+import ssl
 import struct
-import zlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 import zstandard
+from isal import isal_zlib
 
 from importer.errors import ImporterError, TransferError
 
@@ -53,6 +55,21 @@ ZSTD_LEVEL = 1
 SAMPLE = 64 * 1024
 SAMPLE_RATIO = 0.85
 """A sample compressing to more than this fraction of itself: the extent goes raw."""
+
+
+TLS_CIPHERS = "ECDHE-ECDSA-AES128-GCM-SHA256"
+"""The stream's one cipher suite: forward-secret ECDHE with the clone's P-256 keys, and
+AES-128-GCM. TLS 1.3 in OpenSSL picks AES-256-GCM, and Python 3.11 cannot choose its
+TLS 1.3 suites; AES-128-GCM moved 1 GiB across loopback in 1.08 s against 1.50 s, and
+it is the suite Go's TLS (upstream's cloner) prefers on CPUs with AES instructions."""
+
+
+def stream_tls(ctx: ssl.SSLContext) -> ssl.SSLContext:
+    """Both sides' contexts: TLS 1.2 exactly, with :data:`TLS_CIPHERS` only (a peer that
+    offers nothing else is refused in the handshake)."""
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(TLS_CIPHERS)
+    return ctx
 
 
 class StreamError(TransferError):
@@ -92,7 +109,7 @@ Data = bytes | bytearray | memoryview
 
 
 def _crc_extent(crc: int, offset: int, data: Data) -> int:
-    return zlib.crc32(data, zlib.crc32(struct.pack(">QI", offset, len(data)), crc))
+    return isal_zlib.crc32(data, isal_zlib.crc32(struct.pack(">QI", offset, len(data)), crc))
 
 
 # -- the source side -------------------------------------------------------------------

@@ -22,6 +22,10 @@ logger = logging.getLogger(__name__)
 
 ZERO_BLOCK_SIZE = 32 * 1024
 _ZERO = bytes(ZERO_BLOCK_SIZE)
+WRITE_BEHIND = 32 * 2**20
+"""Bytes written between two starts of their writeback: the disk works while the stream
+goes on, and the final fsync waits only for the tail (it waited for all of it: 0.9 s per
+GiB on this machine, after the stream)."""
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
 # The process's own symbols (libc among them): find_library("c") would run
@@ -88,6 +92,17 @@ def zero_device(path: Path) -> bool:
         os.close(fd)
 
 
+def _flat(data: bytes | bytearray | memoryview) -> bytes | bytearray:
+    """``data`` as bytes or bytearray, copied only when it is a view of part of one."""
+    if isinstance(data, bytes | bytearray):
+        return data
+    owner = data.obj
+    if isinstance(owner, bytes | bytearray) and data.nbytes == len(owner) and \
+            data.c_contiguous:
+        return owner
+    return data.tobytes()
+
+
 class SparseWriter:
     """Sequential writes at increasing offsets; zero blocks become holes."""
 
@@ -97,6 +112,7 @@ class SparseWriter:
         self.preallocate = preallocate
         self.offset = 0
         self.allocated = 0
+        self._written_back = 0  # writeback has been started below this offset
         if self.block:
             self._fd = os.open(path, os.O_WRONLY)
             self.capacity: int | None = os.lseek(self._fd, 0, os.SEEK_END)
@@ -116,6 +132,12 @@ class SparseWriter:
         else:
             self._write_sparse(data)
         self.offset = end
+        if end - self._written_back >= WRITE_BEHIND:
+            # DONTNEED starts the range's writeback without waiting for it (and lets go of
+            # pages already clean): the page cache does not fill with this stream.
+            os.posix_fadvise(self._fd, self._written_back, end - self._written_back,
+                             os.POSIX_FADV_DONTNEED)
+            self._written_back = end
 
     def skip(self, length: int) -> None:
         """Advance over ``length`` bytes of zeros (a hole in the source) without sending
@@ -128,13 +150,15 @@ class SparseWriter:
         self.offset = end
 
     def _write_sparse(self, data: bytes | bytearray | memoryview) -> None:
-        # Blocks are compared as bytes (a memcmp; a memoryview compares item by item, ten
-        # times slower on zeros) and written as memoryview slices (no copy).
+        # Blocks are compared in place (bytes.startswith with bounds is a memcmp without
+        # a copy; a memoryview compares item by item, ten times slower on zeros) and
+        # written as memoryview slices (no copy).
         view = memoryview(data)
+        flat = _flat(data)
         start = None  # start of the pending data run within ``data``
         for pos in range(0, len(view), ZERO_BLOCK_SIZE):
-            block = view[pos : pos + ZERO_BLOCK_SIZE]
-            if block.tobytes() == _ZERO[: len(block)]:
+            end = min(pos + ZERO_BLOCK_SIZE, len(view))
+            if flat.startswith(_ZERO[: end - pos], pos, end):
                 if start is not None:
                     self._pwrite_all(view[start:pos], self.offset + start)
                     start = None

@@ -513,3 +513,49 @@ def test_the_target_serves_the_clone_progress_metric(tmp_path: Path,
     assert 'kubevirt_cdi_clone_progress_total{ownerUID="target-uid"} 100.0' in text
     # it rose with the data: the last update before the end was below 100
     assert any(0 < u.percent < 100 for u in target.seen)
+
+
+def _handshake(server_ctx: Any, client_ctx: Any) -> tuple[str, str, int] | None:
+    """The suite two contexts agree on over a socket pair, or None when refused."""
+    import ssl
+
+    a, b = socket.socketpair()
+    result: list[Any] = []
+
+    def serve() -> None:
+        try:
+            with server_ctx.wrap_socket(a, server_side=True) as tls:
+                result.append(tls.cipher())
+        except (ssl.SSLError, OSError):
+            result.append(None)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        with client_ctx.wrap_socket(b, server_hostname="clone-target") as tls:
+            tls.cipher()
+    except (ssl.SSLError, OSError):
+        pass
+    finally:
+        thread.join(10)
+        b.close()
+    return result[0] if result else None
+
+
+def test_the_stream_uses_tls_1_2_with_aes_128_gcm_only(dirs: tuple[Path, Path]) -> None:
+    """The one suite both sides offer (the fastest here: bench/README.md); a peer that
+    only speaks TLS 1.3, or only a CBC suite, is refused in the handshake."""
+    import ssl
+
+    server = clonetarget.server_context(dirs[0])
+    assert _handshake(server, cloner.client_context(dirs[1])) == (
+        "ECDHE-ECDSA-AES128-GCM-SHA256", "TLSv1.2", 128)
+    tls13 = cloner.client_context(dirs[1])
+    tls13.maximum_version = ssl.TLSVersion.TLSv1_3
+    tls13.minimum_version = ssl.TLSVersion.TLSv1_3
+    assert _handshake(server, tls13) is None
+    cbc = ssl.create_default_context(cafile=str(dirs[1] / "ca.crt"))
+    cbc.load_cert_chain(str(dirs[1] / "tls.crt"), str(dirs[1] / "tls.key"))
+    cbc.maximum_version = ssl.TLSVersion.TLSv1_2
+    cbc.set_ciphers("ECDHE-ECDSA-AES128-SHA")
+    assert _handshake(server, cbc) is None

@@ -1,0 +1,52 @@
+"""The importer's SparseWriter: zero blocks become holes whatever buffer type the data
+comes in, and the writeback of a long stream starts while it is written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from importer.writers import WRITE_BEHIND, ZERO_BLOCK_SIZE, SparseWriter
+
+MiB = 2**20
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "whole view", "part view"])
+def test_zero_blocks_become_holes_for_every_buffer_type(tmp_path: Path, kind: str) -> None:
+    block = ZERO_BLOCK_SIZE
+    data = bytes(4 * block) + os.urandom(block) + bytes(3 * block) + b"x" * 100
+    backing = bytearray(b"\xff" * 7 + data + b"\xff" * 5)
+    chunks: dict[str, bytes | bytearray | memoryview] = {
+        "bytes": data, "bytearray": bytearray(data),
+        "whole view": memoryview(bytearray(data)),
+        "part view": memoryview(backing)[7:7 + len(data)]}
+    chunk = chunks[kind]
+    path = tmp_path / "disk.img"
+    writer = SparseWriter(path)
+    writer.write(chunk)
+    writer.finish()
+    assert path.read_bytes() == data
+    assert writer.allocated == block + 100  # only the data blocks were written
+    assert os.lseek(os.open(path, os.O_RDONLY), 0, os.SEEK_DATA) == 4 * block
+
+
+def test_writeback_starts_behind_the_stream(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int, int]] = []
+    real = os.posix_fadvise
+
+    def record(fd: int, offset: int, length: int, advice: int) -> None:
+        calls.append((offset, length, advice))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", record)
+    writer = SparseWriter(tmp_path / "disk.img")
+    piece = os.urandom(MiB)
+    total = 3 * WRITE_BEHIND + 5 * MiB
+    for _ in range(total // MiB):
+        writer.write(piece)
+    writer.finish()
+    assert calls == [(i * WRITE_BEHIND, WRITE_BEHIND, os.POSIX_FADV_DONTNEED)
+                     for i in range(3)]
