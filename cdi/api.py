@@ -14,6 +14,9 @@ API_VERSION: Final = f"{GROUP}/{VERSION}"
 
 CONFIG_NAME: Final = "config"
 """The one cluster-scoped CDIConfig."""
+CDI_NAMESPACE: Final = "rootdisk"
+"""Where the CDI programs run unless their pod says otherwise (POD_NAMESPACE)."""
+UPLOAD_PROXY_SERVICE: Final = "cdi-uploadproxy"
 
 # annotations on DataVolumes and PVCs
 ANN: Final = "cdi.kubevirt.io/"

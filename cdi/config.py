@@ -10,7 +10,11 @@ every reader (the DataVolume controller, the populator) reads one answer:
   class that measured its overhead says so), else the global value;
 - ``status.defaultPodResourceRequirements``: spec's, else upstream's defaults;
 - ``status.importRetryLimit`` (rootdisk extension): retryable importer failures before a
-  DataVolume fails.
+  DataVolume fails;
+- ``status.uploadProxyURL``, as upstream: spec's ``uploadProxyURLOverride`` when set,
+  else the host of an Ingress (in the CDI namespace) that routes to the upload proxy's
+  Service, else absent. ``rootdisk image-upload`` uploads there (https://) when it is
+  not told a URL.
 
 Invalid values never reach the status; each one is reported as a problem naming the field.
 """
@@ -38,10 +42,39 @@ class ConfigStatus:
     problems: tuple[str, ...]
 
 
+def upload_proxy_url(*, spec: Mapping[str, Any], ingresses: Iterable[Mapping[str, Any]],
+                     service: str) -> str | None:
+    """Where uploads go from outside: the override, else the first Ingress (by name)
+    whose default backend or one of whose paths is ``service``."""
+    override = spec.get("uploadProxyURLOverride")
+    if isinstance(override, str) and override:
+        return override
+    for ing in sorted(ingresses, key=lambda i: str((i.get("metadata") or {}).get("name"))):
+        ing_spec = ing.get("spec") or {}
+        rules = ing_spec.get("rules") or []
+        if _backend_service(ing_spec.get("defaultBackend")) == service:
+            host = next((r.get("host") for r in rules if r.get("host")), None)
+            if host:
+                return str(host)
+        for rule in rules:
+            paths = (rule.get("http") or {}).get("paths") or []
+            if rule.get("host") and any(_backend_service(p.get("backend")) == service
+                                        for p in paths):
+                return str(rule["host"])
+    return None
+
+
+def _backend_service(backend: Mapping[str, Any] | None) -> str | None:
+    name = ((backend or {}).get("service") or {}).get("name")
+    return str(name) if name else None
+
+
 def compute_status(
     *, spec: Mapping[str, Any] | None, storage_classes: Iterable[Mapping[str, Any]],
+    ingresses: Iterable[Mapping[str, Any]] = (), upload_proxy_service: str = "",
 ) -> ConfigStatus:
-    """The status for a CDIConfig ``spec`` given the cluster's StorageClasses."""
+    """The status for a CDIConfig ``spec`` given the cluster's StorageClasses (and the
+    Ingresses of the CDI namespace, for the upload proxy's URL)."""
     spec = spec or {}
     problems: list[str] = []
     overhead_spec = spec.get("filesystemOverhead") or {}
@@ -85,6 +118,8 @@ def compute_status(
                                "storageClass": per_class},
         "defaultPodResourceRequirements": {k: dict(v) for k, v in resources.items()},
         "importRetryLimit": limit,
+        "uploadProxyURL": upload_proxy_url(spec=spec, ingresses=ingresses,
+                                           service=upload_proxy_service),
     }
     return ConfigStatus(status=status, problems=tuple(problems))
 

@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from cdi import api, reconcile
-from cdi.kube import DATASOURCES, DATAVOLUMES, Client, KubeError, load_configuration
+from cdi.kube import DATASOURCES, DATAVOLUMES, Client, KubeError, cdi_namespace, load_configuration
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,13 @@ def _data_sources_of(namespace: str, claim: str) -> None:
 @kopf.on.event(api.GROUP, api.VERSION, "cdiconfigs")
 def config_event(**_: Any) -> None:
     reconcile.reconcile_config(client())
+
+
+@kopf.on.event("networking.k8s.io", "v1", "ingresses")
+def ingress_event(namespace: str | None, **_: Any) -> None:
+    """An Ingress of the CDI namespace may expose the upload proxy (uploadProxyURL)."""
+    if namespace == cdi_namespace():
+        reconcile.reconcile_config(client())
 
 
 @kopf.on.event("storage.k8s.io", "v1", "storageclasses")

@@ -8,6 +8,7 @@ handle CRDs and core kinds alike and want every field, not generated models.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,9 +23,9 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """Accept header for an object's metadata without its body (a Secret without its data)."""
 
 __all__ = ["CDICONFIGS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "DATAVOLUMES",
-           "EVENTS", "IMPORT_SOURCES", "LEASES", "METADATA_ONLY", "PVCS", "SECRETS",
+           "EVENTS", "IMPORT_SOURCES", "INGRESSES", "LEASES", "METADATA_ONLY", "PVCS", "SECRETS",
            "STORAGECLASSES", "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS", "Client", "Kind",
-           "KubeError", "Obj", "load_configuration"]
+           "KubeError", "Obj", "cdi_namespace", "load_configuration"]
 
 DATAVOLUMES = Kind(api.GROUP, api.VERSION, "datavolumes")
 IMPORT_SOURCES = Kind(api.GROUP, api.VERSION, "volumeimportsources")
@@ -41,6 +42,12 @@ CONFIGMAPS = Kind("", "v1", "configmaps")
 EVENTS = Kind("", "v1", "events")
 STORAGECLASSES = Kind("storage.k8s.io", "v1", "storageclasses", namespaced=False)
 LEASES = Kind("coordination.k8s.io", "v1", "leases")
+INGRESSES = Kind("networking.k8s.io", "v1", "ingresses")
+
+
+def cdi_namespace() -> str:
+    """The namespace the CDI programs run in: their pod's (POD_NAMESPACE)."""
+    return os.environ.get("POD_NAMESPACE") or api.CDI_NAMESPACE
 
 
 class Client(kubeclient.Client):

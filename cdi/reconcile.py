@@ -23,12 +23,14 @@ from cdi.kube import (
     DATASOURCES,
     DATAVOLUMES,
     IMPORT_SOURCES,
+    INGRESSES,
     PVCS,
     STORAGECLASSES,
     STORAGEPROFILES,
     UPLOAD_SOURCES,
     Client,
     KubeError,
+    cdi_namespace,
 )
 from cdi.render import (
     RenderError,
@@ -307,12 +309,21 @@ def reconcile_config(client: Client) -> Obj:
                                    "metadata": {"name": api.CONFIG_NAME}, "spec": {}})
         cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
         assert cdi_config is not None
+    try:
+        ingresses = client.list(INGRESSES, cdi_namespace())
+    except KubeError as err:  # an older role without ingresses: the URL stays unknown
+        logger.debug("ingresses not listed: %s", err)
+        ingresses = []
     result = config.compute_status(spec=cdi_config.get("spec"),
-                                   storage_classes=client.list(STORAGECLASSES))
+                                   storage_classes=client.list(STORAGECLASSES),
+                                   ingresses=ingresses,
+                                   upload_proxy_service=api.UPLOAD_PROXY_SERVICE)
     old = cdi_config.get("status") or {}
-    new = {**old, **result.status}
-    if new != old:
-        client.patch(CDICONFIGS, api.CONFIG_NAME, {"status": new}, subresource="status")
+    changes = {k: v for k, v in result.status.items() if old.get(k) != v}  # None: removed
+    new = {k: v for k, v in {**old, **changes}.items() if v is not None}
+    if changes:
+        client.patch(CDICONFIGS, api.CONFIG_NAME, {"status": changes},
+                     subresource="status")
         for problem in result.problems:
             logger.warning("CDIConfig: %s", problem)
             client.event(cdi_config, type_="Warning", reason="InvalidConfiguration",

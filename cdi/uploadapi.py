@@ -30,7 +30,15 @@ from aiohttp import web
 
 from apiservice import frontproxy
 from cdi import uploadtoken
-from cdi.kube import CONFIGMAPS, SECRETS, Client, Kind, KubeError, load_configuration
+from cdi.kube import (
+    CONFIGMAPS,
+    SECRETS,
+    Client,
+    Kind,
+    KubeError,
+    cdi_namespace,
+    load_configuration,
+)
 from kubeclient.startup import retry_startup
 from pki import certs
 
@@ -223,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m cdi.uploadapi")
     p.add_argument("--address", default=os.environ.get("POD_IP") or "127.0.0.1")
     p.add_argument("--port", type=int, default=8443)
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "rootdisk")
+    p.add_argument("--namespace", default=cdi_namespace())
     p.add_argument("--kubeconfig", default=None)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,

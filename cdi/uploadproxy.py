@@ -37,14 +37,23 @@ import aiohttp
 from aiohttp import web
 
 from cdi import api, uploadtoken
-from cdi.kube import CONFIGMAPS, PVCS, SECRETS, Client, Kind, KubeError, load_configuration
+from cdi.kube import (
+    CONFIGMAPS,
+    PVCS,
+    SECRETS,
+    Client,
+    Kind,
+    KubeError,
+    cdi_namespace,
+    load_configuration,
+)
 from kubeclient.startup import retry_startup
 from pki import certs
 
 logger = logging.getLogger("cdi.uploadproxy")
 
 ENDPOINTS = Kind("", "v1", "endpoints")
-SERVICE = "cdi-uploadproxy"
+SERVICE = api.UPLOAD_PROXY_SERVICE
 TLS_SECRET = "cdi-uploadproxy-tls"  # noqa: S105 - names
 CA_CONFIGMAP = "cdi-uploadproxy-ca"
 CLIENT_SECRET = "cdi-uploadproxy-client"  # noqa: S105
@@ -253,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m cdi.uploadproxy")
     p.add_argument("--address", default=os.environ.get("POD_IP") or "127.0.0.1")
     p.add_argument("--port", type=int, default=8443)
-    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE") or "rootdisk")
+    p.add_argument("--namespace", default=cdi_namespace())
     p.add_argument("--kubeconfig", default=None)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,

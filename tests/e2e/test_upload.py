@@ -253,3 +253,27 @@ def test_cli_failures_exit_non_zero(cluster: Cluster, ns: str, tmp_path: Any,
     assert upload(cluster, "dv", "absent", "--image-path", str(img), "--no-create",
                   "-n", ns) == 1
     assert "not found" in capsys.readouterr().err
+
+
+INGRESSES = client.Resource("networking.k8s.io", "v1", "ingresses")
+
+
+def test_an_ingress_to_the_proxy_sets_the_upload_proxy_url(kube: Kube) -> None:
+    """The operator watches Ingresses (its role lets it): one routing to cdi-uploadproxy
+    in the CDI namespace sets CDIConfig status.uploadProxyURL; deleting it clears it."""
+    def url() -> Any:
+        config = kube.get(kit.CDICONFIGS, "config")
+        return (config.get("status") or {}).get("uploadProxyURL")
+
+    body = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "uploads"},
+            "spec": {"rules": [{"host": "uploads.example.test", "http": {"paths": [{
+                "path": "/", "pathType": "Prefix", "backend": {"service": {
+                    "name": "cdi-uploadproxy", "port": {"number": 443}}}}]}}]}}
+    kube.create(INGRESSES, body, kit.OPERATOR_NS)
+    try:
+        wait_for(lambda: url() == "uploads.example.test", timeout=30,
+                 what="uploadProxyURL from the Ingress")
+    finally:
+        kube.delete(INGRESSES, "uploads", kit.OPERATOR_NS)
+    wait_for(lambda: url() is None, timeout=30, what="uploadProxyURL cleared")

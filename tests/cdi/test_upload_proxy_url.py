@@ -1,0 +1,99 @@
+"""CDIConfig status.uploadProxyURL, as upstream: the override, else the host of an Ingress
+of the CDI namespace routing to cdi-uploadproxy, else absent. The rule as a table, then
+the operator's reconcile against a real API server (set, changed, and removed again)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cdi import api, config, reconcile
+from cdi.kube import CDICONFIGS, INGRESSES, Client, Kind
+from localcluster.apiserver.threaded import ServerThread
+from tests.vm.conftest import kube_for, wait_served
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+NAMESPACES = Kind("", "v1", "namespaces", namespaced=False)
+SERVICE = api.UPLOAD_PROXY_SERVICE
+
+
+def ingress(name: str, *, host: str | None, service: str = SERVICE,
+            default_backend: bool = False, ns: str = api.CDI_NAMESPACE) -> dict[str, Any]:
+    backend = {"service": {"name": service, "port": {"number": 443}}}
+    rule: dict[str, Any] = {"http": {"paths": [] if default_backend else [
+        {"path": "/", "pathType": "Prefix", "backend": backend}]}}
+    if host:
+        rule["host"] = host
+    spec: dict[str, Any] = {"rules": [rule]}
+    if default_backend:
+        spec["defaultBackend"] = backend
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+@pytest.mark.parametrize(("spec", "ingresses", "expected"), [
+    ({}, [], None),
+    ({"uploadProxyURLOverride": "https://up.example.com:31001"},
+     [ingress("a", host="ignored.example.com")], "https://up.example.com:31001"),
+    ({}, [ingress("a", host="up.example.com")], "up.example.com"),
+    ({}, [ingress("a", host="up.example.com", default_backend=True)], "up.example.com"),
+    ({}, [ingress("a", host="other.example.com", service="web")], None),
+    ({}, [ingress("a", host=None)], None),  # no host: nothing a client could dial
+    ({}, [ingress("b", host="b.example.com"), ingress("a", host="a.example.com")],
+     "a.example.com"),
+    ({"uploadProxyURLOverride": ""}, [ingress("a", host="up.example.com")], "up.example.com"),
+])
+def test_the_rule(spec: dict[str, Any], ingresses: list[dict[str, Any]],
+                  expected: str | None) -> None:
+    assert config.upload_proxy_url(spec=spec, ingresses=ingresses, service=SERVICE) == expected
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    thread = ServerThread(tmp_path_factory.mktemp("apiserver"))
+    server = thread.start()
+    c = Client(kube_for(server).configuration)
+    try:
+        c.create(CRDS, yaml.safe_load((ROOT / "manifests/crds/cdiconfigs.yaml").read_text()))
+        wait_served(kube_for(server), "/apis/cdi.kubevirt.io/v1beta1/cdiconfigs")
+        for ns in (api.CDI_NAMESPACE, "elsewhere"):
+            c.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": ns}})
+        yield c
+    finally:
+        c.close()
+        thread.stop()
+
+
+def _url(c: Client) -> Any:
+    return ((c.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}).get(
+        "uploadProxyURL")
+
+
+def test_reconcile_follows_ingresses_and_the_override(client: Client,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    reconcile.reconcile_config(client)
+    assert _url(client) is None
+    # an Ingress for the proxy in another namespace is not CDI's
+    client.create(INGRESSES, ingress("up", host="wrong.example.com", ns="elsewhere"))
+    reconcile.reconcile_config(client)
+    assert _url(client) is None
+    client.create(INGRESSES, ingress("up", host="upload.example.com"))
+    reconcile.reconcile_config(client)
+    assert _url(client) == "upload.example.com"
+    client.patch(CDICONFIGS, api.CONFIG_NAME,
+                 {"spec": {"uploadProxyURLOverride": "https://10.0.0.5:31001"}})
+    reconcile.reconcile_config(client)
+    assert _url(client) == "https://10.0.0.5:31001"
+    client.patch(CDICONFIGS, api.CONFIG_NAME, {"spec": {"uploadProxyURLOverride": None}})
+    client.delete(INGRESSES, "up", api.CDI_NAMESPACE)
+    reconcile.reconcile_config(client)
+    status = (client.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
+    assert "uploadProxyURL" not in status
+    assert status["importRetryLimit"] == config.DEFAULT_IMPORT_RETRY_LIMIT  # the rest kept
