@@ -156,7 +156,7 @@ class UploadServer:
             received = await self._feed(upload, head[1], work)
             if not received.ok:
                 outcome = await _settle(work)
-                if outcome.error is not None and not outcome.error.retryable:
+                if outcome.error is not None:
                     return self._end(outcome)
                 return web.Response(status=400, text=f"upload failed: {received.why}\n")
             if not sync:
@@ -173,21 +173,23 @@ class UploadServer:
         upload.close()
         self._pending = False
         self.busy = False
-        self._end(outcome)
+        self._end(outcome, answered=True)
 
-    def _end(self, outcome: Outcome) -> web.Response:
-        """Record the outcome; a retryable failure leaves the server ready again."""
+    def _end(self, outcome: Outcome, *, answered: bool = False) -> web.Response:
+        """Record the outcome. A failure the client is still waiting to hear about is
+        answered, what it wrote is gone, and the server stays ready for another upload
+        (a wrong file, an image too large for the volume): as upstream's, only a success
+        ends the server, or a failure after an async upload was already answered."""
         self._active = None
-        if outcome.error is not None and outcome.error.retryable:
-            logger.warning("upload failed (%s): %s; ready for another", outcome.error.reason,
-                           outcome.error.message)
-            return web.Response(status=400, text=f"upload failed: {outcome.error.message}\n")
+        error = outcome.error
+        if error is not None and not answered:
+            logger.warning("upload failed (%s): %s; ready for another", error.reason,
+                           error.message)
+            return web.Response(status=400, text=f"{error.reason}: {error.message}\n")
         if not self.outcome().done():
             self.outcome().set_result(outcome)
-        if outcome.error is not None:
-            logger.error("upload failed (%s): %s", outcome.error.reason, outcome.error.message)
-            return web.Response(status=400, text=f"{outcome.error.reason}:"
-                                f" {outcome.error.message}\n")
+        if error is not None:
+            logger.error("upload failed (%s): %s", error.reason, error.message)
         return web.Response(text="upload complete\n")
 
     async def _feed(self, upload: Upload, rest: AsyncIterator[bytes],

@@ -1,7 +1,8 @@
 """Uploads on `rootdisk up` (the CDI operator, the cdi-apiserver and the upload proxy as
 pods from manifests/): `rootdisk image-upload` of a qcow2 and a raw image (content
 identical, target sparse), tokens refused (forged, expired, garbage: nothing written), a
-target too small (Failed: TooSmall), deletion mid-upload leaving nothing, and the CLI's
+target too small (the command fails with TooSmall, the DataVolume waits for another
+upload), deletion mid-upload leaving nothing, and the CLI's
 failure exits."""
 
 from __future__ import annotations
@@ -186,23 +187,27 @@ def test_qcow2_through_the_proxy_is_converted_while_it_arrives(
     assert term["route"] == "nbd-convert", term
 
 
-def test_too_small_fails_with_the_reason(cluster: Cluster, kube: Kube, ns: str,
-                                         images: ImageFactory, ready_proxy: str,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_too_small_is_refused_and_the_datavolume_waits_for_another_upload(
+        cluster: Cluster, kube: Kube, ns: str, images: ImageFactory, ready_proxy: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """As upstream: the refused upload fails the command with the reason, not the
+    DataVolume; it stays UploadReady and the next upload (a fitting image) succeeds."""
     image = images.oversized_qcow2(1 << 30)
-    assert upload(cluster, "dv", "small", "--image-path", str(image.path), "--size", "16Mi",
+    assert upload(cluster, "dv", "small", "--image-path", str(image.path), "--size", "64Mi",
                   "-n", ns) == 1
     err = capsys.readouterr().err
-    assert "TooSmall" in err
-    status = kit.wait_dv(kube, ns, "small", ("Failed",), timeout=TIMEOUT)
-    assert kit.condition(status, "Running")["reason"] == "TooSmall"
-    # the VolumeUploadSource stays with its DataVolume (as a failed import's source does)
-    uid = kube.get(kit.DVS, "small", ns)["metadata"]["uid"]
-    keep = ("small", f"volume-upload-source-{uid}")
-    wait_for(lambda: leftovers(kube, ns, keep=keep) == [], timeout=TIMEOUT,
+    assert "TooSmall" in err and "virtual size 1073741824" in err
+    time.sleep(2)  # the controllers had their chance to see a failure
+    status = kit.dv_status(kube, ns, "small")
+    assert status["phase"] == "UploadReady", status
+    fitting = images.get("qcow2")
+    assert upload(cluster, "dv", "small", "--no-create", "--image-path", str(fitting.path),
+                  "-n", ns) == 0
+    assert kit.dv_status(kube, ns, "small")["phase"] == "Succeeded"
+    claim = kube.get(client.PVCS, "small", ns)
+    assert compare(fitting.expected, kit.volume_path(kube, claim))
+    wait_for(lambda: leftovers(kube, ns, keep=("small",)) == [], timeout=TIMEOUT,
              what="PVC' and the upload server removed")
-    assert leftovers(kube, ns) == ["persistentvolumeclaims/small",
-                                   f"volumeuploadsources/volume-upload-source-{uid}"]
 
 
 def test_deletion_mid_upload_leaves_nothing(kube: Kube, ns: str, images: ImageFactory,

@@ -3,8 +3,9 @@ real TLS with client certificates, real qemu-img, the images of tests/fixtures.
 
 Claims: a qcow2 and a raw upload end as the same disk, sparse; only the proxy's client
 certificate is let in (none, or another name: 401, nothing written); a volume too small
-is refused from the image header (TooSmall, exit 2, nothing kept); a client that goes
-away mid-upload leaves no disk and the server ready for another try.
+is refused from the image header (TooSmall, nothing kept, the server ready for another
+upload, as upstream's); a client that goes away mid-upload leaves no disk and the server
+ready for another try.
 """
 
 from __future__ import annotations
@@ -155,18 +156,27 @@ def test_only_the_proxy_client_certificate_is_let_in(server: Server, tmp_path: P
     assert server.proc.poll() is None  # still waiting for the real upload
 
 
-def test_too_small_is_refused_from_the_header(tmp_path: Path, images: ImageFactory) -> None:
-    server = Server(tmp_path, size="8Mi")
+def test_too_small_is_refused_from_the_header_and_another_upload_may_follow(
+        tmp_path: Path, images: ImageFactory) -> None:
+    """As upstream's upload server: a failed upload is answered, nothing of it is kept,
+    and the server waits for the next one (the DataVolume stays UploadReady)."""
+    server = Server(tmp_path, size="16Mi")
     try:
         image = images.oversized_qcow2(1 << 30)
         resp = server.post("/v1beta1/upload", image.path.read_bytes())
         assert resp.status_code == 400
-        assert "TooSmall" in resp.text
-        assert server.wait() == 2
-        term = server.termination_message()
-        assert term["reason"] == "TooSmall"
-        assert "virtual size 1073741824" in str(term["message"])
+        assert "TooSmall" in resp.text and "virtual size 1073741824" in resp.text
         assert not server.dest.exists()
+        assert not list(server.scratch.iterdir())
+        time.sleep(0.5)
+        assert server.proc.poll() is None  # still there for the next try
+        fitting = images.get("raw")
+        assert fitting.path.stat().st_size <= 16 * 2**20
+        resp = server.post("/v1beta1/upload", fitting.path.read_bytes())
+        assert resp.status_code == 200, resp.text
+        assert server.wait() == 0
+        assert server.termination_message()["reason"] == "Completed"
+        assert compare(fitting.expected, server.dest)
     finally:
         server.stop()
 
