@@ -32,7 +32,7 @@ from importer import clonewire
 from importer.ahead import ahead
 from importer.errors import ConfigError, ImporterError, NotFound, TransferError
 from importer.termination import EXIT_OK, failed
-from importer.writers import ZERO_BLOCK_SIZE, device_size, is_block_device
+from importer.writers import data_runs, device_size, is_block_device
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,6 @@ TERMINATION_LOG = Path("/dev/termination-log")
 SERVER_NAME = "clone-target"
 STALL_SECONDS = 120.0
 """A send or reply that makes no progress for this long breaks the stream."""
-_ZERO = bytes(ZERO_BLOCK_SIZE)
 
 
 class TLSRefused(ImporterError):
@@ -104,23 +103,6 @@ def extents(fd: int, size: int, *, seekable_holes: bool) -> Iterator[tuple[int, 
         pos = end
 
 
-def nonzero(chunk: bytes, offset: int) -> Iterator[tuple[int, memoryview]]:
-    """The runs of ``chunk`` (at ``offset``) that are not whole zero blocks (compared as
-    bytes, a memcmp; handed on as memoryview slices, no copy)."""
-    view = memoryview(chunk)
-    start = None
-    for pos in range(0, len(chunk), ZERO_BLOCK_SIZE):
-        block = chunk[pos : pos + ZERO_BLOCK_SIZE]
-        if block == _ZERO[: len(block)]:
-            if start is not None:
-                yield offset + start, view[start:pos]
-                start = None
-        elif start is None:
-            start = pos
-    if start is not None:
-        yield offset + start, view[start:]
-
-
 def pieces(fd: int, runs: list[tuple[int, int, bool]]) -> Iterator[tuple[int, memoryview]]:
     """(offset, bytes) of the source's data, zero blocks left out."""
     for offset, length, data in runs:
@@ -131,7 +113,8 @@ def pieces(fd: int, runs: list[tuple[int, int, bool]]) -> Iterator[tuple[int, me
             chunk = os.pread(fd, min(CHUNK, end - offset), offset)
             if not chunk:
                 raise ImporterError(f"the source ended at {offset} of {end} bytes")
-            yield from nonzero(chunk, offset)
+            for start, run in data_runs(chunk):
+                yield offset + start, run
             offset += len(chunk)
 
 

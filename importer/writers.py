@@ -14,6 +14,7 @@ import logging
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from importer.sources.base import CHUNK
@@ -103,6 +104,26 @@ def _flat(data: bytes | bytearray | memoryview) -> bytes | bytearray:
     return data.tobytes()
 
 
+def data_runs(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, memoryview]]:
+    """(start, bytes) of each run of ``data`` that is not whole zero blocks
+    (ZERO_BLOCK_SIZE). Blocks are compared in place (``bytes.startswith`` with bounds is a
+    memcmp without a copy; a memoryview compares item by item, ten times slower on zeros)
+    and runs are handed on as memoryview slices (no copy)."""
+    view = memoryview(data)
+    flat = _flat(data)
+    start = None  # start of the pending data run
+    for pos in range(0, len(view), ZERO_BLOCK_SIZE):
+        end = min(pos + ZERO_BLOCK_SIZE, len(view))
+        if flat.startswith(_ZERO[: end - pos], pos, end):
+            if start is not None:
+                yield start, view[start:pos]
+                start = None
+        elif start is None:
+            start = pos
+    if start is not None:
+        yield start, view[start:]
+
+
 class SparseWriter:
     """Sequential writes at increasing offsets; zero blocks become holes."""
 
@@ -150,22 +171,8 @@ class SparseWriter:
         self.offset = end
 
     def _write_sparse(self, data: bytes | bytearray | memoryview) -> None:
-        # Blocks are compared in place (bytes.startswith with bounds is a memcmp without
-        # a copy; a memoryview compares item by item, ten times slower on zeros) and
-        # written as memoryview slices (no copy).
-        view = memoryview(data)
-        flat = _flat(data)
-        start = None  # start of the pending data run within ``data``
-        for pos in range(0, len(view), ZERO_BLOCK_SIZE):
-            end = min(pos + ZERO_BLOCK_SIZE, len(view))
-            if flat.startswith(_ZERO[: end - pos], pos, end):
-                if start is not None:
-                    self._pwrite_all(view[start:pos], self.offset + start)
-                    start = None
-            elif start is None:
-                start = pos
-        if start is not None:
-            self._pwrite_all(view[start:], self.offset + start)
+        for start, run in data_runs(data):
+            self._pwrite_all(run, self.offset + start)
 
     def _pwrite_all(self, data: bytes | bytearray | memoryview, offset: int) -> None:
         view = memoryview(data)

@@ -22,6 +22,7 @@ import pytest
 from importer import cloner, clonetarget, clonewire
 from importer.errors import NotFound, TooSmall
 from importer.progress import Update
+from importer.writers import data_runs
 from pki.certs import PairedTLS, paired_tls
 
 MiB = 2**20
@@ -276,11 +277,11 @@ def test_extents_of_a_file(tmp_path: Path) -> None:
     assert runs == [(0, 4 * MiB, False), (4 * MiB, MiB, True), (5 * MiB, 11 * MiB, False)]
 
 
-def test_nonzero_runs() -> None:
+def test_data_runs_leave_out_zero_blocks() -> None:
     block = 32 * 1024
     data = bytes(block) + b"a" * block + bytes(2 * block) + b"b" * 10
-    runs = [(o, bytes(d)) for o, d in cloner.nonzero(data, 1000)]
-    assert runs == [(1000 + block, b"a" * block), (1000 + 4 * block, b"b" * 10)]
+    runs = [(o, bytes(d)) for o, d in data_runs(data)]
+    assert runs == [(block, b"a" * block), (4 * block, b"b" * 10)]
 
 
 # -- the programs ----------------------------------------------------------------------------
