@@ -153,17 +153,6 @@ def open_source(path: Path) -> Source:
 # -- the connection ---------------------------------------------------------------------
 
 
-def client_context(tls_dir: Path) -> ssl.SSLContext:
-    """Trust only the clone's own CA; present this side's client certificate."""
-    try:
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH,
-                                         cafile=str(tls_dir / "ca.crt"))
-        ctx.load_cert_chain(str(tls_dir / "tls.crt"), str(tls_dir / "tls.key"))
-    except (OSError, ssl.SSLError) as err:
-        raise ConfigError(f"CLONE_TLS_DIR: {err}") from None
-    return clonewire.stream_tls(ctx)
-
-
 def connect(config: Config, ctx: ssl.SSLContext) -> ssl.SSLSocket:
     """The TLS connection to the target, trying again while it is not listening yet (a
     bounded wait: ``connect_seconds``)."""
@@ -229,7 +218,7 @@ def send(config: Config, source: Source, sock: ssl.SSLSocket) -> clonewire.Encod
 def clone(config: Config) -> clonewire.Encoder:
     source = open_source(config.source)
     try:
-        ctx = client_context(config.tls_dir)
+        ctx = clonewire.stream_context(config.tls_dir, server_side=False)
         sock = connect(config, ctx)
         try:
             encoder = send(config, source, sock)

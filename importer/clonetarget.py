@@ -137,19 +137,6 @@ def grow(config: Config) -> int:
         os.close(fd)
 
 
-def server_context(tls_dir: Path) -> ssl.SSLContext:
-    """Serve with this side's certificate; require a client certificate of the clone's
-    own CA (and nothing else: no system CAs)."""
-    try:
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH,
-                                         cafile=str(tls_dir / "ca.crt"))
-        ctx.load_cert_chain(str(tls_dir / "tls.crt"), str(tls_dir / "tls.key"))
-    except (OSError, ssl.SSLError) as err:
-        raise ConfigError(f"CLONE_TLS_DIR: {err}") from None
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    return clonewire.stream_tls(ctx)
-
-
 def receive(config: Config, read: clonewire.ReadExact, send: Callable[[bytes], None], *,
             listeners: list[Listener] | None = None) -> int:
     """One stream into the target; returns the bytes of data written."""
@@ -203,7 +190,7 @@ def serve(config: Config, *, listeners: list[Listener] | None = None,
           bound: Callable[[tuple[str, int]], None] | None = None) -> int:
     """Wait (at most ``wait_seconds``) for this clone's source, take one stream. A client
     that fails the handshake is refused and the wait goes on."""
-    ctx = server_context(config.tls_dir)
+    ctx = clonewire.stream_context(config.tls_dir, server_side=True)
     family = socket.AF_INET6 if ":" in config.listen else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as server:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -1,5 +1,6 @@
-"""The host-assisted clone's wire format (pure): what the source pod sends the target pod
-inside their mutual-TLS connection, and the checks the target makes on it.
+"""The host-assisted clone's wire format: what the source pod sends the target pod inside
+their mutual-TLS connection, the checks the target makes on it (pure), and the one TLS
+context both sides build from their part of the clone's Secret.
 
 TLS already keeps a stranger from reading or altering the stream (every record is
 authenticated); this framing makes the stream *complete and exact*: a connection cut at
@@ -34,12 +35,13 @@ import ssl
 import struct
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import zstandard
 from isal import isal_zlib
 
-from importer.errors import ImporterError, TransferError
+from importer.errors import ConfigError, ImporterError, TransferError
 
 MAGIC = b"RDCLONE1"
 HELLO = struct.Struct(">8sQQ")
@@ -64,9 +66,19 @@ TLS 1.3 suites; AES-128-GCM moved 1 GiB across loopback in 1.08 s against 1.50 s
 it is the suite Go's TLS (upstream's cloner) prefers on CPUs with AES instructions."""
 
 
-def stream_tls(ctx: ssl.SSLContext) -> ssl.SSLContext:
-    """Both sides' contexts: TLS 1.2 exactly, with :data:`TLS_CIPHERS` only (a peer that
-    offers nothing else is refused in the handshake)."""
+def stream_context(tls_dir: Path, *, server_side: bool) -> ssl.SSLContext:
+    """One side's TLS context from its part of the clone's Secret (``ca.crt``,
+    ``tls.crt``, ``tls.key`` in ``tls_dir``): only the clone's own CA is trusted (no
+    system CAs), this side presents its certificate, the peer must present one, and
+    TLS 1.2 exactly with :data:`TLS_CIPHERS` only (a peer that offers nothing else is
+    refused in the handshake)."""
+    purpose = ssl.Purpose.CLIENT_AUTH if server_side else ssl.Purpose.SERVER_AUTH
+    try:
+        ctx = ssl.create_default_context(purpose, cafile=str(tls_dir / "ca.crt"))
+        ctx.load_cert_chain(str(tls_dir / "tls.crt"), str(tls_dir / "tls.key"))
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(f"CLONE_TLS_DIR: {err}") from None
+    ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_ciphers(TLS_CIPHERS)
     return ctx

@@ -251,7 +251,7 @@ def test_a_stream_cut_short_leaves_nothing(tmp_path: Path, dirs: tuple[Path, Pat
     with Target(target_config(dst, dirs[0], 16 * MiB)) as target:
         config = source_config(src, dirs[1], target.addr)
         source = cloner.open_source(config.source)
-        sock = cloner.connect(config, cloner.client_context(config.tls_dir))
+        sock = cloner.connect(config, clonewire.stream_context(config.tls_dir, server_side=False))
         sock.sendall(clonewire.hello(clonewire.Hello(size=source.size,
                                                      data_end=source.data_end)))
         clonewire.read_reply(cloner._reader(sock))
@@ -548,10 +548,10 @@ def test_the_stream_uses_tls_1_2_with_aes_128_gcm_only(dirs: tuple[Path, Path]) 
     only speaks TLS 1.3, or only a CBC suite, is refused in the handshake."""
     import ssl
 
-    server = clonetarget.server_context(dirs[0])
-    assert _handshake(server, cloner.client_context(dirs[1])) == (
+    server = clonewire.stream_context(dirs[0], server_side=True)
+    assert _handshake(server, clonewire.stream_context(dirs[1], server_side=False)) == (
         "ECDHE-ECDSA-AES128-GCM-SHA256", "TLSv1.2", 128)
-    tls13 = cloner.client_context(dirs[1])
+    tls13 = clonewire.stream_context(dirs[1], server_side=False)
     tls13.maximum_version = ssl.TLSVersion.TLSv1_3
     tls13.minimum_version = ssl.TLSVersion.TLSv1_3
     assert _handshake(server, tls13) is None
