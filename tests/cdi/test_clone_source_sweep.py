@@ -6,20 +6,13 @@ nothing else (not a live clone's source, not a user's own VolumeCloneSource)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from cdi import api, clone, reconcile
-from cdi.kube import CLONE_SOURCES, DATAVOLUMES, Client, Kind
-from localcluster.apiserver.threaded import ServerThread
-from tests.vm.conftest import kube_for, wait_served
-
-ROOT = Path(__file__).resolve().parents[2]
-CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
-NAMESPACES = Kind("", "v1", "namespaces", namespaced=False)
+from cdi.kube import CLONE_SOURCES, DATAVOLUMES, Client
+from tests.cdi.conftest import cdi_client
 
 
 def vcs(uid: str | None, *, name: str | None = None, ns: str = "golden") -> dict[str, Any]:
@@ -45,20 +38,11 @@ def test_orphans(sources: list[dict[str, Any]], uids: set[str],
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    thread = ServerThread(tmp_path_factory.mktemp("apiserver"))
-    server = thread.start()
-    c = Client(kube_for(server).configuration)
-    try:
-        for name in ("datavolumes.yaml", "volumeclonesources.yaml"):
-            c.create(CRDS, yaml.safe_load((ROOT / "manifests" / "crds" / name).read_text()))
-        wait_served(kube_for(server), "/apis/cdi.kubevirt.io/v1beta1/volumeclonesources")
-        for ns in ("golden", "team"):
-            c.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                  "metadata": {"name": ns}})
+    with cdi_client(tmp_path_factory.mktemp("apiserver"),
+                    crds=("datavolumes.yaml", "volumeclonesources.yaml"),
+                    served="/apis/cdi.kubevirt.io/v1beta1/volumeclonesources",
+                    namespaces=("golden", "team")) as c:
         yield c
-    finally:
-        c.close()
-        thread.stop()
 
 
 def test_sweep_deletes_only_the_orphan(client: Client) -> None:

@@ -5,20 +5,14 @@ the operator's reconcile against a real API server (set, changed, and removed ag
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from cdi import api, config, reconcile
-from cdi.kube import CDICONFIGS, INGRESSES, Client, Kind
-from localcluster.apiserver.threaded import ServerThread
-from tests.vm.conftest import kube_for, wait_served
+from cdi.kube import CDICONFIGS, INGRESSES, Client
+from tests.cdi.conftest import cdi_client
 
-ROOT = Path(__file__).resolve().parents[2]
-CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
-NAMESPACES = Kind("", "v1", "namespaces", namespaced=False)
 SERVICE = api.UPLOAD_PROXY_SERVICE
 
 
@@ -55,19 +49,10 @@ def test_the_rule(spec: dict[str, Any], ingresses: list[dict[str, Any]],
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    thread = ServerThread(tmp_path_factory.mktemp("apiserver"))
-    server = thread.start()
-    c = Client(kube_for(server).configuration)
-    try:
-        c.create(CRDS, yaml.safe_load((ROOT / "manifests/crds/cdiconfigs.yaml").read_text()))
-        wait_served(kube_for(server), "/apis/cdi.kubevirt.io/v1beta1/cdiconfigs")
-        for ns in (api.CDI_NAMESPACE, "elsewhere"):
-            c.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                  "metadata": {"name": ns}})
+    with cdi_client(tmp_path_factory.mktemp("apiserver"), crds=("cdiconfigs.yaml",),
+                    served="/apis/cdi.kubevirt.io/v1beta1/cdiconfigs",
+                    namespaces=(api.CDI_NAMESPACE, "elsewhere")) as c:
         yield c
-    finally:
-        c.close()
-        thread.stop()
 
 
 def _url(c: Client) -> Any:
