@@ -139,8 +139,7 @@ def events_for(*, previous: str | None, observed: Observed, claim_name: str,
         return [Event("Normal", "CloneSucceeded", f"Successfully cloned from {clone[0]}/"
                       f"{clone[1]} into {clone[2]}/{claim_name}")]
     if clone is not None and observed.phase == api.FAILED:
-        reason, message = observed.running[1], observed.running[2]
-        detail = f": {reason}: {message}" if message else ""
+        detail = _failure_detail(observed)
         return [Event("Warning", "CloneFailed", f"Cloning from {clone[0]}/{clone[1]} into "
                       f"{clone[2]}/{claim_name} failed{detail}")]
     if observed.phase == api.CLONE_SCHEDULED:
@@ -155,10 +154,15 @@ def events_for(*, previous: str | None, observed: Observed, claim_name: str,
         return [Event("Normal", "ImportSucceeded",
                       f"Successfully imported into PVC {claim_name}")]
     if observed.phase == api.FAILED:
-        reason, message = observed.running[1], observed.running[2]
-        detail = f": {reason}: {message}" if message else ""
+        detail = _failure_detail(observed)
         return [Event("Warning", "ImportFailed", f"Failed to import into PVC {claim_name}{detail}")]
     return []
+
+
+def _failure_detail(observed: Observed) -> str:
+    """``: Reason: message`` of the importer's termination, for a failure Event."""
+    reason, message = observed.running[1], observed.running[2]
+    return f": {reason}: {message}" if message else ""
 
 
 def status_patch(
@@ -199,8 +203,7 @@ def _upload_events(observed: Observed, claim_name: str) -> list[Event]:
     if observed.phase == api.SUCCEEDED:
         return [Event("Normal", "UploadSucceeded", f"Successfully uploaded into {claim_name}")]
     if observed.phase == api.FAILED:
-        reason, message = observed.running[1], observed.running[2]
-        detail = f": {reason}: {message}" if message else ""
+        detail = _failure_detail(observed)
         return [Event("Warning", "UploadFailed", f"Upload into {claim_name} failed{detail}")]
     return []
 
