@@ -71,7 +71,7 @@ def _backend_service(backend: Mapping[str, Any] | None) -> str | None:
 
 def compute_status(
     *, spec: Mapping[str, Any] | None, storage_classes: Iterable[Mapping[str, Any]],
-    ingresses: Iterable[Mapping[str, Any]] = (), upload_proxy_service: str = "",
+    ingresses: Iterable[Mapping[str, Any]] = (),
 ) -> ConfigStatus:
     """The status for a CDIConfig ``spec`` given the cluster's StorageClasses (and the
     Ingresses of the CDI namespace, for the upload proxy's URL)."""
@@ -119,7 +119,7 @@ def compute_status(
         "defaultPodResourceRequirements": {k: dict(v) for k, v in resources.items()},
         "importRetryLimit": limit,
         "uploadProxyURL": upload_proxy_url(spec=spec, ingresses=ingresses,
-                                           service=upload_proxy_service),
+                                           service=api.UPLOAD_PROXY_SERVICE),
     }
     return ConfigStatus(status=status, problems=tuple(problems))
 

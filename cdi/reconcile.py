@@ -316,8 +316,7 @@ def reconcile_config(client: Client) -> Obj:
         ingresses = []
     result = config.compute_status(spec=cdi_config.get("spec"),
                                    storage_classes=client.list(STORAGECLASSES),
-                                   ingresses=ingresses,
-                                   upload_proxy_service=api.UPLOAD_PROXY_SERVICE)
+                                   ingresses=ingresses)
     old = cdi_config.get("status") or {}
     changes = {k: v for k, v in result.status.items() if old.get(k) != v}  # None: removed
     new = {k: v for k, v in {**old, **changes}.items() if v is not None}
