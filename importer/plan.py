@@ -5,10 +5,12 @@ Routes, fastest first:
 - ``nbd-convert``: qemu-img converts a remote qcow2/vmdk/… while it streams, reading it
   through NBD with ranged requests: one pass, no scratch space;
 - ``scratch-convert``: the image is first written whole to a scratch file, then
-  converted. Only when it must be: a compressed convertible image (qcow2.xz: no random
+  converted. When it must be: a compressed convertible image (qcow2.xz: no random
   access into a compressed stream), a server without Range support, or a checksum
   over a convertible image (the hash needs every byte in order, qemu-img reads out of
-  order and skips what it does not need);
+  order and skips what it does not need); and for an upload, whose body the upload
+  server keeps whole in scratch anyway as it arrives: qemu-img reads that file (local
+  reads cost far less CPU than converting through NBD while the body arrives);
 - ``archive``: a tar is extracted into the Filesystem volume;
 - ``blank``: an empty disk.
 """
@@ -46,6 +48,7 @@ def choose_route(
     image: Image,
     ranged: bool,
     checksum: bool,
+    spooled: bool = False,
 ) -> Decision:
     if content_type is ContentType.ARCHIVE:
         if not image.tar:
@@ -56,6 +59,9 @@ def choose_route(
     if compressions:
         return Decision(Route.SCRATCH_CONVERT,
                         f"{image.format} wrapped in {'+'.join(compressions)} has no random access")
+    if spooled:
+        return Decision(Route.SCRATCH_CONVERT, f"{image.format} kept whole in scratch as it"
+                        " arrives, then converted from that file")
     if not ranged:
         return Decision(Route.SCRATCH_CONVERT, "the server does not answer Range requests")
     if checksum:

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import zstandard
 
@@ -49,7 +49,7 @@ from importer.formats import (
 )
 from importer.progress import Progress
 from importer.qemu_img import QemuImg, SubprocessQemuImg
-from importer.sources.base import Probe, Source
+from importer.sources.base import Probe, Source, Spooled
 from importer.streams import IterReader, bounded, decompressed, observed, peek, resumable
 from importer.watchdog import Watchdog
 from importer.writers import (
@@ -227,6 +227,7 @@ class Processor:
             image=image,
             ranged=probe.ranged,
             checksum=self.hasher is not None,
+            spooled=probe.spooled,
         )
         virtual = image.virtual_size
         if virtual is None and not compressions and not image.format.convertible:
@@ -361,7 +362,15 @@ class Processor:
         return Phase.RESIZE
 
     def scratch_convert(self, planned: Planned) -> Phase:
-        assert planned.image is not None
+        assert planned.image is not None and planned.probe is not None
+        if planned.probe.spooled:  # the source keeps it whole already: read that file
+            spooled = cast(Spooled, self.source).spooled_file()
+            arrived = spooled.stat().st_size
+            self.result.fetched_bytes += arrived
+            self.progress.advance(arrived)
+            with (self.watchdog.paused() if self.watchdog else contextlib.nullcontext()):
+                self._convert(planned, str(spooled), progress_from=self._fetch_share())
+            return Phase.RESIZE
         chunks = self._chunks(planned)
         virtual = planned.image.virtual_size
         limit = (virtual + virtual // 64 + 64 * 1024 * 1024) if virtual else planned.usable

@@ -9,11 +9,13 @@ from its first bytes (:func:`spooled`):
   it in order through a bounded queue (back-pressure on the sender), nothing is kept;
   a compressed qcow2 then goes through the processor's own scratch route, as an import;
 - **spooled** (an uncompressed qcow2/vmdk/… with a known length): every byte is appended
-  to a scratch file, and the source answers ``read_range`` from that file, blocking
-  until the range has arrived. The processor's NBD route (nbdkit on the importer's
-  range endpoint) lets qemu-img convert *while the body arrives*: one pass over the
-  network, conversion overlapping receipt. The scratch file holds the image as sent
-  (qcow2 size, not virtual size) and is removed when the upload ends.
+  to a scratch file as it arrives (the header, and so the size check, came first), and
+  once the body is whole, qemu-img converts that local file (``Spooled``; the
+  processor's scratch route). Converting *while* the body arrived, through nbdkit on a
+  blocking ``read_range``, took more CPU than it saved on a small machine: 2.25 s
+  against 1.6 s for a 512 MiB qcow2, the upload server alone. ``read_range`` still
+  answers from the file, waiting for bytes not yet arrived. The scratch file holds the
+  image as sent (qcow2 size, not virtual size) and is removed when the upload ends.
 
 The feeding side (the HTTP handler) calls :meth:`Upload.feed`, then :meth:`Upload.finish`
 or :meth:`Upload.abort`; the processor's side calls the ``Source`` methods from other
@@ -142,7 +144,20 @@ class Upload:
     # -- Source --------------------------------------------------------------------------
 
     def probe(self) -> Probe:
-        return Probe(size=self.size, ranged=self._fd is not None, head=self.head[:HEAD_BYTES])
+        return Probe(size=self.size, ranged=self._fd is not None, head=self.head[:HEAD_BYTES],
+                     spooled=self._fd is not None)
+
+    def spooled_file(self) -> Path:
+        """The scratch file once the whole body is in it (``Spooled``)."""
+        assert self.scratch is not None and self.size is not None
+        self._wait_for(self.size)
+        with self._cond:  # every byte is in: the feeding side's finish() is next
+            if not self._cond.wait_for(lambda: self._done, timeout=self.read_timeout):
+                raise TransferError(f"the upload was not finished {self.read_timeout:.0f} s"
+                                    " after its last byte")
+            if self._error is not None:
+                raise TransferError(f"upload stopped: {self._error}")
+        return self.scratch
 
     def _wait_for(self, end: int) -> None:
         waited = 0.0

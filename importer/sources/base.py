@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 import tenacity
@@ -34,6 +35,9 @@ class Probe:
     """The first bytes of the object (up to formats.HEAD_BYTES)."""
     content_type: str | None = None
     """The media type the server declared, where it did (to name what came back)."""
+    spooled: bool = False
+    """The object is being kept whole in a local file as it arrives (an upload): the
+    source is a :class:`Spooled` and qemu-img can read that file itself."""
 
 
 class Source(Protocol):
@@ -48,6 +52,15 @@ class Source(Protocol):
     def stream(self, offset: int = 0) -> Iterator[bytes]: ...
 
     def close(self) -> None: ...
+
+
+class Spooled(Protocol):
+    """A source that keeps the whole object in a local file as it arrives."""
+
+    def spooled_file(self) -> Path:
+        """The file, once every byte has arrived (waits until then, within the
+        source's read timeout; raises ``TransferError`` if the object never completes)."""
+        ...
 
 
 SourceFactory = Callable[[ImporterConfig], Source]

@@ -162,15 +162,17 @@ class UploadServer:
             if not sync:
                 task = asyncio.ensure_future(_settle(work))
                 self._pending = True
-                stack.pop_all()
-                task.add_done_callback(lambda t: self._async_done(t.result(), upload))
+                # the upload and its scratch directory outlive this answer: closed, and
+                # the directory removed, when the processing ends
+                later = stack.pop_all()
+                task.add_done_callback(lambda t: self._async_done(t.result(), later))
                 return web.Response(text="upload received; processing\n")
             outcome = await _settle(work)
             return self._end(outcome)
         raise AssertionError("unreachable")
 
-    def _async_done(self, outcome: Outcome, upload: Upload) -> None:
-        upload.close()
+    def _async_done(self, outcome: Outcome, resources: contextlib.ExitStack) -> None:
+        resources.close()
         self._pending = False
         self.busy = False
         self._end(outcome, answered=True)

@@ -163,11 +163,11 @@ def test_bad_tokens_are_refused_and_nothing_is_written(
                        timeout=TIMEOUT)["phase"] == "Succeeded"
 
 
-def test_qcow2_through_the_proxy_is_converted_while_it_arrives(
+def test_qcow2_through_the_proxy_is_spooled_then_converted(
         kube: Kube, ns: str, images: ImageFactory, ready_proxy: str) -> None:
-    """The proxy passes the length on, so the server spools the qcow2 and qemu-img reads
-    it through NBD as it arrives (route nbd-convert, from the kept pod's termination
-    message)."""
+    """The proxy passes the length on, so the server keeps the qcow2 whole in scratch as
+    it arrives and qemu-img converts that file (route scratch-convert, from the kept
+    pod's termination message)."""
     ready_dv(kube, ns, "kept", **{A + "storage.pod.retainAfterCompletion": "true"})
     secret = kube.get(client.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
     key = base64.b64decode(secret["data"]["private.pem"])
@@ -184,7 +184,8 @@ def test_qcow2_through_the_proxy_is_converted_while_it_arrives(
     [state] = pod["status"]["containerStatuses"]
     term = json.loads(state["state"]["terminated"]["message"])
     assert term["reason"] == "Completed"
-    assert term["route"] == "nbd-convert", term
+    assert term["route"] == "scratch-convert", term
+    assert "kept whole in scratch" in term["why"], term
 
 
 def test_too_small_is_refused_and_the_datavolume_waits_for_another_upload(

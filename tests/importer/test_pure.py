@@ -47,6 +47,15 @@ def test_routes(image: Image, compressions: tuple[Compression, ...], ranged: boo
     assert decision.route is route and decision.why
 
 
+@pytest.mark.parametrize(("image", "route"), [(QCOW2, Route.SCRATCH_CONVERT),
+                                              (RAW, Route.STREAM)])
+def test_a_spooled_upload_converts_from_its_scratch_file(image: Image, route: Route) -> None:
+    """An upload kept whole in scratch (ranged, so NBD would otherwise be chosen)."""
+    decision = choose_route(content_type=ContentType.KUBEVIRT, compressions=(), image=image,
+                            ranged=True, checksum=False, spooled=True)
+    assert decision.route is route
+
+
 def test_archive_route_needs_a_tar() -> None:
     assert choose_route(content_type=ContentType.ARCHIVE, compressions=(), image=TAR,
                         ranged=True, checksum=False).route is Route.ARCHIVE

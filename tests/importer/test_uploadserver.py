@@ -115,9 +115,9 @@ def test_upload_converts_on_arrival(server: Server, images: ImageFactory, name: 
     term = server.termination_message()
     assert term["reason"] == "Completed"
     assert term["format"] == ("qcow2" if name == "qcow2" else "raw")
-    # qcow2: converted while it arrived (NBD over the spooled body); raw: piped
-    assert term["route"] == ("nbd-convert" if name == "qcow2" else "stream")
-    # the qcow2 was converted while it arrived, through the scratch file: now gone
+    # qcow2: kept whole in scratch as it arrived, then converted from there; raw: piped
+    assert term["route"] == ("scratch-convert" if name == "qcow2" else "stream")
+    # the qcow2's scratch file: now gone
     assert list(server.scratch.iterdir()) == []
 
 
@@ -126,7 +126,8 @@ def test_async_upload_answers_then_writes(server: Server, images: ImageFactory) 
     resp = server.post("/v1beta1/upload-async", image.path.read_bytes())
     assert resp.status_code == 200, resp.text
     assert server.wait() == 0
-    assert compare(image.expected, server.dest)
+    assert compare(image.expected, server.dest)  # the scratch file outlived the answer
+    assert list(server.scratch.iterdir()) == []
 
 
 def test_form_upload(server: Server, images: ImageFactory) -> None:
