@@ -162,10 +162,13 @@ class Client:
             raise
 
     def watch_events(self, res: Resource, *, resource_version: str, timeout: int = 300,
-                     namespace: str | None = None) -> Iterator[Obj]:
+                     namespace: str | None = None,
+                     field_selector: str | None = None) -> Iterator[Obj]:
         """Watch events (``{"type", "object"}``) until the server ends the watch."""
         query = {"watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
+        if field_selector:
+            query["fieldSelector"] = field_selector
         try:
             resp = self.api.call_api(
                 res.path(namespace), "GET", query_params=list(query.items()),

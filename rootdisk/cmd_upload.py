@@ -207,19 +207,17 @@ def _upload(args: argparse.Namespace) -> int:
                     raise UploadFailed(f"creating {obj['kind']} {args.name}: {err}") from None
             print(f"{args.kind} {ns}/{args.name} created", file=sys.stderr)
         deadline = time.monotonic() + args.timeout
-        while True:
-            what, detail = state(kind=args.kind, obj=get_target())
-            if what == "ready":
-                break
-            if what in ("failed", "done"):
-                raise UploadFailed(f"{args.kind} {ns}/{args.name} is {detail}; not ready for"
-                                   " an upload")
-            if time.monotonic() > deadline:
-                hint = (" (its class waits for a first consumer: use --force-bind)"
-                        if detail in ("PendingPopulation", "WaitForFirstConsumer") else "")
-                raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name} to"
-                                   f" be ready for the upload ({detail}){hint}")
-            time.sleep(POLL)
+        what, detail = _await(client, kind=args.kind, ns=ns, name=args.name,
+                              get=get_target, until=("ready", "failed", "done"),
+                              deadline=deadline)
+        if what in ("failed", "done"):
+            raise UploadFailed(f"{args.kind} {ns}/{args.name} is {detail}; not ready for"
+                               " an upload")
+        if what != "ready":
+            hint = (" (its class waits for a first consumer: use --force-bind)"
+                    if detail in ("PendingPopulation", "WaitForFirstConsumer") else "")
+            raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name} to"
+                               f" be ready for the upload ({detail}){hint}")
         logger.info("%s %s/%s is ready for the upload", args.kind, ns, args.name)
         try:
             answer = client.request("POST", TOKEN_PATH.format(ns=ns), body={
@@ -266,19 +264,54 @@ def _upload(args: argparse.Namespace) -> int:
         if resp.status_code != 200:
             raise UploadFailed(f"upload refused ({resp.status_code}): {resp.text.strip()}")
         logger.info("upload accepted; waiting for %s %s/%s", args.kind, ns, args.name)
-        while True:
-            what, detail = state(kind=args.kind, obj=get_target())
-            if what == "done":
-                print(f"{args.kind} {ns}/{args.name}: upload Succeeded")
-                return 0
-            if what == "failed":
-                raise UploadFailed(f"{args.kind} {ns}/{args.name} Failed: {detail}")
-            if time.monotonic() > deadline + args.timeout:
-                raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name}"
-                                   f" to succeed ({detail})")
-            time.sleep(POLL)
+        what, detail = _await(client, kind=args.kind, ns=ns, name=args.name, get=get_target,
+                              until=("done", "failed"), deadline=deadline + args.timeout)
+        if what == "done":
+            print(f"{args.kind} {ns}/{args.name}: upload Succeeded")
+            return 0
+        if what == "failed":
+            raise UploadFailed(f"{args.kind} {ns}/{args.name} Failed: {detail}")
+        raise UploadFailed(f"timed out waiting for {args.kind} {ns}/{args.name}"
+                           f" to succeed ({detail})")
     finally:
         client.close()
+
+
+def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
+           until: tuple[str, ...], deadline: float) -> tuple[str, str]:
+    """The target's ``state`` once it is one of ``until``, else ("timeout", detail) at
+    ``deadline``. Watches the one object (a change is seen as it happens, not at the next
+    poll); when a watch ends or fails, reads the object again and watches on from it."""
+    from cdi.kube import DATAVOLUMES, PVCS, KubeError
+
+    resource = DATAVOLUMES if kind == "dv" else PVCS
+    while True:
+        obj = get()
+        what, detail = state(kind=kind, obj=obj)
+        if what in until:
+            return what, detail
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timeout", detail
+        assert obj is not None  # a missing target is "failed"
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        try:
+            for event in client.watch_events(resource, resource_version=version,
+                                             timeout=max(1, min(60, int(left))), namespace=ns,
+                                             field_selector=f"metadata.name={name}"):
+                if event.get("type") == "ERROR":
+                    break  # e.g. 410 Gone: read it again
+                if event.get("type") == "BOOKMARK":
+                    continue
+                gone = event.get("type") == "DELETED"
+                what, detail = state(kind=kind, obj=None if gone else event.get("object"))
+                if what in until:
+                    return what, detail
+                if time.monotonic() > deadline:
+                    return "timeout", detail
+        except KubeError as err:
+            logger.info("watching %s %s/%s: %s; reading it again", kind, ns, name, err)
+            time.sleep(POLL)
 
 
 def _proxy_url(client: Any, kind: Any) -> str:

@@ -49,7 +49,7 @@ async def serve() -> int:
         asyncio.get_running_loop().add_signal_handler(sig, stop)
     done = server.outcome()
     await asyncio.wait([done, stopping], return_when=asyncio.FIRST_COMPLETED)
-    await asyncio.sleep(0.2)  # let the last answer go out
+    # aiohttp's graceful shutdown lets the handler still answering finish and flush first
     await runner.cleanup()
     children.stop_all()
     if not done.done():

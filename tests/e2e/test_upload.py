@@ -259,6 +259,14 @@ def test_cli_failures_exit_non_zero(cluster: Cluster, ns: str, tmp_path: Any,
     assert upload(cluster, "dv", "absent", "--image-path", str(img), "--no-create",
                   "-n", ns) == 1
     assert "not found" in capsys.readouterr().err
+    # a WaitForFirstConsumer class (rootdisk up's default) without --force-bind: the
+    # command watches the DataVolume, gives up at --timeout and says why
+    started = time.monotonic()
+    assert cli(["image-upload", "dv", "wffc", "--image-path", str(img), "--size", "64Mi",
+                "-n", ns, "--kubeconfig", cluster.kubeconfig, "--timeout", "4"]) == 1
+    err = capsys.readouterr().err
+    assert "timed out waiting" in err and "use --force-bind" in err, err
+    assert time.monotonic() - started < 60
 
 
 INGRESSES = client.Resource("networking.k8s.io", "v1", "ingresses")
