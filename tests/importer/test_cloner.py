@@ -14,13 +14,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from importer import cloner, clonetarget, clonewire
-from importer.errors import NotFound, TooSmall
+from importer.errors import NotFound, TooSmall, TransferError
 from importer.progress import Update
 from importer.writers import data_runs
 from pki.certs import PairedTLS, paired_tls
@@ -560,3 +561,44 @@ def test_the_stream_uses_tls_1_2_with_aes_128_gcm_only(dirs: tuple[Path, Path]) 
     cbc.maximum_version = ssl.TLSVersion.TLSv1_2
     cbc.set_ciphers("ECDHE-ECDSA-AES128-SHA")
     assert _handshake(server, cbc) is None
+
+
+def test_reaching_a_target_that_listens_late_and_one_that_never_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused connections are tried again, at first quickly, until the target listens;
+    a target that never listens fails the clone (retryable) once connect_seconds pass."""
+    port = free_port()
+    attempts: list[float] = []
+    real = socket.create_connection
+
+    def counted(*args: Any, **kwargs: Any) -> socket.socket:
+        attempts.append(time.monotonic())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cloner.socket, "create_connection", counted)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+
+    def listen_late() -> None:
+        time.sleep(0.5)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+
+    late = threading.Thread(target=listen_late)
+    late.start()
+    config = cloner.Config(source=Path("/nonexistent"), target=("127.0.0.1", port),
+                           tls_dir=Path("/nonexistent"), connect_seconds=30)
+    try:
+        cloner._reach(config).close()
+    finally:
+        late.join()
+        listener.close()
+    assert len(attempts) >= 3  # several tries in the first half second, not one
+    assert attempts[1] - attempts[0] < 0.2
+
+    attempts.clear()
+    never = cloner.Config(source=Path("/nonexistent"), target=("127.0.0.1", free_port()),
+                          tls_dir=Path("/nonexistent"), connect_seconds=1)
+    with pytest.raises(TransferError, match="not reachable"):
+        cloner._reach(never)
+    assert attempts[-1] - attempts[0] < 5
