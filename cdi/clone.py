@@ -156,6 +156,16 @@ def clone_source(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:
     return obj
 
 
+def keeps_clone_source(dv: Mapping[str, Any]) -> bool:
+    """Whether a finished DataVolume keeps its VolumeCloneSource: while it asks to retain
+    its pods (``storage.pod.retainAfterCompletion``), so that a host-assisted copy's
+    source pod and its Secret, which the VolumeCloneSource owns, stay to be looked at, as
+    upstream keeps them. They go with the DataVolume (its deletion removes the
+    VolumeCloneSource), where upstream leaves the source pod for the user to delete."""
+    annotations = (dv.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(api.POD_RETAIN) == "true"
+
+
 def orphaned_clone_sources(*, clone_sources: Sequence[Mapping[str, Any]],
                            datavolume_uids: set[str]) -> list[tuple[str, str]]:
     """(namespace, name) of the VolumeCloneSources made for a DataVolume that is gone.

@@ -124,7 +124,7 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
         client.delete(IMPORT_SOURCES, import_source_name(dv["metadata"]["uid"]), namespace)
         if source_kind(dv) == "upload":
             client.delete(UPLOAD_SOURCES, upload_source_name(dv["metadata"]["uid"]), namespace)
-    if observed.phase in (api.SUCCEEDED, api.FAILED):
+    if observed.phase in (api.SUCCEEDED, api.FAILED) and not clone.keeps_clone_source(dv):
         delete_clone_source(client, dv)
     return observed.phase
 

@@ -63,3 +63,15 @@ def test_sweep_deletes_only_the_orphan(client: Client) -> None:
 
     left = {o["metadata"]["name"] for o in client.list(CLONE_SOURCES, "golden")}
     assert left == {clone.clone_source_name(live_uid), "users-own"}
+
+
+@pytest.mark.parametrize(("annotations", "keeps"), [
+    ({}, False),
+    ({api.POD_RETAIN: "false"}, False),
+    ({api.POD_RETAIN: "true"}, True),
+])
+def test_a_finished_datavolume_keeps_its_clone_source_only_when_retaining_pods(
+        annotations: dict[str, str], keeps: bool) -> None:
+    dv = {"metadata": {"name": "d", "namespace": "n", "uid": "u1",
+                       "annotations": annotations}}
+    assert clone.keeps_clone_source(dv) is keeps

@@ -178,8 +178,6 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
     dv = kube.create(kit.DVS, clone_dv(
         "tls", src_ns, storage={"storageClassName": "local-immediate"},
         annotations={A + "storage.pod.retainAfterCompletion": "true"}), ns)
-    # the source side goes with the VolumeCloneSource once the DataVolume is done: look
-    # at it while it runs
     target_uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "tls", ns) or {}).get(
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
     spod = wait_for(lambda: kube.get_or_none(client.PODS, f"{target_uid}-source-pod",
@@ -194,7 +192,10 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
     assert compare(reference, produced)
     assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
     assert "CloneSucceeded" in reasons(kube, ns, dv["metadata"]["uid"])
-    # PVC' and the target pod in the target namespace; the source pod in the source one
+    # retained: PVC' and the target pod in the target namespace; the source pod (done)
+    # and its Secret in the source one, with the VolumeCloneSource that owns them
+    assert kube.get(client.PODS, f"{uid}-source-pod", src_ns)["status"]["phase"] == "Succeeded"
+    assert secrets_of(kube, src_ns, uid)
     assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is not None
     assert kube.get_or_none(client.PVCS, f"prime-{uid}", src_ns) is None
     tpod = kube.get(client.PODS, f"cloner-prime-{uid}", ns)
@@ -263,6 +264,11 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
     assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
     assert "CloneSucceeded" in reasons(kube, ns, dv2["metadata"]["uid"])
+    # not retained: the source pod and its Secret went with the clone
+    buid = back["metadata"]["uid"]
+    wait_for(lambda: kube.get_or_none(client.PODS, f"{buid}-source-pod", src_ns) is None
+             and not secrets_of(kube, src_ns, buid), timeout=TIMEOUT,
+             what="the source pod and its Secret gone after the clone")
     # Block → Block by copy (asked for: the storage could clone it), device to device
     kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
     try:
