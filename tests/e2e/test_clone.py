@@ -236,6 +236,78 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
 
 
 
+def _clone_target_pid(owner_uid: str) -> int | None:
+    """The clone target program of the clone into the claim ``owner_uid`` (its pod's env
+    names the target claim's UID), found among this host's processes."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if b"importer.clonetarget" not in argv:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"OWNER_UID={owner_uid}".encode() in env:
+            return int(entry)
+    return None
+
+
+def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Kube, ns: str,
+                                                      copy_strategy: None) -> None:
+    """The target program dies while the data streams in (SIGKILL): the kubelet restarts
+    it, the populator replaces the source pod made for its first run (its annotation
+    names the run it streams to), and the clone ends whole."""
+    kube.create(kit.DVS, kit.datavolume("big", {"blank": {}}, size="1Gi",
+                                        storage={"storageClassName": "local-reflink"}), ns)
+    assert kit.wait_dv(kube, ns, "big", ("Succeeded", "Failed"),
+                       timeout=TIMEOUT)["phase"] == "Succeeded"
+    golden = Path(kit.volume_path(kube, claim_of(kube, ns, "big")))
+    block = os.urandom(4 * MiB)
+    fd = os.open(golden, os.O_WRONLY)
+    try:  # 384 MiB of data spread over the disk: a stream that lasts a while
+        for i in range(96):
+            os.pwrite(fd, block[i:] + block[:i], i * 10 * MiB)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    kube.create(kit.DVS, clone_dv("again", ns, src="big", annotations={
+        A + "storage.pod.retainAfterCompletion": "true"},
+        storage={"storageClassName": "local-immediate"}), ns)
+    uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "again", ns) or {}).get(
+        "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
+
+    def streaming() -> int | None:
+        prime = kube.get_or_none(client.PVCS, f"prime-{uid}", ns)
+        if prime is None or not prime["spec"].get("volumeName"):
+            return None
+        written = Path(kit.volume_path(kube, prime))
+        pid = _clone_target_pid(uid)
+        if pid is None or not written.exists():
+            return None
+        size = written.stat().st_size
+        # under way, not over: the target grows the file to its full size at the end
+        return pid if 32 * MiB <= size < golden.stat().st_size - 64 * MiB else None
+
+    pid = wait_for(streaming, timeout=TIMEOUT,
+                   what="the stream into PVC' under way")
+    os.kill(pid, 9)
+    status = kit.wait_dv(kube, ns, "again", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    tpod = kube.get(client.PODS, f"cloner-prime-{uid}", ns)
+    assert tpod["status"]["containerStatuses"][0]["restartCount"] >= 1
+    spod = kube.get(client.PODS, f"{uid}-source-pod", ns)
+    assert int(spod["metadata"]["annotations"][
+        "populators.rootdisk.io/clone-target-restarts"]) >= 1  # made for the new run
+    produced = Path(kit.volume_path(kube, claim_of(kube, ns, "again")))
+    assert compare(golden, produced)
+    kube.delete(kit.DVS, "again", ns)
+    kube.delete(kit.DVS, "big", ns)
+
+
 def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
         kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
