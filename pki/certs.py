@@ -57,6 +57,11 @@ def self_signed_ca(common_name: str, *, now: datetime.datetime,
     return ca_key, ca_cert, ca_name
 
 
+def not_after(pem: bytes) -> datetime.datetime:
+    """When a PEM certificate stops being valid (UTC)."""
+    return x509.load_pem_x509_certificate(pem).not_valid_after_utc
+
+
 def write_pair(directory: str | os.PathLike[str], cert: bytes, key: bytes,
                ) -> tuple[str, str]:
     """``tls.crt`` and ``tls.key`` in ``directory`` (a private temporary one), created

@@ -316,6 +316,11 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
             return _give_up(o, reason=view.reason, message=view.message,
                             restarts=view.restarts)
         wanted = podstate.target_annotations(view)
+        if view.state is podstate.State.RENEW:
+            acts += _annotate(t, wanted)
+            acts.append(_delete_pod(o.pod))
+            return Plan(tuple(acts), waiting="the server's certificate is due: replacing it",
+                        active=True)
         if view.state is podstate.State.REPLACE:
             wanted[names.POD_RESTARTS] = str(view.restarts + 1)
             acts += _annotate(t, wanted)

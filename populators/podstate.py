@@ -36,6 +36,10 @@ class State(StrEnum):
     """Failed, worth a retry, within the limit: the kubelet restarts it."""
     REPLACE = "replace"
     """The pod failed as a whole (evicted...): delete it and start another."""
+    RENEW = "renew"
+    """An upload server ended, unused, at its certificate's deadline (upstream's
+    ``deadlinePassed``): start another, with a fresh certificate. Neither a success nor
+    a failure: no restart is counted."""
     PERMANENT = "permanent"
     EXHAUSTED = "exhausted"
     """Retryable failures past the retry limit."""
@@ -63,6 +67,7 @@ class Termination:
     message: str
     retryable: bool
     preallocation_applied: bool = False
+    deadline_passed: bool = False
 
 
 def parse_termination(term: Mapping[str, Any]) -> Termination:
@@ -82,6 +87,7 @@ def parse_termination(term: Mapping[str, Any]) -> Termination:
             retryable=bool(retryable) if isinstance(retryable, bool)
             else code != EXIT_PERMANENT,
             preallocation_applied=bool(doc.get("preallocationApplied")),
+            deadline_passed=doc.get("deadlinePassed") is True,
         )
     return Termination(exit_code=code, reason=str(term.get("reason") or "Error"),
                        message=simplify(text), retryable=code != EXIT_PERMANENT)
@@ -120,6 +126,8 @@ def view(pod: Mapping[str, Any], *, retry_limit: int) -> PodView:
     if pod_phase == names.SUCCEEDED or (terminated is not None and int(
             terminated.get("exitCode") or 0) == 0 and pod_phase != names.FAILED):
         term = parse_termination(terminated or {})
+        if term.deadline_passed:
+            return PodView(State.RENEW, term.reason, term.message, restarts, pod_phase)
         return PodView(State.SUCCEEDED, term.reason if terminated is not None else "Completed",
                        term.message, restarts, names.SUCCEEDED, term.preallocation_applied)
     if pod_phase == names.FAILED:

@@ -18,8 +18,12 @@ request) while qemu-img converts it; raw images need none (upstream uses a scrat
 from __future__ import annotations
 
 import base64
+import copy
+import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
+from pki import certs
 from populators import names
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, spec
@@ -51,6 +55,11 @@ SCRATCH_DIR = "/scratch"
 CLIENT_NAME = "cdi-uploadproxy"
 """The common name of the upload proxy's client certificate; the server lets in no other."""
 CONTENT_TYPES = ("kubevirt", "archive")
+SERVER_CERT_LIFETIME = dt.timedelta(hours=24)
+"""Upstream's server certificate lifetime (renewed after half of it): each upload server
+pod gets a fresh certificate and the deadline half a lifetime on, when it ends unless an
+upload is under way (``DEADLINE``). The operator's ``UPLOAD_SERVER_CERT_LIFETIME``
+(seconds) changes it."""
 
 
 def server_name(prime: str) -> str:
@@ -209,6 +218,26 @@ def render_secret(*, prime: Obj, cert_pem: bytes, key_pem: bytes, ca_pem: bytes,
                      "labels": _labels(prime_name), "ownerReferences": _owner(prime)},
         "data": {"tls.crt": b64(cert_pem), "tls.key": b64(key_pem), "ca.crt": b64(ca_pem)},
     }
+
+
+def with_deadline(pod: Mapping[str, Any], *, now: dt.datetime,
+                  lifetime: dt.timedelta = SERVER_CERT_LIFETIME) -> dict[str, Any]:
+    """The upload server pod with upstream's ``DEADLINE`` (RFC 3339), half the
+    certificate's ``lifetime`` on: the server ends by then, unless an upload is under
+    way, and a new pod gets a new certificate."""
+    out = copy.deepcopy(dict(pod))
+    container = out["spec"]["containers"][0]
+    env = [e for e in container.get("env") or [] if e.get("name") != "DEADLINE"]
+    stamp = (now + lifetime / 2).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    container["env"] = [*env, {"name": "DEADLINE", "value": stamp}]
+    return out
+
+
+def certificate_due(cert_pem: bytes, *, now: dt.datetime,
+                    lifetime: dt.timedelta = SERVER_CERT_LIFETIME) -> bool:
+    """Whether a server certificate ends too soon for a new pod: one made more than a
+    twenty-fourth of its lifetime ago (an hour of 24) is replaced by a fresh one."""
+    return certs.not_after(cert_pem) < now + lifetime - lifetime / 24
 
 
 def pod_ready(pod: Obj | None) -> bool:

@@ -25,10 +25,12 @@ from populators.reconcile import Reconciler
 from populators.upload_populator import (
     CLIENT_NAME,
     POD_READY,
+    certificate_due,
     pod_ready,
     render_secret,
     render_service,
     server_name,
+    with_deadline,
 )
 
 logger = logging.getLogger(__name__)
@@ -82,25 +84,40 @@ class UploadReconciler(Reconciler):
 
     def _apply(self, target: Obj, action: flow.Action) -> None:
         if isinstance(action, flow.CreatePod):
-            self._server_objects(action.manifest)
+            now = dt.datetime.now(dt.UTC)
+            self._server_objects(action.manifest, now=now)
+            action = flow.CreatePod(with_deadline(action.manifest, now=now,
+                                                  lifetime=self._cert_lifetime()))
         super()._apply(target, action)
 
-    def _server_objects(self, pod: Any) -> None:
+    def _server_objects(self, pod: Any, *, now: dt.datetime) -> None:
+        """The server's Secret (a fresh certificate for each new pod, as its deadline
+        comes half a lifetime before the certificate ends) and Service."""
         ns = str(pod["metadata"]["namespace"])
         prime_ref = pod["metadata"]["ownerReferences"][0]
         prime = self.kube.claim(ns, str(prime_ref["name"]))
         if prime is None:
             return
         name = server_name(str(meta(prime).get("name")))
-        if self.kube.secret(ns, name) is None:
+        have = self.kube.secret(ns, name)
+        if have is not None and certificate_due(
+                base64.b64decode((have.get("data") or {}).get("tls.crt") or ""), now=now,
+                lifetime=self._cert_lifetime()):
+            logger.info("%s/%s: renewing the upload server's certificate", ns, name)
+            self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
+            have = None
+        if have is None:
             ca = self.ca()
             serving = certs.issue(ca=ca, common_name=name,
-                                  dns_names=certs.service_names(name, ns),
-                                  now=dt.datetime.now(dt.UTC))
+                                  dns_names=certs.service_names(name, ns), now=now,
+                                  validity=self._cert_lifetime())
             self.kube.create_secret(render_secret(prime=prime, cert_pem=serving.cert_pem,
                                                   key_pem=serving.key_pem, ca_pem=ca.cert_pem))
         if self.kube.create_service(render_service(prime=prime)):
             logger.info("%s/%s: created upload service", ns, name)
+
+    def _cert_lifetime(self) -> dt.timedelta:
+        return dt.timedelta(seconds=self.settings.upload_cert_lifetime)
 
     def _progress(self, target: Obj, url: str) -> None:
         """No progress metric: the server speaks only HTTPS to the proxy (upstream reports

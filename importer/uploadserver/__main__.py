@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import os
 import signal
@@ -21,6 +22,8 @@ from importer.uploadserver.config import from_env
 from importer.uploadserver.server import UploadServer, server_ssl_context
 
 logger = logging.getLogger("importer.uploadserver")
+DEADLINE_RECHECK = 2.0
+"""Seconds between looks, once the deadline passed, at whether the upload ended."""
 
 
 async def serve() -> int:
@@ -48,7 +51,9 @@ async def serve() -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop)
     done = server.outcome()
+    deadline = asyncio.ensure_future(_deadline(server, config.deadline))
     await asyncio.wait([done, stopping], return_when=asyncio.FIRST_COMPLETED)
+    deadline.cancel()
     # aiohttp's graceful shutdown lets the handler still answering finish and flush first
     await runner.cleanup()
     children.stop_all()
@@ -57,6 +62,10 @@ async def serve() -> int:
         write(config.termination_log, message(reason="Interrupted", text=text, retryable=True))
         return EXIT_RETRYABLE
     outcome = done.result()
+    if outcome.deadline_passed:  # upstream's message: the controller makes a new pod
+        write(config.termination_log, message(reason="DeadlinePassed", text="Deadline Passed",
+                                              retryable=False, deadlinePassed=True))
+        return EXIT_OK
     if outcome.error is not None:
         err: ImporterError = outcome.error
         write(config.termination_log, message(reason=err.reason, text=err.message,
@@ -66,6 +75,16 @@ async def serve() -> int:
     write(config.termination_log, message(reason="Completed", text="Upload Complete",
                                           retryable=False, **outcome.result.as_dict()))
     return EXIT_OK
+
+
+async def _deadline(server: UploadServer, deadline: dt.datetime | None) -> None:
+    """At ``deadline``, end the server unless an upload is under way; then look again
+    every few seconds (an upload is bounded by its own timeouts)."""
+    if deadline is None:
+        return
+    await asyncio.sleep(max(0.0, (deadline - dt.datetime.now(dt.UTC)).total_seconds()))
+    while not server.end_at_deadline():
+        await asyncio.sleep(DEADLINE_RECHECK)
 
 
 def main() -> int:

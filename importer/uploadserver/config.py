@@ -6,11 +6,14 @@ common name the client certificate must carry), ``POD_IP`` / ``UPLOAD_PORT`` (wh
 listen), ``UPLOAD_SCRATCH_DIR`` (the size-limited scratch volume), and the importer's
 ``IMPORTER_DESTINATION``, ``IMPORTER_IMAGE_SIZE``, ``FILESYSTEM_OVERHEAD``,
 ``IMPORTER_CONTENTTYPE``, ``PREALLOCATION``, ``IMPORTER_READ_TIMEOUT``,
-``IMPORTER_TERMINATION_LOG``.
+``IMPORTER_TERMINATION_LOG``; ``DEADLINE`` (RFC 3339, as upstream's: when the server,
+unless an upload is under way, ends so that its pod is made again with a fresh
+certificate).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +40,7 @@ class ServerConfig:
     address: str
     port: int
     termination_log: Path | None
+    deadline: dt.datetime | None = None
 
 
 def from_env(env: Mapping[str, str]) -> ServerConfig:
@@ -52,6 +56,15 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
     client = env.get("UPLOAD_CLIENT_NAME") or DEFAULT_CLIENT_NAME
     scratch = env.get("UPLOAD_SCRATCH_DIR") or ""
     termination = Path(env.get("IMPORTER_TERMINATION_LOG") or str(TERMINATION_LOG))
+    deadline = None
+    if env.get("DEADLINE"):
+        try:
+            deadline = dt.datetime.fromisoformat(env["DEADLINE"].replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"DEADLINE: {env['DEADLINE']!r} is not an RFC 3339 time"
+                              ) from None
+        if deadline.tzinfo is None:
+            raise ConfigError(f"DEADLINE: {env['DEADLINE']!r} has no time zone")
     importer = ImporterConfig(
         source=SourceKind.UPLOAD,
         dest=Path(env["IMPORTER_DESTINATION"]) if env.get("IMPORTER_DESTINATION")
@@ -71,4 +84,5 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
                         tls_dir=Path(env.get("UPLOAD_TLS_DIR") or str(DEFAULT_TLS_DIR)),
                         client_name=client,
                         address=env.get("POD_IP") or "127.0.0.1",
-                        port=int(port_text), termination_log=termination)
+                        port=int(port_text), termination_log=termination,
+                        deadline=deadline)

@@ -41,9 +41,11 @@ FORM_FIELD = "file"
 
 @dataclass(frozen=True)
 class Outcome:
-    """How the upload ended: ``result`` on success, else the error."""
+    """How the server's work ended: ``result`` on success, else the error; neither when
+    its deadline came with no upload (``deadline_passed``)."""
     result: Result | None
     error: ImporterError | None
+    deadline_passed: bool = False
 
 
 def server_ssl_context(tls_dir: Path) -> ssl.SSLContext:
@@ -78,6 +80,8 @@ class UploadServer:
         self._active: Upload | None = None
         self._pending = False
         """An async upload's processing goes on after its answer (the server stays busy)."""
+        self._closing = False
+        """The deadline came: no upload is taken any more."""
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -109,6 +113,9 @@ class UploadServer:
         if self.require_client_cert and client_common_name(request) != self.client_name:
             return web.Response(status=401, text="uploads are taken only from the upload"
                                 " proxy (client certificate)\n")
+        if self._closing:
+            return web.Response(status=503, text="this upload server is being replaced (its"
+                                " certificate is due); try again shortly\n")
         if self.outcome().done():
             return web.Response(status=409, text="the upload has already finished\n")
         if self.busy:
@@ -170,6 +177,18 @@ class UploadServer:
             outcome = await _settle(work)
             return self._end(outcome)
         raise AssertionError("unreachable")
+
+    def end_at_deadline(self) -> bool:
+        """At the deadline: end unless an upload is under way (True when the server's
+        work is over, now or already; False: ask again later)."""
+        if self.outcome().done():
+            return True
+        if self.busy:
+            return False
+        self._closing = True
+        logger.info("deadline passed with no upload; ending for a fresh certificate")
+        self.outcome().set_result(Outcome(None, None, deadline_passed=True))
+        return True
 
     def _async_done(self, outcome: Outcome, resources: contextlib.ExitStack) -> None:
         resources.close()

@@ -36,7 +36,8 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path, *, size: str = "64Mi") -> None:
+    def __init__(self, tmp: Path, *, size: str = "64Mi",
+                 env: dict[str, str] | None = None) -> None:
         now = dt.datetime.now(dt.UTC)
         self.ca = certs.make_ca(name="upload test CA", now=now)
         serving = certs.issue(ca=self.ca, common_name="cdi-upload-x", ips=("127.0.0.1",),
@@ -58,7 +59,7 @@ class Server:
                "UPLOAD_PORT": str(self.port), "IMPORTER_DESTINATION": str(self.dest),
                "IMPORTER_IMAGE_SIZE": size, "FILESYSTEM_OVERHEAD": "0",
                "UPLOAD_SCRATCH_DIR": str(self.scratch),
-               "IMPORTER_TERMINATION_LOG": str(self.termination)}
+               "IMPORTER_TERMINATION_LOG": str(self.termination), **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "importer.uploadserver"], env=env)
         deadline = time.monotonic() + 30
         while True:
@@ -228,3 +229,62 @@ def test_a_qcow2_larger_than_the_scratch_space_is_refused_unread(
     assert answer.startswith(b"HTTP/1.1 413"), answer
     assert list(server.scratch.iterdir()) == []
     assert server.proc.poll() is None
+
+
+def _rfc3339(when: dt.datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_an_idle_server_ends_at_its_deadline_for_a_new_certificate(tmp_path: Path) -> None:
+    """Upstream's DEADLINE: no upload by then → exit 0 with deadlinePassed (the populator
+    replaces the pod and its certificate), nothing written."""
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)).replace(microsecond=0)
+    server = Server(tmp_path, env={"DEADLINE": _rfc3339(soon)})
+    try:
+        assert server.wait() == 0
+    finally:
+        server.stop()
+    assert dt.datetime.now(dt.UTC) >= soon
+    term = server.termination_message()
+    assert term["reason"] == "DeadlinePassed" and term["deadlinePassed"] is True
+    assert not server.dest.exists()
+
+
+def test_an_upload_under_way_at_the_deadline_is_finished_first(
+        tmp_path: Path, images: ImageFactory) -> None:
+    image = images.get("qcow2")
+    data = image.path.read_bytes()
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=4)).replace(microsecond=0)
+    server = Server(tmp_path, env={"DEADLINE": _rfc3339(soon)})
+
+    class Slow:  # a known length; half now, the rest after the deadline
+        def __init__(self) -> None:
+            self.parts = [data[: len(data) // 2], data[len(data) // 2:]]
+
+        def __len__(self) -> int:
+            return len(data)
+
+        def read(self, _n: int = -1) -> bytes:
+            if len(self.parts) == 1:
+                while dt.datetime.now(dt.UTC) < soon + dt.timedelta(seconds=1):
+                    time.sleep(0.1)
+            return self.parts.pop(0) if self.parts else b""
+
+    try:
+        resp = server.post("/v1beta1/upload", Slow())
+        assert resp.status_code == 200, resp.text
+        assert server.wait() == 0
+    finally:
+        server.stop()
+    term = server.termination_message()
+    assert term["reason"] == "Completed" and "deadlinePassed" not in term
+    assert compare(image.expected, server.dest)
+
+
+def test_a_bad_deadline_is_a_configuration_error(tmp_path: Path) -> None:
+    server = None
+    with pytest.raises(AssertionError, match="exited"):
+        server = Server(tmp_path, env={"DEADLINE": "tomorrow"})
+    assert server is None
+    term = json.loads((tmp_path / "termination-log").read_text())
+    assert term["reason"] == "InvalidConfig" and "DEADLINE" in term["message"]

@@ -262,3 +262,23 @@ def test_copied_events_have_stable_names() -> None:
     assert one["message"] == f"[{PRIME}] ok"
     other = events.copied_event(target=target(), event={**event, "metadata": {"name": "y"}})
     assert other["metadata"]["name"] != one["metadata"]["name"]
+
+
+def test_a_server_ended_at_its_deadline_is_replaced_never_rebound() -> None:
+    """Exit 0 with upstream's deadlinePassed: a new pod (and with it a new certificate),
+    the target back to Pending; no rebind, no restart counted."""
+    ended = {"metadata": {"name": POD, "uid": "pod-uid", "annotations": {
+        "populators.rootdisk.io/previous-restarts": "1"}},
+             "status": {"phase": "Succeeded", "containerStatuses": [{
+                 "restartCount": 0, "state": {"terminated": {
+                     "exitCode": 0, "reason": "Completed", "message": json.dumps({
+                         "reason": "DeadlinePassed", "message": "Deadline Passed",
+                         "retryable": False, "deadlinePassed": True})}}}]}}
+    plan = decide(prime=prime(), pod=ended, volume=volume(),
+                  target=target(ann={A + "pod.restarts": "1"}))
+    assert DeletePod(POD, "pod-uid") in plan.actions
+    assert not any(isinstance(a, Rebind) for a in plan.actions)
+    got = changes(plan)
+    assert got[A + "pod.phase"] == "Pending" and got[A + "condition.running"] == "false"
+    assert got[A + "condition.running.reason"] == "DeadlinePassed"
+    assert got.get(A + "pod.restarts", "1") == "1"  # carried on, not one more

@@ -93,6 +93,19 @@ CASES = [
      State.REPLACE, "Evicted", 0),
     ("evicted past the limit", _pod(phase="Failed", reason="Evicted", restarts=3), 3,
      State.EXHAUSTED, "Evicted", 3),
+    # an upload server that ended at its deadline: renewed, neither done nor failed
+    ("deadline passed: renew", _pod(phase="Succeeded", state={"terminated": _term(
+        0, reason="Completed", doc={"reason": "DeadlinePassed", "message": "Deadline Passed",
+                                    "retryable": False, "deadlinePassed": True})}), 3,
+     State.RENEW, "DeadlinePassed", 0),
+    ("deadline passed, however many times", _pod(phase="Succeeded", restarts=0, previous=3,
+                                                 state={"terminated": _term(0, doc={
+                                                     "reason": "DeadlinePassed",
+                                                     "deadlinePassed": True})}), 3,
+     State.RENEW, "DeadlinePassed", 3),
+    ("deadlinePassed must be true", _pod(phase="Succeeded", state={"terminated": _term(
+        0, doc={"reason": "Completed", "deadlinePassed": "yes"})}), 3,
+     State.SUCCEEDED, "Completed", 0),
 ]
 
 

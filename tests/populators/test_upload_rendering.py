@@ -3,6 +3,7 @@ importer's, its Service and TLS Secret owned by PVC', upstream's names."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -12,10 +13,13 @@ from populators.cdiconfig import CdiConfig
 from populators.flow import SourceError
 from populators.importer_pod import Settings
 from populators.upload_populator import (
+    SERVER_CERT_LIFETIME,
     UploadPopulator,
+    certificate_due,
     pod_ready,
     render_secret,
     render_service,
+    with_deadline,
 )
 
 UID = "0f0f0f0f-1111-2222-3333-444444444444"
@@ -112,3 +116,27 @@ def test_prime_carries_upstreams_upload_annotations() -> None:
 ])
 def test_pod_ready(pod: Any, ready: bool) -> None:
     assert pod_ready(pod) is ready
+
+
+def test_each_server_pod_gets_upstreams_deadline_half_a_certificate_lifetime_on() -> None:
+    pod = _pod()
+    now = dt.datetime(2026, 12, 1, 6, 0, 0, tzinfo=dt.UTC)
+    timed = with_deadline(pod, now=now)
+    env = {e["name"]: e.get("value") for e in timed["spec"]["containers"][0]["env"]}
+    assert env["DEADLINE"] == "2026-12-01T18:00:00Z"
+    assert "DEADLINE" not in json.dumps(pod)  # the rendered pod itself is left alone
+    again = with_deadline(timed, now=now + dt.timedelta(hours=1))
+    assert [e["value"] for e in again["spec"]["containers"][0]["env"]
+            if e["name"] == "DEADLINE"] == ["2026-12-01T19:00:00Z"]
+
+
+def test_a_certificate_is_renewed_for_every_new_server_pod() -> None:
+    from pki import certs
+    now = dt.datetime(2026, 12, 1, 6, 0, 0, tzinfo=dt.UTC)
+    ca = certs.make_ca(name="upload CA", now=now)
+    fresh = certs.issue(ca=ca, common_name="cdi-upload-x", now=now,
+                        validity=SERVER_CERT_LIFETIME)
+    assert not certificate_due(fresh.cert_pem, now=now + dt.timedelta(minutes=1))
+    # the old pod's deadline (12 h on): its certificate has 12 h left, a new pod needs 24
+    assert certificate_due(fresh.cert_pem, now=now + dt.timedelta(hours=12))
+    assert certificate_due(fresh.cert_pem, now=now + dt.timedelta(days=30))

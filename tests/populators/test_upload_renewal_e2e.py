@@ -1,0 +1,132 @@
+"""An upload server's certificate is renewed as upstream's: the server pod ends at its
+deadline (half its certificate's lifetime; shortened here to seconds through the
+operator's ``UPLOAD_SERVER_CERT_LIFETIME``), the populator makes a new pod with a fresh
+certificate, and the volume is never taken for uploaded meanwhile; the new server then
+takes the upload."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ssl
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from pki import certs
+from tests.fixtures.images import ImageFactory, compare
+from tests.localcluster.clusterkit import needs_root, running, wait_for, wait_phase
+from tests.populators import kit
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+VUS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeuploadsources")
+A = "cdi.kubevirt.io/"
+LIFETIME = 24  # seconds: the first server ends after 12
+
+
+@pytest.fixture
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running(str(tmp_path_factory.mktemp("renew"))) as c:
+        assert c.kube is not None
+        kit.install_crds(c.kube)
+        crd = kit.project_crds()["volumeuploadsources.cdi.kubevirt.io"]
+        c.kube.create(kit.CRDS, crd)
+        wait_for(lambda: kit._served(c.kube, VUS), what="volumeuploadsources served")  # type: ignore[arg-type]
+        yield c
+
+
+def server_state(kube: Kube, ns: str, prime: str) -> tuple[str, bytes] | None:
+    """(the server pod's UID, its certificate) once the server is ready for uploads."""
+    target = kit.annotations(kube, ns, "disk")
+    pod = kube.get_or_none(client.PODS, f"cdi-upload-{prime}", ns)
+    secret = kube.get_or_none(client.SECRETS, f"cdi-upload-{prime}", ns)
+    if target.get(A + "storage.pod.ready") != "true" or pod is None or secret is None:
+        return None
+    return pod["metadata"]["uid"], base64.b64decode(secret["data"]["tls.crt"])
+
+
+def test_the_server_is_replaced_at_its_deadline_with_a_fresh_certificate(
+        cluster: Cluster, images: ImageFactory) -> None:
+    kube: Kube = cluster.kube  # type: ignore[assignment]
+    ns = kit.namespace(kube)
+    kube.create(VUS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
+                      "metadata": {"name": "up"}, "spec": {"contentType": "kubevirt"}}, ns)
+    target = kube.create(client.PVCS, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
+                 "resources": {"requests": {"storage": "64Mi"}},
+                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io",
+                                   "kind": "VolumeUploadSource", "name": "up"}}}, ns)
+    prime = f"prime-{target['metadata']['uid']}"
+    phases: list[str] = []
+
+    def watched_state() -> tuple[str, bytes] | None:
+        phases.append(kit.annotations(kube, ns, "disk").get(A + "storage.pod.phase", ""))
+        return server_state(kube, ns, prime)
+
+    with kit.operator(cluster.kubeconfig, UPLOAD_SERVER_CERT_LIFETIME=str(LIFETIME),
+                      POD_NAMESPACE=ns):
+        first_uid, first_cert = wait_for(watched_state, timeout=120, what="the first server")
+        pod = kube.get(client.PODS, f"cdi-upload-{prime}", ns)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        deadline = dt.datetime.fromisoformat(env["DEADLINE"].replace("Z", "+00:00"))
+        left = certs.not_after(first_cert) - deadline
+        assert dt.timedelta(seconds=LIFETIME / 2 - 2) <= left <= dt.timedelta(
+            seconds=LIFETIME / 2 + 2)  # the deadline: half the certificate's lifetime
+
+        def renewed() -> tuple[str, bytes] | None:
+            found = watched_state()
+            return found if found is not None and found[0] != first_uid else None
+
+        second_uid, second_cert = wait_for(renewed, timeout=120, what="a renewed server")
+        assert second_cert != first_cert
+        assert certs.not_after(second_cert) > certs.not_after(first_cert)
+        assert "Succeeded" not in phases  # never taken for an upload that happened
+        assert kube.get(client.PVCS, "disk", ns)["status"]["phase"] == "Pending"
+
+        # the new server takes an upload from the proxy's client certificate
+        image = images.get("qcow2")
+        server = kube.get(client.PODS, f"cdi-upload-{prime}", ns)
+        assert server["metadata"]["uid"] == second_uid
+        answer = upload(kube, ns, server, image.path.read_bytes(), prime)
+        assert answer.status_code == 200, answer.text
+        claim = wait_phase(kube, client.PVCS, "disk", "Bound", ns=ns, timeout=120)
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert compare(image.expected, Path(pv["spec"]["local"]["path"]) / "disk.img")
+
+
+def upload(kube: Kube, ns: str, server: dict[str, Any], data: bytes,
+           prime: str) -> requests.Response:
+    client_secret = kube.get(client.SECRETS, "cdi-uploadproxy-client", ns)
+    files = {k: base64.b64decode(v) for k, v in client_secret["data"].items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = certs.write_pair(tmp, files["tls.crt"], files["tls.key"])
+        ca = Path(tmp) / "ca.crt"
+        ca.write_bytes(files["ca.crt"])
+        session = requests.Session()
+        # the server's certificate names its Service; the pod is reached at its IP
+        adapter = _NamedAdapter(f"cdi-upload-{prime}.{ns}.svc")
+        session.mount("https://", adapter)
+        return session.post(f"https://{server['status']['podIP']}:8443/v1beta1/upload",
+                            data=data, cert=(cert, key), verify=str(ca), timeout=120)
+
+
+class _NamedAdapter(requests.adapters.HTTPAdapter):
+    """Checks the server's certificate for ``name`` whatever address is dialled."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["server_hostname"] = self.name
+        kwargs["ssl_context"] = ssl.create_default_context()
+        super().init_poolmanager(*args, **kwargs)
