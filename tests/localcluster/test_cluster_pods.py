@@ -361,8 +361,11 @@ def test_readiness_probe_gates_ready_and_endpoints(kube: Kube) -> None:
     cs = main_status(get(kube, client.PODS, "slowweb"))
     assert cs["ready"] is False  # running, but the server is not listening yet
     wait_for(lambda: main_status(get(kube, client.PODS, "slowweb"))["ready"], what="ready")
-    ep = wait_for(lambda: (kube.get_or_none(client.ENDPOINTS, "slowweb", "default") or {}).get(
-        "subsets"), what="endpoint")
+    # the endpoints controller follows the pod's readiness a moment later: until then the
+    # subset lists the address as not ready
+    ep = wait_for(lambda: [s for s in (kube.get_or_none(client.ENDPOINTS, "slowweb", "default")
+                                       or {}).get("subsets") or [] if s.get("addresses")],
+                  what="a ready endpoint address")
     assert ep[0]["addresses"][0]["ip"] == get(kube, client.PODS, "slowweb")["status"]["podIP"]
     kube.delete(client.PODS, "slowweb", "default", grace_period=1)
 
