@@ -26,7 +26,7 @@ from typing import Any
 from pki import certs
 from populators import names
 from populators.cdiconfig import CdiConfig
-from populators.claims import Obj, annots, meta, spec
+from populators.claims import Obj, annots, meta, owned_by, spec
 from populators.flow import SourceError
 from populators.importer_pod import (
     BLOCK_DEVICE,
@@ -236,8 +236,26 @@ def with_deadline(pod: Mapping[str, Any], *, now: dt.datetime,
 def certificate_due(cert_pem: bytes, *, now: dt.datetime,
                     lifetime: dt.timedelta = SERVER_CERT_LIFETIME) -> bool:
     """Whether a server certificate ends too soon for a new pod: one made more than a
-    twenty-fourth of its lifetime ago (an hour of 24) is replaced by a fresh one."""
-    return certs.not_after(cert_pem) < now + lifetime - lifetime / 24
+    twenty-fourth of its lifetime ago (an hour of 24) is replaced by a fresh one, and so
+    is one that cannot be read."""
+    try:
+        return certs.not_after(cert_pem) < now + lifetime - lifetime / 24
+    except ValueError:
+        return True
+
+
+def secret_due(secret: Obj, *, prime: Obj, now: dt.datetime,
+               lifetime: dt.timedelta = SERVER_CERT_LIFETIME) -> bool:
+    """Whether the server Secret found for a new pod is to be replaced: only one made for
+    this PVC' (owned by it; a namesake someone else made is never touched), and only when
+    its certificate is due."""
+    if not owned_by(secret, prime):
+        return False
+    try:
+        pem = base64.b64decode((secret.get("data") or {}).get("tls.crt") or "", validate=True)
+    except ValueError:
+        return True
+    return certificate_due(pem, now=now, lifetime=lifetime)
 
 
 def pod_ready(pod: Obj | None) -> bool:

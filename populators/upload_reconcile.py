@@ -25,10 +25,10 @@ from populators.reconcile import Reconciler
 from populators.upload_populator import (
     CLIENT_NAME,
     POD_READY,
-    certificate_due,
     pod_ready,
     render_secret,
     render_service,
+    secret_due,
     server_name,
     with_deadline,
 )
@@ -100,9 +100,8 @@ class UploadReconciler(Reconciler):
             return
         name = server_name(str(meta(prime).get("name")))
         have = self.kube.secret(ns, name)
-        if have is not None and certificate_due(
-                base64.b64decode((have.get("data") or {}).get("tls.crt") or ""), now=now,
-                lifetime=self._cert_lifetime()):
+        if have is not None and secret_due(have, prime=prime, now=now,
+                                           lifetime=self._cert_lifetime()):
             logger.info("%s/%s: renewing the upload server's certificate", ns, name)
             self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
             have = None

@@ -19,6 +19,7 @@ from populators.upload_populator import (
     pod_ready,
     render_secret,
     render_service,
+    secret_due,
     with_deadline,
 )
 
@@ -140,3 +141,31 @@ def test_a_certificate_is_renewed_for_every_new_server_pod() -> None:
     # the old pod's deadline (12 h on): its certificate has 12 h left, a new pod needs 24
     assert certificate_due(fresh.cert_pem, now=now + dt.timedelta(hours=12))
     assert certificate_due(fresh.cert_pem, now=now + dt.timedelta(days=30))
+
+
+def test_only_our_own_server_secret_is_replaced_and_an_unreadable_one_is() -> None:
+    import base64
+
+    from pki import certs
+    now = dt.datetime(2026, 12, 1, 6, 0, 0, tzinfo=dt.UTC)
+    ca = certs.make_ca(name="upload CA", now=now)
+    old = certs.issue(ca=ca, common_name="cdi-upload-x", now=now - dt.timedelta(hours=12),
+                      validity=SERVER_CERT_LIFETIME)
+    fresh = certs.issue(ca=ca, common_name="cdi-upload-x", now=now,
+                        validity=SERVER_CERT_LIFETIME)
+
+    def secret(cert: bytes | str, *, owner: str | None = "puid") -> dict[str, Any]:
+        data = cert if isinstance(cert, str) else base64.b64encode(cert).decode()
+        meta: dict[str, Any] = {"name": f"cdi-upload-{PRIME}", "namespace": "ns"}
+        if owner:
+            meta["ownerReferences"] = [{"kind": "PersistentVolumeClaim", "uid": owner}]
+        return {"metadata": meta, "data": {"tls.crt": data}}
+
+    prime = _prime()
+    assert secret_due(secret(old.cert_pem), prime=prime, now=now)
+    assert not secret_due(secret(fresh.cert_pem), prime=prime, now=now)
+    assert secret_due(secret(b"not a certificate"), prime=prime, now=now)
+    assert secret_due(secret("%%% not base64"), prime=prime, now=now)
+    # a namesake this PVC' does not own is left alone, however old
+    assert not secret_due(secret(old.cert_pem, owner=None), prime=prime, now=now)
+    assert not secret_due(secret(old.cert_pem, owner="someone-else"), prime=prime, now=now)
