@@ -281,7 +281,9 @@ def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
            until: tuple[str, ...], deadline: float) -> tuple[str, str]:
     """The target's ``state`` once it is one of ``until``, else ("timeout", detail) at
     ``deadline``. Watches the one object (a change is seen as it happens, not at the next
-    poll); when a watch ends or fails, reads the object again and watches on from it."""
+    poll); when a watch ends or fails, reads the object again and watches on from it, a
+    round at most every POLL seconds (a server that ends every watch at once, or fails
+    it, is not asked again in a tight loop)."""
     from cdi.kube import DATAVOLUMES, PVCS, KubeError
 
     resource = DATAVOLUMES if kind == "dv" else PVCS
@@ -295,6 +297,7 @@ def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
             return "timeout", detail
         assert obj is not None  # a missing target is "failed"
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        started = time.monotonic()
         try:
             for event in client.watch_events(resource, resource_version=version,
                                              timeout=max(1, min(60, int(left))), namespace=ns,
@@ -311,7 +314,8 @@ def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
                     return "timeout", detail
         except KubeError as err:
             logger.info("watching %s %s/%s: %s; reading it again", kind, ns, name, err)
-            time.sleep(POLL)
+        time.sleep(max(0.0, min(POLL - (time.monotonic() - started),
+                                deadline - time.monotonic())))
 
 
 def _proxy_url(client: Any, kind: Any) -> str:

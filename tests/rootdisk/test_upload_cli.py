@@ -1,4 +1,5 @@
-"""``rootdisk image-upload``'s pure parts: what it creates, how it reads the target."""
+"""``rootdisk image-upload``'s pure parts: what it creates, how it reads the target, and
+how its wait paces itself (against a stand-in server, named as such below)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,39 @@ def test_state(kind: str, obj: Any, what: str) -> None:
 def test_failed_state_carries_the_reason() -> None:
     assert state(kind="dv", obj=_dv("Failed", reason="TooSmall", message="too small")) == \
         ("failed", "TooSmall: too small")
+
+
+class _EndsEveryWatch:
+    """Stands in for an API server that ends every watch at once (or answers it with an
+    ERROR event): the wait must not turn into a tight loop of reads."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events
+        self.watches = 0
+
+    def watch_events(self, *_: Any, **__: Any) -> Any:
+        self.watches += 1
+        return iter(self.events)
+
+
+@pytest.mark.parametrize("events", [[], [{"type": "ERROR", "object": {"code": 410}}]])
+def test_the_wait_paces_watches_that_end_at_once(events: list[dict[str, Any]]) -> None:
+    import time
+
+    from rootdisk.cmd_upload import POLL, _await
+
+    waiting = {"metadata": {"resourceVersion": "1"}, "status": {"phase": "UploadScheduled"}}
+    reads = 0
+
+    def get() -> dict[str, Any]:
+        nonlocal reads
+        reads += 1
+        return waiting
+
+    server = _EndsEveryWatch(events)
+    started = time.monotonic()
+    what, detail = _await(server, kind="dv", ns="ns", name="d", get=get, until=("ready",),
+                          deadline=started + 1.0)
+    assert (what, detail) == ("timeout", "UploadScheduled")
+    assert reads <= 1.0 / POLL + 2 and server.watches <= 1.0 / POLL + 1
+    assert time.monotonic() - started < 3
