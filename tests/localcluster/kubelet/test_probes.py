@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import http.server
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from localcluster.kubelet.probes import ProbeTracker, run_probe
+from tests.fixtures.tls import make_tls
 
 
 def test_initial_delay_and_period() -> None:
@@ -69,3 +72,42 @@ def test_http_and_tcp_probes(http_server: int) -> None:
                          timeout=2)
     assert not run_probe({"httpGet": {"port": "nope"}}, pod_ip="127.0.0.1", container=c,
                          timeout=2)
+
+
+def test_https_probe_skips_verification_and_loads_no_ca_bundle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the kubelet, an HTTPS probe does not verify the pod's certificate (here one
+    from a CA nobody trusts); and no probe loads a CA bundle: building a default
+    context per probe (the system's whole bundle each time) was most of an idle
+    cluster's CPU."""
+    tls = make_tls(tmp_path)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/healthz" else 500)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = tls.server_context().wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    loads: list[str] = []
+    for name in ("load_default_certs", "load_verify_locations", "set_default_verify_paths"):
+        real = getattr(ssl.SSLContext, name)
+        monkeypatch.setattr(ssl.SSLContext, name,
+                            lambda self, *a, _n=name, _r=real, **k: (loads.append(_n),
+                                                                     _r(self, *a, **k))[1])
+    try:
+        port = server.server_address[1]
+        for _ in range(3):
+            assert run_probe({"httpGet": {"path": "/healthz", "port": port, "scheme": "HTTPS"}},
+                             pod_ip="127.0.0.1", container={}, timeout=2)
+        assert not run_probe({"httpGet": {"path": "/bad", "port": port, "scheme": "HTTPS"}},
+                             pod_ip="127.0.0.1", container={}, timeout=2)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert loads == []
