@@ -11,9 +11,11 @@ upload server (Service ``cdi-upload-<PVC'>``, reached at its ready endpoint) ove
 with the proxy's client certificate (Secret ``cdi-uploadproxy-client``), checking the
 server's certificate for ``<service>.<namespace>.svc`` against the upload CA.
 
-The proxy serves HTTPS with its own certificate (Secret ``cdi-uploadproxy-tls``, made
-when missing, for the Service names and the pod's IP); its CA is published in the
-ConfigMap ``cdi-uploadproxy-ca`` for clients such as ``rootdisk image-upload``.
+The proxy serves HTTPS with its own certificate (for the Service names and the pod's IP),
+issued again at half its lifetime (``UPLOADPROXY_CERT_LIFETIME``, 24 h) by its own CA
+(Secret ``cdi-uploadproxy-tls``), which rotates as :mod:`pki.rotation` describes
+(``UPLOADPROXY_CA_CERT_LIFETIME``, 48 h); the CA bundle, next CA included, is published
+in the ConfigMap ``cdi-uploadproxy-ca`` for clients such as ``rootdisk image-upload``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +50,7 @@ from cdi.kube import (
     load_configuration,
 )
 from kubeclient.startup import retry_startup
-from pki import certs
+from pki import certs, rotation
 
 logger = logging.getLogger("cdi.uploadproxy")
 
@@ -130,7 +132,7 @@ class UploadProxy:
         self.kube = kube
         self.namespace = namespace
         self._public: bytes | None = None
-        self._client_ctx: ssl.SSLContext | None = None
+        self._client_ctx: tuple[str, ssl.SSLContext] | None = None
         self._session: aiohttp.ClientSession | None = None
 
     def app(self) -> web.Application:
@@ -158,16 +160,20 @@ class UploadProxy:
         return self._public
 
     def _client_context(self) -> ssl.SSLContext:
-        if self._client_ctx is None:
-            secret = self.kube.get(SECRETS, CLIENT_SECRET, self.namespace)
-            if secret is None:
-                raise RuntimeError("the upload client certificate does not exist yet")
+        """The client certificate and the upload CA bundle, read for each upload and
+        loaded again whenever the Secret changed (the populator rotates both)."""
+        secret = self.kube.get(SECRETS, CLIENT_SECRET, self.namespace)
+        if secret is None:
+            raise RuntimeError("the upload client certificate does not exist yet")
+        version = str((secret.get("metadata") or {}).get("resourceVersion") or "")
+        if self._client_ctx is None or self._client_ctx[0] != version or not version:
             d = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
             ctx = ssl.create_default_context(cadata=d["ca.crt"].decode())
             with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
                 ctx.load_cert_chain(*certs.write_pair(tmp, d["tls.crt"], d["tls.key"]))
-            self._client_ctx = ctx
-        return self._client_ctx
+            self._client_ctx = (version, ctx)
+            logger.info("loaded the upload client certificate (version %s)", version)
+        return self._client_ctx[1]
 
     def _find(self, namespace: str, name: str) -> tuple[Route, str | None]:
         deadline = time.monotonic() + READY_WAIT
@@ -229,29 +235,95 @@ async def _chunks(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
         yield chunk
 
 
-def ensure_tls(kube: Client, namespace: str, pod_ip: str) -> certs.KeyPair:
-    """The proxy's serving certificate (Service names and the pod's IP); its CA published
-    in ConfigMap ``cdi-uploadproxy-ca``."""
-    now = dt.datetime.now(dt.UTC)
-    secret = kube.get(SECRETS, TLS_SECRET, namespace)
-    if secret is None:
-        ca = certs.make_ca(name="cdi-uploadproxy-ca", now=now)
-        kube.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                              "metadata": {"name": TLS_SECRET, "namespace": namespace},
-                              "data": {"ca.crt": _b64(ca.cert_pem),
-                                       "ca.key": _b64(ca.key_pem)}})
+def ensure_tls(kube: Client, namespace: str, pod_ip: str, *,
+               lifetimes: tuple[dt.timedelta, dt.timedelta] = (rotation.CA_LIFETIME,
+                                                               rotation.LEAF_LIFETIME),
+               now: dt.datetime | None = None) -> certs.KeyPair:
+    """A fresh serving certificate (Service names and the pod's IP) from the proxy's CA,
+    which rotates as :mod:`pki.rotation` describes (Secret ``cdi-uploadproxy-tls``); its
+    bundle, next CA included, is published in ConfigMap ``cdi-uploadproxy-ca``."""
+    ca_lifetime, lifetime = lifetimes
+    now = now or dt.datetime.now(dt.UTC)
+
+    def read() -> tuple[dict[str, bytes], str] | None:
         secret = kube.get(SECRETS, TLS_SECRET, namespace)
-        assert secret is not None
-    d = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-    ca = certs.KeyPair(d["ca.crt"], d["ca.key"])
-    if kube.get(CONFIGMAPS, CA_CONFIGMAP, namespace) is None:
+        if secret is None:
+            return None
+        return ({k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()},
+                str(secret["metadata"].get("resourceVersion") or ""))
+
+    def write(data: dict[str, bytes], version: str | None) -> bool:
+        encoded = {k: _b64(v) for k, v in data.items()}
+        if version is None:
+            return kube.create(SECRETS, {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": TLS_SECRET, "namespace": namespace},
+                "data": encoded}) is not None
+        return _patched(kube, SECRETS, TLS_SECRET, namespace,
+                        {"metadata": {"resourceVersion": version}, "data": encoded})
+
+    ca = rotation.kept(read, write, name=CA_CONFIGMAP, now=now, lifetime=ca_lifetime)
+    bundle = ca.bundle_pem().decode()
+    cm = kube.get(CONFIGMAPS, CA_CONFIGMAP, namespace)
+    if cm is None:
         kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                  "metadata": {"name": CA_CONFIGMAP, "namespace": namespace},
-                                 "data": {"ca.crt": ca.cert_pem.decode()}})
-    # a fresh serving certificate each start: the pod's IP may have changed
-    return certs.issue(ca=ca, common_name=SERVICE,
+                                 "data": {"ca.crt": bundle}})
+    elif (cm.get("data") or {}).get("ca.crt") != bundle and not _patched(
+            kube, CONFIGMAPS, CA_CONFIGMAP, namespace,
+            {"metadata": {"resourceVersion": cm["metadata"].get("resourceVersion")},
+             "data": {"ca.crt": bundle}}):
+        raise RuntimeError(f"ConfigMap {CA_CONFIGMAP} changed while it was being updated")
+    return certs.issue(ca=ca.current, common_name=SERVICE,
                        dns_names=certs.service_names(SERVICE, namespace),
-                       ips=(pod_ip,) if pod_ip else (), now=now)
+                       ips=(pod_ip,) if pod_ip else (), now=now, validity=lifetime)
+
+
+def _patched(kube: Client, kind: Kind, name: str, namespace: str, patch: Any) -> bool:
+    """A merge patch carrying the resourceVersion it was made from; False on 409 (someone
+    else wrote first)."""
+    try:
+        kube.patch(kind, name, patch, namespace)
+        return True
+    except KubeError as err:
+        if err.status == 409:
+            return False
+        raise
+
+
+class Serving:
+    """The proxy's serving certificate, issued again at half its lifetime into the same
+    SSL context (new connections get it; open ones keep theirs)."""
+
+    def __init__(self, issue: Callable[[], certs.KeyPair], *,
+                 lifetime: dt.timedelta) -> None:
+        self.issue = issue
+        self.lifetime = lifetime
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.renew_at = 0.0
+
+    def load(self, pair: certs.KeyPair) -> None:
+        with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
+            self.context.load_cert_chain(*certs.write_pair(tmp, pair.cert_pem, pair.key_pem))
+        left = (certs.not_after(pair.cert_pem) - dt.datetime.now(dt.UTC)).total_seconds()
+        self.renew_at = time.monotonic() + max(1.0, left - self.lifetime.total_seconds() / 2)
+
+    async def keep_fresh(self, _: web.Application) -> AsyncIterator[None]:
+        """aiohttp cleanup context: renews in the background while the app runs."""
+        task = asyncio.create_task(self._loop())
+        yield
+        task.cancel()
+
+    async def _loop(self) -> None:
+        retry = min(30.0, self.lifetime.total_seconds() / 10)
+        while True:
+            await asyncio.sleep(max(0.0, self.renew_at - time.monotonic()))
+            try:
+                self.load(await asyncio.to_thread(self.issue))
+                logger.info("renewed the serving certificate")
+            except (KubeError, RuntimeError, ValueError, OSError, ssl.SSLError) as err:
+                logger.warning("renewing the serving certificate failed: %s", err)
+                self.renew_at = time.monotonic() + retry
 
 
 def _b64(data: bytes) -> str:
@@ -267,17 +339,24 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        lifetimes = rotation.lifetimes_from_env(os.environ, ca_var="UPLOADPROXY_CA_CERT_LIFETIME",
+                                                leaf_var="UPLOADPROXY_CERT_LIFETIME")
+    except ValueError as err:
+        p.error(str(err))
     kube = Client(load_configuration(args.kubeconfig))
-    serving = retry_startup("cdi-uploadproxy", "certificates",
-                            lambda: ensure_tls(kube, args.namespace, args.address),
-                            errors=(KubeError,), first=2.0, longest=2.0)
-    with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
-        cert, key = certs.write_pair(tmp, serving.cert_pem, serving.key_pem)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        logger.info("upload proxy on %s:%d", args.address, args.port)
-        web.run_app(UploadProxy(kube, args.namespace).app(), host=args.address,
-                    port=args.port, ssl_context=ctx, print=None, access_log=None)
+
+    def issue() -> certs.KeyPair:
+        return ensure_tls(kube, args.namespace, args.address, lifetimes=lifetimes)
+
+    serving = Serving(issue, lifetime=lifetimes[1])
+    serving.load(retry_startup("cdi-uploadproxy", "certificates", issue,
+                               errors=(KubeError, RuntimeError), first=2.0, longest=2.0))
+    app = UploadProxy(kube, args.namespace).app()
+    app.cleanup_ctx.append(serving.keep_fresh)
+    logger.info("upload proxy on %s:%d", args.address, args.port)
+    web.run_app(app, host=args.address, port=args.port, ssl_context=serving.context,
+                print=None, access_log=None)
     return 0
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pki import rotation
 from populators import names
 from populators.cdiconfig import CdiConfig
 from populators.import_source import ImportSource
@@ -47,26 +48,23 @@ class Settings:
     """Variables given to every importer (operator tuning such as the importer's
     in-pod retry count); never credentials."""
     upload_cert_lifetime: float = 24 * 3600.0
-    """Seconds an upload server's certificate lasts; its pod is replaced after half
-    (``UPLOAD_SERVER_CERT_LIFETIME``; upstream's 24 h)."""
+    """Seconds an upload server's certificate (and the proxy's client certificate) lasts;
+    a server pod is replaced after half (``UPLOAD_SERVER_CERT_LIFETIME``; upstream's 24 h)."""
+    upload_ca_lifetime: float = 48 * 3600.0
+    """Seconds the upload CA lasts; the next one takes over after half
+    (``UPLOAD_CA_CERT_LIFETIME``; upstream's 48 h; at least twice the certificates')."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         """From the operator's environment: ``IMPORTER_IMAGE``, ``IMPORTER_PULL_POLICY``,
         and the importer's own tuning variables passed on as they are."""
         extra = tuple((k, env[k]) for k in PASSED_ON if env.get(k))
-        lifetime = env.get("UPLOAD_SERVER_CERT_LIFETIME") or ""
-        try:
-            seconds = float(lifetime) if lifetime else cls.upload_cert_lifetime
-        except ValueError:
-            raise ValueError(f"UPLOAD_SERVER_CERT_LIFETIME: {lifetime!r} is not a number of"
-                             " seconds") from None
-        if not 10 <= seconds <= 366 * 86400:
-            raise ValueError(f"UPLOAD_SERVER_CERT_LIFETIME: {lifetime!r} is not between 10 s"
-                             " and a year")
+        ca, leaf = rotation.lifetimes_from_env(env, ca_var="UPLOAD_CA_CERT_LIFETIME",
+                                               leaf_var="UPLOAD_SERVER_CERT_LIFETIME")
         return cls(image=env.get("IMPORTER_IMAGE") or cls.image,
                    pull_policy=env.get("IMPORTER_PULL_POLICY") or cls.pull_policy,
-                   extra_env=extra, upload_cert_lifetime=seconds)
+                   extra_env=extra, upload_cert_lifetime=leaf.total_seconds(),
+                   upload_ca_lifetime=ca.total_seconds())
 
 
 PASSED_ON = ("IMPORTER_RETRY_ATTEMPTS", "IMPORTER_RETRY_DELAY")

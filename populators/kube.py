@@ -113,6 +113,18 @@ class Kube(kubeclient.Client):
     def create_service(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "services", obj["metadata"]["namespace"]), obj)
 
+    def replace_secret(self, obj: Mapping[str, Any]) -> bool:
+        """An Update at the object's resourceVersion; False when the Secret changed
+        meanwhile (409): look again."""
+        m = obj["metadata"]
+        try:
+            self.request("PUT", _path("", "v1", "secrets", m["namespace"], m["name"]), body=obj)
+            return True
+        except KubeError as err:
+            if err.status == 409:
+                return False
+            raise
+
     def delete_secret(self, namespace: str, name: str, uid: str) -> None:
         self._delete(_path("", "v1", "secrets", namespace, name), uid)
 

@@ -4,8 +4,12 @@ each reconcile, the pod's readiness on the target (``storage.pod.ready``).
 
 The upload CA (Secret ``cdi-uploadserver-ca`` in the operator's namespace) signs every
 upload server's certificate and the upload proxy's client certificate (Secret
-``cdi-uploadproxy-client``, common name ``cdi-uploadproxy``); both are made here the
-first time they are needed. The CA key never leaves that namespace.
+``cdi-uploadproxy-client``, common name ``cdi-uploadproxy``, with the CA bundle the proxy
+checks servers against). Before each new server pod both are looked at: the CA rotates
+as :mod:`pki.rotation` describes (upstream's 48 h, ``UPLOAD_CA_CERT_LIFETIME``), the
+client certificate is issued again at half its life or when the CA changed. Servers get
+the whole bundle as the CA of their clients, so a client certificate from the next CA is
+let in by servers made before the rotation. The CA key never leaves that namespace.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 import threading
 from typing import Any
 
-from pki import certs
+from pki import certs, rotation
 from populators import flow, names
 from populators.claims import Obj, annots, meta
 from populators.importer_pod import Settings
@@ -43,44 +47,70 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def _decoded(secret: Obj) -> dict[str, bytes]:
+    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+
+
 class UploadReconciler(Reconciler):
     def __init__(self, kube: Kube, populator: flow.Populator, settings: Settings, *,
                  namespace: str) -> None:
         super().__init__(kube, populator, settings)
         self.namespace = namespace
-        self._ca: certs.KeyPair | None = None
         self._ca_lock = threading.Lock()
 
-    def ca(self) -> certs.KeyPair:
-        """The upload CA, made (with the proxy's client certificate) when missing."""
+    def authority(self, now: dt.datetime) -> rotation.Authority:
+        """The upload CA (rotated when due), and the proxy's client certificate, issued
+        again when due or when the CA or its bundle changed; looked at before each new
+        server pod, so both are fresh for that pod's whole life."""
         with self._ca_lock:
-            if self._ca is None:
-                self._ca = self._load_or_make_ca()
-            return self._ca
+            ca = rotation.kept(self._read_ca, self._write_ca, name=CA_SECRET, now=now,
+                               lifetime=dt.timedelta(seconds=self.settings.upload_ca_lifetime))
+            self._keep_client(ca, now)
+            return ca
 
-    def _load_or_make_ca(self) -> certs.KeyPair:
+    def _read_ca(self) -> tuple[dict[str, bytes], str] | None:
         found = self.kube.secret(self.namespace, CA_SECRET)
         if found is None:
-            now = dt.datetime.now(dt.UTC)
-            ca = certs.make_ca(name="cdi-uploadserver-ca", now=now)
-            self.kube.create_secret({
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": CA_SECRET, "namespace": self.namespace},
-                "data": {"ca.crt": _b64(ca.cert_pem), "ca.key": _b64(ca.key_pem)}})
-            found = self.kube.secret(self.namespace, CA_SECRET)
-            if found is None:
-                raise RuntimeError(f"Secret {self.namespace}/{CA_SECRET} vanished")
-        data = {k: base64.b64decode(v) for k, v in (found.get("data") or {}).items()}
-        ca = certs.KeyPair(data["ca.crt"], data["ca.key"])
-        if self.kube.secret(self.namespace, CLIENT_SECRET) is None:
-            client = certs.issue(ca=ca, common_name=CLIENT_NAME, now=dt.datetime.now(dt.UTC))
-            self.kube.create_secret({
+            return None
+        return _decoded(found), str(meta(found).get("resourceVersion") or "")
+
+    def _write_ca(self, data: dict[str, bytes], version: str | None) -> bool:
+        obj: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": CA_SECRET, "namespace": self.namespace},
+            "data": {k: _b64(v) for k, v in data.items()}}
+        if version is None:
+            return self.kube.create_secret(obj)
+        obj["metadata"]["resourceVersion"] = version
+        logger.info("rotated the upload CA")
+        return self.kube.replace_secret(obj)
+
+    def _keep_client(self, ca: rotation.Authority, now: dt.datetime) -> None:
+        lifetime = self._cert_lifetime()
+        for _ in range(rotation.ATTEMPTS):
+            found = self.kube.secret(self.namespace, CLIENT_SECRET)
+            if found is not None:
+                have = _decoded(found)
+                if have.get("ca.crt") == ca.bundle_pem() and not rotation.leaf_due(
+                        have.get("tls.crt") or b"", issuer=ca.current, now=now,
+                        lifetime=lifetime):
+                    return
+            client = certs.issue(ca=ca.current, common_name=CLIENT_NAME, now=now,
+                                 validity=lifetime)
+            obj: dict[str, Any] = {
                 "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                 "metadata": {"name": CLIENT_SECRET, "namespace": self.namespace},
                 "data": {"tls.crt": _b64(client.cert_pem), "tls.key": _b64(client.key_pem),
-                         "ca.crt": _b64(ca.cert_pem)}})
-            logger.info("made the upload proxy's client certificate")
-        return ca
+                         "ca.crt": _b64(ca.bundle_pem())}}
+            if found is None:
+                done = self.kube.create_secret(obj)
+            else:
+                obj["metadata"]["resourceVersion"] = meta(found).get("resourceVersion")
+                done = self.kube.replace_secret(obj)
+            if done:
+                logger.info("issued the upload proxy's client certificate")
+                return
+        raise RuntimeError(f"the {CLIENT_SECRET} Secret kept changing")
 
     def _apply(self, target: Obj, action: flow.Action) -> None:
         if isinstance(action, flow.CreatePod):
@@ -105,13 +135,14 @@ class UploadReconciler(Reconciler):
             logger.info("%s/%s: renewing the upload server's certificate", ns, name)
             self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
             have = None
+        ca = self.authority(now)
         if have is None:
-            ca = self.ca()
-            serving = certs.issue(ca=ca, common_name=name,
+            serving = certs.issue(ca=ca.current, common_name=name,
                                   dns_names=certs.service_names(name, ns), now=now,
                                   validity=self._cert_lifetime())
             self.kube.create_secret(render_secret(prime=prime, cert_pem=serving.cert_pem,
-                                                  key_pem=serving.key_pem, ca_pem=ca.cert_pem))
+                                                  key_pem=serving.key_pem,
+                                                  ca_pem=ca.bundle_pem()))
         if self.kube.create_service(render_service(prime=prime)):
             logger.info("%s/%s: created upload service", ns, name)
 

@@ -150,6 +150,22 @@ def test_operator_settings_reach_the_pod() -> None:
     assert env["IMPORTER_RETRY_ATTEMPTS"] == "2" and "UNRELATED" not in env
 
 
+def test_upload_certificate_lifetimes_default_to_upstreams_and_are_checked() -> None:
+    default = Settings.from_env({})
+    assert (default.upload_ca_lifetime, default.upload_cert_lifetime) == (48 * 3600, 24 * 3600)
+    short = Settings.from_env({"UPLOAD_CA_CERT_LIFETIME": "48",
+                               "UPLOAD_SERVER_CERT_LIFETIME": "24"})
+    assert (short.upload_ca_lifetime, short.upload_cert_lifetime) == (48, 24)
+    for env, said in (({"UPLOAD_SERVER_CERT_LIFETIME": "tomorrow"},
+                       "UPLOAD_SERVER_CERT_LIFETIME: 'tomorrow' is not a number"),
+                      ({"UPLOAD_CA_CERT_LIFETIME": "nan"}, "UPLOAD_CA_CERT_LIFETIME: 'nan'"),
+                      ({"UPLOAD_SERVER_CERT_LIFETIME": "5"}, "lifetime 5 s is not between"),
+                      ({"UPLOAD_CA_CERT_LIFETIME": "40", "UPLOAD_SERVER_CERT_LIFETIME": "24"},
+                       "must be at most half the CA lifetime")):
+        with pytest.raises(ValueError, match=said):
+            Settings.from_env(env)
+
+
 @pytest.mark.parametrize("source", [
     {"source": {"http": {"url": "http://h/d.img", "insecureSkipVerify": True}}},
     {"source": {"s3": {"url": "http://127.0.0.1:8333/bucket/disk.qcow2"}}},

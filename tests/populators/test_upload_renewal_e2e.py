@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 import requests
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from localcluster.cluster import Cluster
 from localcluster.kube import client
 from localcluster.kube.client import Kube
-from pki import certs
+from pki import certs, rotation
 from tests.fixtures.images import ImageFactory, compare
 from tests.localcluster.clusterkit import needs_root, running, wait_for, wait_phase
 from tests.populators import kit
@@ -130,3 +132,76 @@ class _NamedAdapter(requests.adapters.HTTPAdapter):
         kwargs["server_hostname"] = self.name
         kwargs["ssl_context"] = ssl.create_default_context()
         super().init_poolmanager(*args, **kwargs)
+
+
+def secret_files(kube: Kube, ns: str, name: str) -> dict[str, bytes]:
+    found = kube.get_or_none(client.SECRETS, name, ns)
+    return {} if found is None else {k: base64.b64decode(v) for k, v in found["data"].items()}
+
+
+def signed_by(leaf_pem: bytes, ca_pem: bytes) -> bool:
+    try:
+        x509.load_pem_x509_certificate(leaf_pem).verify_directly_issued_by(
+            x509.load_pem_x509_certificate(ca_pem))
+        return True
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+
+
+def test_the_upload_ca_rotates_and_the_proxy_client_certificate_follows(
+        cluster: Cluster, images: ImageFactory) -> None:
+    """Upstream's CA rotation shortened to seconds (CA 48 s, certificates 24 s): the next
+    CA, trusted from the start, takes over at half the CA's life; the proxy's client
+    certificate is issued again by it, with the new bundle; a server made after the
+    rotation takes an upload from that certificate."""
+    kube: Kube = cluster.kube  # type: ignore[assignment]
+    ns = kit.namespace(kube)
+    kube.create(VUS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
+                      "metadata": {"name": "up"}, "spec": {"contentType": "kubevirt"}}, ns)
+    target = kube.create(client.PVCS, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
+                 "resources": {"requests": {"storage": "64Mi"}},
+                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io",
+                                   "kind": "VolumeUploadSource", "name": "up"}}}, ns)
+    prime = f"prime-{target['metadata']['uid']}"
+    with kit.operator(cluster.kubeconfig, UPLOAD_SERVER_CERT_LIFETIME="24",
+                      UPLOAD_CA_CERT_LIFETIME="48", POD_NAMESPACE=ns):
+        wait_for(lambda: server_state(kube, ns, prime), timeout=120, what="the first server")
+        ca0 = secret_files(kube, ns, "cdi-uploadserver-ca")
+        client0 = secret_files(kube, ns, "cdi-uploadproxy-client")
+        assert len(rotation.split_bundle(ca0["bundle.crt"])) == 2
+        assert client0["ca.crt"] == ca0["bundle.crt"]
+        assert signed_by(client0["tls.crt"], ca0["ca.crt"])
+        assert certs.not_after(client0["tls.crt"]) - certs.not_after(ca0["ca.crt"]) <= \
+            dt.timedelta(seconds=-20)  # the client certificate ends well before its CA
+
+        def rotated() -> dict[str, bytes] | None:
+            now = secret_files(kube, ns, "cdi-uploadserver-ca")
+            return now if now.get("ca.crt") not in (None, ca0["ca.crt"]) else None
+
+        ca1 = wait_for(rotated, timeout=120, what="the upload CA's rotation")
+        assert ca1["ca.crt"] == ca0["next.crt"]  # the successor everyone trusted already
+        assert set(rotation.split_bundle(ca0["bundle.crt"])) <= set(
+            rotation.split_bundle(ca1["bundle.crt"]))
+        client1 = secret_files(kube, ns, "cdi-uploadproxy-client")
+        assert signed_by(client1["tls.crt"], ca1["ca.crt"])
+        assert client1["ca.crt"] == ca1["bundle.crt"]
+
+        def new_server() -> dict[str, Any] | None:
+            if server_state(kube, ns, prime) is None:
+                return None
+            files = secret_files(kube, ns, f"cdi-upload-{prime}")
+            if files.get("ca.crt") != ca1["bundle.crt"]:
+                return None
+            return kube.get(client.PODS, f"cdi-upload-{prime}", ns)  # type: ignore[no-any-return]
+
+        server = wait_for(new_server, timeout=120, what="a server made after the rotation")
+        assert signed_by(secret_files(kube, ns, f"cdi-upload-{prime}")["tls.crt"],
+                         ca1["ca.crt"])
+        image = images.get("qcow2")
+        answer = upload(kube, ns, server, image.path.read_bytes(), prime)
+        assert answer.status_code == 200, answer.text
+        claim = wait_phase(kube, client.PVCS, "disk", "Bound", ns=ns, timeout=120)
+    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    assert compare(image.expected, Path(pv["spec"]["local"]["path"]) / "disk.img")

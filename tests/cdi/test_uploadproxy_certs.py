@@ -1,0 +1,174 @@
+"""The upload proxy's own certificates, on a real API server: its CA rotates in its
+Secret, the bundle clients read (ConfigMap ``cdi-uploadproxy-ca``) follows, a client
+holding the bundle from before a rotation trusts what the proxy serves after it; and
+the serving certificate is issued again at half its lifetime into the live server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+
+from cdi import uploadproxy
+from cdi.kube import CONFIGMAPS, SECRETS, Client
+from pki import certs, rotation
+from tests.cdi.conftest import cdi_client
+from tests.fixtures.tls import handshake
+
+NS = "rootdisk"
+CA_L = dt.timedelta(hours=48)
+LEAF_L = dt.timedelta(hours=24)
+T0 = dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+@pytest.fixture
+def kube(tmp_path: Path) -> Iterator[Client]:
+    with cdi_client(tmp_path / "api", crds=(), served="/api/v1/namespaces",
+                    namespaces=(NS,)) as c:
+        yield c
+
+
+def published(kube: Client) -> bytes:
+    cm = kube.get(CONFIGMAPS, uploadproxy.CA_CONFIGMAP, NS)
+    assert cm is not None
+    return str(cm["data"]["ca.crt"]).encode()
+
+
+def secret_data(kube: Client) -> dict[str, bytes]:
+    secret = kube.get(SECRETS, uploadproxy.TLS_SECRET, NS)
+    assert secret is not None
+    return {k: base64.b64decode(v) for k, v in secret["data"].items()}
+
+
+def issuer_of(leaf: certs.KeyPair, bundle: bytes) -> int:
+    """Which certificate of ``bundle`` signed ``leaf`` (its index)."""
+    cert = x509.load_pem_x509_certificate(leaf.cert_pem)
+    for i, pem in enumerate(rotation.split_bundle(bundle)):
+        try:
+            cert.verify_directly_issued_by(x509.load_pem_x509_certificate(pem))
+            return i
+        except (ValueError, TypeError, InvalidSignature):
+            continue  # not this one
+    raise AssertionError("signed by no CA of the bundle")
+
+
+def test_the_proxy_ca_rotates_and_clients_with_the_old_bundle_keep_trusting_it(
+        kube: Client) -> None:
+    first = uploadproxy.ensure_tls(kube, NS, "127.0.0.1", lifetimes=(CA_L, LEAF_L), now=T0)
+    bundle_then = published(kube)
+    assert len(rotation.split_bundle(bundle_then)) == 2  # the next CA is trusted already
+    assert issuer_of(first, bundle_then) == 1  # the current one signs
+    assert certs.not_after(first.cert_pem) - T0 == LEAF_L
+    again = uploadproxy.ensure_tls(kube, NS, "127.0.0.1", lifetimes=(CA_L, LEAF_L),
+                                   now=T0 + dt.timedelta(hours=1))
+    assert published(kube) == bundle_then  # nothing due: nothing rewritten
+    assert issuer_of(again, bundle_then) == 1
+
+    later = uploadproxy.ensure_tls(kube, NS, "127.0.0.1", lifetimes=(CA_L, LEAF_L),
+                                   now=T0 + dt.timedelta(hours=25))
+    bundle_now = published(kube)
+    assert len(rotation.split_bundle(bundle_now)) == 3
+    assert issuer_of(later, bundle_now) == 1 and issuer_of(later, bundle_then) == 0
+    assert secret_data(kube)["ca.crt"] == rotation.split_bundle(bundle_then)[0]
+    # a client that read the ConfigMap before the rotation accepts what the new CA signs
+    # (issued for now: the clock of this handshake is the real one)
+    data = secret_data(kube)
+    serving = certs.issue(ca=certs.KeyPair(data["ca.crt"], data["ca.key"]),
+                          common_name="cdi-uploadproxy",
+                          dns_names=certs.service_names("cdi-uploadproxy", NS), now=T0)
+    client_ca = certs.make_ca(name="c", now=T0)
+    client = certs.issue(ca=client_ca, common_name="a client", now=T0)
+    handshake(server_cert=serving, server_trusts=client_ca.cert_pem,
+              client_cert=client, client_trusts=bundle_then,
+              server_name="cdi-uploadproxy.rootdisk.svc")
+
+
+def test_an_old_ten_year_proxy_ca_is_kept_until_its_successor_was_trusted(
+        kube: Client) -> None:
+    old = certs.make_ca(name="cdi-uploadproxy-ca", now=T0)
+    kube.create(SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                          "metadata": {"name": uploadproxy.TLS_SECRET, "namespace": NS},
+                          "data": {"ca.crt": base64.b64encode(old.cert_pem).decode(),
+                                   "ca.key": base64.b64encode(old.key_pem).decode()}})
+    kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": uploadproxy.CA_CONFIGMAP, "namespace": NS},
+                             "data": {"ca.crt": old.cert_pem.decode()}})
+    pair = uploadproxy.ensure_tls(kube, NS, "", lifetimes=(CA_L, LEAF_L), now=T0)
+    bundle = published(kube)
+    assert rotation.split_bundle(bundle)[1] == old.cert_pem
+    assert issuer_of(pair, bundle) == 1  # still the old CA: clients trust only it so far
+    assert certs.not_after(pair.cert_pem) - T0 == LEAF_L  # no longer ten years
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ({"UPLOADPROXY_CERT_LIFETIME": "soon"}, "UPLOADPROXY_CERT_LIFETIME: 'soon' is not a number"),
+    ({"UPLOADPROXY_CA_CERT_LIFETIME": "100", "UPLOADPROXY_CERT_LIFETIME": "60"},
+     "at most half the CA lifetime"),
+])
+def test_a_bad_lifetime_setting_stops_the_proxy_naming_the_variable(
+        env: dict[str, str], said: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(SystemExit) as stop:
+        uploadproxy.main(["--kubeconfig", "/nonexistent"])
+    assert stop.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def peer_serial(port: int, ca: bytes) -> int:
+    ctx = ssl.create_default_context(cadata=ca.decode())
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname="cdi-uploadproxy.rootdisk.svc") as s:
+        der = s.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_the_serving_certificate_is_renewed_into_the_running_server() -> None:
+    """A 4 s certificate: the running server presents a new one to new connections after
+    about 2 s, without a restart."""
+    ca = certs.make_ca(name="ca", now=dt.datetime.now(dt.UTC))
+    life = dt.timedelta(seconds=4)
+    issued: list[int] = []
+
+    def issue() -> certs.KeyPair:
+        pair = certs.issue(ca=ca, common_name="cdi-uploadproxy",
+                           dns_names=("cdi-uploadproxy.rootdisk.svc",),
+                           now=dt.datetime.now(dt.UTC), validity=life)
+        issued.append(x509.load_pem_x509_certificate(pair.cert_pem).serial_number)
+        return pair
+
+    async def run() -> tuple[int, int]:
+        serving = uploadproxy.Serving(issue, lifetime=life)
+        serving.load(issue())
+        app = web.Application()
+        app.cleanup_ctx.append(serving.keep_fresh)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=serving.context)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            before = await asyncio.to_thread(peer_serial, port, ca.cert_pem)
+            for _ in range(60):  # bounded: 6 s
+                await asyncio.sleep(0.1)
+                if len(issued) > 1:
+                    break
+            after = await asyncio.to_thread(peer_serial, port, ca.cert_pem)
+        finally:
+            await runner.cleanup()
+        return before, after
+
+    before, after = asyncio.run(run())
+    assert len(issued) >= 2
+    assert before == issued[0] and after == issued[-1] and after != before
