@@ -42,6 +42,7 @@ from cdi.render import (
     upload_source_name,
 )
 from cdi.status import events_for, observe, status_patch
+from kubeclient import mergepatch
 
 logger = logging.getLogger(__name__)
 
@@ -317,9 +318,10 @@ def reconcile_config(client: Client) -> Obj:
     result = config.compute_status(spec=cdi_config.get("spec"),
                                    storage_classes=client.list(STORAGECLASSES),
                                    ingresses=ingresses)
-    old = cdi_config.get("status") or {}
-    changes = {k: v for k, v in result.status.items() if old.get(k) != v}  # None: removed
-    new = {k: v for k, v in {**old, **changes}.items() if v is not None}
+    stored = cdi_config.get("status") or {}
+    old = {k: v for k, v in stored.items() if k in result.status}  # what this writes
+    new = {k: v for k, v in result.status.items() if v is not None}  # None: absent
+    changes = mergepatch.diff(old, new)  # keys gone from nested maps are removed too
     if changes:
         client.patch(CDICONFIGS, api.CONFIG_NAME, {"status": changes},
                      subresource="status")
@@ -327,7 +329,7 @@ def reconcile_config(client: Client) -> Obj:
             logger.warning("CDIConfig: %s", problem)
             client.event(cdi_config, type_="Warning", reason="InvalidConfiguration",
                          message=problem)
-    return new
+    return {**{k: v for k, v in stored.items() if k not in result.status}, **new}
 
 
 def reconcile_profile(client: Client, name: str) -> Obj | None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cdi import api, config, reconcile
-from cdi.kube import CDICONFIGS, INGRESSES, Client
+from cdi.kube import CDICONFIGS, INGRESSES, STORAGECLASSES, Client
 from tests.cdi.conftest import cdi_client
 
 SERVICE = api.UPLOAD_PROXY_SERVICE
@@ -82,3 +82,29 @@ def test_reconcile_follows_ingresses_and_the_override(client: Client,
     status = (client.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
     assert "uploadProxyURL" not in status
     assert status["importRetryLimit"] == config.DEFAULT_IMPORT_RETRY_LIMIT  # the rest kept
+
+
+def _overheads(c: Client) -> Any:
+    status = (c.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
+    return status["filesystemOverhead"]["storageClass"]
+
+
+def test_a_deleted_storage_class_and_a_removed_limit_leave_the_status(client: Client) -> None:
+    """The status is written as a merge patch: keys gone from its nested maps (a deleted
+    StorageClass, a limit taken out of the spec) must be removed, not left behind."""
+    sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+          "metadata": {"name": "short-lived"}, "provisioner": "example.com/none"}
+    client.create(STORAGECLASSES, sc)
+    client.patch(CDICONFIGS, api.CONFIG_NAME, {"spec": {"podResourceRequirements": {
+        "limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "100m"}}}})
+    reconcile.reconcile_config(client)
+    assert "short-lived" in _overheads(client)
+    client.delete(STORAGECLASSES, "short-lived")
+    client.patch(CDICONFIGS, api.CONFIG_NAME, {"spec": {"podResourceRequirements": {
+        "limits": None}}})
+    returned = reconcile.reconcile_config(client)
+    assert "short-lived" not in _overheads(client)
+    status = (client.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
+    assert status["defaultPodResourceRequirements"] == {"requests": {"cpu": "100m"}}
+    assert returned == status
+    client.patch(CDICONFIGS, api.CONFIG_NAME, {"spec": {"podResourceRequirements": None}})
