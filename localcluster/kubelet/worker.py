@@ -42,9 +42,14 @@ from localcluster.kubelet.sandbox import Container, Mount, SandboxError, Sandbox
 logger = logging.getLogger(__name__)
 
 TICK = 0.1
-"""Most seconds between looks at the containers (probes, back-off timers). A container's
-exit and a change of the pod or its claims wake the worker at once (:meth:`PodWorker.wake`),
-so a finished container is reported without waiting for the next tick."""
+"""Most seconds between looks at the containers while something is under way (a start,
+a back-off timer, volumes not ready, a status not stored yet). A container's exit and a
+change of the pod or its claims wake the worker at once (:meth:`PodWorker.wake`), so a
+finished container is reported without waiting for the next tick."""
+IDLE_TICK = 1.0
+"""Most seconds between looks at a steady pod (every container running or done, its
+status stored): it is looked at when a probe is due, else once a second (service
+account tokens are rotated on a look)."""
 
 
 class NodeServices(Protocol):
@@ -98,6 +103,17 @@ class Slot:
     log_paths: list[str] = field(default_factory=list)
     readiness: probes.ProbeTracker | None = None
     liveness: probes.ProbeTracker | None = None
+
+
+def next_look(slots: list[Slot], *, now: float, steady: bool) -> float:
+    """Seconds until a worker looks at its pod again unwoken (pure): :data:`TICK` while
+    something is under way; for a steady pod, until its first probe is due, at most
+    :data:`IDLE_TICK`."""
+    if not steady:
+        return TICK
+    due = [t.next_at for s in slots if not s.record.done
+           for t in (s.readiness, s.liveness) if t is not None]
+    return max(0.0, min([IDLE_TICK, *(d - now for d in due)]))
 
 
 class PodWorker(threading.Thread):
@@ -161,7 +177,7 @@ class PodWorker(threading.Thread):
                                 self._last_status["phase"] if self._last_status else "done")
                     self._completed = True
                     break
-                self._wake.wait(TICK)
+                self._wake.wait(self._next_look())
                 self._wake.clear()
             else:
                 self._kill_all(grace=self.node.shutdown_grace)
@@ -175,6 +191,13 @@ class PodWorker(threading.Thread):
                     slot.process.cleanup()
             self.finished.set()
             self.node.worker_done(self, completed=self._completed)
+
+    def _next_look(self) -> float:
+        steady = self._volumes is not None and self._last_status is not None and \
+            self._comparable(self._last_status) == self._comparable(self.status()) and all(
+                s.record.done or (s.process is not None and s.process.poll() is None)
+                for s in self.init_slots + self.slots)
+        return next_look(self.init_slots + self.slots, now=time.monotonic(), steady=steady)
 
     def wake(self) -> None:
         """Look at the pod and its containers now rather than at the next tick."""

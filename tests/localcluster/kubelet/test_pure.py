@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from localcluster.kube.addresses import AddressExhausted, AddressPool
-from localcluster.kubelet import images, restarts, status
+from localcluster.kubelet import images, restarts, status, worker
+from localcluster.kubelet.probes import ProbeTracker
 from localcluster.kubelet.status import ContainerRecord, Running, Terminated, Waiting
 from rootdisk.images import IMAGES
 
@@ -198,3 +199,31 @@ def test_networks_for_data_dirs() -> None:
     assert services == f"127.{first + 1}.0.0/16"
     seen = {networks_for(f"/tmp/cluster-{i}")[0] for i in range(20)}
     assert len(seen) > 10  # spread out
+
+
+def _slot(*, probes: tuple[float | None, float | None] = (None, None),
+          done: bool = False) -> worker.Slot:
+    s = worker.Slot(spec={"name": "c"}, record=ContainerRecord(
+        name="c", image="i", state=Running("t"), done=done))
+    readiness, liveness = probes
+    if readiness is not None:
+        s.readiness = ProbeTracker({"initialDelaySeconds": readiness}, started=0.0)
+    if liveness is not None:
+        s.liveness = ProbeTracker({"initialDelaySeconds": liveness}, started=0.0)
+    return s
+
+
+@pytest.mark.parametrize(("slots", "steady", "wait"), [
+    ([_slot()], False, worker.TICK),  # something under way: the short tick
+    ([_slot(probes=(100.2, None))], False, worker.TICK),
+    ([_slot()], True, worker.IDLE_TICK),  # steady, no probe: once a second
+    ([_slot(probes=(100.25, 100.5))], True, 0.25),  # the first probe due
+    ([_slot(probes=(None, 100.5)), _slot(probes=(100.75, None))], True, 0.5),
+    ([_slot(probes=(99.0, None))], True, 0.0),  # overdue: look now
+    ([_slot(probes=(100.1, None), done=True), _slot()], True, worker.IDLE_TICK),
+    ([_slot(probes=(105.0, None))], True, worker.IDLE_TICK),
+])
+def test_next_look(slots: list[worker.Slot], steady: bool, wait: float) -> None:
+    """How long a pod worker sleeps unwoken: probes are run on time, a steady pod is not
+    looked at ten times a second (an idle cluster's CPU), anything under way is."""
+    assert worker.next_look(slots, now=100.0, steady=steady) == pytest.approx(wait)
