@@ -7,7 +7,9 @@ differs comes through its hooks and through :class:`CloneReconciler`:
   the target: ``csi-clone`` gives PVC' a ``dataSource`` naming the source claim and the
   storage fills it (no pod); PVC' then lives in the **source** namespace (upstream's
   ``tmp-pvc`` does too: a claim may only name a claim of its own namespace) and the
-  rebind hands its volume across. ``copy`` (host-assisted) keeps PVC' in the **target**
+  rebind hands its volume across; ``snapshot`` first takes a VolumeSnapshot of the source
+  (:mod:`populators.clone_snapshot`) and gives PVC' that as its ``dataSource``, in the
+  same namespace. ``copy`` (host-assisted) keeps PVC' in the **target**
   namespace, as upstream's host clone does, and fills it with two pods
   (:mod:`populators.clone_pods`): the flow's pod receives, a source pod in the source
   namespace streams to it over mutual TLS with a per-clone CA;
@@ -20,10 +22,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pki.certs import paired_tls
-from populators import clone_pods, clone_strategy, flow, names, podstate
+from populators import clone_pods, clone_snapshot, clone_strategy, flow, names, podstate
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, owner_ref, phase, spec
 from populators.flow import Emit, Observed, SourceError
@@ -35,9 +38,14 @@ logger = logging.getLogger(__name__)
 CLONE_METRIC = "kubevirt_cdi_clone_progress_total"
 TLS_VALIDITY = datetime.timedelta(days=7)
 """The per-clone certificates' lifetime: longer than any clone, short for a leaked key."""
+STORAGE_FILLED = (clone_strategy.CSI_CLONE, clone_strategy.SNAPSHOT)
+"""Strategies where the storage fills PVC' (from the source claim, or from a snapshot of
+it): PVC' lives in the source namespace and no pod copies."""
 SOURCE_CLAIM_KEY = "_sourceClaim"
 """Where :class:`CloneReconciler` puts the source claim it read beside the
 VolumeCloneSource it hands to the hooks (never written to the API)."""
+SNAPSHOT_KEY = "_snapshot"
+"""Likewise: the VolumeSnapshot a ``snapshot`` clone still has to make."""
 
 
 def source_claim_name(source: Obj) -> str:
@@ -61,7 +69,7 @@ class ClonePopulator:
         return str(ref.get("namespace") or meta(target).get("namespace"))
 
     def prime_namespace(self, target: Obj) -> str:
-        if annots(target).get(names.CLONE_STRATEGY) == clone_strategy.CSI_CLONE:
+        if annots(target).get(names.CLONE_STRATEGY) in STORAGE_FILLED:
             return self.source_namespace(target)
         return str(meta(target).get("namespace"))
 
@@ -74,7 +82,7 @@ class ClonePopulator:
 
     def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
             settings: Settings, previous_restarts: int) -> dict[str, Any]:
-        if annots(target).get(names.CLONE_STRATEGY) == clone_strategy.CSI_CLONE:
+        if annots(target).get(names.CLONE_STRATEGY) in STORAGE_FILLED:
             return clone_pods.render_grow_pod(target=target, prime=prime, config=config,
                                               settings=settings,
                                               previous_restarts=previous_restarts)
@@ -116,11 +124,20 @@ class CloneReconciler(Reconciler):
                                        helper_failed=self._source_failed(target, base),
                                        prime_needs_pod=clone_strategy.needs_growing(
                                            source=claim, target=target))
+        override = spec(config).get("cloneStrategyOverride")
+        profile_strategy = ((profile or {}).get("status") or {}).get("cloneStrategy")
+        snapshot_classes: Sequence[Obj] = ()
+        profile_class = None
+        if clone_strategy.asked_for(override=override, profile_strategy=profile_strategy) \
+                == clone_strategy.SNAPSHOT:
+            snapshot_classes = self.kube.custom_list(
+                clone_snapshot.GROUP, clone_snapshot.VERSION, clone_snapshot.CLASSES)
+            profile_class = self._common_snapshot_class(profile, sclass_name)
         choice = clone_strategy.choose(
-            override=spec(config).get("cloneStrategyOverride"),
-            profile_strategy=((profile or {}).get("status") or {}).get("cloneStrategy"),
+            override=override, profile_strategy=profile_strategy,
             source=claim, target=target, source_class=sclass,
-            target_class=base.storage_class)
+            target_class=base.storage_class, snapshot_classes=snapshot_classes,
+            profile_snapshot_class=profile_class)
         notes = {names.CLONE_STRATEGY: choice.strategy}
         events: tuple[Emit, ...] = ()
         if choice.reason:
@@ -128,10 +145,40 @@ class CloneReconciler(Reconciler):
             events = (Emit("Warning", choice.reason, choice.message),)
         busy = self._busy(ns, claim_name, base)
         data_source = None
+        blocked = ""
         if choice.strategy == clone_strategy.CSI_CLONE:
             data_source = {"apiGroup": "", "kind": "PersistentVolumeClaim", "name": claim_name}
+        elif choice.strategy == clone_strategy.SNAPSHOT and not busy:
+            snap = clone_snapshot.state(self._snapshot(target), target=target,
+                                        source=f"{ns}/{claim_name}")
+            blocked = snap.waiting
+            if snap.ready:
+                data_source = clone_snapshot.data_source(target)
+            elif snap.create:
+                source[SNAPSHOT_KEY] = clone_snapshot.render(
+                    target=target, namespace=ns, source_claim=claim_name,
+                    snapshot_class=choice.snapshot_class,
+                    owner=owner_ref(base.source, kind="VolumeCloneSource",
+                                    api_version=f"{names.CDI_GROUP}/{names.CDI_VERSION}"))
         return dataclasses.replace(base, source=source, prime_data_source=data_source,
-                                   source_busy=busy, notes=notes, note_events=events)
+                                   source_busy=busy, prime_blocked=blocked, notes=notes,
+                                   note_events=events)
+
+    def _snapshot(self, target: Obj) -> Obj | None:
+        return self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
+                                clone_snapshot.PLURAL, self.populator.source_namespace(target),
+                                clone_snapshot.snapshot_name(target))
+
+    def _common_snapshot_class(self, target_profile: Obj | None,
+                               source_class: Any) -> str | None:
+        """The VolumeSnapshotClass both claims' StorageProfiles name (upstream's common
+        ``snapshotClass``), None unless both name the same one."""
+        source_profile = self.kube.custom(names.CDI_GROUP, names.CDI_VERSION,
+                                          "storageprofiles", None, str(source_class)) \
+            if source_class else None
+        found = {((p or {}).get("status") or {}).get("snapshotClass")
+                 for p in (target_profile, source_profile)}
+        return str(found.pop()) if len(found) == 1 and None not in found else None
 
     def _busy(self, ns: str, claim_name: str, base: Observed) -> str:
         if base.pod is not None:
@@ -203,14 +250,16 @@ class CloneReconciler(Reconciler):
                     meta(target).get("name"), tname, sns, sname)
 
     def _after(self, target: Obj, observed: Observed, plan: flow.Plan) -> None:
-        if annots(target).get(names.CLONE_STRATEGY) != clone_strategy.COPY:
-            return
         ann = dict(annots(target))
         for action in plan.actions:
             if isinstance(action, flow.Annotate):
                 ann.update(action.changes)
         finished = bool(meta(target).get("deletionTimestamp")) or phase(target) == "Bound" \
             or ann.get(names.POD_PHASE) in (names.SUCCEEDED, names.FAILED)
+        if ann.get(names.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
+            self._snapshot_step(target, observed, finished=finished)
+        if ann.get(names.CLONE_STRATEGY) != clone_strategy.COPY:
+            return
         if finished and not meta(target).get("deletionTimestamp") and ann.get(
                 names.RETAIN_AFTER_COMPLETION) == "true":
             return  # kept for inspection, as the flow keeps the target pod and PVC'
@@ -242,6 +291,30 @@ class CloneReconciler(Reconciler):
                                 meta(target).get("namespace"), meta(target).get("name"),
                                 pod["metadata"]["namespace"], pod["metadata"]["name"])
 
+    def _snapshot_step(self, target: Obj, observed: Observed, *, finished: bool) -> None:
+        """Make the snapshot the plan waits for; delete it once PVC' is restored from it
+        or the clone ended."""
+        wanted = (observed.source or {}).get(SNAPSHOT_KEY)
+        if isinstance(wanted, dict) and not finished:
+            if self.kube.create_custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
+                                       clone_snapshot.PLURAL, wanted):
+                logger.info("%s/%s: created VolumeSnapshot %s/%s", meta(target).get("namespace"),
+                            meta(target).get("name"), wanted["metadata"]["namespace"],
+                            wanted["metadata"]["name"])
+            return
+        if clone_snapshot.done_with(prime=observed.prime, finished=finished):
+            self._delete_snapshot(target)
+
+    def _delete_snapshot(self, target: Obj) -> None:
+        snap = self._snapshot(target)
+        if snap is not None and clone_pods.ours(snap, target) and not meta(snap).get(
+                "deletionTimestamp"):
+            logger.info("%s/%s: deleting VolumeSnapshot %s", meta(target).get("namespace"),
+                        meta(target).get("name"), meta(snap).get("name"))
+            self.kube.delete_custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
+                                    clone_snapshot.PLURAL, str(meta(snap).get("namespace")),
+                                    str(meta(snap).get("name")), str(meta(snap).get("uid")))
+
     def _delete_secrets(self, target: Obj) -> None:
         tname, sname = names.clone_secret_names(str(meta(target).get("uid")))
         for ns, name in ((str(meta(target).get("namespace")), tname),
@@ -251,6 +324,8 @@ class CloneReconciler(Reconciler):
                 self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
 
     def target_gone(self, target: Obj) -> None:
+        if annots(target).get(names.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
+            self._delete_snapshot(target)
         if annots(target).get(names.CLONE_STRATEGY) != clone_strategy.COPY:
             return
         source_pod = self._source_pod(target)

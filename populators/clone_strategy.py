@@ -3,11 +3,13 @@
 Asked for: CDIConfig's ``spec.cloneStrategyOverride``, else the target class's
 StorageProfile ``status.cloneStrategy``, else ``snapshot`` (upstream's default). Then:
 
-- ``snapshot`` is not offered by rootdisk (there is no VolumeSnapshot API on
-  ``rootdisk up``, and no snapshot controller): it falls back to ``copy`` with reason
-  ``NoVolumeSnapshotClass``, as upstream falls back when a class has no snapshot class;
-- ``csi-clone`` falls back to ``copy`` when the source and target classes have different
-  provisioners (``IncompatibleProvisioners``), different volume modes
+- ``snapshot`` needs a VolumeSnapshotClass for the driver both claims' classes share
+  (:func:`snapshot_class`, upstream's choice: the StorageProfiles' common
+  ``snapshotClass``, else the driver's default class, else its first by name); without
+  one it falls back to ``copy`` with reason ``NoVolumeSnapshotClass``. Then it is
+  checked as ``csi-clone`` is:
+- ``csi-clone`` (and ``snapshot``) falls back to ``copy`` when the source and target
+  classes have different provisioners (``IncompatibleProvisioners``), different volume modes
   (``IncompatibleVolumeModes``), a larger target on a class that cannot expand
   (``NoVolumeExpansion``), or a smaller target (a permissive clone, rootdisk's
   ``TargetSmallerThanSource``: no storage clones into less). A source in another
@@ -22,7 +24,7 @@ The reason lands on the target as ``cdi.kubevirt.io/cloneFallbackReason`` and an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +45,34 @@ class Choice:
     reason: str = ""
     """CamelCase fallback reason ("" when the asked strategy is used)."""
     message: str = ""
+    snapshot_class: str = ""
+    """The VolumeSnapshotClass a ``snapshot`` clone uses."""
+
+
+DEFAULT_SNAPSHOT_CLASS = "snapshot.storage.kubernetes.io/is-default-class"
+NO_SNAPSHOT_CLASS = "No compatible volumesnapshotclass found"
+"""Upstream's message for the NoVolumeSnapshotClass fallback."""
+
+
+def snapshot_class(*, classes: Sequence[Obj], driver: str | None,
+                   named: str | None) -> str | None:
+    """The VolumeSnapshotClass for ``driver``, as upstream picks it: the one ``named``
+    (the StorageProfiles' ``snapshotClass``) if it serves the driver, else the driver's
+    class annotated as default, else its first by name; None when there is none."""
+    if not driver:
+        return None
+    serving = sorted(str(meta_name(c)) for c in classes if c.get("driver") == driver)
+    if named:
+        return named if named in serving else None
+    for c in classes:
+        if c.get("driver") == driver and ((c.get("metadata") or {}).get(
+                "annotations") or {}).get(DEFAULT_SNAPSHOT_CLASS) == "true":
+            return str(meta_name(c))
+    return serving[0] if serving else None
+
+
+def meta_name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 def _mode(claim: Obj) -> str:
@@ -66,14 +96,22 @@ def asked_for(*, override: str | None, profile_strategy: str | None) -> str:
 
 
 def choose(*, override: str | None, profile_strategy: str | None, source: Obj, target: Obj,
-           source_class: Obj | None, target_class: Obj | None) -> Choice:
+           source_class: Obj | None, target_class: Obj | None,
+           snapshot_classes: Sequence[Obj] = (), profile_snapshot_class: str | None = None,
+           ) -> Choice:
     asked = asked_for(override=override, profile_strategy=profile_strategy)
     if asked == COPY:
         return Choice(COPY, asked)
+    vsc = ""
     if asked == SNAPSHOT:
-        return Choice(COPY, asked, "NoVolumeSnapshotClass",
-                      "snapshot clones are not offered: this cluster has no VolumeSnapshot"
-                      " support; using host-assisted copy")
+        common = None
+        if source_class is not None and target_class is not None and source_class.get(
+                "provisioner") == target_class.get("provisioner"):
+            common = str(source_class.get("provisioner") or "") or None
+        vsc = snapshot_class(classes=snapshot_classes, driver=common,
+                             named=profile_snapshot_class) or ""
+        if not vsc:
+            return Choice(COPY, asked, "NoVolumeSnapshotClass", NO_SNAPSHOT_CLASS)
     if source_class is None or target_class is None or source_class.get(
             "provisioner") != target_class.get("provisioner"):
         return Choice(COPY, asked, "IncompatibleProvisioners",
@@ -92,7 +130,7 @@ def choose(*, override: str | None, profile_strategy: str | None, source: Obj, t
         return Choice(COPY, asked, "NoVolumeExpansion",
                       "the target is larger than the source and its class cannot expand"
                       " volumes")
-    return Choice(CSI_CLONE, asked)
+    return Choice(asked, asked, snapshot_class=vsc)
 
 
 def needs_growing(*, source: Obj, target: Obj) -> bool:

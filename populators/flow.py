@@ -91,6 +91,8 @@ class Observed:
     """PVC''s ``dataSource`` when the storage fills it (a CSI clone): no pod then."""
     source_busy: str = ""
     """Why the source cannot be read now (a pod writes to it); the populator waits."""
+    prime_blocked: str = ""
+    """Why PVC' cannot be made yet (a snapshot clone's snapshot is being taken)."""
     notes: Mapping[str, str] = field(default_factory=dict)
     """Annotations the populator's choice adds to the target (clone strategy, fallback)."""
     note_events: tuple[Emit, ...] = ()
@@ -258,6 +260,8 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         if o.source_busy:
             return Plan((*notes, Emit("Warning", "CloneSourceInUse", o.source_busy)),
                         waiting="source in use", active=True)
+        if o.prime_blocked:
+            return Plan(tuple(notes), waiting=o.prime_blocked, active=True)
         manifest = claims.render_prime(target=t, populator_kind=populator.kind,
                                        source_annotations=source_annotations,
                                        namespace=populator.prime_namespace(_noted(t, o.notes)),

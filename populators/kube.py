@@ -85,6 +85,16 @@ class Kube(kubeclient.Client):
                 return None
             raise
 
+    def custom_list(self, group: str, version: str, plural: str) -> list[Obj]:
+        """Every object of a cluster-scoped custom kind; none when the kind is not served."""
+        try:
+            result = self.request("GET", _path(group, version, plural))
+        except KubeError as err:
+            if err.status == 404:
+                return []
+            raise
+        return list(result.get("items") or [])
+
     def secret(self, namespace: str, name: str) -> Obj | None:
         return self._get(_path("", "v1", "secrets", namespace, name))
 
@@ -109,6 +119,14 @@ class Kube(kubeclient.Client):
 
     def create_secret(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "secrets", obj["metadata"]["namespace"]), obj)
+
+    def create_custom(self, group: str, version: str, plural: str,
+                      obj: Mapping[str, Any]) -> bool:
+        return self._create(_path(group, version, plural, obj["metadata"]["namespace"]), obj)
+
+    def delete_custom(self, group: str, version: str, plural: str, namespace: str, name: str,
+                      uid: str) -> None:
+        self._delete(_path(group, version, plural, namespace, name), uid)
 
     def create_service(self, obj: Mapping[str, Any]) -> bool:
         return self._create(_path("", "v1", "services", obj["metadata"]["namespace"]), obj)

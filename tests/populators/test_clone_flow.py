@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from populators import claims, clone_pods, flow
+import pytest
+
+from populators import claims, clone_pods, clone_snapshot, flow
 from populators.cdiconfig import CdiConfig
 from populators.clone_populator import SOURCE_CLAIM_KEY, ClonePopulator
 from populators.flow import Annotate, CreatePod, CreatePrime, Emit, Observed, Rebind
@@ -283,3 +285,84 @@ def test_a_same_namespace_source_needs_no_label() -> None:
     plan = decide(target=target(src_ns="ns", dv_uid=None), source={
         **source(for_dv=None), "metadata": {"name": "volume-clone-source-x", "namespace": "ns"}})
     assert _made(plan)
+
+
+# -- the snapshot strategy ----------------------------------------------------------------
+
+SNAP_NAME = f"tmp-snapshot-{UID}"
+
+
+def test_a_snapshot_clone_waits_for_its_snapshot_then_restores_it_in_the_source_namespace(
+        ) -> None:
+    notes = {A + "clone.strategy": "snapshot"}
+    plan = decide(prime_blocked=f"taking snapshot {SNAP_NAME} of gold/golden", notes=notes)
+    assert not [a for a in plan.actions if isinstance(a, CreatePrime)]
+    assert plan.waiting == f"taking snapshot {SNAP_NAME} of gold/golden" and plan.active
+    assert Annotate(notes) in plan.actions  # the strategy is on the target meanwhile
+    ready = clone_snapshot.data_source(target())
+    plan = decide(prime_data_source=ready, notes=notes)
+    made = next(a for a in plan.actions if isinstance(a, CreatePrime)).manifest
+    assert made["metadata"]["namespace"] == "gold"  # the snapshot's namespace
+    assert made["spec"]["dataSource"] == {"apiGroup": "snapshot.storage.k8s.io",
+                                          "kind": "VolumeSnapshot", "name": SNAP_NAME}
+    # once restored and Bound: no pod, straight to the rebind (as a CSI clone)
+    bound = prime_in("gold", data_source=True)
+    bound["spec"]["dataSource"] = ready
+    plan = decide(target=target(ann=notes), prime=bound,
+                  volume={"metadata": {"name": "pv-1", "resourceVersion": "5"},
+                          "spec": {"claimRef": {"name": PRIME, "namespace": "gold",
+                                                "uid": "p-uid"}}})
+    assert not [a for a in plan.actions if isinstance(a, CreatePod)]
+    assert any(isinstance(a, Rebind) for a in plan.actions)
+
+
+def vs(*, ready: bool | None = None, error: str = "", ours: bool = True) -> dict[str, Any]:
+    snap = clone_snapshot.render(target=target(), namespace="gold", source_claim="golden",
+                                 snapshot_class="local-snapshots",
+                                 owner={"kind": "VolumeCloneSource", "name": "x", "uid": "u"})
+    if not ours:
+        snap["metadata"]["annotations"] = {}
+    status: dict[str, Any] = {}
+    if ready is not None:
+        status["readyToUse"] = ready
+    if error:
+        status["error"] = {"message": error}
+    snap["status"] = status
+    return snap
+
+
+def test_the_snapshot_is_made_for_this_target_only() -> None:
+    snap = vs()
+    assert snap["metadata"]["name"] == SNAP_NAME and snap["metadata"]["namespace"] == "gold"
+    assert snap["spec"] == {"volumeSnapshotClassName": "local-snapshots",
+                            "source": {"persistentVolumeClaimName": "golden"}}
+    assert clone_pods.ours(snap, target())
+    assert snap["metadata"]["ownerReferences"][0]["kind"] == "VolumeCloneSource"
+
+
+@pytest.mark.parametrize(("snap", "ready", "create", "waiting"), [
+    (None, False, True, f"taking snapshot {SNAP_NAME} of gold/golden"),
+    (vs(), False, False, f"waiting for snapshot {SNAP_NAME} of gold/golden to be ready"),
+    (vs(ready=False), False, False,
+     f"waiting for snapshot {SNAP_NAME} of gold/golden to be ready"),
+    (vs(ready=False, error="no space"), False, False,
+     f"snapshot {SNAP_NAME} of gold/golden failed: no space"),
+    (vs(ready=True), True, False, ""),
+    (vs(ready=True, ours=False), False, False,
+     f"VolumeSnapshot {SNAP_NAME} exists and was not made for this clone"),
+])
+def test_snapshot_state(snap: dict[str, Any] | None, ready: bool, create: bool,
+                        waiting: str) -> None:
+    got = clone_snapshot.state(snap, target=target(), source="gold/golden")
+    assert (got.ready, got.create, got.waiting) == (ready, create, waiting)
+
+
+@pytest.mark.parametrize(("prime_phase", "finished", "done"), [
+    (None, False, False), ("Pending", False, False), ("Bound", False, True),
+    (None, True, True), ("Pending", True, True),
+])
+def test_the_snapshot_goes_once_restored_or_finished(prime_phase: str | None, finished: bool,
+                                                     done: bool) -> None:
+    prime = None if prime_phase is None else prime_in("gold", data_source=True,
+                                                      phase=prime_phase)
+    assert clone_snapshot.done_with(prime=prime, finished=finished) is done

@@ -1,0 +1,80 @@
+"""The ``snapshot`` clone's VolumeSnapshot (pure): what is made, when it is ready, and
+when it goes.
+
+As upstream's snapshot plan: a VolumeSnapshot ``tmp-snapshot-<target uid>`` of the
+source claim, in the source namespace, with the chosen VolumeSnapshotClass; once it is
+``readyToUse``, PVC' is made there with the snapshot as its ``dataSource`` (the storage
+restores it) and its volume is rebound to the target as a CSI clone's is. The snapshot is
+deleted once PVC' is bound (the restored volume no longer needs it), when the clone
+ends, and when the target goes. It carries the target's reference, so a namesake made by
+someone else is never read as ready nor deleted, and it is owned by the
+VolumeCloneSource, so the garbage collector takes it with the source object too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from populators import names
+from populators.claims import Obj, meta
+from populators.clone_pods import ours, target_reference
+
+GROUP = "snapshot.storage.k8s.io"
+VERSION = "v1"
+PLURAL = "volumesnapshots"
+CLASSES = "volumesnapshotclasses"
+
+
+def snapshot_name(target: Obj) -> str:
+    return f"tmp-snapshot-{meta(target).get('uid')}"
+
+
+def render(*, target: Obj, namespace: str, source_claim: str, snapshot_class: str,
+           owner: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "VolumeSnapshot",
+        "metadata": {"name": snapshot_name(target), "namespace": namespace,
+                     "labels": {names.APP_LABEL: names.APP_VALUE},
+                     "annotations": {names.PRIME_TARGET: target_reference(target)},
+                     "ownerReferences": [dict(owner)]},
+        "spec": {"volumeSnapshotClassName": snapshot_class,
+                 "source": {"persistentVolumeClaimName": source_claim}},
+    }
+
+
+def data_source(target: Obj) -> dict[str, str]:
+    """PVC''s ``dataSource``: restore the snapshot."""
+    return {"apiGroup": GROUP, "kind": "VolumeSnapshot", "name": snapshot_name(target)}
+
+
+@dataclass(frozen=True)
+class State:
+    ready: bool = False
+    create: bool = False
+    """No snapshot yet: make it."""
+    waiting: str = ""
+    """Why PVC' cannot be made yet."""
+
+
+def state(snapshot: Obj | None, *, target: Obj, source: str) -> State:
+    """Where the clone's snapshot stands, before PVC' exists."""
+    name = snapshot_name(target)
+    if snapshot is None:
+        return State(create=True, waiting=f"taking snapshot {name} of {source}")
+    if not ours(snapshot, target):
+        return State(waiting=f"VolumeSnapshot {name} exists and was not made for this clone")
+    status = snapshot.get("status") or {}
+    if status.get("readyToUse") is True:
+        return State(ready=True)
+    error = (status.get("error") or {}).get("message")
+    if error:
+        return State(waiting=f"snapshot {name} of {source} failed: {error}")
+    return State(waiting=f"waiting for snapshot {name} of {source} to be ready")
+
+
+def done_with(*, prime: Obj | None, finished: bool) -> bool:
+    """Whether the snapshot can go: the clone ended, or PVC' was restored from it."""
+    return finished or (prime is not None and (prime.get("status") or {}).get(
+        "phase") == "Bound")
