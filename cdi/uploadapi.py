@@ -9,6 +9,11 @@ front proxy (its client certificate) and only for users a SubjectAccessReview al
 ``create uploadtokenrequests`` in NS. The signing key lives in the Secret
 ``cdi-upload-signing-key`` (made here when missing); its public half in the ConfigMap of
 the same name, which is all the upload proxy reads.
+
+Its serving certificate is issued again at half its lifetime (``CDI_APISERVER_CERT_LIFETIME``,
+24 h) by its own CA (Secret ``cdi-api-tls``), which rotates as :mod:`pki.rotation`
+describes (``CDI_APISERVER_CA_CERT_LIFETIME``, 48 h); the CA bundle goes into the
+APIService's ``caBundle`` before the new CA signs anything.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from apiservice import frontproxy
-from cdi import uploadtoken
+from cdi import certstore, uploadtoken
 from cdi.kube import (
     CONFIGMAPS,
     SECRETS,
@@ -40,7 +45,7 @@ from cdi.kube import (
     load_configuration,
 )
 from kubeclient.startup import retry_startup
-from pki import certs
+from pki import certs, rotation
 
 logger = logging.getLogger("cdi.uploadapi")
 
@@ -177,35 +182,37 @@ def ensure_signing_key(kube: Client, namespace: str) -> bytes:
     return data["private.pem"]
 
 
-def ensure_tls(kube: Client, namespace: str) -> tuple[certs.KeyPair, certs.KeyPair]:
-    secret = kube.get(SECRETS, TLS_SECRET, namespace)
-    if secret is None:
-        now = dt.datetime.now(dt.UTC)
-        ca = certs.make_ca(name="cdi-apiserver-ca", now=now)
-        serving = certs.issue(ca=ca, common_name=SERVICE,
-                              dns_names=certs.service_names(SERVICE, namespace), now=now)
-        kube.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                              "metadata": {"name": TLS_SECRET, "namespace": namespace},
-                              "data": {"ca.crt": _b64(ca.cert_pem), "ca.key": _b64(ca.key_pem),
-                                       "tls.crt": _b64(serving.cert_pem),
-                                       "tls.key": _b64(serving.key_pem)}})
-        secret = kube.get(SECRETS, TLS_SECRET, namespace)
-        assert secret is not None
-    d = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-    return certs.KeyPair(d["ca.crt"], d["ca.key"]), certs.KeyPair(d["tls.crt"], d["tls.key"])
+def issue_serving(kube: Client, namespace: str, *,
+                  lifetimes: tuple[dt.timedelta, dt.timedelta] = (rotation.CA_LIFETIME,
+                                                                  rotation.LEAF_LIFETIME),
+                  now: dt.datetime | None = None) -> certs.KeyPair:
+    """A fresh serving certificate for Service ``cdi-api`` from the cdi-apiserver's CA
+    (Secret ``cdi-api-tls``, rotated when due), after publishing the CA bundle (next CA
+    included) in the APIService's ``caBundle``, so kube-apiserver trusts it first."""
+    ca_lifetime, lifetime = lifetimes
+    now = now or dt.datetime.now(dt.UTC)
+    ca = certstore.kept_authority(kube, namespace, TLS_SECRET, ca_name="cdi-apiserver-ca",
+                                  now=now, lifetime=ca_lifetime)
+    publish_ca(kube, ca.bundle_pem())
+    return certs.issue(ca=ca.current, common_name=SERVICE,
+                       dns_names=certs.service_names(SERVICE, namespace), now=now,
+                       validity=lifetime)
 
 
-def publish_ca(kube: Client, ca_pem: bytes) -> None:
+def publish_ca(kube: Client, bundle: bytes) -> None:
+    """The APIService's ``caBundle`` set to ``bundle`` (re-read and retried on a
+    conflict, a bounded number of times)."""
     for attempt in range(10):
         obj = kube.get(APISERVICES, APISERVICE)
         if obj is None:
             logger.warning("APIService %s is not installed", APISERVICE)
             return
-        if (obj.get("spec") or {}).get("caBundle") == _b64(ca_pem):
+        if (obj.get("spec") or {}).get("caBundle") == _b64(bundle):
             return
-        obj["spec"]["caBundle"] = _b64(ca_pem)
+        obj["spec"]["caBundle"] = _b64(bundle)
         try:
             kube.request("PUT", APISERVICES.path(None, APISERVICE), body=obj)
+            logger.info("caBundle of APIService %s updated", APISERVICE)
             return
         except KubeError as err:
             if err.status != 409 or attempt == 9:
@@ -236,17 +243,30 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        lifetimes = rotation.lifetimes_from_env(
+            os.environ, ca_var="CDI_APISERVER_CA_CERT_LIFETIME",
+            leaf_var="CDI_APISERVER_CERT_LIFETIME")
+    except ValueError as err:
+        p.error(str(err))
     kube = Client(load_configuration(args.kubeconfig))
     key = _retry("signing key", ensure_signing_key, kube, args.namespace)
-    ca, serving = _retry("certificates", ensure_tls, kube, args.namespace)
-    _retry("publishing the CA", publish_ca, kube, ca.cert_pem)
+
+    def issue() -> certs.KeyPair:
+        return issue_serving(kube, args.namespace, lifetimes=lifetimes)
+
+    first = _retry("certificates", issue)
     proxy = _retry("front-proxy settings", _front_proxy, kube)
     with tempfile.TemporaryDirectory(prefix="cdi-api-") as tmp:
-        cert, keyfile = certs.write_pair(tmp, serving.cert_pem, serving.key_pem)
+        cert, keyfile = certs.write_pair(tmp, first.cert_pem, first.key_pem)
         ctx = frontproxy.server_ssl_context(proxy, cert_file=cert, key_file=keyfile)
-        logger.info("serving %s on %s:%d", APISERVICE, args.address, args.port)
-        web.run_app(TokenAPI(kube, proxy, key).app(), host=args.address, port=args.port,
-                    ssl_context=ctx, print=None, access_log=None)
+    serving = certstore.Serving(issue, lifetime=lifetimes[1], context=ctx)
+    serving.load(first)
+    app = TokenAPI(kube, proxy, key).app()
+    app.cleanup_ctx.append(serving.keep_fresh)
+    logger.info("serving %s on %s:%d", APISERVICE, args.address, args.port)
+    web.run_app(app, host=args.address, port=args.port, ssl_context=serving.context,
+                print=None, access_log=None)
     return 0
 
 

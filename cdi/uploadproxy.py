@@ -31,14 +31,14 @@ import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from cdi import api, uploadtoken
+from cdi import api, certstore, uploadtoken
 from cdi.kube import (
     CONFIGMAPS,
     PVCS,
@@ -245,31 +245,15 @@ def ensure_tls(kube: Client, namespace: str, pod_ip: str, *,
     ca_lifetime, lifetime = lifetimes
     now = now or dt.datetime.now(dt.UTC)
 
-    def read() -> tuple[dict[str, bytes], str] | None:
-        secret = kube.get(SECRETS, TLS_SECRET, namespace)
-        if secret is None:
-            return None
-        return ({k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()},
-                str(secret["metadata"].get("resourceVersion") or ""))
-
-    def write(data: dict[str, bytes], version: str | None) -> bool:
-        encoded = {k: _b64(v) for k, v in data.items()}
-        if version is None:
-            return kube.create(SECRETS, {
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": TLS_SECRET, "namespace": namespace},
-                "data": encoded}) is not None
-        return _patched(kube, SECRETS, TLS_SECRET, namespace,
-                        {"metadata": {"resourceVersion": version}, "data": encoded})
-
-    ca = rotation.kept(read, write, name=CA_CONFIGMAP, now=now, lifetime=ca_lifetime)
+    ca = certstore.kept_authority(kube, namespace, TLS_SECRET, ca_name=CA_CONFIGMAP, now=now,
+                                  lifetime=ca_lifetime)
     bundle = ca.bundle_pem().decode()
     cm = kube.get(CONFIGMAPS, CA_CONFIGMAP, namespace)
     if cm is None:
         kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                  "metadata": {"name": CA_CONFIGMAP, "namespace": namespace},
                                  "data": {"ca.crt": bundle}})
-    elif (cm.get("data") or {}).get("ca.crt") != bundle and not _patched(
+    elif (cm.get("data") or {}).get("ca.crt") != bundle and not certstore.patched(
             kube, CONFIGMAPS, CA_CONFIGMAP, namespace,
             {"metadata": {"resourceVersion": cm["metadata"].get("resourceVersion")},
              "data": {"ca.crt": bundle}}):
@@ -277,53 +261,6 @@ def ensure_tls(kube: Client, namespace: str, pod_ip: str, *,
     return certs.issue(ca=ca.current, common_name=SERVICE,
                        dns_names=certs.service_names(SERVICE, namespace),
                        ips=(pod_ip,) if pod_ip else (), now=now, validity=lifetime)
-
-
-def _patched(kube: Client, kind: Kind, name: str, namespace: str, patch: Any) -> bool:
-    """A merge patch carrying the resourceVersion it was made from; False on 409 (someone
-    else wrote first)."""
-    try:
-        kube.patch(kind, name, patch, namespace)
-        return True
-    except KubeError as err:
-        if err.status == 409:
-            return False
-        raise
-
-
-class Serving:
-    """The proxy's serving certificate, issued again at half its lifetime into the same
-    SSL context (new connections get it; open ones keep theirs)."""
-
-    def __init__(self, issue: Callable[[], certs.KeyPair], *,
-                 lifetime: dt.timedelta) -> None:
-        self.issue = issue
-        self.lifetime = lifetime
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.renew_at = 0.0
-
-    def load(self, pair: certs.KeyPair) -> None:
-        with tempfile.TemporaryDirectory(prefix="uploadproxy-") as tmp:
-            self.context.load_cert_chain(*certs.write_pair(tmp, pair.cert_pem, pair.key_pem))
-        left = (certs.not_after(pair.cert_pem) - dt.datetime.now(dt.UTC)).total_seconds()
-        self.renew_at = time.monotonic() + max(1.0, left - self.lifetime.total_seconds() / 2)
-
-    async def keep_fresh(self, _: web.Application) -> AsyncIterator[None]:
-        """aiohttp cleanup context: renews in the background while the app runs."""
-        task = asyncio.create_task(self._loop())
-        yield
-        task.cancel()
-
-    async def _loop(self) -> None:
-        retry = min(30.0, self.lifetime.total_seconds() / 10)
-        while True:
-            await asyncio.sleep(max(0.0, self.renew_at - time.monotonic()))
-            try:
-                self.load(await asyncio.to_thread(self.issue))
-                logger.info("renewed the serving certificate")
-            except (KubeError, RuntimeError, ValueError, OSError, ssl.SSLError) as err:
-                logger.warning("renewing the serving certificate failed: %s", err)
-                self.renew_at = time.monotonic() + retry
 
 
 def _b64(data: bytes) -> str:
@@ -349,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     def issue() -> certs.KeyPair:
         return ensure_tls(kube, args.namespace, args.address, lifetimes=lifetimes)
 
-    serving = Serving(issue, lifetime=lifetimes[1])
+    serving = certstore.Serving(issue, lifetime=lifetimes[1],
+                                context=ssl.create_default_context(ssl.Purpose.CLIENT_AUTH))
     serving.load(retry_startup("cdi-uploadproxy", "certificates", issue,
                                errors=(KubeError, RuntimeError), first=2.0, longest=2.0))
     app = UploadProxy(kube, args.namespace).app()

@@ -18,7 +18,7 @@ from aiohttp import web
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from cdi import uploadproxy
+from cdi import certstore, uploadproxy
 from cdi.kube import CONFIGMAPS, SECRETS, Client
 from pki import certs, rotation
 from tests.cdi.conftest import cdi_client
@@ -149,7 +149,8 @@ def test_the_serving_certificate_is_renewed_into_the_running_server() -> None:
         return pair
 
     async def run() -> tuple[int, int]:
-        serving = uploadproxy.Serving(issue, lifetime=life)
+        serving = certstore.Serving(issue, lifetime=life, context=ssl.create_default_context(
+            ssl.Purpose.CLIENT_AUTH))
         serving.load(issue())
         app = web.Application()
         app.cleanup_ctx.append(serving.keep_fresh)

@@ -1,0 +1,106 @@
+"""The CDI servers' own certificates (the upload proxy, the cdi-apiserver): a rotating CA
+kept in a Secret (:mod:`pki.rotation`) and a serving certificate issued again at half
+its lifetime into the running server.
+
+Each server reads its CA's Secret at start and at every renewal, rotates it when due
+(several replicas may race: each write is conditional on the resourceVersion read), and
+publishes the CA bundle where its clients look (a ConfigMap, an APIService's
+``caBundle``) before serving anything the new CA signed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import logging
+import ssl
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from aiohttp import web
+
+from cdi.kube import SECRETS, Client, Kind, KubeError
+from pki import certs, rotation
+
+logger = logging.getLogger(__name__)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def patched(kube: Client, kind: Kind, name: str, namespace: str | None, patch: Any) -> bool:
+    """A merge patch carrying the resourceVersion it was made from; False on 409 (someone
+    else wrote first)."""
+    try:
+        kube.patch(kind, name, patch, namespace)
+        return True
+    except KubeError as err:
+        if err.status == 409:
+            return False
+        raise
+
+
+def kept_authority(kube: Client, namespace: str, secret: str, *, ca_name: str,
+                   now: dt.datetime, lifetime: dt.timedelta) -> rotation.Authority:
+    """The CA in Secret ``secret``, made or rotated when due. Keys other than the
+    authority's (an earlier version's serving certificate) are left as they are."""
+
+    def read() -> tuple[dict[str, bytes], str] | None:
+        found = kube.get(SECRETS, secret, namespace)
+        if found is None:
+            return None
+        return ({k: base64.b64decode(v) for k, v in (found.get("data") or {}).items()},
+                str(found["metadata"].get("resourceVersion") or ""))
+
+    def write(data: dict[str, bytes], version: str | None) -> bool:
+        encoded = {k: _b64(v) for k, v in data.items()}
+        if version is None:
+            return kube.create(SECRETS, {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": secret, "namespace": namespace},
+                "data": encoded}) is not None
+        logger.info("rotating CA %s (Secret %s/%s)", ca_name, namespace, secret)
+        return patched(kube, SECRETS, secret, namespace,
+                       {"metadata": {"resourceVersion": version}, "data": encoded})
+
+    return rotation.kept(read, write, name=ca_name, now=now, lifetime=lifetime)
+
+
+class Serving:
+    """A server's certificate, issued again at half its lifetime into the same SSL
+    context (new connections get it; open ones keep theirs). ``issue`` does the I/O
+    (rotating the CA, publishing its bundle) and returns the new certificate."""
+
+    def __init__(self, issue: Callable[[], certs.KeyPair], *, lifetime: dt.timedelta,
+                 context: ssl.SSLContext) -> None:
+        self.issue = issue
+        self.lifetime = lifetime
+        self.context = context
+        self.renew_at = 0.0
+
+    def load(self, pair: certs.KeyPair) -> None:
+        with tempfile.TemporaryDirectory(prefix="serving-") as tmp:
+            self.context.load_cert_chain(*certs.write_pair(tmp, pair.cert_pem, pair.key_pem))
+        left = (certs.not_after(pair.cert_pem) - dt.datetime.now(dt.UTC)).total_seconds()
+        self.renew_at = time.monotonic() + max(1.0, left - self.lifetime.total_seconds() / 2)
+
+    async def keep_fresh(self, _: web.Application) -> AsyncIterator[None]:
+        """aiohttp cleanup context: renews in the background while the app runs."""
+        task = asyncio.create_task(self._loop())
+        yield
+        task.cancel()
+
+    async def _loop(self) -> None:
+        retry = min(30.0, self.lifetime.total_seconds() / 10)
+        while True:
+            await asyncio.sleep(max(0.0, self.renew_at - time.monotonic()))
+            try:
+                self.load(await asyncio.to_thread(self.issue))
+                logger.info("renewed the serving certificate")
+            except (KubeError, RuntimeError, ValueError, OSError, ssl.SSLError) as err:
+                logger.warning("renewing the serving certificate failed: %s", err)
+                self.renew_at = time.monotonic() + retry
