@@ -10,13 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 
 from cdi import uploadapi
 from cdi.kube import SECRETS, Client
 from pki import certs, rotation
 from tests.cdi.conftest import cdi_client
+from tests.fixtures.tls import signer_index
 
 NS = "rootdisk"
 T0 = dt.datetime.now(dt.UTC).replace(microsecond=0)
@@ -43,14 +42,7 @@ def ca_bundle(kube: Client) -> tuple[bytes, ...]:
 
 
 def signer(leaf: certs.KeyPair, bundle: tuple[bytes, ...]) -> int:
-    cert = x509.load_pem_x509_certificate(leaf.cert_pem)
-    for i, pem in enumerate(bundle):
-        try:
-            cert.verify_directly_issued_by(x509.load_pem_x509_certificate(pem))
-            return i
-        except (ValueError, TypeError, InvalidSignature):
-            continue  # not this one
-    raise AssertionError("signed by no CA of the APIService's caBundle")
+    return signer_index(leaf.cert_pem, bundle)
 
 
 def test_the_apiservice_trusts_every_serving_certificate_across_a_rotation(

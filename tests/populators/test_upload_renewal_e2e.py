@@ -45,6 +45,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
 
 
+def upload_target(kube: Kube, ns: str) -> str:
+    """A VolumeUploadSource ``up`` and the claim ``disk`` it fills; returns PVC''s name."""
+    kube.create(VUS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
+                      "metadata": {"name": "up"}, "spec": {"contentType": "kubevirt"}}, ns)
+    target = kube.create(client.PVCS, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
+                 "resources": {"requests": {"storage": "64Mi"}},
+                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io",
+                                   "kind": "VolumeUploadSource", "name": "up"}}}, ns)
+    return f"prime-{target['metadata']['uid']}"
+
+
 def server_state(kube: Kube, ns: str, prime: str) -> tuple[str, bytes] | None:
     """(the server pod's UID, its certificate) once the server is ready for uploads."""
     target = kit.annotations(kube, ns, "disk")
@@ -59,15 +72,7 @@ def test_the_server_is_replaced_at_its_deadline_with_a_fresh_certificate(
         cluster: Cluster, images: ImageFactory) -> None:
     kube: Kube = cluster.kube  # type: ignore[assignment]
     ns = kit.namespace(kube)
-    kube.create(VUS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
-                      "metadata": {"name": "up"}, "spec": {"contentType": "kubevirt"}}, ns)
-    target = kube.create(client.PVCS, {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
-                 "resources": {"requests": {"storage": "64Mi"}},
-                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io",
-                                   "kind": "VolumeUploadSource", "name": "up"}}}, ns)
-    prime = f"prime-{target['metadata']['uid']}"
+    prime = upload_target(kube, ns)
     phases: list[str] = []
 
     def watched_state() -> tuple[str, bytes] | None:
@@ -156,15 +161,7 @@ def test_the_upload_ca_rotates_and_the_proxy_client_certificate_follows(
     rotation takes an upload from that certificate."""
     kube: Kube = cluster.kube  # type: ignore[assignment]
     ns = kit.namespace(kube)
-    kube.create(VUS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
-                      "metadata": {"name": "up"}, "spec": {"contentType": "kubevirt"}}, ns)
-    target = kube.create(client.PVCS, {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
-                 "resources": {"requests": {"storage": "64Mi"}},
-                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io",
-                                   "kind": "VolumeUploadSource", "name": "up"}}}, ns)
-    prime = f"prime-{target['metadata']['uid']}"
+    prime = upload_target(kube, ns)
     with kit.operator(cluster.kubeconfig, UPLOAD_SERVER_CERT_LIFETIME="24",
                       UPLOAD_CA_CERT_LIFETIME="48", POD_NAMESPACE=ns):
         wait_for(lambda: server_state(kube, ns, prime), timeout=120, what="the first server")

@@ -35,17 +35,20 @@ def test_thresholds(spec: dict, results: list[bool], verdicts: list[bool]) -> No
     assert [t.record(r, float(i)) for i, r in enumerate(results)] == verdicts
 
 
+class Healthz(http.server.BaseHTTPRequestHandler):
+    """200 on /healthz, 500 elsewhere."""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/healthz" else 500)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @pytest.fixture
 def http_server() -> Iterator[int]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200 if self.path == "/healthz" else 500)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.HTTPServer(("127.0.0.1", 0), Healthz)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server.server_address[1]
@@ -81,16 +84,7 @@ def test_https_probe_skips_verification_and_loads_no_ca_bundle(
     context per probe (the system's whole bundle each time) was most of an idle
     cluster's CPU."""
     tls = make_tls(tmp_path)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200 if self.path == "/healthz" else 500)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.HTTPServer(("127.0.0.1", 0), Healthz)
     server.socket = tls.server_context().wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
