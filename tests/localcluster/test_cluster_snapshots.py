@@ -17,6 +17,7 @@ from localcluster.kube import client
 from localcluster.kube.client import Kube
 from localcluster.storage import classes, snapshot_api
 from localcluster.storage.snapshot_api import CONTENTS, SNAPSHOT_CLASSES, SNAPSHOTS
+from localcluster.storage.snapshot_controller import CRDS
 from tests.localcluster.clusterkit import get, needs_root, phase, pvc, running, wait_for, wait_phase
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -129,9 +130,7 @@ def device_size(device: str) -> int:
 
 
 def test_snapshot_api_and_default_class_installed(kube: Kube) -> None:
-    crds = client.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                           namespaced=False)
-    names = {c["metadata"]["name"] for c in kube.list(crds)["items"]}
+    names = {c["metadata"]["name"] for c in kube.list(CRDS)["items"]}
     assert names >= {f"{p}.{SNAP_GROUP}" for p in
                      ("volumesnapshots", "volumesnapshotcontents", "volumesnapshotclasses")}
     vsclass = kube.get(SNAPSHOT_CLASSES, "local-snapshots")
@@ -322,3 +321,24 @@ def test_snapshot_outlives_its_source_claim(kube: Kube) -> None:
                 "default")
     assert read_file(os.path.join(volume_path(kube, "orphan"), "f")) == b"kept"
     assert get(kube, SNAPSHOTS, "gone-snap")["status"]["readyToUse"] is True
+
+
+def test_snapshots_survive_a_restart(tmp_path: Any) -> None:
+    data_dir = str(tmp_path)
+    with running(data_dir) as first:
+        kube = first.kube
+        assert kube is not None
+        kube.create(client.PVCS, pvc("src", sc="local-reflink"), "default")
+        write_file(os.path.join(volume_path(kube, "src"), "f"), b"then")
+        kube.create(SNAPSHOTS, snapshot("snap", "src"), "default")
+        ready(kube, "snap")
+        crds = {c["metadata"]["name"]: c["metadata"]["resourceVersion"]
+                for c in kube.list(CRDS)["items"]}
+    with running(data_dir) as second:
+        kube = second.kube
+        assert kube is not None
+        # Installed once: a restart leaves the CRDs as they are.
+        assert {c["metadata"]["name"]: c["metadata"]["resourceVersion"]
+                for c in kube.list(CRDS)["items"]} == crds
+        kube.create(client.PVCS, from_snapshot("back", "snap", sc="local-reflink"), "default")
+        assert read_file(os.path.join(volume_path(kube, "back"), "f")) == b"then"
