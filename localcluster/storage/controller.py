@@ -120,7 +120,7 @@ class StorageController:
         pool = REFLINK if (sc.get("parameters") or {}).get(classes.POOL_PARAMETER) == REFLINK \
             else STANDARD
         source_volume = image = None
-        if plan.snapshot:
+        if plan.snapshot and not self.volumes.exists(plan.volume_name):
             image = self._snapshot_image(claim, plan)
             if image is None:
                 return
