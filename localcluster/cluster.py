@@ -2,10 +2,11 @@
 
 ``Cluster(data_dir, options).start()`` takes the data dir's lock (a second ``rootdisk up`` on the
 same dir is refused), re-attaches the volumes (undoing what a killed run left), starts
-the API server (kubeconfig at ``<data dir>/kubeconfig``), installs the StorageClasses,
-starts the provisioner/binder, the kubelet, the Service and workload controllers, then
-applies ``manifests/`` through the API as a user would. ``stop()`` undoes it in reverse;
-volume data and API objects stay for the next start.
+the API server (kubeconfig at ``<data dir>/kubeconfig``), installs the StorageClasses
+and the volume snapshot API, starts the provisioner/binder, the snapshot controller, the
+kubelet, the Service and workload controllers, then applies ``manifests/`` through the
+API as a user would. ``stop()`` undoes it in reverse; volume data and API objects stay for
+the next start.
 
 Where it differs from a real cluster (on purpose, documented where it is done):
 
@@ -51,7 +52,10 @@ from localcluster.kube.informer import Informer
 from localcluster.kubelet import images, restarts
 from localcluster.kubelet.node import Node
 from localcluster.services.controller import ServiceController
+from localcluster.storage import snapshot_api
 from localcluster.storage.controller import StorageController, install_classes
+from localcluster.storage.snapshot_controller import SnapshotController, install_snapshot_api
+from localcluster.storage.snapshots import SnapshotStore
 from localcluster.storage.volumes import DEFAULT_REFLINK_POOL_SIZE, VolumeManager
 from localcluster.workloads.apply import apply_manifests
 from localcluster.workloads.apps import AppsController
@@ -117,7 +121,8 @@ class Cluster:
         self.volumes: VolumeManager | None = None
         self.node: Node | None = None
         self._informers: list[Informer] = []
-        self._controllers: list[StorageController | ServiceController | AppsController] = []
+        self._controllers: list[StorageController | SnapshotController | ServiceController
+                                | AppsController] = []
 
     @property
     def kubeconfig(self) -> str:
@@ -177,6 +182,7 @@ class Cluster:
         server = self.api.start()
         self.kube = kube = Kube(self.kubeconfig)
         install_classes(kube)
+        install_snapshot_api(kube)
 
         def informer(res: client.Resource) -> Informer:
             inf = Informer(kube, res)
@@ -185,6 +191,8 @@ class Cluster:
 
         pods, pvcs, pvs = informer(client.PODS), informer(client.PVCS), informer(client.PVS)
         scs = informer(client.STORAGECLASSES)
+        vss, vscs, vsclasses = (informer(snapshot_api.SNAPSHOTS), informer(snapshot_api.CONTENTS),
+                                informer(snapshot_api.SNAPSHOT_CLASSES))
         cms, secrets = informer(client.CONFIGMAPS), informer(client.SECRETS)
         services, eps = informer(client.SERVICES), informer(client.ENDPOINTS)
         deps, rss, dss, nodes = (informer(client.DEPLOYMENTS), informer(client.REPLICASETS),
@@ -203,13 +211,18 @@ class Cluster:
             backoff=opts.backoff, heartbeat=opts.heartbeat,
             shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes,
             pod_cidr=pod_cidr)
+        store = SnapshotStore(self.volumes)
         storage = StorageController(kube, self.volumes, node=self.node.name, claims=pvcs,
-                                    pvs=pvs, storage_classes=scs, pods=pods)
+                                    pvs=pvs, storage_classes=scs, pods=pods, snapshots=vss,
+                                    contents=vscs, store=store)
+        snapshots = SnapshotController(kube, store, snapshots=vss, contents=vscs,
+                                       snapshot_classes=vsclasses, claims=pvcs, pvs=pvs,
+                                       storage_classes=scs)
         svc = ServiceController(kube, services=services, endpoints_=eps, pods=pods,
                                 service_cidr=service_cidr)
         apps = AppsController(kube, deployments=deps, replicasets=rss, daemonsets=dss,
                               pods=pods, nodes=nodes)
-        self._controllers = [storage, svc, apps]
+        self._controllers = [storage, snapshots, svc, apps]
         server.set_log_provider(self.node.log_provider)
         server.set_exec_provider(self.node.exec_provider)
         server.set_service_resolver(svc.resolve)

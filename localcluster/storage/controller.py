@@ -2,8 +2,9 @@
 
 One level-triggered pass (see kube/informer.py) applies the decisions of
 decisions.py to what the informers hold: make volumes and PVs for claims that may have
-them, bind claims and PVs, set phases, delete released volumes, grow volumes whose claim
-asks for more. Also installs the StorageClasses and the CSIDriver at start.
+them (empty, cloned from a claim, or restored from a VolumeSnapshot), bind claims and
+PVs, set phases, delete released volumes, grow volumes whose claim asks for more. Also
+installs the StorageClasses and the CSIDriver at start.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from localcluster.kube import client
 from localcluster.kube.client import Kube, KubeError, Obj
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
-from localcluster.storage import classes, decisions
+from localcluster.storage import classes, decisions, snapshot_decisions
 from localcluster.storage.errors import StorageError, VolumeNotFound
-from localcluster.storage.volumes import REFLINK, STANDARD, VolumeManager
+from localcluster.storage.snapshots import SnapshotStore
+from localcluster.storage.volumes import REFLINK, STANDARD, Image, VolumeManager
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +37,13 @@ def install_classes(kube: Kube) -> None:
 class StorageController:
     def __init__(self, kube: Kube, volumes: VolumeManager, *, node: str,
                  claims: Informer, pvs: Informer, storage_classes: Informer,
-                 pods: Informer) -> None:
+                 pods: Informer, snapshots: Informer, contents: Informer,
+                 store: SnapshotStore) -> None:
         self.kube = kube
         self.volumes = volumes
+        self.snapshots = snapshots
+        self.contents = contents
+        self.store = store
         self.node = node
         self.claims = claims
         self.pvs = pvs
@@ -46,7 +52,7 @@ class StorageController:
         self.events = EventRecorder(kube, component="localcluster-provisioner")
         self._refused: set[tuple[str, str]] = set()
         self.loop = Loop("storage", self.reconcile,
-                         informers=(claims, pvs, storage_classes, pods))
+                         informers=(claims, pvs, storage_classes, pods, snapshots, contents))
 
     def start(self) -> None:
         self.loop.start()
@@ -113,7 +119,11 @@ class StorageController:
         sc = sclasses[plan.storage_class]
         pool = REFLINK if (sc.get("parameters") or {}).get(classes.POOL_PARAMETER) == REFLINK \
             else STANDARD
-        source_volume = None
+        source_volume = image = None
+        if plan.snapshot and not self.volumes.exists(plan.volume_name):
+            image = self._snapshot_image(claim, plan)
+            if image is None:
+                return
         if plan.clone_from:
             source = claims.get((key[0], plan.clone_from))
             source_volume = ((source or {}).get("spec") or {}).get("volumeName")
@@ -123,7 +133,7 @@ class StorageController:
                 return
         if not self.volumes.exists(plan.volume_name):
             vol = self.volumes.create(plan.volume_name, capacity=plan.capacity, mode=plan.mode,
-                                      pool=pool, source=source_volume)
+                                      pool=pool, source=source_volume, image=image)
         else:
             vol = self.volumes.get(plan.volume_name)
         pv = decisions.volume_manifest(
@@ -132,7 +142,35 @@ class StorageController:
         self.kube.create(client.PVS, pv)
         self.events.emit(claim, "Normal", "ProvisioningSucceeded",
                          f"Successfully provisioned volume {plan.volume_name}"
-                         + (f" (cloned from {plan.clone_from})" if plan.clone_from else ""))
+                         + (f" (cloned from {plan.clone_from})" if plan.clone_from else "")
+                         + (f" (restored from VolumeSnapshot {plan.snapshot})"
+                            if plan.snapshot else ""))
+
+    def _snapshot_image(self, claim: Obj, plan: decisions.Provision) -> Image | None:
+        """The stored image to restore ``claim`` from, or None (an Event says why)."""
+        ns = claim["metadata"]["namespace"]
+        snapshot = self.snapshots.get(str(plan.snapshot), ns)
+        bound = ((snapshot or {}).get("status") or {}).get("boundVolumeSnapshotContentName")
+        content = self.contents.get(str(bound)) if bound else None
+        verdict = snapshot_decisions.restore(
+            claim=claim, capacity=plan.capacity, mode=plan.mode,
+            snapshot_name=str(plan.snapshot), snapshot=snapshot, content=content,
+            provisioner=classes.PROVISIONER)
+        if isinstance(verdict, decisions.Wait):
+            logger.debug("%s/%s: %s", ns, claim["metadata"]["name"], verdict.message)
+            self.events.emit(claim, "Normal", verdict.reason, verdict.message)
+            return None
+        if isinstance(verdict, decisions.Refuse):
+            key = (ns, claim["metadata"]["name"])
+            if key not in self._refused:
+                self._refused.add(key)
+                self.events.emit(claim, "Warning", verdict.reason, verdict.message)
+            return None
+        image = self.store.get(verdict.handle)
+        if image is None:
+            raise VolumeNotFound(f"the image of VolumeSnapshot {plan.snapshot} "
+                                 f"({verdict.handle}) is not in the snapshot store")
+        return image
 
     # -- binding ---------------------------------------------------------------------
 

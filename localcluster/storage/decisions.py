@@ -4,7 +4,9 @@ Provisioning (``provision``): a claim gets a volume once it may — Immediate cl
 once, WaitForFirstConsumer ones once the scheduler set
 ``volume.kubernetes.io/selected-node`` — unless a ``dataSourceRef`` names a kind this
 provisioner does not populate itself (a volume populator owns that claim, as on a real
-cluster). A ``dataSource``/``dataSourceRef`` naming a PersistentVolumeClaim is a clone.
+cluster). A ``dataSource``/``dataSourceRef`` naming a PersistentVolumeClaim is a clone,
+one naming a VolumeSnapshot (``snapshot.storage.k8s.io``) a restore (its own rules are
+``snapshot_decisions.restore``); either must be in the claim's namespace.
 
 Binding (``claim_plan``, ``volume_plan``), as the PV controller does it:
 - a PV whose ``claimRef`` names a claim (possibly pre-set by someone else: the rebind a
@@ -22,6 +24,7 @@ from typing import Any
 
 import sizes
 from localcluster.kube.claims import SELECTED_NODE, claim_class_name
+from localcluster.storage.snapshot_api import GROUP as SNAPSHOT_GROUP
 
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -56,6 +59,14 @@ class Refuse:
 
 
 @dataclass(frozen=True)
+class Wait:
+    reason: str
+    """A claim that cannot be provisioned yet for a reason worth telling its user (a
+    Normal Event, at most once a minute); retried on every change."""
+    message: str
+
+
+@dataclass(frozen=True)
 class Provision:
     volume_name: str
     capacity: int
@@ -63,10 +74,16 @@ class Provision:
     storage_class: str
     clone_from: str | None = None
     """Name of a claim in the same namespace whose volume is copied."""
+    snapshot: str | None = None
+    """Name of a VolumeSnapshot in the same namespace whose image is copied."""
 
 
 def _is_core_pvc(ref: Mapping[str, Any]) -> bool:
     return ref.get("kind") == "PersistentVolumeClaim" and not ref.get("apiGroup")
+
+
+def _is_snapshot(ref: Mapping[str, Any]) -> bool:
+    return ref.get("kind") == "VolumeSnapshot" and ref.get("apiGroup") == SNAPSHOT_GROUP
 
 
 def provision(
@@ -84,10 +101,7 @@ def provision(
     if sc is None or sc.get("provisioner") != provisioner:
         return Skip(f"{name}: class {class_name!r} is not served by {provisioner}")
     ref = spec.get("dataSourceRef") or None
-    if ref is not None and not _is_core_pvc(ref):
-        if ref.get("kind") == "VolumeSnapshot" and ref.get("apiGroup") == "snapshot.storage.k8s.io":
-            return Refuse("ProvisioningFailed", "volume snapshots are not supported by "
-                          f"{provisioner}")
+    if ref is not None and not _is_core_pvc(ref) and not _is_snapshot(ref):
         return Skip(f"{name}: dataSourceRef {ref.get('kind')} belongs to a volume populator")
     if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and not (
         meta.get("annotations") or {}
@@ -106,14 +120,20 @@ def provision(
     if mode not in ("Filesystem", "Block"):
         return Refuse("ProvisioningFailed", f"spec.volumeMode {mode!r} is not supported")
     source = ref or spec.get("dataSource") or None
-    clone_from = None
+    clone_from = snapshot = None
     if source is not None:
-        if not _is_core_pvc(source):
+        if source.get("namespace") not in (None, "", meta.get("namespace")):
+            return Refuse("ProvisioningFailed", "a data source in another namespace "
+                          f"({source.get('namespace')}) is not supported")
+        if _is_core_pvc(source):
+            clone_from = str(source.get("name"))
+        elif _is_snapshot(source):
+            snapshot = str(source.get("name"))
+        else:
             return Refuse("ProvisioningFailed",
                           f"spec.dataSource kind {source.get('kind')!r} is not supported")
-        clone_from = str(source.get("name"))
     return Provision(volume_name=f"pvc-{meta.get('uid')}", capacity=capacity, mode=mode,
-                     storage_class=str(class_name), clone_from=clone_from)
+                     storage_class=str(class_name), clone_from=clone_from, snapshot=snapshot)
 
 
 def volume_manifest(

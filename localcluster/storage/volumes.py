@@ -80,6 +80,17 @@ class Volume:
     image: str
 
 
+@dataclass(frozen=True)
+class Image:
+    """A disk image a new volume can start from (a snapshot's, see snapshots.py)."""
+
+    path: str
+    pool: str
+    """The pool it lives in: a reflink-pool image restores into that pool instantly."""
+    mode: str
+    capacity: int
+
+
 class VolumeManager:
     """Creates, attaches, grows, clones and deletes the volumes of one data dir."""
 
@@ -290,9 +301,11 @@ class VolumeManager:
 
     def create(
         self, name: str, *, capacity: int, mode: str, pool: str = STANDARD,
-        source: str | None = None,
+        source: str | None = None, image: Image | None = None,
     ) -> Volume:
-        """Make and attach a volume; with ``source``, start from a copy of that volume."""
+        """Make and attach a volume; with ``source``, start from a copy of that volume,
+        with ``image``, from a copy of that image (a snapshot). A larger volume than its
+        origin is grown, its filesystem too."""
         if mode not in MODES:
             raise InvalidRequest(f"volumeMode must be one of {MODES}, got {mode!r}")
         if pool not in POOLS:
@@ -305,22 +318,27 @@ class VolumeManager:
                          path=self._path(name, mode), image=self._image_path(name, pool))
             tmp = vol.image + ".new"
             try:
-                if source is None:
+                if source is None and image is None:
                     system.sparse_file(tmp, capacity)
                     if mode == FILESYSTEM:
                         system.mkfs_ext4(tmp)
                 else:
-                    src = self._load(source)
-                    if src.mode != mode:
+                    origin = self._origin(source, image)
+                    what = f"clone source {source!r}" if source else f"image {origin.path}"
+                    if origin.mode != mode:
+                        raise InvalidRequest(f"{what} is {origin.mode}, the claim asks {mode}")
+                    if origin.capacity > capacity:
                         raise InvalidRequest(
-                            f"clone source {source!r} is {src.mode}, the claim asks {mode}")
-                    if src.capacity > capacity:
-                        raise InvalidRequest(
-                            f"clone source {source!r} ({src.capacity} bytes) is larger than"
+                            f"{what} ({origin.capacity} bytes) is larger than"
                             f" the requested capacity ({capacity} bytes)")
-                    self._copy(src, tmp, reflink=pool == REFLINK and src.pool == REFLINK)
+                    if source is not None:
+                        self._copy(self._load(source), tmp,
+                                   reflink=pool == REFLINK and origin.pool == REFLINK)
+                    else:
+                        self._copy_file(origin.path, tmp,
+                                        reflink=pool == REFLINK and origin.pool == REFLINK)
                     system.sparse_file(tmp, capacity)
-                    if mode == FILESYSTEM and capacity > src.capacity:
+                    if mode == FILESYSTEM and capacity > origin.capacity:
                         system.grow_ext4_offline(tmp)
                 os.replace(tmp, vol.image)
             except BaseException:
@@ -329,16 +347,44 @@ class VolumeManager:
                 raise
             self._save(vol)
             self._attach(vol)
+            origin_name = source or (image.path if image else None)
             logger.info("created %s volume %s (%d bytes, %s pool%s)", mode, name, capacity,
-                        pool, f", from {source}" if source else "")
+                        pool, f", from {origin_name}" if origin_name else "")
             return vol
+
+    def _origin(self, source: str | None, image: Image | None) -> Image:
+        if image is None:
+            src = self._load(str(source))
+            return Image(path=src.image, pool=src.pool, mode=src.mode, capacity=src.capacity)
+        if source is not None:
+            raise InvalidRequest("a volume starts from a source volume or an image, not both")
+        return image
+
+    def copy_out(self, name: str, target: str) -> Image:
+        """A point-in-time copy of volume ``name``'s image at ``target``: quiesced as a
+        clone is, and a reflink when ``target`` is in the volume's pool (:meth:`pool_dir`).
+        """
+        with self._lock:
+            src = self._load(name)
+            reflink = src.pool == REFLINK and target.startswith(self._pool_mnt + os.sep)
+            self._copy(src, target, reflink=reflink)
+            return Image(path=target, pool=src.pool, mode=src.mode, capacity=src.capacity)
+
+    def pool_dir(self, pool: str) -> str:
+        """Where a pool's files live: a copy made there of an image of that pool can share
+        its blocks (a reflink)."""
+        return self._pool_mnt if pool == REFLINK else self._images
 
     def _copy(self, src: Volume, target: str, *, reflink: bool) -> None:
         with self._quiesced(src):
-            if reflink:
-                system.reflink_copy(src.image, target)
-            else:
-                system.sparse_copy(src.image, target)
+            self._copy_file(src.image, target, reflink=reflink)
+
+    @staticmethod
+    def _copy_file(source: str, target: str, *, reflink: bool) -> None:
+        if reflink:
+            system.reflink_copy(source, target)
+        else:
+            system.sparse_copy(source, target)
 
     @contextlib.contextmanager
     def _quiesced(self, vol: Volume) -> Iterator[None]:

@@ -156,16 +156,16 @@ def test_reflink_clone_from_a_pvc_data_source(kube: Kube, cluster: Cluster) -> N
 
 
 def test_refused_claim_gets_an_event(kube: Kube) -> None:
-    snap = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s"}
-    kube.create(client.PVCS, pvc("snap", sc="local-immediate", dataSourceRef=snap), "default")
+    source = {"kind": "ConfigMap", "name": "s"}
+    kube.create(client.PVCS, pvc("odd", sc="local-immediate", dataSource=source), "default")
 
     def event() -> list[str]:
         items = kube.list(client.EVENTS, "default")["items"]
-        return [e["message"] for e in items if e["involvedObject"]["name"] == "snap"]
+        return [e["message"] for e in items if e["involvedObject"]["name"] == "odd"]
 
     messages = wait_for(event, what="ProvisioningFailed event")
-    assert "volume snapshots are not supported" in messages[0]
-    assert phase(kube, client.PVCS, "snap") == "Pending"
+    assert "spec.dataSource kind 'ConfigMap' is not supported" in messages[0]
+    assert phase(kube, client.PVCS, "odd") == "Pending"
 
 
 def test_expansion_grows_a_bound_volume(kube: Kube) -> None:

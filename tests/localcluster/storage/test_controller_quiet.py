@@ -60,7 +60,8 @@ def claim() -> dict[str, Any]:
 def storage(kube: RefusingKube) -> StorageController:
     return StorageController(kube, None, node="n", claims=FakeInformer([claim()]),
                              pvs=FakeInformer([]), storage_classes=FakeInformer([]),
-                             pods=FakeInformer([]))
+                             pods=FakeInformer([]), snapshots=FakeInformer([]),
+                             contents=FakeInformer([]), store=None)
 
 
 @pytest.mark.parametrize("status", [409, 404])

@@ -37,6 +37,7 @@ def pvc(name: str = "c", *, uid: str = "u1", sc: str | None = "local-immediate",
 SEL = {claims.SELECTED_NODE: "node1"}
 IMPORT_REF = {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "x"}
 PVC_REF = {"kind": "PersistentVolumeClaim", "name": "golden"}
+SNAP_REF = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s"}
 
 
 @pytest.mark.parametrize(("claim", "expected"), [
@@ -56,9 +57,17 @@ PVC_REF = {"kind": "PersistentVolumeClaim", "name": "golden"}
      Provision("pvc-u1", 2**30, "Filesystem", "local-reflink", clone_from="golden")),
     (pvc(dataSource=PVC_REF), Provision("pvc-u1", 2**30, "Filesystem", "local-immediate",
                                         clone_from="golden")),
-    (pvc(dataSourceRef={"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
-                        "name": "s"}),
-     Refuse("ProvisioningFailed", f"volume snapshots are not supported by {P}")),
+    (pvc(dataSourceRef=SNAP_REF),
+     Provision("pvc-u1", 2**30, "Filesystem", "local-immediate", snapshot="s")),
+    (pvc(dataSource=SNAP_REF, mode="Block"),
+     Provision("pvc-u1", 2**30, "Block", "local-immediate", snapshot="s")),
+    (pvc(dataSourceRef=SNAP_REF, sc="local"),
+     Skip("ns/c: waiting for first consumer to be scheduled")),
+    (pvc(dataSourceRef={**SNAP_REF, "namespace": "elsewhere"}),
+     Refuse("ProvisioningFailed", "a data source in another namespace (elsewhere) is not "
+                                  "supported")),
+    (pvc(dataSource={"apiGroup": "example.com", "kind": "VolumeSnapshot", "name": "s"}),
+     Refuse("ProvisioningFailed", "spec.dataSource kind 'VolumeSnapshot' is not supported")),
     (pvc(size=None), Refuse("ProvisioningFailed", "spec.resources.requests.storage is required")),
     (pvc(size="lots"), Refuse("ProvisioningFailed",
                               "spec.resources.requests.storage: quantity 'lots' is not a "
