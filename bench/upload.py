@@ -10,13 +10,16 @@ measured in one run, runs interleaved (the order alternates):
 - ``curl -T`` of the same file to a plain HTTP server on loopback that writes the body
   to a file (aiohttp, as the upload server; no TLS, no conversion);
 
-and the ratio (goal <= 1.3). For where the time goes, a third case: the upload server
+and the ratio (goal <= 1.3); then both again over a throttled link (``--rate``, default
+1 Gbit/s: a relay paces the bytes sent, to the plain server and to the upload proxy
+alike), where an upload meets a network rather than two CPU cores. For where the time
+goes, a third case: the upload server
 alone (``python -m importer.uploadserver`` on loopback, the same TLS with a client
 certificate, no proxy, no cluster, no rebind), fed by the same ``requests`` stream. For
 comparison, ``curl -T`` over HTTPS to the same kind of server (what one TLS hop costs
 here; the upload makes two), and both ratios against it.
 
-    python bench/upload.py [--size 1G] [--runs 3]
+    python bench/upload.py [--size 1G] [--runs 3] [--rate 125000000]
 
 Needs root (localcluster's loop devices and mounts), like `rootdisk up`.
 """
@@ -41,9 +44,11 @@ from _common import DEFAULT_WORKDIR, human, parse_size, prepare_images, rootdisk
 from aiohttp import web
 
 from localcluster.cluster import Cluster, Options
+from localcluster.kube import client
 from pki import certs
 from rootdisk.images import IMAGES
 from tests.e2e import kit
+from tests.fixtures.httpserver import TokenBucket
 
 A = "cdi.kubevirt.io/"
 
@@ -107,20 +112,78 @@ class PlainServer:
         self.thread.join(30)
 
 
-def run_curl(image: Path, server: PlainServer) -> float:
+class ThrottledRelay:
+    """A TCP relay on ``host`` to ``target``, the upload direction paced to ``rate``
+    bytes/s (one link shared by every connection, the test image server's token bucket),
+    the answers unpaced: a 1 Gbit/s link in front of a server, for curl and image-upload
+    alike. Listening on the target's own address keeps a certificate for it valid."""
+
+    def __init__(self, target: tuple[str, int], *, host: str, rate: int) -> None:
+        self.target, self.host = target, host
+        self.bucket = TokenBucket(rate)
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.port = 0
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                    paced: bool) -> None:
+        try:
+            while data := await reader.read(256 * 1024):
+                if paced:
+                    await self.bucket.take(len(data))
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        await asyncio.gather(self._pipe(reader, up_writer, paced=True),
+                             self._pipe(up_reader, writer, paced=False))
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(
+            asyncio.start_server(self._handle, self.host, 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> ThrottledRelay:
+        self.thread.start()
+        if not self.ready.wait(30):
+            raise RuntimeError("the throttled relay did not start")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+
+
+def proxy_endpoint(kube: object) -> tuple[str, int]:
+    eps = kube.get(client.ENDPOINTS, "cdi-uploadproxy", kit.OPERATOR_NS)  # type: ignore[attr-defined]
+    subset = eps["subsets"][0]
+    return subset["addresses"][0]["ip"], int(subset["ports"][0]["port"])
+
+
+def run_curl(image: Path, server: PlainServer, *, port: int | None = None) -> float:
     tls = ["--cacert", str(server.tls_dir / "ca.crt")] if server.tls_dir else []
     scheme = "https" if server.tls_dir else "http"
     subprocess.run(["sync"], check=True)
     start = time.monotonic()
     subprocess.run(["curl", "-sS", "-f", "-o", "/dev/null", *tls, "-T", str(image),
-                    f"{scheme}://127.0.0.1:{server.port}/upload"], check=True)
+                    f"{scheme}://127.0.0.1:{port or server.port}/upload"], check=True)
     took = time.monotonic() - start
     (server.directory / "received").unlink()
     return took
 
 
 def run_upload(image: Path, kube: object, cluster: Cluster, ns: str, name: str,
-               size: str) -> float:
+               size: str, proxy_url: str | None = None) -> float:
     kube.create(kit.DVS, kit.datavolume(  # type: ignore[attr-defined]
         name, {"upload": {}}, size=size,
         annotations={A + "storage.bind.immediate.requested": ""}), ns)
@@ -129,9 +192,10 @@ def run_upload(image: Path, kube: object, cluster: Cluster, ns: str, name: str,
         raise RuntimeError(f"DataVolume {name}: {status}")
     subprocess.run(["sync"], check=True)
     start = time.monotonic()
+    via = ["--uploadproxy-url", proxy_url] if proxy_url else []
     done = subprocess.run([*rootdisk_argv(), "image-upload", "dv", name, "--no-create",
                            "--image-path", str(image), "-n", ns, "--kubeconfig",
-                           cluster.kubeconfig], stderr=subprocess.PIPE, text=True)
+                           cluster.kubeconfig, *via], stderr=subprocess.PIPE, text=True)
     took = time.monotonic() - start
     if done.returncode != 0:
         raise RuntimeError(f"image-upload failed: {done.stderr[-2000:]}")
@@ -170,6 +234,8 @@ def main() -> None:
     parser.add_argument("--size", default="1G", help="virtual size of the qcow2")
     parser.add_argument("--runs", type=int, default=3, help="runs per case (median)")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    parser.add_argument("--rate", type=int, default=125_000_000,
+                        help="bytes/s of the throttled link (0: no throttled runs)")
     args = parser.parse_args()
     size = parse_size(args.size)
     images = prepare_images(args.workdir, size)
@@ -219,8 +285,44 @@ def main() -> None:
             print(f"  for comparison, curl -T over HTTPS to the same server {tls_med:.2f} s "
                   f"(runs {', '.join(f'{t:.2f}' for t in tls_curls)}): image-upload "
                   f"{up_med / tls_med:.2f} x, the server alone {al_med / tls_med:.2f} x")
+            if args.rate:
+                throttled(args, images.qcow2, kube, cluster, ns, claim_size, Path(tmp))
         finally:
             cluster.stop()
+
+
+def throttled(args: argparse.Namespace, image: Path, kube: object, cluster: Cluster, ns: str,
+              claim_size: str, tmp: Path) -> None:
+    """The same two cases over a link of ``--rate`` bytes/s: a relay paces what curl and
+    image-upload send (image-upload to the upload proxy, at the proxy's own address so
+    its certificate is checked as usual)."""
+    sink = tmp / "sink-throttled"
+    sink.mkdir()
+    ups: list[float] = []
+    curls: list[float] = []
+    proxy = proxy_endpoint(kube)
+    with PlainServer(sink) as server, \
+            ThrottledRelay(("127.0.0.1", server.port), host="127.0.0.1",
+                           rate=args.rate) as curl_link, \
+            ThrottledRelay(proxy, host=proxy[0], rate=args.rate) as proxy_link:
+        url = f"https://{proxy[0]}:{proxy_link.port}"
+        for i in range(args.runs):
+            def up(i: int = i) -> None:
+                ups.append(run_upload(image, kube, cluster, ns, f"slow-{i}", claim_size,
+                                      proxy_url=url))
+
+            def cu() -> None:
+                curls.append(run_curl(image, server, port=curl_link.port))
+            for fn in ((up, cu) if i % 2 == 0 else (cu, up)):
+                fn()
+    up_med, curl_med = statistics.median(ups), statistics.median(curls)
+    print(f"over a link of {args.rate * 8 / 1e9:g} Gbit/s (a relay paces the upload"
+          f" direction), median of {args.runs}:")
+    print(f"  curl -T to a plain server   {curl_med:7.2f} s   "
+          f"(runs {', '.join(f'{t:.2f}' for t in curls)})")
+    print(f"  rootdisk image-upload       {up_med:7.2f} s   "
+          f"(runs {', '.join(f'{t:.2f}' for t in ups)})   ratio "
+          f"{up_med / curl_med:.2f} (goal <= 1.3)")
 
 
 if __name__ == "__main__":

@@ -61,10 +61,12 @@ def owner_ref(obj: Obj, *, kind: str, api_version: str = "v1") -> dict[str, Any]
 
 def render_prime(*, target: Obj, populator_kind: str,
                  source_annotations: Mapping[str, str], namespace: str | None = None,
-                 data_source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 data_source: Mapping[str, Any] | None = None,
+                 request: str | None = None) -> dict[str, Any]:
     """PVC' for ``target``: same modes, size and class, owned by the target. In another
     ``namespace`` (a cross-namespace clone) it names its target by annotation instead;
-    with ``data_source`` the storage fills it (a CSI clone)."""
+    with ``data_source`` the storage fills it (a CSI clone); ``request`` asks for more
+    than the target (a snapshot restores into no less than its restoreSize)."""
     tm, ts = meta(target), spec(target)
     ns = namespace or str(tm.get("namespace"))
     ann = {
@@ -85,6 +87,9 @@ def render_prime(*, target: Obj, populator_kind: str,
         pspec["volumeMode"] = ts["volumeMode"]
     if data_source is not None:
         pspec["dataSource"] = dict(data_source)
+    if request is not None:
+        pspec["resources"] = {**pspec["resources"], "requests": {
+            **(pspec["resources"].get("requests") or {}), "storage": request}}
     pmeta: dict[str, Any] = {
         "name": names.prime_name(str(tm.get("uid"))),
         "namespace": ns,

@@ -145,6 +145,7 @@ class CloneReconciler(Reconciler):
             events = (Emit("Warning", choice.reason, choice.message),)
         busy = self._busy(ns, claim_name, base)
         data_source = None
+        request = None
         blocked = ""
         if choice.strategy == clone_strategy.CSI_CLONE:
             data_source = {"apiGroup": "", "kind": "PersistentVolumeClaim", "name": claim_name}
@@ -154,6 +155,7 @@ class CloneReconciler(Reconciler):
             blocked = snap.waiting
             if snap.ready:
                 data_source = clone_snapshot.data_source(target)
+                request = snap.request
             elif snap.create:
                 source[SNAPSHOT_KEY] = clone_snapshot.render(
                     target=target, namespace=ns, source_claim=claim_name,
@@ -161,8 +163,8 @@ class CloneReconciler(Reconciler):
                     owner=owner_ref(base.source, kind="VolumeCloneSource",
                                     api_version=f"{names.CDI_GROUP}/{names.CDI_VERSION}"))
         return dataclasses.replace(base, source=source, prime_data_source=data_source,
-                                   source_busy=busy, prime_blocked=blocked, notes=notes,
-                                   note_events=events)
+                                   prime_request=request, source_busy=busy,
+                                   prime_blocked=blocked, notes=notes, note_events=events)
 
     def _snapshot(self, target: Obj) -> Obj | None:
         return self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,

@@ -20,6 +20,7 @@ from typing import Any
 from populators import names
 from populators.claims import Obj, meta
 from populators.clone_pods import ours, target_reference
+from sizes import parse_bytes
 
 GROUP = "snapshot.storage.k8s.io"
 VERSION = "v1"
@@ -52,6 +53,8 @@ def data_source(target: Obj) -> dict[str, str]:
 @dataclass(frozen=True)
 class State:
     ready: bool = False
+    request: str | None = None
+    """PVC''s request when restoring needs more than the target asks."""
     create: bool = False
     """No snapshot yet: make it."""
     waiting: str = ""
@@ -67,11 +70,24 @@ def state(snapshot: Obj | None, *, target: Obj, source: str) -> State:
         return State(waiting=f"VolumeSnapshot {name} exists and was not made for this clone")
     status = snapshot.get("status") or {}
     if status.get("readyToUse") is True:
-        return State(ready=True)
+        return State(ready=True, request=restore_request(snapshot, target))
     error = (status.get("error") or {}).get("message")
     if error:
         return State(waiting=f"snapshot {name} of {source} failed: {error}")
     return State(waiting=f"waiting for snapshot {name} of {source} to be ready")
+
+
+def restore_request(snapshot: Obj, target: Obj) -> str | None:
+    """PVC''s request when the snapshot's ``restoreSize`` exceeds the target's (storage
+    refuses to restore into less, and a source volume may hold more than its claim asked:
+    capacity is rounded up), else None (the target's own request)."""
+    try:
+        restore = parse_bytes(str((snapshot.get("status") or {}).get("restoreSize") or 0))
+        wanted = parse_bytes(str((((target.get("spec") or {}).get("resources") or {}).get(
+            "requests") or {}).get("storage") or 0))
+    except ValueError:
+        return None
+    return str(restore) if restore > wanted else None
 
 
 def done_with(*, prime: Obj | None, finished: bool) -> bool:

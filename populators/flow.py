@@ -91,6 +91,9 @@ class Observed:
     """PVC''s ``dataSource`` when the storage fills it (a CSI clone): no pod then."""
     source_busy: str = ""
     """Why the source cannot be read now (a pod writes to it); the populator waits."""
+    prime_request: str | None = None
+    """PVC''s storage request when it must exceed the target's (a snapshot's
+    restoreSize); its volume still goes to the target, a claim bound to a larger one."""
     prime_blocked: str = ""
     """Why PVC' cannot be made yet (a snapshot clone's snapshot is being taken)."""
     notes: Mapping[str, str] = field(default_factory=dict)
@@ -265,7 +268,8 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         manifest = claims.render_prime(target=t, populator_kind=populator.kind,
                                        source_annotations=source_annotations,
                                        namespace=populator.prime_namespace(_noted(t, o.notes)),
-                                       data_source=o.prime_data_source)
+                                       data_source=o.prime_data_source,
+                                       request=o.prime_request)
         return Plan((*notes, CreatePrime(manifest),
                      *_annotate(t, {names.PVC_PRIME: prime_name}),
                      Emit("Normal", "CreatedPVCPrimeSuccessfully",

@@ -5,6 +5,7 @@ use, DataSources, deletion mid-clone, and many clones at once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -30,6 +31,9 @@ DATASOURCES = client.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
 VCS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeclonesources")
 ROLES = client.Resource("rbac.authorization.k8s.io", "v1", "roles")
 ROLEBINDINGS = client.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+VOLUMESNAPSHOTS = client.Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots")
+VOLUMESNAPSHOTCONTENTS = client.Resource("snapshot.storage.k8s.io", "v1",
+                                         "volumesnapshotcontents", namespaced=False)
 A = "cdi.kubevirt.io/"
 TIMEOUT = 240
 
@@ -358,24 +362,77 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     kube.delete(kit.DVS, "back", ns)
 
 
-def test_snapshot_is_not_offered_and_falls_back(kube: Kube, ns: str,
-                                                golden: tuple[str, Path]) -> None:
-    src_ns, reference = golden
+@contextlib.contextmanager
+def snapshot_strategy(kube: Kube) -> Iterator[None]:
     kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "snapshot"}})
     try:
-        kube.create(kit.DVS, clone_dv("snap", src_ns,
-                                      storage={"storageClassName": "local-reflink"}), src_ns)
-        status = kit.wait_dv(kube, src_ns, "snap", ("Succeeded", "Failed"), timeout=TIMEOUT)
+        yield
     finally:
         kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": None}})
+
+
+def test_snapshot_clones_within_and_across_namespaces_then_drop_the_snapshot(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    """The snapshot strategy end to end: a VolumeSnapshot of the golden claim, PVC'
+    restored from it by the storage, the volume rebound to the target; into a larger
+    claim the disk image is grown; the temporary snapshot (and its content) is gone
+    afterwards."""
+    src_ns, reference = golden
+    with snapshot_strategy(kube):
+        same = kube.create(kit.DVS, clone_dv("snap", src_ns, storage={
+            "storageClassName": "local-reflink"}), src_ns)
+        across = kube.create(kit.DVS, clone_dv("snap-big", src_ns, size="128Mi", storage={
+            "storageClassName": "local-reflink"}), ns)
+        results = [kit.wait_dv(kube, n, name, ("Succeeded", "Failed"), timeout=TIMEOUT)
+                   for n, name in ((src_ns, "snap"), (ns, "snap-big"))]
+    assert [r["phase"] for r in results] == ["Succeeded", "Succeeded"], results
+    for n, name, dv in ((src_ns, "snap", same), (ns, "snap-big", across)):
+        claim = claim_of(kube, n, name)
+        anns = claim["metadata"]["annotations"]
+        assert anns[A + "clone.strategy"] == "snapshot"
+        assert A + "cloneFallbackReason" not in anns
+        assert compare(reference, Path(kit.volume_path(kube, claim)))
+        assert "CloneSucceeded" in reasons(kube, n, dv["metadata"]["uid"])
+        snap = kube.get_or_none(VOLUMESNAPSHOTS, f"tmp-snapshot-{claim['metadata']['uid']}",
+                                src_ns)
+        assert snap is None
+    big = claim_of(kube, ns, "snap-big")
+    fo = kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
+    overhead = Fraction((fo.get("storageClass") or {}).get("local-reflink") or fo["global"])
+    assert os.path.getsize(kit.volume_path(kube, big)) == usable_space(
+        capacity=128 * MiB, overhead=overhead)  # restored, then grown to the claim
+    wait_for(lambda: not kube.list(VOLUMESNAPSHOTCONTENTS)["items"], timeout=60,
+             what="the temporary snapshots' contents deleted")
+    kube.delete(kit.DVS, "snap", src_ns)
+    kube.delete(kit.DVS, "snap-big", ns)
+
+
+def test_snapshot_without_a_usable_class_falls_back_to_copy(kube: Kube, ns: str,
+                                                          golden: tuple[str, Path]) -> None:
+    """The StorageProfiles name a VolumeSnapshotClass that does not exist: upstream's
+    NoVolumeSnapshotClass fallback to the host-assisted copy, reason recorded."""
+    src_ns, reference = golden
+    kube.patch(kit.PROFILES, "local-reflink", {"spec": {"snapshotClass": "nowhere"}})
+    try:
+        wait_for(lambda: (kube.get(kit.PROFILES, "local-reflink").get("status") or {})
+                 .get("snapshotClass") == "nowhere", timeout=60, what="the profile's class")
+        with snapshot_strategy(kube):
+            kube.create(kit.DVS, clone_dv("nosnap", src_ns,
+                                          storage={"storageClassName": "local-reflink"}),
+                        src_ns)
+            status = kit.wait_dv(kube, src_ns, "nosnap", ("Succeeded", "Failed"),
+                                 timeout=TIMEOUT)
+    finally:
+        kube.patch(kit.PROFILES, "local-reflink", {"spec": {"snapshotClass": None}})
     assert status["phase"] == "Succeeded", status
-    claim = claim_of(kube, src_ns, "snap")
+    claim = claim_of(kube, src_ns, "nosnap")
     anns = claim["metadata"]["annotations"]
     assert anns[A + "clone.strategy"] == "copy"
-    assert "no VolumeSnapshot support" in anns[A + "cloneFallbackReason"]
+    assert anns[A + "cloneFallbackReason"] == "No compatible volumesnapshotclass found"
     assert "NoVolumeSnapshotClass" in reasons(kube, src_ns, claim["metadata"]["uid"])
     assert compare(reference, Path(kit.volume_path(kube, claim)))
-    kube.delete(kit.DVS, "snap", src_ns)
+    assert not kube.list(VOLUMESNAPSHOTS, src_ns)["items"]
+    kube.delete(kit.DVS, "nosnap", src_ns)
 
 
 # -- sizes -----------------------------------------------------------------------------------

@@ -316,7 +316,8 @@ def test_a_snapshot_clone_waits_for_its_snapshot_then_restores_it_in_the_source_
     assert any(isinstance(a, Rebind) for a in plan.actions)
 
 
-def vs(*, ready: bool | None = None, error: str = "", ours: bool = True) -> dict[str, Any]:
+def vs(*, ready: bool | None = None, error: str = "", ours: bool = True,
+       restore: str | None = None) -> dict[str, Any]:
     snap = clone_snapshot.render(target=target(), namespace="gold", source_claim="golden",
                                  snapshot_class="local-snapshots",
                                  owner={"kind": "VolumeCloneSource", "name": "x", "uid": "u"})
@@ -327,6 +328,8 @@ def vs(*, ready: bool | None = None, error: str = "", ours: bool = True) -> dict
         status["readyToUse"] = ready
     if error:
         status["error"] = {"message": error}
+    if restore is not None:
+        status["restoreSize"] = restore
     snap["status"] = status
     return snap
 
@@ -348,6 +351,7 @@ def test_the_snapshot_is_made_for_this_target_only() -> None:
     (vs(ready=False, error="no space"), False, False,
      f"snapshot {SNAP_NAME} of gold/golden failed: no space"),
     (vs(ready=True), True, False, ""),
+    (vs(ready=True, restore="64Mi"), True, False, ""),
     (vs(ready=True, ours=False), False, False,
      f"VolumeSnapshot {SNAP_NAME} exists and was not made for this clone"),
 ])
@@ -355,6 +359,24 @@ def test_snapshot_state(snap: dict[str, Any] | None, ready: bool, create: bool,
                         waiting: str) -> None:
     got = clone_snapshot.state(snap, target=target(), source="gold/golden")
     assert (got.ready, got.create, got.waiting) == (ready, create, waiting)
+
+
+@pytest.mark.parametrize(("restore", "wanted", "asked"), [
+    ("1Gi", "1Gi", None), ("512Mi", "1Gi", None), (None, "1Gi", None),
+    ("1074790400", "1Gi", "1074790400"),  # the source's capacity rounded up past the claim
+    ("2Gi", "1Gi", str(2 * 2**30)), ("junk", "1Gi", None),
+])
+def test_prime_asks_for_no_less_than_the_snapshot_restores(restore: str | None, wanted: str,
+                                                           asked: str | None) -> None:
+    t = target()
+    t["spec"]["resources"]["requests"]["storage"] = wanted
+    assert clone_snapshot.restore_request(vs(ready=True, restore=restore), t) == asked
+    got = clone_snapshot.state(vs(ready=True, restore=restore), target=t, source="gold/golden")
+    assert got.ready and got.request == asked
+    plan = decide(target=t, prime_data_source=clone_snapshot.data_source(t),
+                  prime_request=asked, notes={A + "clone.strategy": "snapshot"})
+    made = next(a for a in plan.actions if isinstance(a, CreatePrime)).manifest
+    assert made["spec"]["resources"]["requests"]["storage"] == (asked or wanted)
 
 
 @pytest.mark.parametrize(("prime_phase", "finished", "done"), [
