@@ -33,6 +33,7 @@ from importer import clonewire
 from importer.ahead import ahead
 from importer.errors import ConfigError, ImporterError, NotFound, TransferError
 from importer.termination import EXIT_OK, failed
+from importer.tlsstream import TlsStream
 from importer.writers import data_runs, device_size, is_block_device
 
 logger = logging.getLogger(__name__)
@@ -173,20 +174,18 @@ def _reach(config: Config) -> socket.socket:
     raise AssertionError("unreachable")
 
 
-def connect(config: Config, ctx: ssl.SSLContext) -> ssl.SSLSocket:
+def connect(config: Config, ctx: ssl.SSLContext) -> TlsStream:
     """The TLS connection to the target (reached within ``connect_seconds``)."""
     sock = _reach(config)
     try:
-        return ctx.wrap_socket(sock, server_hostname=config.server_name)
+        return TlsStream(sock, ctx, server_side=False, server_hostname=config.server_name)
     except ssl.SSLError as err:
-        sock.close()
         raise TLSRefused(f"TLS with the clone target refused: {err.reason or err}") from None
     except OSError as err:
-        sock.close()
         raise TransferError(f"TLS with the clone target failed: {err}") from None
 
 
-def _reader(sock: ssl.SSLSocket) -> clonewire.ReadExact:
+def _reader(sock: TlsStream) -> clonewire.ReadExact:
     def read(n: int) -> bytes:
         parts, want = [], n
         while want:
@@ -199,7 +198,7 @@ def _reader(sock: ssl.SSLSocket) -> clonewire.ReadExact:
     return read
 
 
-def send(config: Config, source: Source, sock: ssl.SSLSocket) -> clonewire.Encoder:
+def send(config: Config, source: Source, sock: TlsStream) -> clonewire.Encoder:
     """One whole stream: hello, the target's go-ahead, the extents, the end, the final
     reply (after the target synced the data)."""
     read = _reader(sock)
@@ -215,8 +214,7 @@ def send(config: Config, source: Source, sock: ssl.SSLSocket) -> clonewire.Encod
     encoder = clonewire.Encoder()
     # the next extents are read and framed in a thread while this one is sent
     for head, payload in ahead(frames(source, encoder), depth=AHEAD):
-        sock.sendall(head)
-        sock.sendall(payload)
+        sock.sendall(head, payload)
     sock.sendall(encoder.end())
     clonewire.read_reply(read)
     return encoder

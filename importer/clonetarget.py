@@ -43,6 +43,7 @@ from importer.errors import ConfigError, ImporterError, TooSmall, TransferError
 from importer.plan import check_fits, usable_bytes
 from importer.progress import Listener, Progress
 from importer.termination import EXIT_OK, failed
+from importer.tlsstream import TlsStream
 from importer.writers import SparseWriter, device_size, is_block_device
 from sizes import parse_bytes, parse_overhead
 
@@ -213,10 +214,9 @@ def serve(config: Config, *, listeners: list[Listener] | None = None,
                 continue
             conn.settimeout(STALL_SECONDS)
             try:
-                tls = ctx.wrap_socket(conn, server_side=True)
+                tls = TlsStream(conn, ctx, server_side=True)
             except (ssl.SSLError, OSError) as err:
                 logger.warning("refused a connection from %s: %s", peer[0], err)
-                conn.close()
                 continue
             with tls:
                 try:
@@ -225,7 +225,7 @@ def serve(config: Config, *, listeners: list[Listener] | None = None,
                     raise clonewire.StreamError(f"clone stream broke off: {err}") from None
 
 
-def _exact(sock: ssl.SSLSocket) -> clonewire.ReadExact:
+def _exact(sock: TlsStream) -> clonewire.ReadExact:
     """Reads straight into one buffer per frame (no second copy through a buffered
     reader); fewer bytes only at the end of the stream."""
     def read(n: int) -> bytearray:
