@@ -23,6 +23,7 @@ only) is read as an authority whose next CA is still to be made.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -105,10 +106,9 @@ def rotated(found: tuple[KeyPair, KeyPair | None, tuple[bytes, ...]] | None, *, 
     The bundle then drops every expired CA."""
     half = lifetime / 2
     if found is None:
-        current = make_ca(name=name, now=now, validity=lifetime)
-        nxt: KeyPair | None = make_ca(name=name, now=now, validity=lifetime + half)
-        assert nxt is not None
-        return Authority(current, nxt, _bundle((nxt.cert_pem, current.cert_pem), now=now))
+        first = make_ca(name=name, now=now, validity=lifetime)
+        second = make_ca(name=name, now=now, validity=lifetime + half)
+        return Authority(first, second, _bundle((second.cert_pem, first.cert_pem), now=now))
     current, nxt, bundle = found
     left = remaining(current.cert_pem, now=now)
     next_left = remaining(nxt.cert_pem, now=now) if nxt is not None else None
@@ -193,7 +193,7 @@ def lifetimes_from_env(env: Mapping[str, str], *, ca_var: str, leaf_var: str,
             seconds = float(raw) if raw else default.total_seconds()
         except ValueError:
             raise ValueError(f"{var}: {raw!r} is not a number of seconds") from None
-        if not seconds == seconds or seconds in (float("inf"), float("-inf")):
+        if not math.isfinite(seconds):
             raise ValueError(f"{var}: {raw!r} is not a number of seconds")
         values.append((var, dt.timedelta(seconds=seconds)))
     (ca_name, ca), (leaf_name, leaf) = values

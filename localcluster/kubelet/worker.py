@@ -171,13 +171,13 @@ class PodWorker(threading.Thread):
                     self._terminate(current)
                     break
                 self._step()
-                self._push_status()
-                if self._finished_for_good():
+                stored = self._push_status()
+                if stored and self._finished_for_good():
                     logger.info("pod %s/%s: %s", self.namespace, self.name,
                                 self._last_status["phase"] if self._last_status else "done")
                     self._completed = True
                     break
-                self._wake.wait(self._next_look())
+                self._wake.wait(self._next_look(stored=stored))
                 self._wake.clear()
             else:
                 self._kill_all(grace=self.node.shutdown_grace)
@@ -192,11 +192,10 @@ class PodWorker(threading.Thread):
             self.finished.set()
             self.node.worker_done(self, completed=self._completed)
 
-    def _next_look(self) -> float:
-        steady = self._volumes is not None and self._last_status is not None and \
-            self._comparable(self._last_status) == self._comparable(self.status()) and all(
-                s.record.done or (s.process is not None and s.process.poll() is None)
-                for s in self.init_slots + self.slots)
+    def _next_look(self, *, stored: bool) -> float:
+        steady = stored and self._volumes is not None and all(
+            s.record.done or (s.process is not None and s.process.poll() is None)
+            for s in self.init_slots + self.slots)
         return next_look(self.init_slots + self.slots, now=time.monotonic(), steady=steady)
 
     def wake(self) -> None:
@@ -209,13 +208,13 @@ class PodWorker(threading.Thread):
         self._wake.set()
 
     def _finished_for_good(self) -> bool:
-        """Every container is done and the final status is stored: nothing left to do
-        (logs stay on disk; deleting the pod then needs no grace period)."""
+        """Every container is done and the final status (stored: the caller checked) is
+        Succeeded or Failed: nothing left to do (logs stay on disk; deleting the pod then
+        needs no grace period)."""
         if not all(s.record.done for s in self.init_slots + self.slots):
             return False
         return self._last_status is not None and self._last_status.get("phase") in (
-            status.SUCCEEDED, status.FAILED) and self._comparable(
-                self._last_status) == self._comparable(self.status())
+            status.SUCCEEDED, status.FAILED)
 
     def _step(self) -> None:
         if self._volumes is None and not self._prepare():
@@ -509,11 +508,12 @@ class PodWorker(threading.Thread):
                              for c in st.get("conditions") or []]
         return out
 
-    def _push_status(self) -> None:
+    def _push_status(self) -> bool:
+        """Store the pod's status if it changed; True when the stored one is current."""
         st = self.status()
         if self._last_status is not None and self._comparable(st) == self._comparable(
                 self._last_status):
-            return
+            return True
         patch = dict(st)
         for key in ("message", "reason", "podIP", "podIPs"):
             patch.setdefault(key, None)  # merge patch: absent keeps, null removes
@@ -521,8 +521,10 @@ class PodWorker(threading.Thread):
             self.node.kube.patch(client.PODS, self.name, {"status": patch}, self.namespace,
                                  subresource="status")
             self._last_status = st
+            return True
         except KubeError as err:
             logger.debug("pod %s/%s: status update failed: %s", self.namespace, self.name, err)
+            return False
 
     # -- stopping ----------------------------------------------------------------------
 

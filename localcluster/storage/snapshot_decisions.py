@@ -22,7 +22,7 @@ from typing import Any
 
 import sizes
 from localcluster.kube.claims import claim_class_name
-from localcluster.storage.decisions import PROVISIONED_BY, Refuse, Wait
+from localcluster.storage.decisions import PROVISIONED_BY, Obj, Refuse, Wait, _meta, _spec
 from localcluster.storage.snapshot_api import (
     API_VERSION,
     CONTENT_FINALIZER,
@@ -30,18 +30,6 @@ from localcluster.storage.snapshot_api import (
     DEFAULT_SNAPSHOT_CLASS,
     SNAPSHOT_FINALIZER,
 )
-
-Obj = Mapping[str, Any]
-
-
-def _meta(obj: Obj) -> Mapping[str, Any]:
-    meta: Mapping[str, Any] = obj.get("metadata") or {}
-    return meta
-
-
-def _spec(obj: Obj) -> Mapping[str, Any]:
-    spec: Mapping[str, Any] = obj.get("spec") or {}
-    return spec
 
 
 def _status(obj: Obj) -> Mapping[str, Any]:
