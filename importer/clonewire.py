@@ -113,11 +113,11 @@ class Totals:
     data_bytes: int
 
 
-ReadExact = Callable[[int], bytes | bytearray]
-"""Returns exactly n bytes, or fewer only at the end of the stream."""
-
-
 Data = bytes | bytearray | memoryview
+
+
+ReadExact = Callable[[int], Data]
+"""Returns exactly n bytes, or fewer only at the end of the stream."""
 
 
 def _crc_extent(crc: int, offset: int, data: Data) -> int:
@@ -182,7 +182,7 @@ def read_reply(read: ReadExact) -> dict[str, Any]:
     if len(raw) < length:
         raise StreamError("the clone target's reply was cut short")
     try:
-        body = json.loads(raw) if raw else {}
+        body = json.loads(bytes(raw)) if raw else {}
     except ValueError:
         raise StreamError("the clone target's reply is not JSON") from None
     if not isinstance(body, dict):
@@ -240,7 +240,7 @@ def extents(read: ReadExact, *, size: int, limit: int | None = None,
         head = read(EXTENT.size - 1)
         if len(head) < EXTENT.size - 1:
             raise StreamError("the clone stream was cut inside a frame header")
-        _, offset, length, wire = EXTENT.unpack(kind_b + head)
+        _, offset, length, wire = EXTENT.unpack(bytes(kind_b) + bytes(head))
         if not 0 < length <= MAX_EXTENT or not 0 < wire <= MAX_EXTENT:
             raise StreamError(f"extent at {offset}: length {length}/{wire} out of bounds")
         if offset < nxt or offset + length > bound:

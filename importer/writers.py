@@ -17,10 +17,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from importer.sources.base import CHUNK
-
 logger = logging.getLogger(__name__)
 
+ZEROS = 1024 * 1024
+"""Bytes of zeros written per call where zeros must be written (not holes)."""
 ZERO_BLOCK_SIZE = 32 * 1024
 _ZERO = bytes(ZERO_BLOCK_SIZE)
 WRITE_BEHIND = 32 * 2**20
@@ -144,11 +144,14 @@ class SparseWriter:
             self.capacity = None
             self._zeroed = True
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
+    def write(self, data: bytes | bytearray | memoryview, *, find_zeros: bool = True) -> None:
+        """Write ``data`` at the current offset. ``find_zeros=False``: the caller knows it
+        holds no zero block (the clone source left those out), so it is not looked
+        through again; it is written whole."""
         end = self.offset + len(data)
         if self.capacity is not None and end > self.capacity:
             raise OSError(errno.ENOSPC, f"no space left on {self.path} ({self.capacity} bytes)")
-        if self.preallocate or not self._zeroed:
+        if self.preallocate or not self._zeroed or not find_zeros:
             self._pwrite_all(data, self.offset)
         else:
             self._write_sparse(data)
@@ -198,10 +201,10 @@ class SparseWriter:
         return final
 
     def _write_zeros(self, start: int, end: int) -> None:
-        zeros = bytes(CHUNK)
+        zeros = bytes(ZEROS)
         while start < end:
-            self._pwrite_all(zeros[: min(CHUNK, end - start)], start)
-            start += min(CHUNK, end - start)
+            self._pwrite_all(zeros[: min(ZEROS, end - start)], start)
+            start += min(ZEROS, end - start)
 
     def discard(self) -> None:
         """Close and wipe after a failure."""
@@ -219,7 +222,7 @@ def wipe(path: Path) -> None:
         try:
             size = os.lseek(fd, 0, os.SEEK_END)
             if not punch_hole(fd, 0, size):
-                os.pwrite(fd, bytes(min(size, 4 * CHUNK)), 0)
+                os.pwrite(fd, bytes(min(size, 4 * ZEROS)), 0)
             os.fsync(fd)
         finally:
             os.close(fd)

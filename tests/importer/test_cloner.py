@@ -126,6 +126,31 @@ def test_copies_data_only_keeps_holes_and_grows(tmp_path: Path,
     assert target.seen[-1].percent == 100.0
 
 
+def test_the_target_reuses_its_receive_buffers_without_mixing_frames(
+        tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each payload is read into a buffer an earlier frame gave back once written: a
+    handful of buffers for 24 frames, and every byte where it belongs."""
+    buffers: dict[int, object] = {}  # kept alive, so an id is never reused
+    real = clonetarget.FrameReader.read
+
+    def record(self: clonetarget.FrameReader, n: int) -> bytearray | memoryview:
+        data = real(self, n)
+        if n >= clonetarget.FrameReader.POOLED:
+            assert isinstance(data, memoryview)
+            buffers[id(data.obj)] = data.obj
+        return data
+
+    monkeypatch.setattr(clonetarget.FrameReader, "read", record)
+    src = tmp_path / "src.img"
+    content = make_source(src, 32 * MiB, [(MiB, 24 * MiB)])
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 32 * MiB)) as target:
+        sent = cloner.clone(source_config(src, dirs[1], target.addr))
+    assert target.error is None and sent.extents == 24
+    assert dst.read_bytes() == content
+    assert len(buffers) <= clonetarget.FrameReader.KEEP + 1
+
+
 def test_compressible_data_is_compressed_random_data_is_not(
         tmp_path: Path, dirs: tuple[Path, Path]) -> None:
     src = tmp_path / "src.img"

@@ -32,6 +32,27 @@ def test_zero_blocks_become_holes_for_every_buffer_type(tmp_path: Path, kind: st
     assert os.lseek(os.open(path, os.O_RDONLY), 0, os.SEEK_DATA) == 4 * block
 
 
+def test_data_known_to_hold_no_zero_block_is_written_whole(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          ) -> None:
+    """find_zeros=False (the clone target: its source already left zero blocks out):
+    one pwrite per buffer, nothing looked through."""
+    writes: list[int] = []
+    real = os.pwrite
+
+    def record(fd: int, data: bytes | memoryview, offset: int) -> int:
+        writes.append(len(data))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", record)
+    data = os.urandom(ZERO_BLOCK_SIZE) + bytes(2 * ZERO_BLOCK_SIZE) + b"x"
+    writer = SparseWriter(tmp_path / "disk.img")
+    writer.write(data, find_zeros=False)
+    writer.finish()
+    assert writes == [len(data)]
+    assert (tmp_path / "disk.img").read_bytes() == data
+
+
 def test_writeback_starts_behind_the_stream(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, int, int]] = []
