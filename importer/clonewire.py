@@ -2,22 +2,21 @@
 their mutual-TLS connection, the checks the target makes on it (pure), and the one TLS
 context both sides build from their part of the clone's Secret.
 
-TLS already keeps a stranger from reading or altering the stream (every record is
-authenticated); this framing makes the stream *complete and exact*: a connection cut at
-any point, or a stream whose extents do not add up, is refused instead of leaving a short
-disk that looks whole. The end frame's checksum is therefore a CRC-32 (ISA-L's: zlib's
-polynomial on the CPU's carry-less multiply, 12 GB/s here against zlib's 3.5), not a
-cryptographic hash: it guards against our own bugs and truncation, TLS against
-tampering; a SHA-256 on both sides cost a quarter of the copy's time.
+TLS keeps a stranger from reading or altering the stream: every record is authenticated
+(AES-GCM) and numbered, so nothing can be changed, dropped, replayed or reordered
+unseen. This framing makes the stream *complete and exact*: a connection cut at any
+point, or a stream whose extents do not add up, is refused instead of leaving a short
+disk that looks whole. There is no checksum of our own on top: the end frame's counts
+catch truncation, TLS every changed byte, and a CRC-32 on both sides (ISA-L's) cost
+0.18 s of CPU per GiB, 5 % of the copy, for nothing TLS does not already check.
 
-    source → target   HELLO   magic "RDCLONE1", virtual size u64, data end u64
+    source → target   HELLO   magic "RDCLONE2", virtual size u64, data end u64
     target → source   REPLY   status u8 (0 go on, 1 refused), JSON length u32, JSON
                               (refused: {"reason", "message"}, e.g. TooSmall before a
                               byte is written)
     source → target   EXTENT* kind u8 ("R" raw, "Z" zstd), offset u64, length u32,
                               payload length u32, payload
-    source → target   END     kind u8 "E", extents u64, data bytes u64, CRC-32 u32 over
-                              every extent's offset, length and bytes, in order
+    source → target   END     kind u8 "E", extents u64, data bytes u64
     target → source   REPLY   status 0 once the data is on disk (fsync'd), else 1
 
 Holes are never sent: an extent names where its bytes go, and what lies between extents
@@ -39,15 +38,14 @@ from pathlib import Path
 from typing import Any
 
 import zstandard
-from isal import isal_zlib
 
 from importer.errors import ConfigError, ImporterError, TransferError
 
-MAGIC = b"RDCLONE1"
+MAGIC = b"RDCLONE2"
 HELLO = struct.Struct(">8sQQ")
 REPLY = struct.Struct(">BI")
 EXTENT = struct.Struct(">BQII")
-END = struct.Struct(">QQI")
+END = struct.Struct(">QQ")
 RAW, ZSTD, FINISH = b"R"[0], b"Z"[0], b"E"[0]
 MAX_EXTENT = 16 * 2**20
 """Largest extent (bytes, before and after compression) a target accepts."""
@@ -120,10 +118,6 @@ ReadExact = Callable[[int], Data]
 """Returns exactly n bytes, or fewer only at the end of the stream."""
 
 
-def _crc_extent(crc: int, offset: int, data: Data) -> int:
-    return isal_zlib.crc32(data, isal_zlib.crc32(struct.pack(">QI", offset, len(data)), crc))
-
-
 # -- the source side -------------------------------------------------------------------
 
 
@@ -138,7 +132,6 @@ class Encoder:
 
     def __init__(self, *, level: int = ZSTD_LEVEL) -> None:
         self._zstd = zstandard.ZstdCompressor(level=level)
-        self._crc = 0
         self._next = 0
         self.extents = 0
         self.data_bytes = 0
@@ -154,7 +147,6 @@ class Encoder:
             packed = self._zstd.compress(data)
             if len(packed) < len(data):
                 kind, payload = ZSTD, packed
-        self._crc = _crc_extent(self._crc, offset, data)
         self._next = offset + len(data)
         self.extents += 1
         self.data_bytes += len(data)
@@ -162,7 +154,7 @@ class Encoder:
         return EXTENT.pack(kind, offset, len(data), len(payload)), payload
 
     def end(self) -> bytes:
-        return bytes([FINISH]) + END.pack(self.extents, self.data_bytes, self._crc)
+        return bytes([FINISH]) + END.pack(self.extents, self.data_bytes)
 
 
 def reply(*, ok: bool, reason: str = "", message: str = "", **extra: Any) -> bytes:
@@ -216,7 +208,6 @@ def extents(read: ReadExact, *, size: int, limit: int | None = None,
     within it (the target's room)."""
     bound = size if limit is None else min(size, limit)
     zstd = zstandard.ZstdDecompressor()
-    crc = 0
     nxt, count, total = 0, 0, 0
     while True:
         kind_b = read(1)
@@ -228,12 +219,10 @@ def extents(read: ReadExact, *, size: int, limit: int | None = None,
             raw = read(END.size)
             if len(raw) < END.size:
                 raise StreamError("the clone stream's end frame was cut short")
-            n, data_bytes, want = END.unpack(raw)
+            n, data_bytes = END.unpack(raw)
             if (n, data_bytes) != (count, total):
                 raise StreamError(f"the source sent {n} extents ({data_bytes} bytes); "
                                   f"{count} ({total} bytes) arrived")
-            if crc != want:
-                raise StreamError("the clone stream's checksum does not match its data")
             return Totals(extents=count, data_bytes=total)
         if kind not in (RAW, ZSTD):
             raise StreamError(f"unknown frame kind {kind:#x}")
@@ -264,6 +253,5 @@ def extents(read: ReadExact, *, size: int, limit: int | None = None,
                 raise StreamError(f"extent at {offset}: {len(data)} bytes for {length}")
         else:
             data = payload
-        crc = _crc_extent(crc, offset, data)
         nxt, count, total = offset + length, count + 1, total + length
         yield offset, data
