@@ -4,11 +4,14 @@ comes in, and the writeback of a long stream starts while it is written."""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from importer.writers import WRITE_BEHIND, ZERO_BLOCK_SIZE, SparseWriter
+from importer import writers
+from importer.writers import LET_GO_AFTER, WRITE_BEHIND, ZERO_BLOCK_SIZE, SparseWriter
 
 MiB = 2**20
 
@@ -65,9 +68,44 @@ def test_writeback_starts_behind_the_stream(tmp_path: Path,
     monkeypatch.setattr(os, "posix_fadvise", record)
     writer = SparseWriter(tmp_path / "disk.img")
     piece = os.urandom(MiB)
-    total = 3 * WRITE_BEHIND + 5 * MiB
+    total = 6 * WRITE_BEHIND + 5 * MiB
     for _ in range(total // MiB):
         writer.write(piece)
     writer.finish()
-    assert calls == [(i * WRITE_BEHIND, WRITE_BEHIND, os.POSIX_FADV_DONTNEED)
-                     for i in range(3)]
+    # each step starts the writeback of what was just written and lets go of the
+    # LET_GO_AFTER steps before it (written back by then), so the page cache does not
+    # fill with the stream
+    step = WRITE_BEHIND
+    assert LET_GO_AFTER == 3
+    assert calls == [(max(0, (n - 1 - LET_GO_AFTER) * step),
+                      (n - max(0, n - 1 - LET_GO_AFTER)) * step, os.POSIX_FADV_DONTNEED)
+                     for n in range(1, 7)]
+    assert calls[-1] == (2 * step, 4 * step, os.POSIX_FADV_DONTNEED)
+
+
+def _resident(path: Path) -> int:
+    """Bytes of ``path`` in the page cache, as util-linux's fincore counts them."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
+                          str(path)], check=True, capture_output=True, text=True).stdout
+    return int(out.strip())
+
+
+def test_the_page_cache_does_not_fill_with_a_long_stream(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream slower than the disk (as a network one is): the pages of the steps
+    written back are let go of, so a pod's page cache stays small. Letting go only of
+    the step just written (dirty, so nothing was dropped) kept all 96 MiB."""
+    if subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True,
+                      text=True).stdout.strip() == "tmpfs":
+        pytest.skip("tmpfs pages cannot be let go of")
+    step = 4 * MiB
+    monkeypatch.setattr(writers, "WRITE_BEHIND", step)
+    path = tmp_path / "disk.img"
+    writer = SparseWriter(path)
+    piece = os.urandom(step)
+    for _ in range(24):
+        writer.write(piece)
+        time.sleep(0.05)
+    resident = _resident(path)
+    writer.finish()
+    assert resident <= (LET_GO_AFTER + 3) * step, f"{resident >> 20} MiB cached"
