@@ -1,6 +1,6 @@
 """The CDI servers' own certificates (the upload proxy, the cdi-apiserver): a rotating CA
-kept in a Secret (:mod:`pki.rotation`) and a serving certificate issued again at half
-its lifetime into the running server.
+kept in a Secret (:mod:`pki.rotation`); their serving certificate is issued again at
+half its lifetime into the running server by :class:`pki.serving.Serving`.
 
 Each server reads its CA's Secret at start and at every renewal, rotates it when due
 (several replicas may race: each write is conditional on the resourceVersion read), and
@@ -10,20 +10,13 @@ publishes the CA bundle where its clients look (a ConfigMap, an APIService's
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
 import logging
-import ssl
-import tempfile
-import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from aiohttp import web
-
 from cdi.kube import SECRETS, Client, Kind, KubeError
-from pki import certs, rotation
+from pki import rotation
 
 logger = logging.getLogger(__name__)
 
@@ -68,39 +61,3 @@ def kept_authority(kube: Client, namespace: str, secret: str, *, ca_name: str,
                        {"metadata": {"resourceVersion": version}, "data": encoded})
 
     return rotation.kept(read, write, name=ca_name, now=now, lifetime=lifetime)
-
-
-class Serving:
-    """A server's certificate, issued again at half its lifetime into the same SSL
-    context (new connections get it; open ones keep theirs). ``issue`` does the I/O
-    (rotating the CA, publishing its bundle) and returns the new certificate."""
-
-    def __init__(self, issue: Callable[[], certs.KeyPair], *, lifetime: dt.timedelta,
-                 context: ssl.SSLContext) -> None:
-        self.issue = issue
-        self.lifetime = lifetime
-        self.context = context
-        self.renew_at = 0.0
-
-    def load(self, pair: certs.KeyPair) -> None:
-        with tempfile.TemporaryDirectory(prefix="serving-") as tmp:
-            self.context.load_cert_chain(*certs.write_pair(tmp, pair.cert_pem, pair.key_pem))
-        left = (certs.not_after(pair.cert_pem) - dt.datetime.now(dt.UTC)).total_seconds()
-        self.renew_at = time.monotonic() + max(1.0, left - self.lifetime.total_seconds() / 2)
-
-    async def keep_fresh(self, _: web.Application) -> AsyncIterator[None]:
-        """aiohttp cleanup context: renews in the background while the app runs."""
-        task = asyncio.create_task(self._loop())
-        yield
-        task.cancel()
-
-    async def _loop(self) -> None:
-        retry = min(30.0, self.lifetime.total_seconds() / 10)
-        while True:
-            await asyncio.sleep(max(0.0, self.renew_at - time.monotonic()))
-            try:
-                self.load(await asyncio.to_thread(self.issue))
-                logger.info("renewed the serving certificate")
-            except (KubeError, RuntimeError, ValueError, OSError, ssl.SSLError) as err:
-                logger.warning("renewing the serving certificate failed: %s", err)
-                self.renew_at = time.monotonic() + retry

@@ -45,7 +45,7 @@ from cdi.kube import (
     load_configuration,
 )
 from kubeclient.startup import retry_startup
-from pki import certs, rotation
+from pki import certs, rotation, serving
 
 logger = logging.getLogger("cdi.uploadapi")
 
@@ -252,20 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     kube = Client(load_configuration(args.kubeconfig))
     key = _retry("signing key", ensure_signing_key, kube, args.namespace)
 
-    def issue() -> certs.KeyPair:
-        return issue_serving(kube, args.namespace, lifetimes=lifetimes)
+    def issue() -> serving.Issued:
+        return serving.Issued(issue_serving(kube, args.namespace, lifetimes=lifetimes))
 
     first = _retry("certificates", issue)
     proxy = _retry("front-proxy settings", _front_proxy, kube)
     with tempfile.TemporaryDirectory(prefix="cdi-api-") as tmp:
-        cert, keyfile = certs.write_pair(tmp, first.cert_pem, first.key_pem)
+        cert, keyfile = certs.write_pair(tmp, first.pair.cert_pem, first.pair.key_pem)
         ctx = frontproxy.server_ssl_context(proxy, cert_file=cert, key_file=keyfile)
-    serving = certstore.Serving(issue, lifetime=lifetimes[1], context=ctx)
-    serving.load(first)
+    renewal = serving.Serving(issue, lifetime=lifetimes[1], contexts=(ctx,))
+    renewal.load(first)
     app = TokenAPI(kube, proxy, key).app()
-    app.cleanup_ctx.append(serving.keep_fresh)
+    app.cleanup_ctx.append(renewal.keep_fresh)
     logger.info("serving %s on %s:%d", APISERVICE, args.address, args.port)
-    web.run_app(app, host=args.address, port=args.port, ssl_context=serving.context,
+    web.run_app(app, host=args.address, port=args.port, ssl_context=ctx,
                 print=None, access_log=None)
     return 0
 

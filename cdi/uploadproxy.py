@@ -50,7 +50,7 @@ from cdi.kube import (
     load_configuration,
 )
 from kubeclient.startup import retry_startup
-from pki import certs, rotation
+from pki import certs, rotation, serving
 
 logger = logging.getLogger("cdi.uploadproxy")
 
@@ -283,17 +283,18 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(err))
     kube = Client(load_configuration(args.kubeconfig))
 
-    def issue() -> certs.KeyPair:
-        return ensure_tls(kube, args.namespace, args.address, lifetimes=lifetimes)
+    def issue() -> serving.Issued:
+        return serving.Issued(ensure_tls(kube, args.namespace, args.address,
+                                         lifetimes=lifetimes))
 
-    serving = certstore.Serving(issue, lifetime=lifetimes[1],
-                                context=ssl.create_default_context(ssl.Purpose.CLIENT_AUTH))
-    serving.load(retry_startup("cdi-uploadproxy", "certificates", issue,
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    renewal = serving.Serving(issue, lifetime=lifetimes[1], contexts=(ctx,))
+    renewal.load(retry_startup("cdi-uploadproxy", "certificates", issue,
                                errors=(KubeError, RuntimeError), first=2.0, longest=2.0))
     app = UploadProxy(kube, args.namespace).app()
-    app.cleanup_ctx.append(serving.keep_fresh)
+    app.cleanup_ctx.append(renewal.keep_fresh)
     logger.info("upload proxy on %s:%d", args.address, args.port)
-    web.run_app(app, host=args.address, port=args.port, ssl_context=serving.context,
+    web.run_app(app, host=args.address, port=args.port, ssl_context=ctx,
                 print=None, access_log=None)
     return 0
 

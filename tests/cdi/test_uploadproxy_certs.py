@@ -1,23 +1,18 @@
 """The upload proxy's own certificates, on a real API server: its CA rotates in its
 Secret, the bundle clients read (ConfigMap ``cdi-uploadproxy-ca``) follows, a client
-holding the bundle from before a rotation trusts what the proxy serves after it; and
-the serving certificate is issued again at half its lifetime into the live server."""
+holding the bundle from before a rotation trusts what the proxy serves after it (the
+renewal into the live server: tests/test_pki_serving.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
-import socket
-import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from cryptography import x509
 
-from cdi import certstore, uploadproxy
+from cdi import uploadproxy
 from cdi.kube import CONFIGMAPS, SECRETS, Client
 from pki import certs, rotation
 from tests.cdi.conftest import cdi_client
@@ -115,53 +110,3 @@ def test_a_bad_lifetime_setting_stops_the_proxy_naming_the_variable(
         uploadproxy.main(["--kubeconfig", "/nonexistent"])
     assert stop.value.code == 2
     assert said in capsys.readouterr().err
-
-
-def peer_serial(port: int, ca: bytes) -> int:
-    ctx = ssl.create_default_context(cadata=ca.decode())
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-            ctx.wrap_socket(raw, server_hostname="cdi-uploadproxy.rootdisk.svc") as s:
-        der = s.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der).serial_number
-
-
-def test_the_serving_certificate_is_renewed_into_the_running_server() -> None:
-    """A 4 s certificate: the running server presents a new one to new connections after
-    about 2 s, without a restart."""
-    ca = certs.make_ca(name="ca", now=dt.datetime.now(dt.UTC))
-    life = dt.timedelta(seconds=4)
-    issued: list[int] = []
-
-    def issue() -> certs.KeyPair:
-        pair = certs.issue(ca=ca, common_name="cdi-uploadproxy",
-                           dns_names=("cdi-uploadproxy.rootdisk.svc",),
-                           now=dt.datetime.now(dt.UTC), validity=life)
-        issued.append(x509.load_pem_x509_certificate(pair.cert_pem).serial_number)
-        return pair
-
-    async def run() -> tuple[int, int]:
-        serving = certstore.Serving(issue, lifetime=life, context=ssl.create_default_context(
-            ssl.Purpose.CLIENT_AUTH))
-        serving.load(issue())
-        app = web.Application()
-        app.cleanup_ctx.append(serving.keep_fresh)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=serving.context)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            before = await asyncio.to_thread(peer_serial, port, ca.cert_pem)
-            for _ in range(60):  # bounded: 6 s
-                await asyncio.sleep(0.1)
-                if len(issued) > 1:
-                    break
-            after = await asyncio.to_thread(peer_serial, port, ca.cert_pem)
-        finally:
-            await runner.cleanup()
-        return before, after
-
-    before, after = asyncio.run(run())
-    assert len(issued) >= 2
-    assert before == issued[0] and after == issued[-1] and after != before
