@@ -182,12 +182,14 @@ def leaf_due(cert_pem: bytes, *, issuer: KeyPair, now: dt.datetime,
 
 
 def lifetimes_from_env(env: Mapping[str, str], *, ca_var: str, leaf_var: str,
+                       defaults: tuple[dt.timedelta, dt.timedelta] = (CA_LIFETIME,
+                                                                      LEAF_LIFETIME),
                        ) -> tuple[dt.timedelta, dt.timedelta]:
-    """(CA lifetime, leaf lifetime) from two variables holding seconds (defaults:
-    upstream's 48 h and 24 h), checked by :func:`check_lifetimes`; ValueError naming the
-    variable otherwise."""
+    """(CA lifetime, leaf lifetime) from two variables holding seconds (unset: the
+    ``defaults``, CDI upstream's 48 h and 24 h unless given), checked by
+    :func:`check_lifetimes`; ValueError naming the variable otherwise."""
     values = []
-    for var, default in ((ca_var, CA_LIFETIME), (leaf_var, LEAF_LIFETIME)):
+    for var, default in zip((ca_var, leaf_var), defaults, strict=True):
         raw = env.get(var) or ""
         try:
             seconds = float(raw) if raw else default.total_seconds()
