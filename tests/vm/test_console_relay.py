@@ -20,13 +20,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from pki import certs
+from pki import certs, serving
 from tests.fixtures.appthread import AppThread
 from tests.fixtures.guests import GuestBuilder, LinuxGuest
 from tests.vm.launcher.harness import Launch
-from vm.api.kube import load_pki
+from vm.api.certs import LEAF_LIFETIME
+from vm.api.kube import read_ca
 from vm.handler import kube as handler_kube
 from vm.handler.console import ConsoleServer, server_context
+from vm.handler.kube import console_identity
 from vm.kube import PODS, VMIS, Kube
 
 from .test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
@@ -43,13 +45,11 @@ def guest() -> LinuxGuest:
 
 class HandlerThread:
     def __init__(self, kube: Kube, socket_dir: Path, tmp: Path) -> None:
-        ca, _ = load_pki(kube, "kubevirt")  # type: ignore[misc]
-        mine = certs.issue(ca=ca, common_name="virt-handler:node1", ips=("127.0.0.1",),
-                           now=dt.datetime.now(dt.UTC))
-        (tmp / "h.crt").write_bytes(mine.cert_pem)
-        (tmp / "h.key").write_bytes(mine.key_pem)
-        self.ctx = server_context(ca_pem=ca.cert_pem, cert_file=str(tmp / "h.crt"),
-                                  key_file=str(tmp / "h.key"))
+        first = console_identity(kube, "kubevirt", node=NODE, address="127.0.0.1",
+                                 lifetime=LEAF_LIFETIME)
+        self.ctx = server_context(first.bundle)
+        serving.Serving(lambda: first, lifetime=LEAF_LIFETIME, contexts=(self.ctx,),
+                        trusting=(self.ctx,)).load(first)
         self.server = ConsoleServer(kube, node=NODE, socket_dir=str(socket_dir))
         self._server = AppThread(self._app, name="node handler")
 
@@ -222,7 +222,9 @@ def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # 
     socket_dir.mkdir()
     handler = HandlerThread(kube, socket_dir, tmp_path).start()
     try:
-        ca, _ = load_pki(kube, "kubevirt")  # type: ignore[misc]
+        found = read_ca(kube, "kubevirt")
+        assert found is not None
+        ca, bundle = found
         other = certs.issue(ca=ca, common_name="intruder", now=dt.datetime.now(dt.UTC))
         (tmp_path / "o.crt").write_bytes(other.cert_pem)
         (tmp_path / "o.key").write_bytes(other.key_pem)
@@ -230,7 +232,7 @@ def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # 
                "virtualmachineinstances/x/console?uid=y")
 
         async def get(with_cert: bool) -> int:
-            ctx = ssl.create_default_context(cadata=ca.cert_pem.decode())
+            ctx = ssl.create_default_context(cadata=bundle.decode())
             if with_cert:
                 ctx.load_cert_chain(str(tmp_path / "o.crt"), str(tmp_path / "o.key"))
             async with aiohttp.ClientSession() as s, s.get(url, ssl=ctx) as resp:

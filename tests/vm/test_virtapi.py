@@ -43,7 +43,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, 
                                  "metadata": {"name": "kubevirt"}})
         virtapi = VirtAPIThread(kube).start()
         register(kube, virtapi.port)
-        api_kube.publish_ca(kube, virtapi.ca_pem)
+        api_kube.publish_ca(kube, virtapi.bundle)  # they came after its start
         wait_served(kube, BASE)
         yield server, kube, virtapi.port
     finally:

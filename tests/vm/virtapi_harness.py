@@ -4,16 +4,17 @@ ValidatingWebhookConfiguration from manifests/deploy/virt-api.yaml)."""
 
 from __future__ import annotations
 
-import os
+import asyncio
+import datetime as dt
 import ssl
-import tempfile
 from pathlib import Path
 
 import yaml
 from aiohttp import web
 
-from apiservice import frontproxy
+from pki import serving
 from tests.fixtures.appthread import AppThread
+from vm.api import certs
 from vm.api import kube as api_kube
 from vm.api.server import VirtAPI
 from vm.kube import Kube, Res
@@ -26,31 +27,32 @@ NAMESPACES = Res("", "v1", "namespaces", namespaced=False)
 
 
 class VirtAPIThread:
-    def __init__(self, kube: Kube, handler_ssl: ssl.SSLContext | None = None) -> None:
+    """virt-api as ``python -m vm.api`` wires it (``vm.api.certs.virt_api_tls``: the CA
+    kept and rotated in its Secret, the certificate renewed at half ``lifetimes[1]``)."""
+
+    def __init__(self, kube: Kube, *, lifetimes: tuple[dt.timedelta, dt.timedelta] = (
+            certs.CA_LIFETIME, certs.LEAF_LIFETIME)) -> None:
         self.kube = kube
-        self.handler_ssl = handler_ssl
-        self.ca_pem = b""
-        self._tmp = tempfile.TemporaryDirectory(prefix="virtapi-test-")
+        self.lifetimes = lifetimes
+        self.bundle = b""
+        self.tls: certs.VirtAPITLS | None = None
         self._server = AppThread(self._app, name="virt-api", startup_timeout=30)
 
     @property
     def port(self) -> int:
         return self._server.port
 
+    def _issue(self) -> serving.Issued:
+        return api_kube.issue_serving(self.kube, NS, lifetimes=self.lifetimes)
+
     async def _app(self) -> tuple[web.Application, ssl.SSLContext]:
-        ca, serving = api_kube.ensure_pki(self.kube, NS)
-        cert = os.path.join(self._tmp.name, "tls.crt")
-        key = os.path.join(self._tmp.name, "tls.key")
-        Path(cert).write_bytes(serving.cert_pem)
-        Path(key).write_bytes(serving.key_pem)
-        proxy = api_kube.front_proxy(self.kube)
-        ctx = frontproxy.server_ssl_context(proxy, cert_file=cert, key_file=key)
-        handler_ctx = self.handler_ssl
-        if handler_ctx is None:
-            handler_ctx = ssl.create_default_context(cadata=ca.cert_pem.decode())
-            handler_ctx.load_cert_chain(cert, key)
-        self.ca_pem = ca.cert_pem
-        return VirtAPI(self.kube, proxy, handler_ctx, NS).app(), ctx
+        first = await asyncio.to_thread(self._issue)
+        proxy = await asyncio.to_thread(api_kube.front_proxy, self.kube)
+        self.tls = certs.virt_api_tls(self._issue, first, proxy, lifetime=self.lifetimes[1])
+        self.bundle = first.bundle
+        app = VirtAPI(self.kube, proxy, self.tls.handlers, NS).app()
+        app.cleanup_ctx.append(self.tls.renewal.keep_fresh)
+        return app, self.tls.server
 
     def start(self) -> VirtAPIThread:
         self._server.start()
@@ -58,12 +60,11 @@ class VirtAPIThread:
 
     def stop(self) -> None:
         self._server.stop()
-        self._tmp.cleanup()
 
 
 def register(kube: Kube, port: int) -> None:
     """The namespace, then virt-api's Service (+ Endpoints at ``port``), APIService and
-    webhook configuration from the manifests, then the CA published as virt-api does."""
+    webhook configuration from the manifests (their caBundle is virt-api's to write)."""
     if kube.get(NAMESPACES, NS) is None:
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                  "metadata": {"name": NS}})

@@ -1,7 +1,8 @@
 """``python -m vm.api``: virt-api in its pod (image ``rootdisk/operator``).
 
-Makes or loads the certificate Secret, publishes the CA in the caBundles, reads the
-front proxy's settings and serves on ``$POD_IP:8443`` (loopback outside a pod).
+Makes, loads or rotates its CA (Secret ``virt-api-certs``), publishes the CA bundle in
+the caBundles, reads the front proxy's settings and serves on ``$POD_IP:8443`` (loopback
+outside a pod), renewing its certificate at half its life (``vm.api.certs``).
 """
 
 from __future__ import annotations
@@ -10,17 +11,15 @@ import argparse
 import asyncio
 import logging
 import os
-import ssl
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
 
-from apiservice import frontproxy
 from kubeclient.startup import retry_startup
-from pki.certs import write_pair
+from pki import serving
+from vm.api import certs
 from vm.api import kube as api_kube
 from vm.api.server import VirtAPI
 from vm.kube import Kube, KubeError, load_config
@@ -46,20 +45,23 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        lifetimes = certs.lifetimes(os.environ)
+    except ValueError as err:
+        p.error(str(err))
     kube = Kube(load_config(args.kubeconfig))
-    ca, serving = _retry("certificates", api_kube.ensure_pki, kube, args.namespace)
-    _retry("publishing the CA", api_kube.publish_ca, kube, ca.cert_pem)
+
+    def issue() -> serving.Issued:
+        return api_kube.issue_serving(kube, args.namespace, lifetimes=lifetimes)
+
+    first = _retry("certificates", issue)
     proxy = _retry("front-proxy settings", api_kube.front_proxy, kube)
-    with tempfile.TemporaryDirectory(prefix="virt-api-") as tmp:
-        cert, key = write_pair(tmp, serving.cert_pem, serving.key_pem)
-        server_ctx = frontproxy.server_ssl_context(proxy, cert_file=cert, key_file=key)
-        handler_ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH,
-                                                 cadata=ca.cert_pem.decode())
-        handler_ctx.load_cert_chain(cert, key)
-        app = VirtAPI(kube, proxy, handler_ctx, args.namespace).app()
-        logger.info("serving on %s:%d", args.address, args.port)
-        web.run_app(app, host=args.address, port=args.port, ssl_context=server_ctx,
-                    print=None, access_log=None, handle_signals=True)
+    tls = certs.virt_api_tls(issue, first, proxy, lifetime=lifetimes[1])
+    app = VirtAPI(kube, proxy, tls.handlers, args.namespace).app()
+    app.cleanup_ctx.append(tls.renewal.keep_fresh)
+    logger.info("serving on %s:%d", args.address, args.port)
+    web.run_app(app, host=args.address, port=args.port, ssl_context=tls.server,
+                print=None, access_log=None, handle_signals=True)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""virt-api's I/O: its certificate Secret, the caBundles, front-proxy settings,
+"""virt-api's I/O: its CA's Secret, the caBundles, front-proxy settings,
 SubjectAccessReviews, the VM/VMI patches of the subresources, and where a node's
 handler listens."""
 
@@ -16,8 +16,8 @@ from apiservice.frontproxy import (
     FrontProxyConfig,
     Identity,
 )
-from pki import certs
-from vm.api.certs import API_CLIENT_CN
+from pki import certs, rotation, serving
+from vm.api.certs import API_CLIENT_CN, CA_NAME
 from vm.api.lifecycle import Patch
 from vm.kube import PODS, VMIS, VMS, Kube, KubeError, Res
 
@@ -42,36 +42,69 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def load_pki(kube: Kube, namespace: str) -> tuple[certs.KeyPair, certs.KeyPair] | None:
-    """(CA, virt-api's certificate) from the Secret, or None while it does not exist."""
+def _read_secret(kube: Kube, namespace: str) -> tuple[dict[str, bytes], str] | None:
     secret = kube.get(SECRETS, CERT_SECRET, namespace)
     if secret is None:
         return None
-    d = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-    return (certs.KeyPair(d["ca.crt"], d["ca.key"]), certs.KeyPair(d["tls.crt"], d["tls.key"]))
+    return ({k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()},
+            str(secret["metadata"].get("resourceVersion") or ""))
 
 
-def ensure_pki(kube: Kube, namespace: str) -> tuple[certs.KeyPair, certs.KeyPair]:
-    found = load_pki(kube, namespace)
-    if found is not None:
-        return found
-    now = dt.datetime.now(dt.UTC)
-    ca = certs.make_ca(name="kubevirt.io:rootdisk-ca", now=now)
-    serving = certs.issue(ca=ca, common_name=API_CLIENT_CN,
-                          dns_names=certs.service_names(SERVICE, namespace), now=now)
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-              "metadata": {"name": CERT_SECRET, "namespace": namespace},
-              "data": {"ca.crt": _b64(ca.cert_pem), "ca.key": _b64(ca.key_pem),
-                       "tls.crt": _b64(serving.cert_pem), "tls.key": _b64(serving.key_pem)}}
-    try:
-        kube.create(SECRETS, secret, namespace)
-    except KubeError as err:
-        if err.status != 409:
+def read_ca(kube: Kube, namespace: str) -> tuple[certs.KeyPair, bytes] | None:
+    """(the CA that signs now, PEM of every CA to trust) from the Secret, as the node
+    handlers see it (read only); None while it holds no CA. A Secret of an earlier
+    version (one CA, no bundle) gives that CA as the bundle."""
+    got = _read_secret(kube, namespace)
+    parsed = rotation.authority_from(got[0]) if got is not None else None
+    if parsed is None:
+        return None
+    current, _next, bundle = parsed
+    return current, b"".join(bundle) or current.cert_pem
+
+
+def kept_authority(kube: Kube, namespace: str, *, now: dt.datetime,
+                   lifetime: dt.timedelta) -> rotation.Authority:
+    """The CA in the Secret, made or rotated when due (:func:`pki.rotation.kept`: writes
+    are conditional on the resourceVersion read, so replicas may race). The serving
+    certificate an earlier version kept there (``tls.*``, ten years) is dropped."""
+
+    def write(data: dict[str, bytes], version: str | None) -> bool:
+        encoded: dict[str, str | None] = {k: _b64(v) for k, v in data.items()}
+        try:
+            if version is None:
+                kube.create(SECRETS, {
+                    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": CERT_SECRET, "namespace": namespace},
+                    "data": encoded}, namespace)
+            else:
+                logger.info("rotating the CA in Secret %s/%s", namespace, CERT_SECRET)
+                kube.patch(SECRETS, CERT_SECRET, {
+                    "metadata": {"resourceVersion": version},
+                    "data": {**encoded, "tls.crt": None, "tls.key": None}}, namespace)
+        except KubeError as err:
+            if err.status == 409:
+                return False
             raise
-    found = load_pki(kube, namespace)
-    if found is None:
-        raise RuntimeError(f"Secret {namespace}/{CERT_SECRET} vanished")
-    return found
+        return True
+
+    return rotation.kept(lambda: _read_secret(kube, namespace), write, name=CA_NAME,
+                         now=now, lifetime=lifetime)
+
+
+def issue_serving(kube: Kube, namespace: str, *,
+                  lifetimes: tuple[dt.timedelta, dt.timedelta],
+                  now: dt.datetime | None = None) -> serving.Issued:
+    """virt-api's serving (and client) certificate, fresh from the current CA, after the
+    CA was rotated when due and its bundle written into every ``caBundle`` virt-api
+    owns: the API server trusts a new CA before it signs anything."""
+    ca_lifetime, lifetime = lifetimes
+    now = now or dt.datetime.now(dt.UTC)
+    ca = kept_authority(kube, namespace, now=now, lifetime=ca_lifetime)
+    publish_ca(kube, ca.bundle_pem())
+    pair = certs.issue(ca=ca.current, common_name=API_CLIENT_CN,
+                       dns_names=certs.service_names(SERVICE, namespace), now=now,
+                       validity=lifetime)
+    return serving.Issued(pair, ca.bundle_pem())
 
 
 def _set_bundle(kube: Kube, res: Res, name: str, bundle: str) -> None:
@@ -96,15 +129,17 @@ def _set_bundle(kube: Kube, res: Res, name: str, bundle: str) -> None:
             return
         try:
             kube.request("PUT", res.path(None, name), body=obj)
+            logger.info("caBundle of %s %s updated", res.plural, name)
             return
         except KubeError as err:
             if err.status != 409 or attempt == 9:
                 raise
 
 
-def publish_ca(kube: Kube, ca_pem: bytes) -> None:
-    """Write the CA into the webhook configuration and the APIService (when installed)."""
-    bundle = _b64(ca_pem)
+def publish_ca(kube: Kube, bundle_pem: bytes) -> None:
+    """Write the CA bundle into the webhook configuration and the APIService (when
+    installed)."""
+    bundle = _b64(bundle_pem)
     _set_bundle(kube, WEBHOOKS, WEBHOOK_CONFIG, bundle)
     _set_bundle(kube, APISERVICES, APISERVICE, bundle)
 

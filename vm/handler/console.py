@@ -1,22 +1,26 @@
 """The handler's console endpoint for virt-api: a WebSocket carrying the serial console
 of a VMI on this node, read from its launcher's control socket.
 
-Only virt-api gets in: the TLS context requires a client certificate signed by the VM
-side's CA with CN ``virt-api``. The VMI must be on this node with the uid asked for, so
-a stale or forged request cannot reach another VMI's console.
+Only virt-api gets in: the TLS context requires a client certificate signed by a CA of
+the VM side's bundle (``vm.api.certs``) with CN ``virt-api``. The VMI must be on this
+node with the uid asked for, so a stale or forged request cannot reach another VMI's
+console.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from apiservice.frontproxy import common_name_of
+from pki import serving
 from vm.api.certs import API_CLIENT_CN
 from vm.handler.kube import socket_of
 from vm.kube import VMIS, Kube
@@ -27,11 +31,11 @@ CHUNK = 64 * 1024
 ANSWER_LIMIT = 4096
 
 
-def server_context(*, ca_pem: bytes, cert_file: str, key_file: str) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(cert_file, key_file)
+def server_context(ca_pem: bytes) -> ssl.SSLContext:
+    """Client certificates required, checked against ``ca_pem`` (the bundle) only; the
+    serving certificate is loaded by :class:`ConsoleSite`'s renewal."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=ca_pem.decode())
     ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(cadata=ca_pem.decode())
     return ctx
 
 
@@ -83,6 +87,39 @@ class ConsoleServer:
                            self.console)
         app.router.add_get("/healthz", healthz)
         return app
+
+
+class ConsoleSite:
+    """The console server listening with its certificate (and trust) renewed in place at
+    half its lifetime by ``issue``, which reads virt-api's CA again each time."""
+
+    def __init__(self, server: ConsoleServer, issue: Callable[[], serving.Issued], *,
+                 lifetime: dt.timedelta) -> None:
+        self.server = server
+        self.issue = issue
+        self.lifetime = lifetime
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._renewing: asyncio.Task[None] | None = None
+
+    async def start(self, first: serving.Issued, *, address: str, port: int) -> None:
+        ctx = server_context(first.bundle)
+        renewal = serving.Serving(self.issue, lifetime=self.lifetime, contexts=(ctx,),
+                                  trusting=(ctx,))
+        renewal.load(first)
+        runner = web.AppRunner(self.server.app(), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, address, port, ssl_context=ctx)
+        await site.start()
+        self.port = int(runner.addresses[0][1])  # the one picked when ``port`` is 0
+        self._runner = runner
+        self._renewing = asyncio.create_task(renewal.run())
+
+    async def stop(self) -> None:
+        if self._renewing is not None:
+            self._renewing.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
 
 
 async def healthz(request: web.Request) -> web.Response:

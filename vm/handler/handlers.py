@@ -5,25 +5,22 @@ the console server runs beside kopf in the same event loop."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
+import functools
 import logging
 import os
-import tempfile
 import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import kopf
-from aiohttp import web
 
-from pki import certs
 from vm import resync
-from vm.api.kube import load_pki
+from vm.api import certs
 from vm.api.names import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 from vm.handler import kube as handler_kube
 from vm.handler import sockets
-from vm.handler.console import ConsoleServer, server_context
+from vm.handler.console import ConsoleServer, ConsoleSite
 from vm.kube import KubeError, shared
 
 logger = logging.getLogger(__name__)
@@ -34,8 +31,7 @@ POLL_SECONDS = 1.0
 
 _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 _shut: set[str] = set()
-_runner: list[web.AppRunner] = []
-_tmp: list[tempfile.TemporaryDirectory[str]] = []
+_sites: list[ConsoleSite] = []
 
 
 @kopf.on.startup()
@@ -44,26 +40,25 @@ async def start_console(logger: Any, **_: Any) -> None:
         raise kopf.PermanentError("NODE_NAME is not set: the handler must know its node")
     namespace = os.environ.get("POD_NAMESPACE", "kubevirt")
     address = os.environ.get("POD_IP") or "127.0.0.1"
-    pki = None
-    for _attempt in range(120):
-        pki = await asyncio.to_thread(load_pki, shared(), namespace)
-        if pki is not None:
+    try:
+        lifetime = certs.lifetimes(os.environ)[1]
+    except ValueError as err:
+        raise kopf.PermanentError(str(err)) from None
+    issue = functools.partial(handler_kube.console_identity, shared(), namespace, node=NODE,
+                              address=address, lifetime=lifetime)
+    first = None
+    for _attempt in range(120):  # bounded: about two minutes for virt-api to make its CA
+        try:
+            first = await asyncio.to_thread(issue)
             break
-        await asyncio.sleep(1)
-    if pki is None:
-        raise kopf.PermanentError("Secret virt-api-certs never appeared (is virt-api up?)")
-    ca, _serving = pki
-    mine = certs.issue(ca=ca, common_name=f"virt-handler:{NODE}", ips=(address,),
-                       now=dt.datetime.now(dt.UTC))
-    tmp = tempfile.TemporaryDirectory(prefix="virt-handler-")
-    _tmp.append(tmp)
-    cert, key = certs.write_pair(tmp.name, mine.cert_pem, mine.key_pem)
-    ctx = server_context(ca_pem=ca.cert_pem, cert_file=cert, key_file=key)
-    runner = web.AppRunner(ConsoleServer(shared(), node=NODE, socket_dir=SOCKET_DIR).app(),
-                           access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, address, PORT, ssl_context=ctx).start()
-    _runner.append(runner)
+        except RuntimeError:
+            await asyncio.sleep(1)
+    if first is None:
+        raise kopf.PermanentError("Secret virt-api-certs never held a CA (is virt-api up?)")
+    site = ConsoleSite(ConsoleServer(shared(), node=NODE, socket_dir=SOCKET_DIR), issue,
+                       lifetime=lifetime)
+    await site.start(first, address=address, port=PORT)
+    _sites.append(site)
     logger.info("console server on %s:%d for node %s", address, PORT, NODE)
 
 
@@ -71,10 +66,8 @@ async def start_console(logger: Any, **_: Any) -> None:
 async def stop_console(**_: Any) -> None:
     for t in _tasks:
         t.cancel()
-    for runner in _runner:
-        await runner.cleanup()
-    for tmp in _tmp:
-        tmp.cleanup()
+    for site in _sites:
+        await site.stop()
 
 
 def _sync(body: Any) -> None:
