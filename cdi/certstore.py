@@ -10,7 +10,6 @@ publishes the CA bundle where its clients look (a ConfigMap, an APIService's
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import logging
 from typing import Any
@@ -19,10 +18,6 @@ from cdi.kube import SECRETS, Client, Kind, KubeError
 from pki import rotation
 
 logger = logging.getLogger(__name__)
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 def patched(kube: Client, kind: Kind, name: str, namespace: str | None, patch: Any) -> bool:
@@ -44,20 +39,15 @@ def kept_authority(kube: Client, namespace: str, secret: str, *, ca_name: str,
 
     def read() -> tuple[dict[str, bytes], str] | None:
         found = kube.get(SECRETS, secret, namespace)
-        if found is None:
-            return None
-        return ({k: base64.b64decode(v) for k, v in (found.get("data") or {}).items()},
-                str(found["metadata"].get("resourceVersion") or ""))
+        return None if found is None else rotation.secret_data(found)
 
     def write(data: dict[str, bytes], version: str | None) -> bool:
-        encoded = {k: _b64(v) for k, v in data.items()}
         if version is None:
-            return kube.create(SECRETS, {
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": secret, "namespace": namespace},
-                "data": encoded}) is not None
+            return kube.create(SECRETS, rotation.secret_object(secret, namespace, data)) \
+                is not None
         logger.info("rotating CA %s (Secret %s/%s)", ca_name, namespace, secret)
         return patched(kube, SECRETS, secret, namespace,
-                       {"metadata": {"resourceVersion": version}, "data": encoded})
+                       {"metadata": {"resourceVersion": version},
+                        "data": rotation.encoded(data)})
 
     return rotation.kept(read, write, name=ca_name, now=now, lifetime=lifetime)

@@ -22,11 +22,13 @@ only) is read as an authority whose next CA is still to be made.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -134,6 +136,24 @@ Write = Callable[[dict[str, bytes], str | None], bool]
 """Store data: create (no resourceVersion) or update at that resourceVersion; False when
 someone else wrote first (409): read again."""
 ATTEMPTS = 5
+
+
+def secret_data(secret: Mapping[str, Any]) -> tuple[dict[str, bytes], str]:
+    """A Secret object as the API returned it, as :data:`Read` gives it: its decoded
+    data and its resourceVersion."""
+    data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+    return data, str((secret.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def encoded(data: Mapping[str, bytes]) -> dict[str, str]:
+    """Secret data as the API takes it (base64)."""
+    return {k: base64.b64encode(v).decode() for k, v in data.items()}
+
+
+def secret_object(name: str, namespace: str, data: Mapping[str, bytes]) -> dict[str, Any]:
+    """An Opaque Secret holding ``data``, to create."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace}, "data": encoded(data)}
 
 
 def kept(read: Read, write: Write, *, name: str, now: dt.datetime,

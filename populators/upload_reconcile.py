@@ -14,7 +14,6 @@ let in by servers made before the rotation. The CA key never leaves that namespa
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import logging
 import threading
@@ -43,14 +42,6 @@ CA_SECRET = "cdi-uploadserver-ca"  # noqa: S105 - a name, not a secret
 CLIENT_SECRET = "cdi-uploadproxy-client"  # noqa: S105
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-def _decoded(secret: Obj) -> dict[str, bytes]:
-    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-
-
 class UploadReconciler(Reconciler):
     def __init__(self, kube: Kube, populator: flow.Populator, settings: Settings, *,
                  namespace: str) -> None:
@@ -70,15 +61,10 @@ class UploadReconciler(Reconciler):
 
     def _read_ca(self) -> tuple[dict[str, bytes], str] | None:
         found = self.kube.secret(self.namespace, CA_SECRET)
-        if found is None:
-            return None
-        return _decoded(found), str(meta(found).get("resourceVersion") or "")
+        return None if found is None else rotation.secret_data(found)
 
     def _write_ca(self, data: dict[str, bytes], version: str | None) -> bool:
-        obj: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": CA_SECRET, "namespace": self.namespace},
-            "data": {k: _b64(v) for k, v in data.items()}}
+        obj = rotation.secret_object(CA_SECRET, self.namespace, data)
         if version is None:
             return self.kube.create_secret(obj)
         obj["metadata"]["resourceVersion"] = version
@@ -90,7 +76,7 @@ class UploadReconciler(Reconciler):
         for _ in range(rotation.ATTEMPTS):
             found = self.kube.secret(self.namespace, CLIENT_SECRET)
             if found is not None:
-                have = _decoded(found)
+                have, _ = rotation.secret_data(found)
                 if have.get("ca.crt") == ca.bundle_pem() and not rotation.leaf_due(
                         have.get("tls.crt") or b"", issuer=ca.current, now=now,
                         lifetime=lifetime):
@@ -100,8 +86,9 @@ class UploadReconciler(Reconciler):
             obj: dict[str, Any] = {
                 "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                 "metadata": {"name": CLIENT_SECRET, "namespace": self.namespace},
-                "data": {"tls.crt": _b64(client.cert_pem), "tls.key": _b64(client.key_pem),
-                         "ca.crt": _b64(ca.bundle_pem())}}
+                "data": rotation.encoded({"tls.crt": client.cert_pem,
+                                          "tls.key": client.key_pem,
+                                          "ca.crt": ca.bundle_pem()})}
             if found is None:
                 done = self.kube.create_secret(obj)
             else:

@@ -144,3 +144,14 @@ def test_a_peer_holding_a_bundle_from_before_the_rotation_trusts_the_new_ca() ->
     with pytest.raises(ssl.SSLError):
         handshake(server_cert=server, server_trusts=before.bundle_pem(),
                   client_cert=stranger, client_trusts=after.bundle_pem())
+
+
+def test_secret_data_round_trip() -> None:
+    """What the three CA stores write is what they read back, and a Secret of another
+    writer without data reads as empty."""
+    obj = rotation.secret_object("ca", "ns", {"ca.crt": b"\x00pem\xff", "ca.key": b"k"})
+    assert obj["type"] == "Opaque"
+    assert obj["metadata"] == {"name": "ca", "namespace": "ns"}
+    obj["metadata"]["resourceVersion"] = "42"
+    assert rotation.secret_data(obj) == ({"ca.crt": b"\x00pem\xff", "ca.key": b"k"}, "42")
+    assert rotation.secret_data({"metadata": {}}) == ({}, "")

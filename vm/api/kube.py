@@ -44,10 +44,7 @@ def _b64(data: bytes) -> str:
 
 def _read_secret(kube: Kube, namespace: str) -> tuple[dict[str, bytes], str] | None:
     secret = kube.get(SECRETS, CERT_SECRET, namespace)
-    if secret is None:
-        return None
-    return ({k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()},
-            str(secret["metadata"].get("resourceVersion") or ""))
+    return None if secret is None else rotation.secret_data(secret)
 
 
 def read_ca(kube: Kube, namespace: str) -> tuple[certs.KeyPair, bytes] | None:
@@ -69,18 +66,16 @@ def kept_authority(kube: Kube, namespace: str, *, now: dt.datetime,
     certificate an earlier version kept there (``tls.*``, ten years) is dropped."""
 
     def write(data: dict[str, bytes], version: str | None) -> bool:
-        encoded: dict[str, str | None] = {k: _b64(v) for k, v in data.items()}
         try:
             if version is None:
-                kube.create(SECRETS, {
-                    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                    "metadata": {"name": CERT_SECRET, "namespace": namespace},
-                    "data": encoded}, namespace)
+                kube.create(SECRETS, rotation.secret_object(CERT_SECRET, namespace, data),
+                            namespace)
             else:
                 logger.info("rotating the CA in Secret %s/%s", namespace, CERT_SECRET)
                 kube.patch(SECRETS, CERT_SECRET, {
                     "metadata": {"resourceVersion": version},
-                    "data": {**encoded, "tls.crt": None, "tls.key": None}}, namespace)
+                    "data": {**rotation.encoded(data), "tls.crt": None, "tls.key": None}},
+                    namespace)
         except KubeError as err:
             if err.status == 409:
                 return False
