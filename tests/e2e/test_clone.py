@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from fractions import Fraction
@@ -36,6 +37,7 @@ VOLUMESNAPSHOTCONTENTS = client.Resource("snapshot.storage.k8s.io", "v1",
                                          "volumesnapshotcontents", namespaced=False)
 A = "cdi.kubevirt.io/"
 TIMEOUT = 240
+PROGRESS = "storage.populator.progress"
 
 
 @pytest.fixture(scope="module")
@@ -698,18 +700,15 @@ def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
     wait_clean(kube, src_ns, {"golden"})
 
 
-def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str, Path],
-                                          copy_strategy: None) -> None:
-    """A copy of a golden image large enough to catch it running (384 MiB of data in 1Gi,
-    written on the host): deleting the DataVolume then removes both pods, both Secrets
-    and PVC'."""
-    src_ns, _ = golden
-    kube.create(kit.DVS, kit.datavolume("big", {"blank": {}}, size="1Gi",
+def big_golden(kube: Kube, ns: str, name: str) -> Path:
+    """A golden claim whose copy lasts a while: 384 MiB of random data spread over a
+    1Gi blank DataVolume on local-reflink, written on the host; its disk.img."""
+    kube.create(kit.DVS, kit.datavolume(name, {"blank": {}}, size="1Gi",
                                         storage={"storageClassName": "local-reflink"}),
-                src_ns)  # (blank: an import, the override does not apply)
-    status = kit.wait_dv(kube, src_ns, "big", ("Succeeded", "Failed"), timeout=TIMEOUT)
+                ns)  # (blank: an import, a clone strategy override does not apply)
+    status = kit.wait_dv(kube, ns, name, ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    path = Path(kit.volume_path(kube, claim_of(kube, src_ns, "big")))
+    path = Path(kit.volume_path(kube, claim_of(kube, ns, name)))
     block = os.urandom(16 * MiB)
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -718,6 +717,51 @@ def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str
         os.fsync(fd)
     finally:
         os.close(fd)
+    return path
+
+
+def test_copy_progress_is_written_at_most_once_a_second(kube: Kube, ns: str,
+                                                        copy_strategy: None) -> None:
+    """Every progress write on the target is a watch event that reconciles it again. Read
+    on every reconcile, a copy's progress (which moves faster than a reconcile) kept the
+    populator reconciling flat out, 10-15 writes a second and a core of CPU taken from
+    the copy. The target's watch now sees at most one new value per PROGRESS_EVERY."""
+    from populators.reconcile import PROGRESS_EVERY
+
+    path = big_golden(kube, ns, "big")
+    made = kube.create(kit.DVS, clone_dv("paced", ns, src="big",
+                                         storage={"storageClassName": "local-immediate"}),
+                       ns)
+    writes: list[tuple[float, str]] = []
+    since, deadline = made["metadata"]["resourceVersion"], time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and not (writes and writes[-1][1] == "100.0%"):
+        for event in kube.watch_events(client.PVCS, resource_version=since, namespace=ns,
+                                       timeout=30, field_selector="metadata.name=paced"):
+            obj = event["object"]
+            since = obj["metadata"]["resourceVersion"]
+            value = (obj["metadata"].get("annotations") or {}).get(A + PROGRESS)
+            if value and (not writes or writes[-1][1] != value):
+                writes.append((time.monotonic(), value))
+            if value == "100.0%":
+                break
+    assert writes and writes[-1][1] == "100.0%", writes
+    partial = [t for t, v in writes if v != "100.0%"]
+    if partial:
+        assert len(partial) - 1 <= (partial[-1] - partial[0]) / PROGRESS_EVERY + 1, writes
+    status = kit.wait_dv(kube, ns, "paced", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    assert compare(path, Path(kit.volume_path(kube, claim_of(kube, ns, "paced"))))
+    kube.delete(kit.DVS, "paced", ns)
+    kube.delete(kit.DVS, "big", ns)
+
+
+def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str, Path],
+                                          copy_strategy: None) -> None:
+    """A copy of a golden image large enough to catch it running (384 MiB of data in 1Gi,
+    written on the host): deleting the DataVolume then removes both pods, both Secrets
+    and PVC'."""
+    src_ns, _ = golden
+    big_golden(kube, src_ns, "big")
     kube.create(kit.DVS, clone_dv("half", src_ns, src="big",
                                   storage={"storageClassName": "local-immediate"}), ns)
     uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "half", ns) or {}).get(
