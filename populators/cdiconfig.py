@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_OVERHEAD = "0.06"
-DEFAULT_RETRY_LIMIT = 5
-"""As cdi/config.py's default (the config controller normally writes the status)."""
-DEFAULT_RESOURCES: Mapping[str, Mapping[str, str]] = {
-    "limits": {"cpu": "750m", "memory": "600M"},
-    "requests": {"cpu": "100m", "memory": "60M"},
-}
+from cdi.config import DEFAULT_IMPORT_RETRY_LIMIT, DEFAULT_POD_RESOURCES
+from sizes import DEFAULT_OVERHEAD as SPACE_OVERHEAD
+from sizes import format_overhead
+
+# The config controller's own defaults (what it writes into the status when the spec
+# says nothing), used here until it has written them.
+DEFAULT_OVERHEAD = format_overhead(SPACE_OVERHEAD)
+DEFAULT_RETRY_LIMIT = DEFAULT_IMPORT_RETRY_LIMIT
+DEFAULT_RESOURCES = DEFAULT_POD_RESOURCES
 _PERCENT = re.compile(r"^(0(?:\.\d{1,3})?|1)$")
 """Upstream's ``Percent`` pattern: 0, 0.x up to three decimals, or 1."""
 
