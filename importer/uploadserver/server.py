@@ -148,7 +148,7 @@ class UploadServer:
             if spooled(head=head[0], size=size):
                 assert size is not None
                 where = self.config.scratch_dir
-                room = _scratch_room(where)
+                room = _scratch_room(where, limit=self.config.image_size)
                 if size > room:
                     return web.Response(status=413, text=f"the image ({size} bytes) is larger"
                                         f" than the scratch space ({room} bytes)\n")
@@ -262,11 +262,14 @@ class _Stop(Exception):
     pass
 
 
-def _scratch_room(where: Path | None) -> int:
-    """Bytes a spooled image may take: the scratch volume's free space (an emptyDir's
-    size limit is the claim's request; localcluster does not enforce it, this does)."""
+def _scratch_room(where: Path | None, *, limit: int | None) -> int:
+    """Bytes a spooled image may take: the scratch volume's free space, and no more than
+    ``limit``, the emptyDir's size limit (the claim's request). A kubelet evicts a pod
+    over its limit only after the fact, and localcluster's does not at all: without
+    this bound, an upload could fill the node's disk under a small claim."""
     stat = os.statvfs(where if where is not None else tempfile.gettempdir())
-    return stat.f_bavail * stat.f_frsize
+    free = stat.f_bavail * stat.f_frsize
+    return free if limit is None else min(free, limit)
 
 
 async def _settle(work: asyncio.Future[Outcome]) -> Outcome:

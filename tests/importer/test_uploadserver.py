@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from pki import certs
-from tests.fixtures.images import ImageFactory, allocated_bytes, compare
+from tests.fixtures.images import ImageFactory, MiB, allocated_bytes, compare
 
 CLIENT = "cdi-uploadproxy"
 
@@ -227,6 +227,30 @@ def test_a_qcow2_larger_than_the_scratch_space_is_refused_unread(
                     b"Content-Length: 1000000000000000\r\n\r\n" + head)
         answer = tls.recv(4096)
     assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert list(server.scratch.iterdir()) == []
+    assert server.proc.poll() is None
+
+
+def test_a_qcow2_larger_than_the_claim_is_refused_unread_though_the_disk_has_room(
+        server: Server, images: ImageFactory) -> None:
+    """The scratch emptyDir's size limit is the claim's request (64Mi here). The node's
+    disk has far more room, and nothing on localcluster enforces the limit: the server
+    does, before it spools a byte."""
+    import ssl
+
+    free = os.statvfs(server.scratch).f_bavail * os.statvfs(server.scratch).f_frsize
+    declared = 65 * MiB
+    assert declared < free
+    head = images.get("qcow2").path.read_bytes()[:65536]
+    ctx = ssl.create_default_context(cafile=str(server.tls / "ca.crt"))
+    ctx.load_cert_chain(*server.client)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"POST /v1beta1/upload HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: %d\r\n\r\n" % declared + head)
+        answer = tls.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert f"({64 * MiB} bytes)".encode() in answer, answer
     assert list(server.scratch.iterdir()) == []
     assert server.proc.poll() is None
 
