@@ -8,7 +8,9 @@ answers; random access is what lets qemu-img convert while the image streams.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +53,42 @@ class Source(Protocol):
 
     def stream(self, offset: int = 0) -> Iterator[bytes]: ...
 
+    def close(self) -> None:
+        """Release the connections, including those of streams still open: a consumer that
+        stops on an error leaves its ``stream`` generator unfinished, held by the error's
+        traceback, and its socket would stay open until the garbage collector finds it."""
+        ...
+
+
+class Closable(Protocol):
     def close(self) -> None: ...
+
+
+class OpenStreams:
+    """The bodies of a source's streams still being read, closed with the source."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bodies: list[Closable] = []
+
+    @contextlib.contextmanager
+    def held(self, body: Closable) -> Iterator[None]:
+        """Track ``body`` while the block runs; close it when the block ends."""
+        with self._lock:
+            self._bodies.append(body)
+        try:
+            yield
+        finally:
+            with self._lock, contextlib.suppress(ValueError):
+                self._bodies.remove(body)
+            body.close()
+
+    def close(self) -> None:
+        with self._lock:
+            bodies, self._bodies = self._bodies, []
+        for body in bodies:
+            with contextlib.suppress(Exception):  # a half-read body may fail to close
+                body.close()
 
 
 class Spooled(Protocol):

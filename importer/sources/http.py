@@ -33,7 +33,7 @@ from importer.errors import (
 )
 from importer.formats import HEAD_BYTES
 from importer.redact import redact_url
-from importer.sources.base import CHUNK, Probe, call_with_retries
+from importer.sources.base import CHUNK, OpenStreams, Probe, call_with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ class HTTPSource:
             self.verify = self._bundle.name
         self._size: int | None = None
         self._validators: tuple[str | None, str | None] | None = None  # (ETag, Last-Modified)
+        self._streams = OpenStreams()
 
     def probe(self) -> Probe:
         def attempt() -> Probe:
@@ -97,7 +98,7 @@ class HTTPSource:
 
     def stream(self, offset: int = 0) -> Iterator[bytes]:
         response = self._get(offset, None)
-        with response:
+        with self._streams.held(response):
             skip = offset if offset and response.status_code == 200 else 0
             try:
                 for chunk in response.iter_content(CHUNK):
@@ -111,6 +112,8 @@ class HTTPSource:
                 raise TransferError(f"reading {self._safe_url()}: {err}", cause=err) from err
 
     def close(self) -> None:
+        self._streams.close()
+        _close_pools(self.session)
         self.session.close()
         if self._bundle is not None:
             self._bundle.close()
@@ -188,6 +191,24 @@ class HTTPSource:
 
     def _safe_url(self) -> str:
         return redact_url(self.url)
+
+
+def _close_pools(session: requests.Session) -> None:
+    """Close the idle keep-alive connections of ``session``'s pools. ``Session.close``
+    only forgets its pools: urllib3 2 closes a pool's connections when the pool is garbage
+    collected, and a pool that an error's traceback still reaches waits for a collection
+    with its sockets open."""
+    for adapter in session.adapters.values():
+        managers = [getattr(adapter, "poolmanager", None),
+                    *getattr(adapter, "proxy_manager", {}).values()]
+        for manager in managers:
+            pools = getattr(manager, "pools", None)
+            if pools is None:
+                continue
+            for key in list(pools.keys()):
+                pool = pools.get(key)
+                if pool is not None:
+                    pool.close()
 
 
 def status_error(code: int, url: str) -> ImporterError:

@@ -29,7 +29,7 @@ from importer.errors import (
     Unauthorized,
 )
 from importer.formats import HEAD_BYTES
-from importer.sources.base import CHUNK, Probe, call_with_retries
+from importer.sources.base import CHUNK, OpenStreams, Probe, call_with_retries
 from importer.sources.http import ca_bundle
 
 _REGION = re.compile(r"s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
@@ -98,6 +98,7 @@ class S3Source:
             config=botocore.config.Config(**options),
         )
         self._name = f"s3://{self.location.bucket}/{self.location.key}"
+        self._streams = OpenStreams()
 
     def probe(self) -> Probe:
         def attempt() -> Probe:
@@ -115,14 +116,14 @@ class S3Source:
 
     def stream(self, offset: int = 0) -> Iterator[bytes]:
         body, _ = self._get(f"bytes={offset}-" if offset else None)
-        try:
-            yield from body.iter_chunks(CHUNK)
-        except _TRANSIENT as err:
-            raise TransferError(f"reading {self._name}: {err}", cause=err) from err
-        finally:
-            body.close()
+        with self._streams.held(body):
+            try:
+                yield from body.iter_chunks(CHUNK)
+            except _TRANSIENT as err:
+                raise TransferError(f"reading {self._name}: {err}", cause=err) from err
 
     def close(self) -> None:
+        self._streams.close()
         self.client.close()
         if self._bundle is not None:
             self._bundle.close()

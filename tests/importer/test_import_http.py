@@ -3,6 +3,7 @@ every failure reason, and what a failure leaves behind (nothing that looks like 
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -28,9 +29,10 @@ from tests.fixtures.images import (
     compare,
     sha256,
 )
-from tests.importer.conftest import ImportFn
+from tests.importer.conftest import ImportFn, open_connections_to
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
 GOOD = ["raw", "qcow2", "qcow2c", "vmdk", "vmdk-stream", "vdi", "vhd", "vhdx", "iso",
         "raw.gz", "raw.xz", "raw.zst", "qcow2.gz", "qcow2.xz", "qcow2.zst", "raw.xz.gz",
         "qcow2.gz.xz", "vmdk.zst", "iso.gz"]
@@ -133,6 +135,30 @@ def test_gzip_bomb_without_size_hint_is_invalid(image_factory: ImageFactory,
     assert isinstance(outcome.error, InvalidImage)
     assert "decompressed data exceeds" in outcome.error.message
     assert not (tmp_path / "d.img").exists()
+
+
+@pytest.mark.parametrize("expand_to", [256 * MiB, 4 * GiB], ids=["idle", "in-flight"])
+def test_an_import_stopped_mid_stream_leaves_no_connection_open(
+        image_factory: ImageFactory, http_server: HttpServer, do_import: ImportFn,
+        tmp_path: Path, expand_to: int) -> None:
+    """An error raised by what consumes the stream (here the decompression bound) leaves
+    the stream's generator unfinished, and the error's traceback holds it. Its connection
+    stayed open until a garbage collection found it, which then warned of an unclosed
+    socket in whatever test it ran (a rare CI failure). Closing the source closes it,
+    whether the body had all arrived (a 256 KiB bomb: the connection idles in its pool,
+    which ``Session.close`` does not close) or not (4 MiB: still in the response)."""
+    bomb = image_factory.gzip_bomb(expand_to)
+    name = http_server.publish(bomb.path).rsplit("/", 1)[1]
+    http_server.set_faults(name, Faults(no_range=True))
+    gc.collect()  # no earlier test's sockets
+    gc.disable()  # nothing collected behind the test's back
+    try:
+        outcome = do_import(http_server.url_for(name), tmp_path / "d.img",
+                            image_size=64 * MiB)
+        assert isinstance(outcome.error, InvalidImage), outcome.error
+        assert open_connections_to(http_server.port) == []
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("name", ["hostile-backing.qcow2", "hostile-backing-rel.qcow2",

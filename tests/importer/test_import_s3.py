@@ -3,18 +3,22 @@ streams through ranged GETs, raw streamed, presigned URLs, and the S3 failure re
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
 
 from importer.config import SourceKind
-from importer.errors import NotFound, Unauthorized
+from importer.errors import InvalidImage, NotFound, TooSmall, Unauthorized
 from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.proxy import ProxyServer
 from tests.fixtures.s3server import S3Server
-from tests.importer.conftest import ImportFn
+from tests.importer.conftest import ImportFn, open_connections_to
 
 pytestmark = pytest.mark.slow
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
 
 
 def creds(s3: S3Server) -> dict[str, str]:
@@ -108,3 +112,22 @@ def test_s3_faults_are_retried_and_resumed(images: ImageFactory, s3_server: S3Se
         # After a cut, the next read starts where the bytes stopped, not at 0.
         ranges = [r.header("Range") for r in gets[2:]]
         assert any(r and not r.startswith("bytes=0-") for r in ranges), ranges
+
+
+@pytest.mark.parametrize("expand_to", [256 * MiB, 4 * GiB], ids=["idle", "in-flight"])
+def test_an_import_stopped_mid_stream_leaves_no_connection_open(
+        image_factory: ImageFactory, s3_server: S3Server, s3_bucket: str,
+        do_import: ImportFn, tmp_path: Path, expand_to: int) -> None:
+    """As over HTTP (test_import_http): closing the source closes the connection of a
+    stream its consumer gave up on, garbage collector or not."""
+    bomb = image_factory.gzip_bomb(expand_to)
+    url = s3_server.put_file(s3_bucket, f"bomb-{expand_to}.gz", bomb.path)
+    gc.collect()  # no earlier test's sockets
+    gc.disable()  # nothing collected behind the test's back
+    try:
+        outcome = do_import(url, tmp_path / "d.img", image_size=64 * MiB, **creds(s3_server))
+        # (the small bomb's size is in its trailer, which a ranged read finds first)
+        assert isinstance(outcome.error, InvalidImage | TooSmall), outcome.error
+        assert open_connections_to(int(s3_server.ports["s3.port"])) == []
+    finally:
+        gc.enable()
