@@ -9,7 +9,6 @@ counts are small, and a full pass is simpler and more robust than per-key queues
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -18,6 +17,21 @@ from collections.abc import Callable
 from localcluster.kube.client import Kube, KubeError, Obj, Resource
 
 logger = logging.getLogger(__name__)
+
+
+def json_copy(obj: Obj) -> Obj:
+    """A deep copy of a decoded JSON object (dicts, lists and scalars only), about twice
+    as fast as ``copy.deepcopy``, which keeps a memo and looks up each type's copier: the
+    node side copies what its informers hand out, many times a second."""
+    return {k: _copy(v) for k, v in obj.items()}
+
+
+def _copy(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def key_of(obj: Obj) -> tuple[str, str]:
@@ -50,12 +64,12 @@ class Informer:
     def list(self, namespace: str | None = None) -> list[Obj]:
         with self._lock:
             objs = [o for (ns, _), o in self._cache.items() if namespace in (None, ns)]
-        return [copy.deepcopy(o) for o in objs]
+        return [json_copy(o) for o in objs]
 
     def get(self, name: str, namespace: str = "") -> Obj | None:
         with self._lock:
             obj = self._cache.get((namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return json_copy(obj) if obj is not None else None
 
     def _notify(self) -> None:
         for fn in self._listeners:
