@@ -77,9 +77,9 @@ class PodContext:
     configmaps: Data
     secrets: Data
     claims: Mapping[str, Mapping[str, Any]]
-    """PVCs of the pod's namespace by name."""
+    """The PVCs the pod names (of its namespace), by name."""
     volumes: Mapping[str, Mapping[str, Any]]
-    """PVs by name."""
+    """Their PVs, by name."""
     token: Callable[..., str]
     """Mints a token for the pod's service account, bound to the pod: keyword arguments
     ``audience`` (str or None) and ``expiration_seconds``; raises LookupError when the
