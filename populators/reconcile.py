@@ -80,8 +80,12 @@ class Reconciler:
                          len(plan.actions))
             for action in plan.actions:
                 self._apply(target, action)
-            if plan.poll_progress and self._progress_due(str(meta(target).get("uid"))):
+            uid = str(meta(target).get("uid"))
+            if plan.poll_progress and self._progress_due(uid):
                 self._progress(target, plan.poll_progress)
+            elif not plan.poll_progress:
+                with self._guard:  # nothing to read any more: forget when it was read
+                    self._progress_read.pop(uid, None)
             self._after(target, observed, plan)
             self._copy_events(target, observed)
             return plan.active
