@@ -12,7 +12,8 @@ go when it goes. When the pod is ready the target gets ``storage.pod.ready: "tru
 flow rebinds PVC''s volume to the target, as for an import.
 
 Scratch: a qcow2 is spooled to an emptyDir at ``/scratch`` (size limit: the claim's
-request) while qemu-img converts it; raw images need none (upstream uses a scratch PVC).
+request and 1 MiB for the filesystem's own blocks) while qemu-img converts it; raw
+images need none (upstream uses a scratch PVC).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+import sizes
 from pki import certs
 from populators import names
 from populators.cdiconfig import CdiConfig
@@ -165,7 +167,7 @@ def render_pod(*, target: Obj, prime: Obj, content: str, config: CdiConfig,
         annotations[names.PREVIOUS_RESTARTS] = str(previous_restarts)
     scratch: dict[str, Any] = {}
     if size:
-        scratch["sizeLimit"] = str(size)
+        scratch["sizeLimit"] = scratch_limit(str(size))
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "restartPolicy": "OnFailure",
@@ -190,6 +192,19 @@ def render_pod(*, target: Obj, prime: Obj, content: str, config: CdiConfig,
                      "ownerReferences": _owner(prime)},
         "spec": pod_spec,
     }
+
+
+SCRATCH_HEADROOM = 1 << 20
+"""Beyond the spool itself, which the server bounds by the claim's request: its directory
+and the filesystem's own blocks, which a kubelet counts against the emptyDir too."""
+
+
+def scratch_limit(request: str) -> str:
+    """The scratch emptyDir's sizeLimit for a claim requesting ``request``."""
+    try:
+        return str(sizes.parse_bytes(request) + SCRATCH_HEADROOM)
+    except ValueError:
+        return request  # admission took it: not for this module to refuse
 
 
 def render_service(*, prime: Obj) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from localcluster.kube.client import Kube, KubeError
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer
 from localcluster.kubelet import (
+    eviction,
     execs,
     images,
     ownership,
@@ -145,6 +146,9 @@ class PodWorker(threading.Thread):
         self._env: dict[str, dict[str, str]] = {}
         self._tokens: list[podvolumes.ProjectedToken] = []
         self._mint: Callable[..., str] = str
+        self._size_limits = eviction.limits(pod)
+        self._next_usage_check = 0.0
+        self._evicted = False
 
     @staticmethod
     def _slot(c: Mapping[str, Any], *, init: bool = False,
@@ -217,8 +221,16 @@ class PodWorker(threading.Thread):
             status.SUCCEEDED, status.FAILED)
 
     def _step(self) -> None:
+        if self._evicted:
+            return
         if self._volumes is None and not self._prepare():
             return
+        if self._size_limits and time.monotonic() >= self._next_usage_check:
+            self._next_usage_check = time.monotonic() + eviction.CHECK_EVERY
+            message = self._over_size_limit()
+            if message is not None:
+                self._evict(message)
+                return
         if self._tokens:
             podvolumes.rotate_tokens(self._tokens, self._mint, now=time.time())
         pending_init = [s for s in self.init_slots if not s.record.done]
@@ -248,6 +260,31 @@ class PodWorker(threading.Thread):
             logger.warning("pod %s/%s: volumes: %s", self.namespace, self.name, err)
             self._set_waiting_all(status.CREATE_CONTAINER_CONFIG_ERROR, f"volumes: {err}")
         return False
+
+    def _over_size_limit(self) -> str | None:
+        """The eviction message of the first emptyDir over its ``sizeLimit``, if any."""
+        assert self._volumes is not None
+        for limit in self._size_limits:
+            volume = self._volumes.get(limit.volume)
+            if volume is None:
+                continue
+            message = eviction.over(limit, eviction.usage(volume.host,
+                                                          stop_above=limit.bytes))
+            if message is not None:
+                return message
+        return None
+
+    def _evict(self, message: str) -> None:
+        """As the kubelet's eviction manager: kill every container at once, no restart;
+        the pod ends Failed, reason Evicted."""
+        logger.warning("pod %s/%s: evicted: %s", self.namespace, self.name, message)
+        self._evicted = True
+        self._reason, self._message = eviction.REASON, message
+        self.event("Warning", eviction.REASON, message)
+        self._kill_all(grace=0)
+        for slot in self.init_slots + self.slots:
+            if not slot.record.done:
+                slot.record = replace(slot.record, done=True)
 
     def _set_waiting_all(self, reason: str, message: str) -> None:
         for slot in self.init_slots + self.slots:
@@ -499,6 +536,8 @@ class PodWorker(threading.Thread):
             elif any(isinstance(s.record.state, status.Terminated) and s.record.state.exit_code
                      for s in self.init_slots):
                 st["phase"] = status.FAILED
+        if self._evicted:
+            st["phase"] = status.FAILED
         return st
 
     @staticmethod

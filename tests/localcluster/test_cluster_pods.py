@@ -17,6 +17,7 @@ from localcluster.cluster import Cluster
 from localcluster.kube import client
 from localcluster.kube.addresses import networks_for
 from localcluster.kube.client import Kube
+from localcluster.kubelet import eviction
 from tests.localcluster.clusterkit import (
     SCALE,
     get,
@@ -134,6 +135,39 @@ def test_never_does_not_restart(kube: Kube, cluster: Cluster) -> None:
     assert os.path.isdir(pod_dir)
     kube.delete(client.PODS, "once", "default")
     wait_for(lambda: not os.path.exists(pod_dir), what="pod directory removal")
+
+
+def test_an_emptydir_over_its_size_limit_evicts_the_pod(kube: Kube, cluster: Cluster) -> None:
+    """As the kubelet's eviction manager: a pod that writes more than its emptyDir's
+    sizeLimit is killed and ends Failed, reason Evicted, not restarted (restartPolicy
+    Always), with the kubelet's message and an Evicted event. One under its limit runs
+    on. Without it, an emptyDir is a directory on the node's disk that nothing bounds."""
+    def scratch_pod(name: str, limit: str, mib: int, *then: str, restart: str) -> dict:
+        return pod(name, "fill", "/scratch/f", str(mib), *then, restart=restart,
+                   volumes=[{"name": "scratch", "emptyDir": {"sizeLimit": limit}}],
+                   mounts=[{"name": "scratch", "mountPath": "/scratch"}])
+
+    kube.create(client.PODS, scratch_pod("hog", "4Mi", 8, "sleep", "300", restart="Always"),
+                "default")
+    kube.create(client.PODS, scratch_pod("tidy", "16Mi", 4, "sleep", "6", "exit", "0",
+                                         restart="Never"), "default")
+    p = wait_phase(kube, client.PODS, "hog", "Failed",
+                   timeout=eviction.CHECK_EVERY + 30)
+    assert p["status"]["reason"] == "Evicted", p["status"]
+    assert p["status"]["message"] == \
+        'Usage of EmptyDir volume "scratch" exceeds the limit "4Mi". '
+    cs = main_status(p)
+    assert "terminated" in cs["state"] and cs["restartCount"] == 0, cs
+    time.sleep(eviction.CHECK_EVERY + 1)
+    assert main_status(get(kube, client.PODS, "hog"))["restartCount"] == 0
+    events = [e for e in kube.list(client.EVENTS, "default")["items"]
+              if e["involvedObject"]["name"] == "hog" and e["reason"] == "Evicted"]
+    assert events and events[0]["type"] == "Warning"
+    assert wait_phase(kube, client.PODS, "tidy", ("Succeeded", "Failed"),
+                      timeout=60)["status"]["phase"] == "Succeeded"
+    assert "filled /scratch/f" in logs(kube, "tidy")
+    for name in ("hog", "tidy"):
+        kube.delete(client.PODS, name, "default")
 
 
 def test_unknown_image_is_err_image_pull(kube: Kube) -> None:

@@ -7,6 +7,7 @@ Each word is a step, run in order (``print hello sleep 1 exit 3``):
     statfs PATH         print {"path", "size", "avail"} of the filesystem at PATH (JSON)
     blocksize PATH      print the size of the block device at PATH
     write PATH TEXT | read PATH | append PATH TEXT (prints the new line count)
+    fill PATH MIB       write MIB mebibytes of non-zero bytes to PATH, synced
     trap-term CODE      on SIGTERM print "got SIGTERM" and exit CODE
     ignore-term         ignore SIGTERM (so only SIGKILL ends it)
     serve PORT          answer HTTP GETs on $POD_IP:PORT with "hello from $POD_NAME"
@@ -158,6 +159,14 @@ def main(words: list[str]) -> None:
             path = next(it)
             with open(path, "w") as fh:
                 fh.write(next(it))
+        elif word == "fill":
+            path, mib = next(it), int(next(it))
+            with open(path, "wb") as fh:
+                for _ in range(mib):
+                    fh.write(b"\x5a" * (1 << 20))
+                fh.flush()
+                os.fsync(fh.fileno())
+            print("filled", path, flush=True)
         elif word == "read":
             with open(next(it)) as fh:
                 print("read:", fh.read(), flush=True)
