@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 import requests
-from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 
 from localcluster.cluster import Cluster
 from localcluster.kube import client
 from localcluster.kube.client import Kube
 from pki import certs, rotation
 from tests.fixtures.images import ImageFactory, compare
+from tests.fixtures.tls import signed_by
 from tests.localcluster.clusterkit import needs_root, running, wait_for, wait_phase
 from tests.populators import kit
 
@@ -142,15 +141,6 @@ class _NamedAdapter(requests.adapters.HTTPAdapter):
 def secret_files(kube: Kube, ns: str, name: str) -> dict[str, bytes]:
     found = kube.get_or_none(client.SECRETS, name, ns)
     return {} if found is None else {k: base64.b64decode(v) for k, v in found["data"].items()}
-
-
-def signed_by(leaf_pem: bytes, ca_pem: bytes) -> bool:
-    try:
-        x509.load_pem_x509_certificate(leaf_pem).verify_directly_issued_by(
-            x509.load_pem_x509_certificate(ca_pem))
-        return True
-    except (ValueError, TypeError, InvalidSignature):
-        return False
 
 
 def test_the_upload_ca_rotates_and_the_proxy_client_certificate_follows(
