@@ -7,6 +7,13 @@ killed at once, it ends ``Failed`` with reason ``Evicted`` and the kubelet's mes
 it is not restarted (its controller, if any, makes a new pod).
 
 The decisions are pure; :func:`usage` is the one walk of the disk.
+
+What a process inside the pod can do against the walk, and what it gains: the walk stops
+after :data:`MAX_ENTRIES` entries, so a pod that first makes that many empty files can
+hide a large one behind them from the count (the bound is for the kubelet's CPU, an
+exact count would need a filesystem quota); a directory swapped for a symlink between its
+stat and its scan is walked through (by path), which can only count more and so evict the
+pod itself, within the same bound.
 """
 
 from __future__ import annotations
