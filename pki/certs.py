@@ -163,14 +163,15 @@ def make_ca(*, name: str, now: datetime.datetime,
 
 def issue(*, ca: KeyPair, common_name: str, dns_names: tuple[str, ...] = (),
           ips: tuple[str, ...] = (), now: datetime.datetime,
-          validity: datetime.timedelta = _VALIDITY) -> KeyPair:
-    """A leaf signed by ``ca``, good for serving (the names given) and as a client (its
-    CN): the identity of a component that both serves and calls its peers."""
+          validity: datetime.timedelta = _VALIDITY, client: bool = True) -> KeyPair:
+    """A leaf signed by ``ca``, good for serving (the names given) and, unless
+    ``client=False``, as a client (its CN): the identity of a component that both serves
+    and calls its peers."""
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the CA key is not an EC key")
     key, cert = leaf(ca_key=ca_key, ca_name=ca_cert.subject, common_name=common_name,
-                     server=True, client=True, dns_names=dns_names, ips=ips, now=now,
+                     server=True, client=client, dns_names=dns_names, ips=ips, now=now,
                      validity=validity)
     return KeyPair(cert_pem(cert), key_pem(key))

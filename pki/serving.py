@@ -5,7 +5,9 @@ and publishing its bundle) returns a new certificate and, for a side that checks
 peers' certificates, the bundle of CAs to trust. The certificate is loaded into every
 context of ``contexts`` (new connections get it, open ones keep theirs) and the bundle
 added to every context of ``trusting``. That happens again at half the certificate's
-lifetime; a failed renewal is logged and tried again soon.
+lifetime; a failed renewal is logged and tried again soon, and so is one that brings the
+certificate already loaded (a side that reads what another issues, before that one has
+renewed it).
 
 A context's trust only grows: OpenSSL cannot take a CA out of a live context. That is
 fine for the bundles of :mod:`pki.rotation`, which drop a CA only once it has expired,
@@ -45,6 +47,8 @@ class Serving:
         self.contexts = tuple(contexts)
         self.trusting = tuple(trusting)
         self.renew_at = 0.0
+        self.loaded = b""
+        """PEM of the certificate in the contexts."""
 
     def load(self, issued: Issued) -> None:
         """Into the contexts now (ssl reads a certificate chain from files only: they
@@ -54,6 +58,7 @@ class Serving:
             files = certs.write_pair(tmp, pair.cert_pem, pair.key_pem)
             for ctx in self.contexts:
                 ctx.load_cert_chain(*files)
+        self.loaded = pair.cert_pem
         if issued.bundle:
             for ctx in self.trusting:
                 ctx.load_verify_locations(cadata=issued.bundle.decode())
@@ -73,7 +78,13 @@ class Serving:
         while True:
             await asyncio.sleep(max(0.0, self.renew_at - time.monotonic()))
             try:
-                self.load(await asyncio.to_thread(self.issue))
+                issued = await asyncio.to_thread(self.issue)
+                if issued.pair.cert_pem == self.loaded:
+                    logger.info("no newer certificate than the one serving yet; trying "
+                                "again in %g s", retry)
+                    self.renew_at = time.monotonic() + retry
+                    continue
+                self.load(issued)
                 logger.info("renewed the serving certificate")
             except Exception as err:  # whatever broke (the API server gone...): try later
                 logger.warning("renewing the serving certificate failed: %s", err)

@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import socket
 import ssl
+import time
 
 from aiohttp import web
 from cryptography import x509
@@ -88,3 +89,49 @@ def test_the_serving_certificate_is_renewed_into_the_running_server(tmp_path) ->
     before, after = asyncio.run(run())
     assert calls >= 3 and len(issued) >= 2
     assert before == issued[0] and after == issued[-1] and after != before
+
+
+def test_a_renewal_that_brings_the_certificate_already_served_is_tried_again_soon() -> None:
+    """A side that reads a certificate another one issues (a node handler reading what
+    virt-api wrote) can come before that one has renewed it: the same certificate is not
+    loaded again, and the next look comes a tenth of the lifetime later (0.5 s here),
+    until a new certificate is there."""
+    now = dt.datetime.now(dt.UTC)
+    ca = certs.make_ca(name="ca", now=now)
+    life = dt.timedelta(seconds=5)
+
+    def pair(validity: dt.timedelta) -> serving.Issued:
+        return serving.Issued(certs.issue(ca=ca, common_name="server", now=now,
+                                          validity=validity))
+
+    served = pair(life / 2 + dt.timedelta(seconds=0.1))  # due for renewal in 1 s
+    newer = pair(life)
+    looks: list[float] = []
+    loads: list[bytes] = []
+
+    def issue() -> serving.Issued:
+        looks.append(time.monotonic())
+        return served if len(looks) < 3 else newer
+
+    class Counted(serving.Serving):
+        def load(self, issued: serving.Issued) -> None:
+            loads.append(issued.pair.cert_pem)
+            super().load(issued)
+
+    async def run() -> None:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        renewal = Counted(issue, lifetime=life, contexts=(ctx,))
+        renewal.load(served)
+        task = asyncio.create_task(renewal.run())
+        try:
+            for _ in range(60):  # bounded: 6 s
+                await asyncio.sleep(0.1)
+                if len(loads) > 1:
+                    break
+        finally:
+            task.cancel()
+
+    asyncio.run(run())
+    assert loads == [served.pair.cert_pem, newer.pair.cert_pem]
+    assert len(looks) == 3
+    assert 0.4 <= looks[1] - looks[0] < 0.9 and 0.4 <= looks[2] - looks[1] < 0.9

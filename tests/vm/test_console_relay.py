@@ -24,14 +24,14 @@ from pki import certs, serving
 from tests.fixtures.appthread import AppThread
 from tests.fixtures.guests import GuestBuilder, LinuxGuest
 from tests.vm.launcher.harness import Launch
-from vm.api.certs import LEAF_LIFETIME
-from vm.api.kube import read_ca
+from vm.api.certs import LEAF_LIFETIME, handler_server_name
 from vm.handler import kube as handler_kube
 from vm.handler.console import ConsoleServer, server_context
 from vm.handler.kube import console_identity
 from vm.kube import PODS, VMIS, Kube
 
 from .test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
+from .virtapi_harness import read_ca
 
 NODE = "node1"
 
@@ -45,8 +45,7 @@ def guest() -> LinuxGuest:
 
 class HandlerThread:
     def __init__(self, kube: Kube, socket_dir: Path, tmp: Path) -> None:
-        first = console_identity(kube, "kubevirt", node=NODE, address="127.0.0.1",
-                                 lifetime=LEAF_LIFETIME)
+        first = console_identity(kube, "kubevirt")
         self.ctx = server_context(first.bundle)
         serving.Serving(lambda: first, lifetime=LEAF_LIFETIME, contexts=(self.ctx,),
                         trusting=(self.ctx,)).load(first)
@@ -215,8 +214,9 @@ def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa:
 
 def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # noqa: F811
                                              tmp_path: Path) -> None:
-    """A client certificate from the same CA but another name is refused (401); no
-    certificate at all fails the TLS handshake."""
+    """A client certificate from the same CA but another name is refused (401); the
+    handlers' own certificate (what any node's handler holds) fails the TLS handshake,
+    being for serving only, and so does no certificate at all."""
     kube = cluster[1]
     socket_dir = tmp_path / "sockets"
     socket_dir.mkdir()
@@ -228,18 +228,23 @@ def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # 
         other = certs.issue(ca=ca, common_name="intruder", now=dt.datetime.now(dt.UTC))
         (tmp_path / "o.crt").write_bytes(other.cert_pem)
         (tmp_path / "o.key").write_bytes(other.key_pem)
+        handlers = console_identity(kube, "kubevirt").pair
+        (tmp_path / "h.crt").write_bytes(handlers.cert_pem)
+        (tmp_path / "h.key").write_bytes(handlers.key_pem)
         url = (f"https://127.0.0.1:{handler.port}/v1/namespaces/default/"
                "virtualmachineinstances/x/console?uid=y")
 
-        async def get(with_cert: bool) -> int:
+        async def get(cert: str | None) -> int:
             ctx = ssl.create_default_context(cadata=bundle.decode())
-            if with_cert:
-                ctx.load_cert_chain(str(tmp_path / "o.crt"), str(tmp_path / "o.key"))
-            async with aiohttp.ClientSession() as s, s.get(url, ssl=ctx) as resp:
+            if cert is not None:
+                ctx.load_cert_chain(str(tmp_path / f"{cert}.crt"), str(tmp_path / f"{cert}.key"))
+            async with aiohttp.ClientSession() as s, s.get(
+                    url, ssl=ctx, server_hostname=handler_server_name("kubevirt")) as resp:
                 return resp.status
 
-        assert asyncio.run(get(True)) == 401
-        with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
-            asyncio.run(get(False))
+        assert asyncio.run(get("o")) == 401
+        for cert in ("h", None):
+            with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+                asyncio.run(get(cert))
     finally:
         handler.stop()

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from localcluster.apiserver.threaded import ServerThread
 from pki import certs, rotation, serving
@@ -33,7 +35,7 @@ from vm.handler.kube import console_identity
 from vm.kube import VMS, Kube
 
 from .conftest import CRD_FILES, CRDS, ROOT, kube_for, wait_served
-from .virtapi_harness import NAMESPACES, NS, register
+from .virtapi_harness import NAMESPACES, NS, read_ca, register
 
 T0 = dt.datetime.now(dt.UTC).replace(microsecond=0)
 L = (vm_certs.CA_LIFETIME, vm_certs.LEAF_LIFETIME)  # upstream's 7 days and 24 h
@@ -111,15 +113,15 @@ def test_peers_with_the_bundle_of_before_trust_the_new_ca_and_refuse_a_stranger(
     """With real handshakes: the API server holding the caBundle of before the rotation
     trusts virt-api's certificate from the new CA; a handler made before it lets that
     certificate in as virt-api's client certificate; a certificate for the same names
-    from a CA of its own is refused by both."""
+    from a CA of its own is refused by both, and virt-api refuses as a handler a peer
+    serving another certificate of the same CA (its own)."""
     register(kube, 1)
     api_kube.issue_serving(kube, NS, lifetimes=L, now=T0)
     api_server_trusts = b"".join(the_bundle(kube))
     now = dt.datetime.now(dt.UTC)  # the handshakes' clock is the real one
-    handler = console_identity(kube, NS, node="node1", address="127.0.0.1", lifetime=L[1],
-                               now=now)
+    handler = console_identity(kube, NS)
     api_kube.issue_serving(kube, NS, lifetimes=L, now=HANDOVER)
-    found = api_kube.read_ca(kube, NS)
+    found = read_ca(kube, NS)
     assert found is not None
     new_ca, bundle_now = found
     assert new_ca.cert_pem == rotation.split_bundle(api_server_trusts)[0]
@@ -140,11 +142,15 @@ def test_peers_with_the_bundle_of_before_trust_the_new_ca_and_refuse_a_stranger(
                   client_cert=front_proxy, client_trusts=api_server_trusts,
                   server_name=f"virt-api.{NS}.svc")
     # virt-api calls the handler
+    handler_name = vm_certs.handler_server_name(NS)
     handshake(server_cert=handler.pair, server_trusts=handler.bundle,
-              client_cert=virt_api, client_trusts=bundle_now, server_name="127.0.0.1")
+              client_cert=virt_api, client_trusts=bundle_now, server_name=handler_name)
     with pytest.raises(ssl.SSLError):
         handshake(server_cert=handler.pair, server_trusts=handler.bundle,
-                  client_cert=stranger, client_trusts=bundle_now, server_name="127.0.0.1")
+                  client_cert=stranger, client_trusts=bundle_now, server_name=handler_name)
+    with pytest.raises(ssl.SSLError):
+        handshake(server_cert=virt_api, server_trusts=handler.bundle,
+                  client_cert=virt_api, client_trusts=bundle_now, server_name=handler_name)
 
 
 def test_an_old_ten_year_secret_migrates_and_its_ca_signs_until_the_handover(
@@ -159,7 +165,7 @@ def test_an_old_ten_year_secret_migrates_and_its_ca_signs_until_the_handover(
             ("tls.crt", old_leaf.cert_pem), ("tls.key", old_leaf.key_pem))}}, NS)
     register(kube, 1)
     api_kube.publish_ca(kube, old.cert_pem)  # what the earlier version published
-    assert api_kube.read_ca(kube, NS) == (old, old.cert_pem)  # handlers of then read it
+    assert read_ca(kube, NS) == (old, old.cert_pem)
 
     first = api_kube.issue_serving(kube, NS, lifetimes=L, now=T0)
     bundle = the_bundle(kube)
@@ -171,6 +177,37 @@ def test_an_old_ten_year_secret_migrates_and_its_ca_signs_until_the_handover(
     after = the_bundle(kube)
     assert signer(later, after) == 1 and after[1] == bundle[0]  # the next one took over
     assert after[2] == old.cert_pem  # retired, still trusted while it is valid
+
+
+def test_the_handlers_get_a_certificate_and_never_the_ca_key(kube: Kube) -> None:
+    """Each issue of virt-api's certificate issues the handlers' one into their own Secret:
+    a serving-only certificate for the handlers' name from the CA that signs now (the new
+    one after a handover), the bundle to check virt-api against, and no key but its own."""
+    register(kube, 1)
+    first = api_kube.issue_serving(kube, NS, lifetimes=L, now=T0)
+    handlers = console_identity(kube, NS)
+    found = kube.get(api_kube.SECRETS, api_kube.HANDLER_SECRET, NS)
+    assert found is not None and set(found["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    ca = read_ca(kube, NS)
+    assert ca is not None
+    keys = {ca[0].key_pem, *(v for k, v in rotation.secret_data(secret(kube))[0].items()
+                             if k.endswith(".key"))}
+    assert handlers.pair.key_pem not in keys
+    bundle = the_bundle(kube)
+    assert handlers.bundle == first.bundle and signer(handlers, bundle) == signer(first, bundle)
+    leaf = x509.load_pem_x509_certificate(handlers.pair.cert_pem)
+    assert leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == \
+        vm_certs.HANDLER_CN
+    assert vm_certs.handler_server_name(NS) in leaf.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert list(leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.SERVER_AUTH]
+    assert certs.not_after(handlers.pair.cert_pem) - T0 == L[1]
+
+    later = api_kube.issue_serving(kube, NS, lifetimes=L, now=HANDOVER)
+    renewed, after = console_identity(kube, NS), the_bundle(kube)
+    assert renewed.pair.cert_pem != handlers.pair.cert_pem and renewed.bundle == later.bundle
+    assert signer(renewed, after) == signer(later, after) != signer(handlers, after)
 
 
 @pytest.mark.parametrize(("env", "said"), [
@@ -241,8 +278,7 @@ def test_virt_api_and_a_handler_keep_talking_across_two_rotations(kube: Kube) ->
         port = int(runner.addresses[0][1])
 
         def handler_issue() -> serving.Issued:
-            return console_identity(kube, NS, node=node, address="127.0.0.1",
-                                    lifetime=SHORT[1])
+            return console_identity(kube, NS)
 
         site = ConsoleSite(ConsoleServer(kube, node=node, socket_dir="/nonexistent"),
                            handler_issue, lifetime=SHORT[1])
@@ -259,14 +295,15 @@ def test_virt_api_and_a_handler_keep_talking_across_two_rotations(kube: Kube) ->
         deadline = time.monotonic() + 90
         try:
             while True:
-                found = await asyncio.to_thread(api_kube.read_ca, kube, NS)
+                found = await asyncio.to_thread(read_ca, kube, NS)
                 assert found is not None
                 if not cas or cas[-1] != found[0].cert_pem:
                     cas.append(found[0].cert_pem)
                 await asyncio.to_thread(kube.request, "GET", BASE)
                 await asyncio.to_thread(kube.request, "POST", VMS.path("default"), body=vm,
                                         query={"dryRun": "All"})
-                handler_der = await peer_der(site.port, handler_path, tls.handlers, 404)
+                handler_der = await peer_der(site.port, handler_path, tls.handlers, 404,
+                                             vm_certs.handler_server_name(NS))
                 virt_api_der = await peer_der(  # as the API server sees it
                     port, "/healthz", ssl.create_default_context(cadata=found[1].decode()),
                     200, server_hostname=f"{api_kube.SERVICE}.{NS}.svc")

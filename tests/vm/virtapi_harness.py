@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from pki import serving
+from pki import certs as pki_certs
+from pki import rotation, serving
 from tests.fixtures.appthread import AppThread
 from vm.api import certs
 from vm.api import kube as api_kube
@@ -80,3 +81,15 @@ def register(kube: Kube, port: int) -> None:
             kube.create(api_kube.APISERVICES, doc)
         elif doc["kind"] == "ValidatingWebhookConfiguration":
             kube.create(api_kube.WEBHOOKS, doc)
+
+
+def read_ca(kube: Kube, namespace: str) -> tuple[pki_certs.KeyPair, bytes] | None:
+    """(the CA that signs now, PEM of every CA to trust) from virt-api's Secret; None while
+    it holds no CA. A Secret of an earlier version (one CA, no bundle) gives that CA as
+    the bundle."""
+    secret = kube.get(api_kube.SECRETS, api_kube.CERT_SECRET, namespace)
+    parsed = rotation.authority_from(rotation.secret_data(secret)[0]) if secret else None
+    if parsed is None:
+        return None
+    current, _next, bundle = parsed
+    return current, b"".join(bundle) or current.cert_pem

@@ -9,15 +9,20 @@ is written into the APIService's and the webhooks' ``caBundle`` before the new C
 anything (``vm.api.kube.issue_serving``). virt-api checks handlers against the bundle
 it last wrote.
 
-Node handlers read the Secret (never write it), sign their own console certificate
-(their pod IP) with the current CA, accept only CN ``virt-api`` signed by a CA of the
-bundle, and read the Secret again at half their certificate's life, renewing both.
+Node handlers never see the CA's key. Each time virt-api issues its own certificate it
+also issues the handlers' one into Secret ``virt-handler-certs`` (``tls.*`` and the
+bundle as ``ca.crt``; ``vm.api.kube.issue_handlers``): CN ``virt-handler``, for
+``virt-handler.<ns>.svc``, server authentication only, shared by every node's handler
+as upstream's virt-handler server certificate is. Handlers read only that Secret, at
+start and again at half their certificate's life; they accept only CN ``virt-api``
+signed by a CA of the bundle. virt-api reaches a handler at its pod IP and checks the
+certificate for ``virt-handler.<ns>.svc`` (:func:`handler_server_name`).
 
 Lifetimes in seconds, the same on virt-api and virt-handler: ``VIRT_API_CA_CERT_LIFETIME``
 (default 7 days) and ``VIRT_API_CERT_LIFETIME`` (24 h), upstream KubeVirt's defaults for
 its self-signed CA and certificates. A certificate may last at most a quarter of the
-CA: a handler signs with the CA it read, up to half a certificate lifetime before virt-api
-hands over to the next one, and its certificate must still end before that CA does.
+CA: it must end before the CA that signed it, which hands over to the next at half its
+life, with room for a renewal that comes late.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from apiservice import frontproxy
 from pki import certs, rotation, serving
 
 API_CLIENT_CN = "virt-api"
+HANDLER_CN = "virt-handler"
+HANDLER_SERVICE = "virt-handler"
 CA_NAME = "kubevirt.io:rootdisk-ca"
 CA_VAR = "VIRT_API_CA_CERT_LIFETIME"
 LEAF_VAR = "VIRT_API_CERT_LIFETIME"
@@ -39,8 +46,10 @@ CA_LIFETIME = dt.timedelta(days=7)
 LEAF_LIFETIME = dt.timedelta(hours=24)
 
 
-def handler_cn(node: str) -> str:
-    return f"virt-handler:{node}"
+def handler_server_name(namespace: str) -> str:
+    """The name virt-api checks a node handler's certificate for (it connects to the
+    handler's pod IP, which no certificate virt-api issues names)."""
+    return f"{HANDLER_SERVICE}.{namespace}.svc"
 
 
 def lifetimes(env: Mapping[str, str]) -> tuple[dt.timedelta, dt.timedelta]:
@@ -51,8 +60,9 @@ def lifetimes(env: Mapping[str, str]) -> tuple[dt.timedelta, dt.timedelta]:
     if leaf > ca / 4:
         raise ValueError(f"{CA_VAR} / {LEAF_VAR}: the certificate lifetime "
                          f"({leaf.total_seconds():g} s) must be at most a quarter of the CA"
-                         f" lifetime ({ca.total_seconds():g} s): node handlers sign with the"
-                         " CA they read, which may be close to its handover")
+                         f" lifetime ({ca.total_seconds():g} s): a certificate must end"
+                         " before the CA that signed it, which may be close to its"
+                         " handover")
     return ca, leaf
 
 

@@ -17,7 +17,7 @@ from apiservice.frontproxy import (
     Identity,
 )
 from pki import certs, rotation, serving
-from vm.api.certs import API_CLIENT_CN, CA_NAME
+from vm.api.certs import API_CLIENT_CN, CA_NAME, HANDLER_CN, HANDLER_SERVICE
 from vm.api.lifecycle import Patch
 from vm.kube import PODS, VMIS, VMS, Kube, KubeError, Res
 
@@ -31,6 +31,7 @@ APISERVICES = Res("apiregistration.k8s.io", "v1", "apiservices", namespaced=Fals
 SARS = Res("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
 
 CERT_SECRET = "virt-api-certs"  # noqa: S105
+HANDLER_SECRET = "virt-handler-certs"  # noqa: S105
 SERVICE = "virt-api"
 WEBHOOK_CONFIG = "virt-api-validator"
 APISERVICE = "v1.subresources.kubevirt.io"
@@ -45,18 +46,6 @@ def _b64(data: bytes) -> str:
 def _read_secret(kube: Kube, namespace: str) -> tuple[dict[str, bytes], str] | None:
     secret = kube.get(SECRETS, CERT_SECRET, namespace)
     return None if secret is None else rotation.secret_data(secret)
-
-
-def read_ca(kube: Kube, namespace: str) -> tuple[certs.KeyPair, bytes] | None:
-    """(the CA that signs now, PEM of every CA to trust) from the Secret, as the node
-    handlers see it (read only); None while it holds no CA. A Secret of an earlier
-    version (one CA, no bundle) gives that CA as the bundle."""
-    got = _read_secret(kube, namespace)
-    parsed = rotation.authority_from(got[0]) if got is not None else None
-    if parsed is None:
-        return None
-    current, _next, bundle = parsed
-    return current, b"".join(bundle) or current.cert_pem
 
 
 def kept_authority(kube: Kube, namespace: str, *, now: dt.datetime,
@@ -90,16 +79,49 @@ def issue_serving(kube: Kube, namespace: str, *,
                   lifetimes: tuple[dt.timedelta, dt.timedelta],
                   now: dt.datetime | None = None) -> serving.Issued:
     """virt-api's serving (and client) certificate, fresh from the current CA, after the
-    CA was rotated when due and its bundle written into every ``caBundle`` virt-api
-    owns: the API server trusts a new CA before it signs anything."""
+    CA was rotated when due, its bundle written into every ``caBundle`` virt-api owns
+    (the API server trusts a new CA before it signs anything), and the node handlers'
+    certificate issued (:func:`issue_handlers`)."""
     ca_lifetime, lifetime = lifetimes
     now = now or dt.datetime.now(dt.UTC)
     ca = kept_authority(kube, namespace, now=now, lifetime=ca_lifetime)
     publish_ca(kube, ca.bundle_pem())
+    issue_handlers(kube, namespace, ca, now=now, lifetime=lifetime)
     pair = certs.issue(ca=ca.current, common_name=API_CLIENT_CN,
                        dns_names=certs.service_names(SERVICE, namespace), now=now,
                        validity=lifetime)
     return serving.Issued(pair, ca.bundle_pem())
+
+
+def issue_handlers(kube: Kube, namespace: str, ca: rotation.Authority, *,
+                   now: dt.datetime, lifetime: dt.timedelta) -> None:
+    """The node handlers' console certificate (CN ``virt-handler``, for the handlers'
+    service names, server authentication only) and the bundle they check virt-api
+    against, into Secret ``virt-handler-certs``, created or overwritten whole. The
+    handlers read only this Secret: none of them holds a key that can sign."""
+    pair = certs.issue(ca=ca.current, common_name=HANDLER_CN,
+                       dns_names=certs.service_names(HANDLER_SERVICE, namespace), now=now,
+                       validity=lifetime, client=False)
+    data = {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": ca.bundle_pem()}
+    try:
+        kube.create(SECRETS, rotation.secret_object(HANDLER_SECRET, namespace, data),
+                    namespace)
+    except KubeError as err:
+        if err.status != 409:
+            raise
+        kube.patch(SECRETS, HANDLER_SECRET, {"data": rotation.encoded(data)}, namespace)
+
+
+def read_handlers(kube: Kube, namespace: str) -> serving.Issued | None:
+    """What :func:`issue_handlers` last wrote, as a node handler reads it; None while
+    there is none."""
+    secret = kube.get(SECRETS, HANDLER_SECRET, namespace)
+    if secret is None:
+        return None
+    data, _ = rotation.secret_data(secret)
+    if not all(data.get(k) for k in ("tls.crt", "tls.key", "ca.crt")):
+        return None
+    return serving.Issued(certs.KeyPair(data["tls.crt"], data["tls.key"]), data["ca.crt"])
 
 
 def _set_bundle(kube: Kube, res: Res, name: str, bundle: str) -> None:

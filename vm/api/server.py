@@ -29,6 +29,7 @@ from aiohttp import WSMsgType, web
 from apiservice import frontproxy
 from vm.api import kube as api_kube
 from vm.api import lifecycle
+from vm.api.certs import handler_server_name
 from vm.kube import Kube, KubeError
 from vm.webhooks.review import BadReview, respond
 
@@ -158,9 +159,9 @@ class VirtAPI:
             total=None, sock_connect=CONNECT_TIMEOUT))
         try:
             try:
-                upstream = await session.ws_connect(url, ssl=self.handler_ssl,
-                                                    protocols=(CONSOLE_PROTOCOL,),
-                                                    heartbeat=30)
+                upstream = await session.ws_connect(
+                    url, ssl=self.handler_ssl, protocols=(CONSOLE_PROTOCOL,), heartbeat=30,
+                    server_hostname=handler_server_name(self.namespace))
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
                 return status(503, f"cannot reach the node handler: {err}")
             ws = web.WebSocketResponse(protocols=(CONSOLE_PROTOCOL,), heartbeat=30)

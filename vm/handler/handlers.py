@@ -17,6 +17,7 @@ import kopf
 
 from vm import resync
 from vm.api import certs
+from vm.api.kube import HANDLER_SECRET
 from vm.api.names import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 from vm.handler import kube as handler_kube
 from vm.handler import sockets
@@ -44,17 +45,17 @@ async def start_console(logger: Any, **_: Any) -> None:
         lifetime = certs.lifetimes(os.environ)[1]
     except ValueError as err:
         raise kopf.PermanentError(str(err)) from None
-    issue = functools.partial(handler_kube.console_identity, shared(), namespace, node=NODE,
-                              address=address, lifetime=lifetime)
+    issue = functools.partial(handler_kube.console_identity, shared(), namespace)
     first = None
-    for _attempt in range(120):  # bounded: about two minutes for virt-api to make its CA
+    for _attempt in range(120):  # bounded: about two minutes for virt-api to issue it
         try:
             first = await asyncio.to_thread(issue)
             break
         except RuntimeError:
             await asyncio.sleep(1)
     if first is None:
-        raise kopf.PermanentError("Secret virt-api-certs never held a CA (is virt-api up?)")
+        raise kopf.PermanentError(f"Secret {namespace}/{HANDLER_SECRET} never"
+                                  " held a certificate (is virt-api up?)")
     site = ConsoleSite(ConsoleServer(shared(), node=NODE, socket_dir=SOCKET_DIR), issue,
                        lifetime=lifetime)
     await site.start(first, address=address, port=PORT)

@@ -1,17 +1,16 @@
 """The node handler's I/O: the VMIs on its node, their launchers' sockets, status, and
-its console certificate from virt-api's CA."""
+its console certificate as virt-api issued it."""
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pki import certs, serving
+from pki import serving
 from vm.api import names
-from vm.api.certs import handler_cn
-from vm.api.kube import CERT_SECRET, read_ca
+from vm.api.kube import HANDLER_SECRET, read_handlers
 from vm.controller.status import merge_conditions
 from vm.controller.views import conditions_of
 from vm.handler.phases import from_state
@@ -23,18 +22,15 @@ SOCKETS = "/var/run/kubevirt/sockets"
 STATUS_TIMEOUT = 3.0
 
 
-def console_identity(kube: Kube, namespace: str, *, node: str, address: str,
-                     lifetime: timedelta, now: datetime | None = None) -> serving.Issued:
-    """A console certificate for this node's handler (its pod IP), fresh from virt-api's
-    current CA, with the bundle virt-api's certificate is checked against; RuntimeError
-    while the Secret holds no CA."""
-    found = read_ca(kube, namespace)
+def console_identity(kube: Kube, namespace: str) -> serving.Issued:
+    """The console certificate virt-api issued for the node handlers, with the bundle
+    virt-api's certificate is checked against; RuntimeError while virt-api has issued
+    none."""
+    found = read_handlers(kube, namespace)
     if found is None:
-        raise RuntimeError(f"Secret {namespace}/{CERT_SECRET} holds no CA yet (is virt-api up?)")
-    ca, bundle = found
-    pair = certs.issue(ca=ca, common_name=handler_cn(node), ips=(address,),
-                       now=now or datetime.now(UTC), validity=lifetime)
-    return serving.Issued(pair, bundle)
+        raise RuntimeError(f"Secret {namespace}/{HANDLER_SECRET} holds no certificate yet"
+                           " (is virt-api up?)")
+    return found
 
 
 def vmis_on(kube: Kube, node: str) -> list[dict[str, Any]]:
