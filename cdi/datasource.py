@@ -17,24 +17,34 @@ Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 "DataSource"."""
 
 
+def refers_to(data_source: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of what a DataSource names: "DataSource" when it names
+    one (that wins, as upstream), else "PersistentVolumeClaim"; None when it names
+    neither."""
+    ns = str((data_source.get("metadata") or {}).get("namespace") or "")
+    source = (data_source.get("spec") or {}).get("source") or {}
+    for kind, ref in (("DataSource", source.get("dataSource")),
+                      ("PersistentVolumeClaim", source.get("pvc"))):
+        if isinstance(ref, Mapping) and ref.get("name"):
+            return kind, str(ref.get("namespace") or ns), str(ref["name"])
+    return None
+
+
 def ready(*, data_source: Mapping[str, Any], lookup: Lookup,
           depth: int = 0) -> tuple[str, str, str]:
     """(status, reason, message) of the Ready condition."""
-    ns = str((data_source.get("metadata") or {}).get("namespace") or "")
-    source = (data_source.get("spec") or {}).get("source") or {}
-    pvc, ds = source.get("pvc"), source.get("dataSource")
-    if isinstance(ds, Mapping) and ds.get("name"):
+    ref = refers_to(data_source)
+    if ref is not None and ref[0] == "DataSource":
+        _, ref_ns, name = ref
         if depth >= 1:
             return ("False", "NotFound", "a DataSource may refer to another DataSource only"
                     " one level deep")
-        ref_ns = str(ds.get("namespace") or ns)
-        other = lookup("DataSource", ref_ns, str(ds["name"]))
+        other = lookup("DataSource", ref_ns, name)
         if other is None:
-            return ("False", "NotFound", f"DataSource {ref_ns}/{ds['name']} not found")
+            return ("False", "NotFound", f"DataSource {ref_ns}/{name} not found")
         return ready(data_source=other, lookup=lookup, depth=depth + 1)
-    if isinstance(pvc, Mapping) and pvc.get("name"):
-        ref_ns = str(pvc.get("namespace") or ns)
-        name = str(pvc["name"])
+    if ref is not None:
+        _, ref_ns, name = ref
         claim = lookup("PersistentVolumeClaim", ref_ns, name)
         if claim is None:
             return ("False", "NotFound", f"PVC {ref_ns}/{name} not found")

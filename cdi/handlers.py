@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from cdi import api, reconcile
+from cdi import api, datasource, reconcile
 from cdi.kube import DATASOURCES, DATAVOLUMES, Client, KubeError, cdi_namespace, load_configuration
 
 logger = logging.getLogger(__name__)
@@ -60,35 +60,46 @@ def datavolume_event(event: Any, body: Any, name: str, namespace: str | None,
         reconcile.delete_clone_source(client(), dict(body))
 
 
+Source = tuple[str, str, str]
+"""(kind, namespace, name) a DataSource names (:func:`cdi.datasource.refers_to`)."""
+
+
+@kopf.index(api.GROUP, api.VERSION, "datasources")
+def data_sources_by_source(body: Any, name: str, namespace: str | None,
+                           **_: Any) -> dict[Source, tuple[str, str]] | None:
+    """Which DataSources name a claim or another DataSource, kept from the watch: a claim
+    event finds its DataSources here instead of listing every DataSource again."""
+    ref = datasource.refers_to(body)
+    return None if ref is None or namespace is None else {ref: (namespace, name)}
+
+
 @kopf.on.event("", "v1", "persistentvolumeclaims")
-def claim_event(event: Any, body: Any, namespace: str | None, **_: Any) -> None:
+def claim_event(event: Any, body: Any, namespace: str | None, **kwargs: Any) -> None:
     if namespace is None:  # namespaced kinds always have one
         return
     owner = reconcile.datavolume_owner(dict(body))
     if owner is not None and event.get("type") != "DELETED":
         reconcile.reconcile_datavolume(client(), namespace, owner)
-    _data_sources_of(namespace, str((body.get("metadata") or {}).get("name")))
+    name = str((body.get("metadata") or {}).get("name"))
+    _data_sources_of(("PersistentVolumeClaim", namespace, name), kwargs)
 
 
 @kopf.on.event(api.GROUP, api.VERSION, "datasources")
-def data_source_event(event: Any, name: str, namespace: str | None, **_: Any) -> None:
-    if namespace is not None and event.get("type") != "DELETED":
-        reconcile.reconcile_data_source(client(), namespace, name)
-
-
-def _data_sources_of(namespace: str, claim: str) -> None:
-    """A claim came, changed or went: the DataSources naming it look again."""
-    try:
-        items = client().list(DATASOURCES)
-    except KubeError as err:
-        logger.debug("datasources not listed: %s", err)
+def data_source_event(event: Any, name: str, namespace: str | None, **kwargs: Any) -> None:
+    if namespace is None:
         return
-    for ds in items:
-        pvc = ((ds.get("spec") or {}).get("source") or {}).get("pvc") or {}
-        if pvc.get("name") == claim and (pvc.get("namespace") or ds["metadata"][
-                "namespace"]) == namespace:
-            reconcile.reconcile_data_source(client(), ds["metadata"]["namespace"],
-                                            ds["metadata"]["name"])
+    if event.get("type") != "DELETED":
+        reconcile.reconcile_data_source(client(), namespace, name)
+    _data_sources_of(("DataSource", namespace, name), kwargs)
+
+
+def _data_sources_of(source: Source, kwargs: dict[str, Any]) -> None:
+    """A claim or a DataSource came, changed or went: the DataSources naming it look
+    again (one level: a DataSource may name another, not further). kopf hands the index
+    to a handler as the keyword argument of its name."""
+    index: kopf.Index[Source, tuple[str, str]] = kwargs["data_sources_by_source"]
+    for namespace, name in list(index.get(source, ())):
+        reconcile.reconcile_data_source(client(), namespace, name)
 
 
 @kopf.on.event(api.GROUP, api.VERSION, "cdiconfigs")

@@ -52,3 +52,17 @@ def test_status_patch_only_on_change() -> None:
     flipped = datasource.status_patch(data_source=d, condition=("False", "NotFound", "x"),
                                       now="t3")
     assert flipped is not None and flipped["conditions"][0]["lastTransitionTime"] == "t3"
+
+
+def test_what_a_data_source_refers_to() -> None:
+    """The key the operator indexes DataSources by: a DataSource named wins over a claim
+    (as in ``ready``), the DataSource's own namespace is the default."""
+    assert datasource.refers_to(ds({"pvc": {"name": "golden"}})) == (
+        "PersistentVolumeClaim", "g", "golden")
+    assert datasource.refers_to(ds({"pvc": {"name": "golden", "namespace": "os"}})) == (
+        "PersistentVolumeClaim", "os", "golden")
+    assert datasource.refers_to(ds({"pvc": {"name": "golden"},
+                                    "dataSource": {"name": "fedora", "namespace": "os"}})
+                                ) == ("DataSource", "os", "fedora")
+    for source in ({}, {"pvc": {}}, {"pvc": "golden"}, {"dataSource": {"name": ""}}):
+        assert datasource.refers_to(ds(source)) is None

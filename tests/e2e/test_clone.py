@@ -675,12 +675,15 @@ def test_data_source_ready_follows_the_golden_claim(kube: Kube, ns: str, images:
     status = kit.wait_dv(kube, ns, "vm-disk", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, ns, "vm-disk"))))
-    # the golden claim goes: Ready flips to False; a new one: back to True
+    # the golden claim goes: Ready flips to False; a new one: back to True. The DataSource
+    # naming that one follows on its status change, well before the operator's 10 s resync
     kube.delete(kit.DVS, "gold2", ns)
     wait_for(lambda: ready("fedora") == "False", timeout=TIMEOUT, what="Ready False")
+    wait_for(lambda: ready("latest") == "False", timeout=3, what="latest follows")
     kube.create(kit.DVS, clone_dv("gold2", src_ns,
                                   storage={"storageClassName": "local-reflink"}), ns)
     wait_for(lambda: ready("fedora") == "True", timeout=TIMEOUT, what="Ready True again")
+    wait_for(lambda: ready("latest") == "True", timeout=3, what="latest follows")
 
 
 # -- deletion and many at once ---------------------------------------------------------------
