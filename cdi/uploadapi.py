@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from apiservice import frontproxy
+from apiservice import cabundle, frontproxy
 from cdi import certstore, uploadtoken
 from cdi.kube import (
     CONFIGMAPS,
@@ -185,18 +185,19 @@ def ensure_signing_key(kube: Client, namespace: str) -> bytes:
 def issue_serving(kube: Client, namespace: str, *,
                   lifetimes: tuple[dt.timedelta, dt.timedelta] = (rotation.CA_LIFETIME,
                                                                   rotation.LEAF_LIFETIME),
-                  now: dt.datetime | None = None) -> certs.KeyPair:
+                  now: dt.datetime | None = None) -> serving.Issued:
     """A fresh serving certificate for Service ``cdi-api`` from the cdi-apiserver's CA
     (Secret ``cdi-api-tls``, rotated when due), after publishing the CA bundle (next CA
-    included) in the APIService's ``caBundle``, so kube-apiserver trusts it first."""
+    included) in the APIService's ``caBundle``, so kube-apiserver trusts it first; with
+    that bundle."""
     ca_lifetime, lifetime = lifetimes
     now = now or dt.datetime.now(dt.UTC)
     ca = certstore.kept_authority(kube, namespace, TLS_SECRET, ca_name="cdi-apiserver-ca",
                                   now=now, lifetime=ca_lifetime)
     publish_ca(kube, ca.bundle_pem())
-    return certs.issue(ca=ca.current, common_name=SERVICE,
-                       dns_names=certs.service_names(SERVICE, namespace), now=now,
-                       validity=lifetime)
+    return serving.Issued(certs.issue(ca=ca.current, common_name=SERVICE,
+                                      dns_names=certs.service_names(SERVICE, namespace),
+                                      now=now, validity=lifetime), ca.bundle_pem())
 
 
 def publish_ca(kube: Client, bundle: bytes) -> None:
@@ -251,9 +252,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(err))
     kube = Client(load_configuration(args.kubeconfig))
     key = _retry("signing key", ensure_signing_key, kube, args.namespace)
+    bundles = cabundle.Keeper(lambda bundle: publish_ca(kube, bundle))
 
     def issue() -> serving.Issued:
-        return serving.Issued(issue_serving(kube, args.namespace, lifetimes=lifetimes))
+        issued = issue_serving(kube, args.namespace, lifetimes=lifetimes)
+        bundles.bundle = issued.bundle
+        return issued
 
     first = _retry("certificates", issue)
     proxy = _retry("front-proxy settings", _front_proxy, kube)
@@ -264,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     renewal.load(first)
     app = TokenAPI(kube, proxy, key).app()
     app.cleanup_ctx.append(renewal.keep_fresh)
+    app.cleanup_ctx.append(bundles.keep)
     logger.info("serving %s on %s:%d", APISERVICE, args.address, args.port)
     web.run_app(app, host=args.address, port=args.port, ssl_context=ctx,
                 print=None, access_log=None)

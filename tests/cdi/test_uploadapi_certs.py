@@ -47,11 +47,12 @@ def signer(leaf: certs.KeyPair, bundle: tuple[bytes, ...]) -> int:
 
 def test_the_apiservice_trusts_every_serving_certificate_across_a_rotation(
         kube: Client) -> None:
-    first = uploadapi.issue_serving(kube, NS, lifetimes=L, now=T0)
+    first = uploadapi.issue_serving(kube, NS, lifetimes=L, now=T0).pair
     before = ca_bundle(kube)
     assert len(before) == 2 and signer(first, before) == 1
     assert certs.not_after(first.cert_pem) - T0 == L[1]  # no longer ten years
-    later = uploadapi.issue_serving(kube, NS, lifetimes=L, now=T0 + dt.timedelta(hours=25))
+    later = uploadapi.issue_serving(kube, NS, lifetimes=L,
+                                    now=T0 + dt.timedelta(hours=25)).pair
     after = ca_bundle(kube)
     assert len(after) == 3
     assert signer(later, before) == 0  # the CA the bundle already held as next
@@ -66,6 +67,6 @@ def test_an_old_secret_keeps_its_ca_until_the_successor_was_trusted(kube: Client
                           "data": {k: base64.b64encode(v).decode() for k, v in (
                               ("ca.crt", old.cert_pem), ("ca.key", old.key_pem),
                               ("tls.crt", leaf.cert_pem), ("tls.key", leaf.key_pem))}})
-    pair = uploadapi.issue_serving(kube, NS, lifetimes=L, now=T0)
+    pair = uploadapi.issue_serving(kube, NS, lifetimes=L, now=T0).pair
     bundle = ca_bundle(kube)
     assert bundle[1] == old.cert_pem and signer(pair, bundle) == 1

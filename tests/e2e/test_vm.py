@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from apiservice import cabundle
 from localcluster.cluster import Cluster
 from localcluster.kube import client
 from localcluster.kube.client import Kube
-from tests.e2e import vmkit
+from localcluster.workloads.apply import apply_manifests
+from tests.e2e import kit, vmkit
 from tests.fixtures.guests import MARKER, write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer
 from tests.localcluster.clusterkit import needs_root, wait_for
@@ -112,3 +114,29 @@ def test_failed_import_shows_datavolume_error(kube: Kube, ns: str,
     assert launchers == []
     vmi = kube.get_or_none(vmkit.VMIS, "broken", ns)
     assert vmi is None or (vmi.get("status") or {}).get("phase") != "Running"
+
+
+def test_reapplied_manifests_get_their_ca_bundles_back(kube: Kube, ns: str,
+                                                       guest_url: str) -> None:
+    """`rootdisk up` started again applies manifests/ while the servers' pods start again
+    beside it (as `kubectl replace -f manifests/` would on any cluster), and the manifests
+    carry no caBundle. Every server that owns one writes it back within its check
+    interval, and the API server calls virt-api's webhook again. Before, virt-api and the
+    cdi-apiserver wrote theirs only on a renewal, hours later, and `make demo` run a
+    second time failed creating its VM."""
+    def bundles() -> dict[str, str]:
+        found = {f"{cfg}/{hook['name']}": hook["clientConfig"].get("caBundle", "")
+                 for cfg in ("virt-api-validator", "rootdisk-cdi")
+                 for hook in kube.get(kit.WEBHOOKS, cfg)["webhooks"]}
+        for name in ("v1.subresources.kubevirt.io", "v1beta1.upload.cdi.kubevirt.io"):
+            found[name] = kube.get(vmkit.APISERVICES, name)["spec"].get("caBundle", "")
+        return found
+
+    before = bundles()
+    assert all(before.values()), before
+    apply_manifests(kube, kit.MANIFESTS)
+    assert not all(bundles().values())  # the manifests emptied them
+    wait_for(lambda: bundles() == before, timeout=cabundle.CHECK_SECONDS + 15,
+             what="every caBundle written back")
+    kube.request("POST", vmkit.VMS.path(ns), body=vmkit.vm("again", guest_url),
+                 query={"dryRun": "All"})  # the VM webhook answers

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from apiservice import cabundle
 from kubeclient.startup import retry_startup
 from pki import serving
 from vm.api import certs
@@ -50,15 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         p.error(str(err))
     kube = Kube(load_config(args.kubeconfig))
+    bundles = cabundle.Keeper(lambda bundle: api_kube.publish_ca(kube, bundle))
 
     def issue() -> serving.Issued:
-        return api_kube.issue_serving(kube, args.namespace, lifetimes=lifetimes)
+        issued = api_kube.issue_serving(kube, args.namespace, lifetimes=lifetimes)
+        bundles.bundle = issued.bundle
+        return issued
 
     first = _retry("certificates", issue)
     proxy = _retry("front-proxy settings", api_kube.front_proxy, kube)
     tls = certs.virt_api_tls(issue, first, proxy, lifetime=lifetimes[1])
     app = VirtAPI(kube, proxy, tls.handlers, args.namespace).app()
     app.cleanup_ctx.append(tls.renewal.keep_fresh)
+    app.cleanup_ctx.append(bundles.keep)
     logger.info("serving on %s:%d", args.address, args.port)
     web.run_app(app, host=args.address, port=args.port, ssl_context=tls.server,
                 print=None, access_log=None, handle_signals=True)
