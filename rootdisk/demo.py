@@ -123,22 +123,47 @@ def vm_manifest(url: str) -> dict[str, Any]:
 
 
 def start_cluster(data_dir: str, *, timeout: float) -> str:
+    """The kubeconfig of the cluster on ``data_dir``, started unless it runs, once its API
+    server answers: the kubeconfig of an earlier run is still there, and a new run takes
+    its lock before its API server listens."""
     from localcluster.cluster import is_running
 
     kubeconfig = os.path.join(data_dir, "kubeconfig")
     if is_running(data_dir):
         print(f"== the embedded cluster already runs on {data_dir}")
-        return kubeconfig
-    os.makedirs(data_dir, exist_ok=True)
-    log = open(os.path.join(data_dir, "up.log"), "ab")  # noqa: SIM115 (the child keeps it)
-    print(f"== rootdisk up --data-dir {data_dir}   (log: {data_dir}/up.log)")
-    subprocess.Popen([sys.executable, "-m", "rootdisk", "up", "--data-dir", data_dir],
-                     stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                     start_new_session=True)
-    log.close()
-    wait("the cluster's kubeconfig", lambda: is_running(data_dir) and os.path.exists(
-        kubeconfig), timeout=timeout)
+    else:
+        os.makedirs(data_dir, exist_ok=True)
+        log = open(os.path.join(data_dir, "up.log"), "ab")  # noqa: SIM115 (the child keeps it)
+        print(f"== rootdisk up --data-dir {data_dir}   (log: {data_dir}/up.log)")
+        subprocess.Popen([sys.executable, "-m", "rootdisk", "up", "--data-dir", data_dir],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
+        log.close()
+    wait("the cluster's API server", lambda: is_running(data_dir) and answers(kubeconfig),
+         timeout=timeout, every=0.5)
     return kubeconfig
+
+
+def answers(kubeconfig: str) -> bool:
+    """Whether the API server of ``kubeconfig`` answers (read afresh: a new run rewrites
+    it once it listens)."""
+    import urllib3
+
+    from vm.kube import Kube, KubeError, load_config
+
+    if not os.path.exists(kubeconfig):
+        return False
+    try:
+        kube = Kube(load_config(kubeconfig))
+    except (OSError, ValueError):  # being rewritten
+        return False
+    try:
+        kube.request("GET", "/version")
+        return True
+    except (KubeError, OSError, urllib3.exceptions.HTTPError):
+        return False
+    finally:
+        kube.api.close()
 
 
 def components_ready(kube: Any) -> bool:

@@ -22,7 +22,11 @@ def demo(data_dir: Path, *extra: str, timeout: float = 900) -> subprocess.Comple
                           timeout=timeout, check=False, cwd=ROOT)
 
 
-def test_make_demo_flow_and_stop(tmp_path: Path) -> None:
+def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
+    """The whole flow, STOP=1, then `make demo` again on the same data dir: the cluster
+    starts again from its state (the kubeconfig of the first run still there while the
+    new API server is not listening yet; the manifests applied again beside the servers'
+    pods), and the demo's VM runs and greets again."""
     data_dir = tmp_path / "demo"
     try:
         out = demo(data_dir)
@@ -45,3 +49,11 @@ def test_make_demo_flow_and_stop(tmp_path: Path) -> None:
         stopped = demo(data_dir, "--stop", timeout=180)
     assert stopped.returncode == 0, stopped.stderr
     assert not is_running(str(data_dir))
+    try:
+        again = demo(data_dir)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "replacing the VirtualMachine demo of an earlier demo" in again.stdout
+        assert f"   | {GREETING}" in again.stdout
+    finally:
+        stopped = demo(data_dir, "--stop", timeout=180)
+    assert stopped.returncode == 0, stopped.stderr

@@ -1,0 +1,54 @@
+"""`make demo` waits for its cluster's API server to answer, not for a kubeconfig file: a
+cluster started again on its data dir takes the lock before its new API server listens,
+while the kubeconfig of its earlier run is still there (the demo once read that one and
+failed with a refused connection)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from localcluster.apiserver import kubeconfig
+from localcluster.apiserver.threaded import ServerThread
+from localcluster.cluster import LOCK_FILE
+from pki import certs
+from rootdisk.demo import DemoError, start_cluster
+
+
+@contextlib.contextmanager
+def running_on(data_dir: Path) -> Iterator[None]:
+    """The data dir's lock held, as a `rootdisk up` that is starting holds it."""
+    with open(data_dir / LOCK_FILE, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def test_the_kubeconfig_of_an_earlier_run_is_not_taken_for_a_cluster_that_answers(
+        tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ca = certs.make_ca(name="earlier", now=dt.datetime.now(dt.UTC))
+    kubeconfig.write(tmp_path / "kubeconfig", kubeconfig.render(
+        server=f"https://127.0.0.1:{port}", ca_pem=ca.cert_pem, token="earlier"))
+    with running_on(tmp_path), pytest.raises(DemoError, match="API server"):
+        start_cluster(str(tmp_path), timeout=1.5)
+
+
+def test_a_cluster_whose_api_server_answers_is_taken(tmp_path: Path) -> None:
+    thread = ServerThread(tmp_path)
+    thread.start()
+    try:
+        with running_on(tmp_path):
+            assert start_cluster(str(tmp_path), timeout=30) == str(tmp_path / "kubeconfig")
+    finally:
+        thread.stop()
