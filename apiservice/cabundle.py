@@ -8,7 +8,8 @@ while the server's pod starts again beside it) empties the bundle, and the API s
 then refuses the server's certificate until its next renewal, hours away. The
 :class:`Keeper` writes the last bundle again every :data:`CHECK_SECONDS` where it is
 missing or different (the server's ``publish`` reads each object and writes only what
-changed), as upstream's operators reconcile theirs.
+changed), as upstream's operators reconcile theirs. The CDI operator, which is not an
+asyncio program, keeps its webhook's bundle with a thread at the same interval.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from typing import Any
 
 import kopf
 
+from apiservice import cabundle
 from cdi.kube import Client, KubeError, load_configuration
 from pki.certs import write_pair
 from rootdisk.operator import kube, registry
@@ -34,7 +35,6 @@ from rootdisk.operator.server import LEADER, Server
 logger = logging.getLogger(__name__)
 
 LOGIN_PRIORITY = 1000
-CA_BUNDLE_CHECK_SECONDS = 15.0
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -163,7 +163,7 @@ def _keep_ca_bundle(client: Client, args: argparse.Namespace, ca: bytes,
                     stop: threading.Event) -> None:
     """Re-apply the caBundle when the configuration is replaced (a re-run of
     ``kubectl apply -f manifests/`` or ``rootdisk up`` resets it to empty)."""
-    while not stop.wait(CA_BUNDLE_CHECK_SECONDS):
+    while not stop.wait(cabundle.CHECK_SECONDS):
         try:
             kube.patch_ca_bundle(client, name=args.webhook_config, ca=ca)
         except KubeError as err:
