@@ -171,7 +171,13 @@ def test_the_upload_ca_rotates_and_the_proxy_client_certificate_follows(
         assert ca1["ca.crt"] == ca0["next.crt"]  # the successor everyone trusted already
         assert set(rotation.split_bundle(ca0["bundle.crt"])) <= set(
             rotation.split_bundle(ca1["bundle.crt"]))
-        client1 = secret_files(kube, ns, "cdi-uploadproxy-client")
+        # the populator writes the CA, then the client certificate it issues from it: two
+        # writes, which a read in between sees apart
+        def followed() -> dict[str, bytes] | None:
+            now = secret_files(kube, ns, "cdi-uploadproxy-client")
+            return now if now.get("tls.crt") != client0["tls.crt"] else None
+
+        client1 = wait_for(followed, timeout=10, what="the client certificate issued again")
         assert signed_by(client1["tls.crt"], ca1["ca.crt"])
         assert client1["ca.crt"] == ca1["bundle.crt"]
 
