@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import socket
 import ssl
@@ -154,7 +155,7 @@ def receive(config: Config, reader: FrameReader, send: Callable[[bytes], None], 
     limit = min(hello.size, usable)
     progress = Progress(listeners)
     progress.stage(start=0, end=100, total_bytes=limit)
-    writer = SparseWriter(config.target, preallocate=config.preallocate)
+    writer = SparseWriter(config.target, preallocate=config.preallocate, direct=True)
     try:
         # the next extents are received and checked in a thread while this one is written
         frames = ahead(clonewire.extents(reader.read, size=hello.size, limit=limit),
@@ -233,41 +234,51 @@ class FrameReader:
     """Reads the stream's frames straight from TLS into their buffers (no second copy
     through a buffered reader). A payload goes into a buffer an earlier frame gave back
     once it was written, instead of a fresh one per frame: a new ``bytearray`` is
-    zero-filled first, 6 % of the target's CPU in perf. ``read`` runs in the receiving
-    thread, ``give_back`` in the writing one (a list's append and pop are atomic)."""
+    zero-filled first, 6 % of the target's CPU in perf. The buffers are anonymous memory
+    maps, page-aligned, so the writer can hand them to the disk past the page cache
+    (``O_DIRECT``). ``read`` runs in the receiving thread, ``give_back`` in the writing
+    one (a list's append and pop are atomic)."""
 
     POOLED = 64 * 1024
     """Reads this large or larger use the reusable buffers."""
+    POOL_SIZE = 1024 * 1024
+    """Smallest reusable buffer (the source reads 1 MiB at a time)."""
     KEEP = AHEAD + 2
     """Buffers kept for reuse: as many as can be in flight at once."""
 
     def __init__(self, sock: TlsStream) -> None:
         self._sock = sock
-        self._free: list[bytearray] = []
+        self._free: list[mmap.mmap] = []
 
     def read(self, n: int) -> bytearray | memoryview:
         """``n`` bytes; fewer only at the end of the stream."""
         if n < self.POOLED:
-            buf = bytearray(n)
-        else:
-            try:
-                buf = self._free.pop()
-            except IndexError:
-                buf = bytearray(n)
-            if len(buf) < n:
-                buf = bytearray(n)
-        view, got = memoryview(buf)[:n], 0
-        while got < n:
-            k = self._sock.recv_into(view[got:], n - got)
+            small = bytearray(n)
+            got = self._fill(memoryview(small))
+            return small if got == n else small[:got]
+        try:
+            buf = self._free.pop()
+        except IndexError:
+            buf = mmap.mmap(-1, max(n, self.POOL_SIZE))
+        if len(buf) < n:
+            buf = mmap.mmap(-1, n)
+        view = memoryview(buf)[:n]
+        return view[:self._fill(view)]
+
+    def _fill(self, view: memoryview) -> int:
+        """Bytes read into ``view``: all of it, or fewer at the end of the stream."""
+        got = 0
+        while got < len(view):
+            k = self._sock.recv_into(view[got:], len(view) - got)
             if not k:
-                return view[:got]
+                break
             got += k
-        return view if n >= self.POOLED else buf
+        return got
 
     def give_back(self, data: clonewire.Data) -> None:
         """``data`` (from :meth:`read`) is written and no longer used: its buffer may
         take a later frame."""
-        if isinstance(data, memoryview) and isinstance(data.obj, bytearray) \
+        if isinstance(data, memoryview) and isinstance(data.obj, mmap.mmap) \
                 and len(self._free) < self.KEEP:
             self._free.append(data.obj)
 

@@ -29,6 +29,9 @@ goes on, and the final fsync waits only for the tail (it waited for all of it: 0
 GiB on this machine, after the stream)."""
 LET_GO_AFTER = 3
 """Steps of WRITE_BEHIND bytes looked back at, to let go of their written-back pages."""
+DIRECT_ALIGN = 4096
+"""Alignment of a write that bypasses the page cache: its offset, its length and its
+buffer's address (the largest logical block size of the disks written to)."""
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
 # The process's own symbols (libc among them): find_library("c") would run
@@ -71,6 +74,22 @@ def supports_direct_io(path: Path) -> bool:
     finally:
         if cleanup is not None:
             cleanup.unlink(missing_ok=True)
+
+
+def direct_span(data: bytes | bytearray | memoryview, offset: int) -> int:
+    """How many bytes from the start of ``data`` can be written at ``offset`` with
+    ``O_DIRECT``: offset, length and address aligned to :data:`DIRECT_ALIGN` (0 when
+    none; an unaligned tail is left for the page cache). A read-only buffer (``bytes``)
+    never can: its address cannot be taken without a copy, and nothing that fills one is
+    aligned anyway."""
+    span = len(data) - len(data) % DIRECT_ALIGN
+    if offset % DIRECT_ALIGN or not span:
+        return 0
+    view = memoryview(data)
+    if view.readonly or not view.c_contiguous:
+        return 0
+    address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    return span if address % DIRECT_ALIGN == 0 else 0
 
 
 def punch_hole(fd: int, offset: int, length: int) -> bool:
@@ -127,14 +146,25 @@ def data_runs(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, memor
 
 
 class SparseWriter:
-    """Sequential writes at increasing offsets; zero blocks become holes."""
+    """Sequential writes at increasing offsets; zero blocks become holes.
 
-    def __init__(self, path: Path, *, preallocate: bool = False) -> None:
+    ``direct=True``: data whose offset, length and buffer are aligned
+    (:func:`direct_span`) is written with ``O_DIRECT``, past the page cache, where the
+    filesystem or device takes it; the rest (an unaligned tail, a ``bytes`` buffer) goes
+    through the page cache as before. A stream written this way does not fill the pod's
+    memory with dirty pages, and does not pay for copying into the page cache and for
+    writing it back: on this machine that costs 0.45 s of CPU per GiB when pages come
+    easily, and 1.5 to 9 s when the page cache has to find fresh memory for each write
+    (O_DIRECT: 0.22 s, whatever the page cache is doing)."""
+
+    def __init__(self, path: Path, *, preallocate: bool = False, direct: bool = False,
+                 ) -> None:
         self.path = path
         self.block = is_block_device(path)
         self.preallocate = preallocate
         self.offset = 0
         self.allocated = 0
+        self.direct_bytes = 0
         self._written_back = 0  # writeback has been started below this offset
         if self.block:
             self._fd = os.open(path, os.O_WRONLY)
@@ -145,6 +175,12 @@ class SparseWriter:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o660)
             self.capacity = None
             self._zeroed = True
+        self._direct = -1
+        if direct:
+            try:  # a second descriptor on the same file: only aligned writes use it
+                self._direct = os.open(path, os.O_WRONLY | os.O_DIRECT)
+            except OSError as err:  # EINVAL: the filesystem does not do direct I/O
+                logger.info("writing %s through the page cache: %s", path, err)
 
     def write(self, data: bytes | bytearray | memoryview, *, find_zeros: bool = True) -> None:
         """Write ``data`` at the current offset. ``find_zeros=False``: the caller knows it
@@ -186,7 +222,22 @@ class SparseWriter:
     def _pwrite_all(self, data: bytes | bytearray | memoryview, offset: int) -> None:
         view = memoryview(data)
         while view:
-            written = os.pwrite(self._fd, view, offset)
+            span = direct_span(view, offset) if self._direct >= 0 else 0
+            if span:
+                try:
+                    written = os.pwrite(self._direct, view[:span], offset)
+                except OSError as err:
+                    if err.errno != errno.EINVAL:
+                        raise
+                    # a disk whose blocks are larger than DIRECT_ALIGN: the page cache
+                    logger.info("direct writes to %s refused (%s): through the page cache"
+                                " from %d", self.path, err, offset)
+                    os.close(self._direct)
+                    self._direct = -1
+                    continue
+                self.direct_bytes += written
+            else:
+                written = os.pwrite(self._fd, view, offset)
             view, offset = view[written:], offset + written
             self.allocated += written
 
@@ -201,10 +252,15 @@ class SparseWriter:
             final = self.capacity
             if not self._zeroed:
                 self._write_zeros(self.offset, self.capacity)
-        os.fsync(self._fd)
-        os.close(self._fd)
-        self._fd = -1
+        os.fsync(self._fd)  # the file's: its direct writes' metadata and the disk's cache too
+        self._close()
         return final
+
+    def _close(self) -> None:
+        for fd in (self._fd, self._direct):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._direct = -1
 
     def _write_zeros(self, start: int, end: int) -> None:
         zeros = bytes(ZEROS)
@@ -214,9 +270,7 @@ class SparseWriter:
 
     def discard(self) -> None:
         """Close and wipe after a failure."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._close()
         wipe(self.path)
 
 

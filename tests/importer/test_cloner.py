@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from importer import cloner, clonetarget, clonewire
+from importer import cloner, clonetarget, clonewire, writers
 from importer.errors import NotFound, TooSmall, TransferError
 from importer.progress import Update
 from importer.writers import data_runs
@@ -150,6 +150,26 @@ def test_the_target_reuses_its_receive_buffers_without_mixing_frames(
     assert dst.read_bytes() == content
     assert len(buffers) <= clonetarget.FrameReader.KEEP + 1
 
+
+
+def test_the_target_writes_past_the_page_cache(tmp_path: Path,
+                                               dirs: tuple[Path, Path]) -> None:
+    """The received data goes to the disk with O_DIRECT: once the clone is done, none of
+    the target's pages is in the page cache (util-linux's fincore counts them), and its
+    bytes are the source's, holes kept."""
+    if not writers.supports_direct_io(tmp_path / "probe"):
+        pytest.skip(f"{tmp_path} does not take O_DIRECT writes")
+    src = tmp_path / "src.img"
+    content = make_source(src, 32 * MiB, [(MiB, 8 * MiB), (20 * MiB, 3 * MiB)])
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 32 * MiB)) as target:
+        cloner.clone(source_config(src, dirs[1], target.addr))
+    assert target.error is None
+    cached = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
+                             str(dst)], check=True, capture_output=True, text=True).stdout
+    assert int(cached) == 0
+    assert dst.read_bytes() == content
+    assert dst.stat().st_blocks * 512 == 11 * MiB
 
 def test_compressible_data_is_compressed_random_data_is_not(
         tmp_path: Path, dirs: tuple[Path, Path]) -> None:
