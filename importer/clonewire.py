@@ -202,10 +202,12 @@ def read_hello(read: ReadExact) -> Hello:
 
 
 def extents(read: ReadExact, *, size: int, limit: int | None = None,
+            release: Callable[[Data], None] | None = None,
             ) -> Generator[tuple[int, Data], None, Totals]:
     """(offset, bytes) of each extent, checked; returns the :class:`Totals` once the end
     frame agreed with what came (StopIteration's value). ``limit``: extents must end
-    within it (the target's room)."""
+    within it (the target's room). ``release`` gets each compressed payload back once it
+    is decompressed (its buffer may be reused)."""
     bound = size if limit is None else min(size, limit)
     zstd = zstandard.ZstdDecompressor()
     nxt, count, total = 0, 0, 0
@@ -251,6 +253,8 @@ def extents(read: ReadExact, *, size: int, limit: int | None = None,
                 raise StreamError(f"extent at {offset}: {err}") from None
             if len(data) != length:
                 raise StreamError(f"extent at {offset}: {len(data)} bytes for {length}")
+            if release is not None:
+                release(payload)
         else:
             data = payload
         nxt, count, total = offset + length, count + 1, total + length

@@ -126,45 +126,59 @@ def test_copies_data_only_keeps_holes_and_grows(tmp_path: Path,
     assert target.seen[-1].percent == 100.0
 
 
+@pytest.mark.parametrize("data", ["random", "compressible", "partly compressible"])
 def test_the_target_reuses_its_receive_buffers_without_mixing_frames(
-        tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each payload is read into a buffer an earlier frame gave back once written: a
-    handful of buffers for 24 frames, and every byte where it belongs."""
+        tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+        data: str) -> None:
+    """Each payload (and each decompressed extent) goes into a buffer an earlier frame
+    gave back once written: a handful of buffers for 24 frames, and every byte where it
+    belongs. Partly compressible extents (a 3/4 MiB run of text, then random bytes) come
+    as large compressed payloads, given back once decompressed."""
     buffers: dict[int, object] = {}  # kept alive, so an id is never reused
-    real = clonetarget.FrameReader.read
+    real = clonetarget.FrameReader._buffer
 
-    def record(self: clonetarget.FrameReader, n: int) -> bytearray | memoryview:
+    def record(self: clonetarget.FrameReader, n: int) -> memoryview:
         data = real(self, n)
-        if n >= clonetarget.FrameReader.POOLED:
-            assert isinstance(data, memoryview)
-            buffers[id(data.obj)] = data.obj
+        buffers[id(data.obj)] = data.obj
         return data
 
-    monkeypatch.setattr(clonetarget.FrameReader, "read", record)
+    monkeypatch.setattr(clonetarget.FrameReader, "_buffer", record)
     src = tmp_path / "src.img"
-    content = make_source(src, 32 * MiB, [(MiB, 24 * MiB)])
+    content = make_source(src, 32 * MiB, [(MiB, 24 * MiB)],
+                          compressible=data == "compressible")
+    if data == "partly compressible":
+        with open(src, "r+b") as f:
+            for i in range(24):
+                f.seek(MiB + i * MiB)
+                f.write(b"rootdisk" * (96 * 1024) + os.urandom(MiB // 4))
+        content = src.read_bytes()
     dst = tmp_path / "disk.img"
     with Target(target_config(dst, dirs[0], 32 * MiB)) as target:
         sent = cloner.clone(source_config(src, dirs[1], target.addr))
     assert target.error is None and sent.extents == 24
+    if data == "partly compressible":
+        assert MiB // 4 * 24 < sent.wire_bytes < MiB // 2 * 24
     assert dst.read_bytes() == content
     assert len(buffers) <= clonetarget.FrameReader.KEEP + 1
 
 
 
-def test_the_target_writes_past_the_page_cache(tmp_path: Path,
-                                               dirs: tuple[Path, Path]) -> None:
-    """The received data goes to the disk with O_DIRECT: once the clone is done, none of
-    the target's pages is in the page cache (util-linux's fincore counts them), and its
-    bytes are the source's, holes kept."""
+@pytest.mark.parametrize("compressible", [False, True])
+def test_the_target_writes_past_the_page_cache(tmp_path: Path, dirs: tuple[Path, Path],
+                                               compressible: bool) -> None:
+    """The received data goes to the disk with O_DIRECT, decompressed extents too: once
+    the clone is done, none of the target's pages is in the page cache (util-linux's
+    fincore counts them), and its bytes are the source's, holes kept."""
     if not writers.supports_direct_io(tmp_path / "probe"):
         pytest.skip(f"{tmp_path} does not take O_DIRECT writes")
     src = tmp_path / "src.img"
-    content = make_source(src, 32 * MiB, [(MiB, 8 * MiB), (20 * MiB, 3 * MiB)])
+    content = make_source(src, 32 * MiB, [(MiB, 8 * MiB), (20 * MiB, 3 * MiB)],
+                          compressible=compressible)
     dst = tmp_path / "disk.img"
     with Target(target_config(dst, dirs[0], 32 * MiB)) as target:
-        cloner.clone(source_config(src, dirs[1], target.addr))
+        sent = cloner.clone(source_config(src, dirs[1], target.addr))
     assert target.error is None
+    assert (sent.wire_bytes < sent.data_bytes // 20) == compressible
     cached = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
                              str(dst)], check=True, capture_output=True, text=True).stdout
     assert int(cached) == 0
