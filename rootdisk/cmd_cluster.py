@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -24,10 +25,24 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from localcluster.cluster import Cluster, ClusterError, Options, default_data_dir
+    from localcluster.cluster import (
+        Cluster,
+        ClusterError,
+        Options,
+        default_data_dir,
+        is_running,
+        secure_data_dir,
+    )
+    from rootdisk import codeprint
     from rootdisk.images import IMAGES
 
-    cluster = Cluster(args.data_dir or default_data_dir(),
+    data_dir = args.data_dir or default_data_dir()
+    if not is_running(data_dir):  # a running cluster's fingerprint stays its own
+        # before the start: `make demo` must never see this run without it
+        secure_data_dir(data_dir)
+        codeprint.record(data_dir, codeprint.fingerprint(
+            codeprint.checkout(), Path(args.manifests) if args.manifests else None))
+    cluster = Cluster(data_dir,
                       Options(images=IMAGES, port=args.port, manifests=args.manifests))
     try:
         cluster.start()

@@ -123,12 +123,20 @@ def vm_manifest(url: str) -> dict[str, Any]:
 
 
 def start_cluster(data_dir: str, *, timeout: float) -> str:
-    """The kubeconfig of the cluster on ``data_dir``, started unless it runs, once its API
-    server answers: the kubeconfig of an earlier run is still there, and a new run takes
-    its lock before its API server listens."""
+    """The kubeconfig of the cluster on ``data_dir``, started unless it runs (restarted
+    when it runs other code than the checkout's, see :mod:`rootdisk.codeprint`), once its
+    API server answers: the kubeconfig of an earlier run is still there, and a new run
+    takes its lock before its API server listens."""
     from localcluster.cluster import is_running
+    from rootdisk import codeprint
 
     kubeconfig = os.path.join(data_dir, "kubeconfig")
+    if is_running(data_dir) and codeprint.recorded(data_dir) != \
+            codeprint.fingerprint(codeprint.checkout()):
+        print(f"== the embedded cluster on {data_dir} was started from other code than"
+              " this checkout's: restarting it (its objects and volumes stay)")
+        if stop(data_dir) != 0:
+            raise DemoError(f"the cluster on {data_dir} did not stop")
     if is_running(data_dir):
         print(f"== the embedded cluster already runs on {data_dir}")
     else:

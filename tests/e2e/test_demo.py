@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.cluster import is_running
+from localcluster.cluster import is_running, read_pid
+from rootdisk import codeprint
 from rootdisk.demo import GREETING
 from tests.localcluster.clusterkit import needs_root
 
@@ -23,10 +24,12 @@ def demo(data_dir: Path, *extra: str, timeout: float = 900) -> subprocess.Comple
 
 
 def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
-    """The whole flow, STOP=1, then `make demo` again on the same data dir: the cluster
-    starts again from its state (the kubeconfig of the first run still there while the
-    new API server is not listening yet; the manifests applied again beside the servers'
-    pods), and the demo's VM runs and greets again."""
+    """The whole flow; then `make demo` again on the same data dir once the checkout has
+    changed (the running cluster's recorded code fingerprint no longer matches): the
+    demo stops the cluster as STOP=1 does and starts it again from its state (the
+    kubeconfig of the first run still there while the new API server is not listening
+    yet; the manifests applied again beside the servers' pods), and the demo's VM runs
+    and greets again; then STOP=1."""
     data_dir = tmp_path / "demo"
     try:
         out = demo(data_dir)
@@ -45,15 +48,18 @@ def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
         assert f"   | {GREETING}" in text  # the guest's own serial output
         assert f"export KUBECONFIG={data_dir}/kubeconfig" in text
         assert is_running(str(data_dir))  # left up for the user
-    finally:
-        stopped = demo(data_dir, "--stop", timeout=180)
-    assert stopped.returncode == 0, stopped.stderr
-    assert not is_running(str(data_dir))
-    try:
+        pid = read_pid(str(data_dir))
+        assert codeprint.recorded(str(data_dir)) == codeprint.fingerprint(ROOT)
+        # what a pull or an edit of the checkout does to the running cluster's record
+        codeprint.record(str(data_dir), "0" * 64)
         again = demo(data_dir)
         assert again.returncode == 0, again.stdout + again.stderr
+        assert "was started from other code than this checkout's" in again.stdout
+        assert read_pid(str(data_dir)) != pid  # a new `rootdisk up`
+        assert codeprint.recorded(str(data_dir)) == codeprint.fingerprint(ROOT)
         assert "replacing the VirtualMachine demo of an earlier demo" in again.stdout
         assert f"   | {GREETING}" in again.stdout
     finally:
         stopped = demo(data_dir, "--stop", timeout=180)
     assert stopped.returncode == 0, stopped.stderr
+    assert not is_running(str(data_dir))

@@ -1,13 +1,15 @@
 """`make demo` waits for its cluster's API server to answer, not for a kubeconfig file: a
 cluster started again on its data dir takes the lock before its new API server listens,
 while the kubeconfig of its earlier run is still there (the demo once read that one and
-failed with a refused connection)."""
+failed with a refused connection). And it restarts a running cluster that was started
+from other code than the checkout's."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import fcntl
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +20,15 @@ from localcluster.apiserver import kubeconfig
 from localcluster.apiserver.threaded import ServerThread
 from localcluster.cluster import LOCK_FILE
 from pki import certs
+from rootdisk import codeprint, demo
 from rootdisk.demo import DemoError, start_cluster
 
 
 @contextlib.contextmanager
 def running_on(data_dir: Path) -> Iterator[None]:
-    """The data dir's lock held, as a `rootdisk up` that is starting holds it."""
+    """The data dir's lock held, as a `rootdisk up` that is starting holds it (from the
+    checkout's code)."""
+    codeprint.record(str(data_dir), codeprint.fingerprint(codeprint.checkout()))
     with open(data_dir / LOCK_FILE, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
@@ -50,5 +55,38 @@ def test_a_cluster_whose_api_server_answers_is_taken(tmp_path: Path) -> None:
     try:
         with running_on(tmp_path):
             assert start_cluster(str(tmp_path), timeout=30) == str(tmp_path / "kubeconfig")
+    finally:
+        thread.stop()
+
+
+@pytest.mark.parametrize("record", ["the checkout's", "another", "none"])
+def test_make_demo_restarts_a_cluster_running_other_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str) -> None:
+    """A running cluster (the lock held, an API server answering) whose record is the
+    checkout's is taken as it is; with another record or none, the demo stops it first.
+    The stop is replaced here by one that fails, which the demo reports."""
+    stops: list[str] = []
+
+    def failing_stop(data_dir: str) -> int:
+        stops.append(data_dir)
+        return 1
+
+    monkeypatch.setattr(demo, "stop", failing_stop)
+    thread = ServerThread(tmp_path)
+    thread.start()
+    try:
+        with running_on(tmp_path):
+            if record == "none":
+                os.unlink(tmp_path / codeprint.FILE)
+            elif record == "another":
+                codeprint.record(str(tmp_path), "0" * 64)
+            if record == "the checkout's":
+                assert demo.start_cluster(str(tmp_path), timeout=30) == \
+                    str(tmp_path / "kubeconfig")
+                assert stops == []
+            else:
+                with pytest.raises(demo.DemoError, match="did not stop"):
+                    demo.start_cluster(str(tmp_path), timeout=30)
+                assert stops == [str(tmp_path)]
     finally:
         thread.stop()
