@@ -1,13 +1,24 @@
 """Apply YAML manifests through the API, as a user's ``kubectl apply`` would.
 
-Objects are created, or replaced when they already exist (create-or-update). The
-resource of each ``apiVersion``/``kind`` comes from the server's discovery, refreshed
+Objects are created with the manifest recorded in the
+``kubectl.kubernetes.io/last-applied-configuration`` annotation, as kubectl records it.
+An object that exists already gets kubectl's three-way merge patch
+(:func:`kubeclient.mergepatch.three_way`): what the manifest now sets differently, and
+the removal of what the last applied manifest had and this one has not. What no manifest
+names (a Deployment scaled by hand, a field a user added to the KubeVirt CR, an
+APIService's caBundle written by its server) survives ``rootdisk up`` started again;
+before, every object was replaced whole. Unlike kubectl, lists are set whole for every
+kind (kubectl merges some built-in kinds' lists item by item, such as webhooks by name).
+
+The resource of each ``apiVersion``/``kind`` comes from the server's discovery, refreshed
 when a kind is unknown (a CRD applied a moment ago becomes servable shortly after).
 Within a directory, Namespaces, CRDs and RBAC objects go first.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 import os
 import time
@@ -15,9 +26,12 @@ from collections.abc import Iterable
 
 import yaml
 
-from localcluster.kube.client import Kube, KubeError, Obj, Resource
+from kubeclient import mergepatch
+from localcluster.kube.client import MERGE, Kube, KubeError, Obj, Resource
 
 logger = logging.getLogger(__name__)
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 ORDER = ["Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "Role",
          "ClusterRoleBinding", "RoleBinding", "ConfigMap", "Secret", "Service"]
@@ -94,24 +108,46 @@ def manifest_files(directory: str) -> list[str]:
     return out
 
 
-def apply_object(kube: Kube, discovery: Discovery, obj: Obj, *, wait: float = 1.0) -> Obj:
-    res = discovery.resource(obj["apiVersion"], obj["kind"], wait=wait)
+def last_applied(obj: Obj) -> Obj | None:
+    """The manifest recorded on ``obj`` when it was last applied; None when there is none
+    (or it is not a JSON object)."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    try:
+        found = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def apply_object(kube: Kube, discovery: Discovery, manifest: Obj, *,
+                 wait: float = 1.0) -> Obj:
+    res = discovery.resource(manifest["apiVersion"], manifest["kind"], wait=wait)
+    obj = copy.deepcopy(manifest)
     meta = obj.setdefault("metadata", {})
     if res.namespaced:
         meta.setdefault("namespace", "default")
     else:
         meta.pop("namespace", None)
-    ns = meta.get("namespace")
+    ns, name = meta.get("namespace"), meta["name"]
+    annotations = meta.get("annotations") or {}
+    annotations.pop(LAST_APPLIED, None)
+    if not annotations:
+        meta.pop("annotations", None)
+    # the manifest as applied, without a record of itself (what kubectl records)
+    record = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    meta["annotations"] = {**annotations, LAST_APPLIED: record}
     try:
         created: Obj = kube.request("POST", res.path(ns), body=obj)
         return created
     except KubeError as err:
         if err.status != 409:
             raise
-    current = kube.request("GET", res.path(ns, meta["name"]))
-    meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-    replaced: Obj = kube.request("PUT", res.path(ns, meta["name"]), body=obj)
-    return replaced
+    current: Obj = kube.request("GET", res.path(ns, name))
+    patch = mergepatch.three_way(last_applied(current), obj, current)
+    if not patch:
+        return current
+    patched: Obj = kube.request("PATCH", res.path(ns, name), body=patch, content_type=MERGE)
+    return patched
 
 
 def apply_manifests(kube: Kube, root: str) -> list[str]:
@@ -130,7 +166,7 @@ def apply_manifests(kube: Kube, root: str) -> list[str]:
             # Kinds of CRDs applied just now may take a moment to be served.
             group = obj["apiVersion"].rpartition("/")[0]
             try:
-                apply_object(kube, discovery, dict(obj),
+                apply_object(kube, discovery, obj,
                              wait=15.0 if group in crd_groups else 1.0)
             except (KubeError, ManifestError) as err:
                 raise ManifestError(f"{path}: {name}: {err}") from err
