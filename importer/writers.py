@@ -164,7 +164,6 @@ class SparseWriter:
         self.preallocate = preallocate
         self.offset = 0
         self.allocated = 0
-        self.direct_bytes = 0
         self._written_back = 0  # writeback has been started below this offset
         if self.block:
             self._fd = os.open(path, os.O_WRONLY)
@@ -235,7 +234,6 @@ class SparseWriter:
                     os.close(self._direct)
                     self._direct = -1
                     continue
-                self.direct_bytes += written
             else:
                 written = os.pwrite(self._fd, view, offset)
             view, offset = view[written:], offset + written

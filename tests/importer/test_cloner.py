@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from importer import cloner, clonetarget, clonewire, writers
+from importer import cloner, clonetarget, clonewire
 from importer.errors import NotFound, TooSmall, TransferError
 from importer.progress import Update
 from importer.writers import data_runs
 from pki.certs import PairedTLS, paired_tls
+from tests.importer.pagecache import direct_io_or_skip, resident
 
 MiB = 2**20
 NOW = datetime.datetime.now(datetime.UTC)
@@ -169,8 +170,7 @@ def test_the_target_writes_past_the_page_cache(tmp_path: Path, dirs: tuple[Path,
     """The received data goes to the disk with O_DIRECT, decompressed extents too: once
     the clone is done, none of the target's pages is in the page cache (util-linux's
     fincore counts them), and its bytes are the source's, holes kept."""
-    if not writers.supports_direct_io(tmp_path / "probe"):
-        pytest.skip(f"{tmp_path} does not take O_DIRECT writes")
+    direct_io_or_skip(tmp_path)
     src = tmp_path / "src.img"
     content = make_source(src, 32 * MiB, [(MiB, 8 * MiB), (20 * MiB, 3 * MiB)],
                           compressible=compressible)
@@ -179,9 +179,7 @@ def test_the_target_writes_past_the_page_cache(tmp_path: Path, dirs: tuple[Path,
         sent = cloner.clone(source_config(src, dirs[1], target.addr))
     assert target.error is None
     assert (sent.wire_bytes < sent.data_bytes // 20) == compressible
-    cached = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
-                             str(dst)], check=True, capture_output=True, text=True).stdout
-    assert int(cached) == 0
+    assert resident(dst) == 0
     assert dst.read_bytes() == content
     assert dst.stat().st_blocks * 512 == 11 * MiB
 

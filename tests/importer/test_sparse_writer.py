@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from importer import writers
 from importer.writers import LET_GO_AFTER, WRITE_BEHIND, ZERO_BLOCK_SIZE, SparseWriter
+from tests.importer.pagecache import direct_io_or_skip, filesystem, resident
 
 MiB = 2**20
 
@@ -85,20 +85,12 @@ def test_writeback_starts_behind_the_stream(tmp_path: Path,
     assert calls[-1] == (2 * step, 4 * step, os.POSIX_FADV_DONTNEED)
 
 
-def _resident(path: Path) -> int:
-    """Bytes of ``path`` in the page cache, as util-linux's fincore counts them."""
-    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
-                          str(path)], check=True, capture_output=True, text=True).stdout
-    return int(out.strip())
-
-
 def test_the_page_cache_does_not_fill_with_a_long_stream(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stream slower than the disk (as a network one is): the pages of the steps
     written back are let go of, so a pod's page cache stays small. Letting go only of
     the step just written (dirty, so nothing was dropped) kept all 96 MiB."""
-    if subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True,
-                      text=True).stdout.strip() == "tmpfs":
+    if filesystem(tmp_path) == "tmpfs":
         pytest.skip("tmpfs pages cannot be let go of")
     step = 4 * MiB
     monkeypatch.setattr(writers, "WRITE_BEHIND", step)
@@ -108,14 +100,9 @@ def test_the_page_cache_does_not_fill_with_a_long_stream(
     for _ in range(24):
         writer.write(piece)
         time.sleep(0.05)
-    resident = _resident(path)
+    cached = resident(path)
     writer.finish()
-    assert resident <= (LET_GO_AFTER + 3) * step, f"{resident >> 20} MiB cached"
-
-
-def _direct_io_or_skip(tmp_path: Path) -> None:
-    if not writers.supports_direct_io(tmp_path / "probe"):
-        pytest.skip(f"{tmp_path} does not take O_DIRECT writes")
+    assert cached <= (LET_GO_AFTER + 3) * step, f"{cached >> 20} MiB cached"
 
 
 def _aligned(data: bytes) -> memoryview:
@@ -130,25 +117,26 @@ def test_direct_writes_go_past_the_page_cache(tmp_path: Path, direct: bool) -> N
     """direct=True: aligned data reaches the file without a page of it in the page cache
     (util-linux's fincore counts them); the same writes without it leave every page
     cached. A hole between the pieces stays a hole."""
-    _direct_io_or_skip(tmp_path)
+    direct_io_or_skip(tmp_path)
     path = tmp_path / "disk.img"
     pieces = [os.urandom(2 * MiB), os.urandom(MiB)]
     writer = SparseWriter(path, direct=direct)
     writer.write(_aligned(pieces[0]), find_zeros=False)
     writer.skip(3 * MiB)
     writer.write(_aligned(pieces[1]), find_zeros=False)
-    resident = _resident(path)
+    cached = resident(path)
     assert writer.finish(8 * MiB) == 8 * MiB
-    assert resident == (0 if direct else 3 * MiB)
+    assert cached == (0 if direct else 3 * MiB)
     assert path.read_bytes() == pieces[0] + bytes(3 * MiB) + pieces[1] + bytes(2 * MiB)
     assert path.stat().st_blocks * 512 == 3 * MiB
 
 
 def test_unaligned_data_goes_through_the_page_cache_whole(tmp_path: Path) -> None:
-    """What O_DIRECT cannot take is still written, byte for byte: ``bytes`` (no address
-    to check), an offset off the 4 KiB grid, and the unaligned tail of an aligned buffer
-    (its aligned head goes direct)."""
-    _direct_io_or_skip(tmp_path)
+    """What O_DIRECT cannot take is still written, byte for byte, through the page
+    cache: ``bytes`` (no address to check), an offset off the 4 KiB grid, and the
+    unaligned tail of an aligned buffer, whose aligned head goes direct: of the file's
+    eight pages, only the tail's three whole ones are not cached."""
+    direct_io_or_skip(tmp_path)
     path = tmp_path / "disk.img"
     head = os.urandom(writers.DIRECT_ALIGN + 100)  # bytes
     off_grid = os.urandom(2 * writers.DIRECT_ALIGN)  # aligned memory, unaligned offset
@@ -158,9 +146,10 @@ def test_unaligned_data_goes_through_the_page_cache_whole(tmp_path: Path) -> Non
     writer.skip(writers.DIRECT_ALIGN - 100)  # back on the grid
     tail = os.urandom(3 * writers.DIRECT_ALIGN + 5)
     writer.write(_aligned(tail), find_zeros=False)
-    direct = writer.direct_bytes
+    cached = resident(path)
     writer.finish()
-    assert direct == 3 * writers.DIRECT_ALIGN  # the tail's aligned head only
+    assert writers.DIRECT_ALIGN == 4096 and os.sysconf("SC_PAGE_SIZE") == 4096
+    assert cached == 5 * 4096  # pages 0-3 and 7; the tail's head (pages 4-6) went direct
     assert path.read_bytes() == head + off_grid + bytes(writers.DIRECT_ALIGN - 100) + tail
 
 
@@ -169,7 +158,7 @@ def test_a_disk_that_refuses_direct_writes_gets_them_through_the_page_cache(
     """A disk whose blocks are larger than DIRECT_ALIGN answers EINVAL to an aligned
     write. That disk is a mock here (os.pwrite refuses on the direct descriptor): the
     write is made again through the page cache and the rest of the stream follows it."""
-    _direct_io_or_skip(tmp_path)
+    direct_io_or_skip(tmp_path, past_the_cache=False)
     real = os.pwrite
     refused: list[int] = []
     path = tmp_path / "disk.img"
