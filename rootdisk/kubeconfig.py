@@ -10,6 +10,7 @@ the VM commands).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -83,9 +84,25 @@ def discover(flag: str | None) -> Found:
     from localcluster.cluster import default_data_dir, is_running
 
     data_dir = default_data_dir()
-    return find(flag=flag, env=os.environ, home=os.path.expanduser("~"),
-                exists=os.path.isfile,
-                running_data_dir=data_dir if is_running(data_dir) else None)
+    found = find(flag=flag, env=os.environ, home=os.path.expanduser("~"),
+                 exists=os.path.isfile,
+                 running_data_dir=data_dir if is_running(data_dir) else None)
+    warn_if_stale(data_dir)
+    return found
+
+
+def warn_if_stale(data_dir: str) -> None:
+    """A note on stderr when the running ``rootdisk up`` of ``data_dir`` recorded another
+    code fingerprint than this checkout's: its operators run older (or newer) code than
+    the pods it starts now (see :mod:`rootdisk.codeprint`). A cluster without a record is
+    left alone (it was not started by ``rootdisk up``, or by an older one)."""
+    from rootdisk import codeprint
+
+    recorded = codeprint.recorded(data_dir)
+    if recorded is not None and recorded != codeprint.fingerprint(codeprint.checkout()):
+        print(f"rootdisk: the embedded cluster on {data_dir} was started from other code "
+              "than this checkout's; `make demo` (or `rootdisk down`, then `rootdisk up`) "
+              "restarts it", file=sys.stderr)
 
 
 def namespace(flag: str | None, found: Found) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from rootdisk.kubeconfig import KubeconfigNotFound, current_namespace, find
+from rootdisk import codeprint
+from rootdisk.kubeconfig import KubeconfigNotFound, current_namespace, find, warn_if_stale
 
 HOME = "/home/u"
 
@@ -49,3 +52,18 @@ def test_not_found(files: set[str], kw: dict, message: str) -> None:
 ])
 def test_current_namespace(text: str, ns: str) -> None:
     assert current_namespace(text) == ns
+
+
+@pytest.mark.parametrize("record", ["the checkout's", "another", "none"])
+def test_a_cluster_started_from_other_code_is_named_on_stderr(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], record: str) -> None:
+    """A command that talks to the running `rootdisk up` says so when that cluster was
+    started from other code than the checkout's (its operators and its new pods then
+    run different code); a cluster with the checkout's record, or none, goes unremarked."""
+    if record != "none":
+        codeprint.record(str(tmp_path), codeprint.fingerprint(codeprint.checkout())
+                         if record == "the checkout's" else "0" * 64)
+    warn_if_stale(str(tmp_path))
+    err = capsys.readouterr().err
+    assert ("was started from other code than this checkout's" in err) == \
+        (record == "another")
