@@ -72,3 +72,11 @@ def recorded(data_dir: str) -> str | None:
             return fh.read(256).strip() or None
     except FileNotFoundError:
         return None
+
+
+def runs_other_code(data_dir: str) -> bool | None:
+    """Whether the cluster of ``data_dir`` was started from other code than this
+    checkout's; None when it recorded none (not started by ``rootdisk up``, or by one
+    from before fingerprints). The checkout is read only when there is a record."""
+    found = recorded(data_dir)
+    return None if found is None else found != fingerprint(checkout())

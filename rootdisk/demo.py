@@ -131,8 +131,8 @@ def start_cluster(data_dir: str, *, timeout: float) -> str:
     from rootdisk import codeprint
 
     kubeconfig = os.path.join(data_dir, "kubeconfig")
-    if is_running(data_dir) and codeprint.recorded(data_dir) != \
-            codeprint.fingerprint(codeprint.checkout()):
+    # no record at all: a `rootdisk up` from before fingerprints, older code too
+    if is_running(data_dir) and codeprint.runs_other_code(data_dir) is not False:
         print(f"== the embedded cluster on {data_dir} was started from other code than"
               " this checkout's: restarting it (its objects and volumes stay)")
         if stop(data_dir) != 0:

@@ -98,8 +98,7 @@ def warn_if_stale(data_dir: str) -> None:
     left alone (it was not started by ``rootdisk up``, or by an older one)."""
     from rootdisk import codeprint
 
-    recorded = codeprint.recorded(data_dir)
-    if recorded is not None and recorded != codeprint.fingerprint(codeprint.checkout()):
+    if codeprint.runs_other_code(data_dir):
         print(f"rootdisk: the embedded cluster on {data_dir} was started from other code "
               "than this checkout's; `make demo` (or `rootdisk down`, then `rootdisk up`) "
               "restarts it", file=sys.stderr)
