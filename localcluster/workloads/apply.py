@@ -114,7 +114,7 @@ def last_applied(obj: Obj) -> Obj | None:
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
     try:
         found = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # anyone who may edit the object wrote it
         return None
     return found if isinstance(found, dict) else None
 

@@ -78,10 +78,14 @@ def test_an_object_made_without_a_record_loses_nothing_and_gets_one(
     assert json.loads(live["metadata"]["annotations"][LAST_APPLIED]) == manifest
 
 
-def test_a_record_that_is_not_json_is_taken_for_none(kube: Kube, tmp_path: Path) -> None:
+@pytest.mark.parametrize("record", ["{not json", "[" * 100_000, '"a string"'])
+def test_a_record_that_is_not_json_is_taken_for_none(kube: Kube, tmp_path: Path,
+                                                     record: str) -> None:
+    """The record is whatever someone who may edit the object wrote: broken JSON, JSON
+    nested deeper than the parser goes, or JSON that is not an object."""
     kube.request("POST", CONFIGMAPS.path("default"), body={
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "settings", "annotations": {LAST_APPLIED: "{not json"}},
+        "metadata": {"name": "settings", "annotations": {LAST_APPLIED: record}},
         "data": {"old": "1"}})
     root = tmp_path / "manifests"
     write(root, {"new": "2"}, {})
