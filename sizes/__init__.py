@@ -7,6 +7,8 @@ it imports nothing of the project. Exact arithmetic only (integers, Decimal, Fra
 
 from sizes.quantity import (
     format_bytes,
+    format_quantity,
+    is_binary,
     parse_bytes,
     parse_decimal,
     parse_quantity,
@@ -32,6 +34,8 @@ __all__ = [
     "align_up",
     "format_bytes",
     "format_overhead",
+    "format_quantity",
+    "is_binary",
     "parse_bytes",
     "parse_decimal",
     "parse_overhead",

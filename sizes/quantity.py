@@ -85,6 +85,26 @@ def to_millis(text: str | int) -> int:
     return math.ceil(parse_quantity(text) * 1000)
 
 
+def is_binary(text: str | int) -> bool:
+    """Whether a quantity is written with a binary suffix ("4Mi"), the form an API server
+    keeps when it prints the quantity back (:func:`format_quantity`)."""
+    match = _GRAMMAR.fullmatch(text) if isinstance(text, str) else None
+    return bool(match and match["suffix"] in _BINARY)
+
+
+def format_quantity(n: int, *, binary: bool) -> str:
+    """Whole units as an API server prints a quantity back: with the largest binary
+    suffix that divides it for a quantity written in binary ("1024Mi" → "1Gi"), else the
+    largest decimal one (5000000 → "5M"); the plain number where none divides it."""
+    if binary:
+        return format_bytes(n)
+    for suffix in ("E", "P", "T", "G", "M", "k"):
+        unit = int(_DECIMAL[suffix])
+        if n and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
 def format_bytes(n: int) -> str:
     """The shortest exact binary form: 1073741824 → "1Gi", 1000 → "1000"."""
     for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):

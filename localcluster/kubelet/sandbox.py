@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from localcluster.kubelet import logformat, seccomp
+from localcluster.kubelet import eviction, logformat, seccomp
 from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
 from localcluster.kubelet.security import Confinement, setpriv_argv
 
@@ -90,11 +90,37 @@ class SandboxSpec:
     confinement: Confinement = field(default_factory=Confinement)
 
 
+def _system_dir_is_tmpfs(path: str, targets: Sequence[str]) -> bool:
+    return any(t.startswith(path + "/") and not os.path.lexists(t) for t in targets)
+
+
+def _private_tmp(spec: SandboxSpec, targets: Sequence[str]) -> bool:
+    """Whether /tmp is a tmpfs of the sandbox's own (else a read-only directory of the
+    root); a volume mounted at /tmp then covers it."""
+    return not spec.confinement.read_only_root or "/tmp" in targets  # noqa: S108
+
+
+def _targets(spec: SandboxSpec) -> list[str]:
+    return [m.path for m in spec.mounts] + [spec.termination_path]
+
+
+def writable_tmpfs(spec: SandboxSpec) -> list[str]:
+    """The sandbox's own writable tmpfs mounts, its writable layer (what counts against
+    its ``ephemeral-storage`` limit): its root unless read-only, its private /tmp unless a
+    volume covers it, a system directory made a tmpfs to hold a volume."""
+    targets = _targets(spec)
+    out = [] if spec.confinement.read_only_root else ["/"]
+    if _private_tmp(spec, targets) and "/tmp" not in targets:  # noqa: S108
+        out.append("/tmp")  # noqa: S108
+    out += [d for d in ("/usr", "/etc") if _system_dir_is_tmpfs(d, targets)]
+    return out
+
+
 def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
     """Bind a host system directory read-only. When a volume must appear *inside* it
     (``/etc/cfg``), bwrap cannot create the mount point in a read-only bind, so the
     directory becomes a tmpfs holding read-only binds of each of its entries instead."""
-    if not any(t.startswith(path + "/") and not os.path.lexists(t) for t in targets):
+    if not _system_dir_is_tmpfs(path, targets):
         return ["--ro-bind", path, path]
     argv = ["--tmpfs", path]
     for entry in sorted(os.listdir(path)):
@@ -154,7 +180,7 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
     first (it makes them 0700, which a non-root container could not cross).
     """
     conf = spec.confinement
-    targets = [m.path for m in spec.mounts] + [spec.termination_path]
+    targets = _targets(spec)
     argv = [BWRAP]
     for system_dir in ("/usr", "/etc"):
         argv += _system_dir(system_dir, targets)
@@ -181,7 +207,7 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
             for path in SYS_MASKED:
                 if os.path.isdir(path):
                     argv += ["--tmpfs", path, "--remount-ro", path]
-    if not conf.read_only_root or "/tmp" in targets:  # noqa: S108
+    if _private_tmp(spec, targets):
         argv += ["--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108 - private /tmp
     else:  # as in an image: /tmp is there, read-only with the rest of the root
         argv += ["--perms", "1777", "--dir", "/tmp"]  # noqa: S108
@@ -432,6 +458,14 @@ class Container:
         if self._log is not None:
             self._log.join(5)
         return code
+
+    def writable_usage(self) -> int:
+        """Bytes the running sandbox holds in its writable layer (:func:`writable_tmpfs`);
+        0 before it reported its pid and once it has exited (the layer went with it)."""
+        if self._proc is None or self._init_pid is None or self._proc.poll() is not None:
+            return 0
+        return eviction.mounts_usage(self._init_pid, parent=self._proc.pid,
+                                     paths=writable_tmpfs(self.spec))
 
     def main_pid(self) -> int | None:
         """The container's own process: the child of bwrap's init in the PID namespace."""

@@ -10,6 +10,7 @@ is deleted for good (``gracePeriodSeconds=0``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -146,7 +147,9 @@ class PodWorker(threading.Thread):
         self._env: dict[str, dict[str, str]] = {}
         self._tokens: list[podvolumes.ProjectedToken] = []
         self._mint: Callable[..., str] = str
-        self._size_limits = eviction.limits(pod)
+        self._storage_limits = eviction.all_limits(pod)
+        self._empty_dirs = {str(v.get("name")) for v in spec.get("volumes") or []
+                            if isinstance(v.get("emptyDir"), Mapping)}
         self._next_usage_check = 0.0
         self._evicted = False
 
@@ -225,9 +228,9 @@ class PodWorker(threading.Thread):
             return
         if self._volumes is None and not self._prepare():
             return
-        if self._size_limits and time.monotonic() >= self._next_usage_check:
+        if self._storage_limits and time.monotonic() >= self._next_usage_check:
             self._next_usage_check = time.monotonic() + eviction.CHECK_EVERY
-            message = self._over_size_limit()
+            message = self._over_storage_limit()
             if message is not None:
                 self._evict(message)
                 return
@@ -261,18 +264,47 @@ class PodWorker(threading.Thread):
             self._set_waiting_all(status.CREATE_CONTAINER_CONFIG_ERROR, f"volumes: {err}")
         return False
 
-    def _over_size_limit(self) -> str | None:
-        """The eviction message of the first emptyDir over its ``sizeLimit``, if any."""
+    def _over_storage_limit(self) -> str | None:
+        """The eviction message of the first local storage limit the pod is over, in
+        upstream's order (an emptyDir's, the pod's, a container's), if any."""
         assert self._volumes is not None
-        for limit in self._size_limits:
-            volume = self._volumes.get(limit.volume)
+        limits = self._storage_limits
+        for limit in limits.empty_dirs:
+            volume = self._volumes.get(limit.name)
             if volume is None:
                 continue
             message = eviction.over(limit, eviction.usage(volume.host,
                                                           stop_above=limit.bytes))
             if message is not None:
                 return message
+        if not (limits.pod or limits.containers):
+            return None
+        used = {s.spec.get("name"): self._container_storage(s)
+                for s in self.init_slots + self.slots}
+        if limits.pod is not None:
+            total = sum(used.values())
+            for name, vol in self._volumes.items():
+                if name in self._empty_dirs and total <= limits.pod.bytes:
+                    total += eviction.usage(vol.host, stop_above=limits.pod.bytes - total)
+            message = eviction.over(limits.pod, total)
+            if message is not None:
+                return message
+        for limit in limits.containers:
+            message = eviction.over(limit, used.get(limit.name, 0))
+            if message is not None:
+                return message
         return None
+
+    @staticmethod
+    def _container_storage(slot: Slot) -> int:
+        """What one container holds of the node's local storage: its running sandbox's
+        writable layer and its current log (the rotated part too)."""
+        used = slot.process.writable_usage() if slot.process is not None else 0
+        if slot.log_paths:
+            for path in (slot.log_paths[-1], slot.log_paths[-1] + ".1"):
+                with contextlib.suppress(OSError):
+                    used += os.stat(path).st_blocks * 512
+        return used
 
     def _evict(self, message: str) -> None:
         """As the kubelet's eviction manager: kill every container at once, no restart;

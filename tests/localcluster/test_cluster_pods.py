@@ -170,6 +170,48 @@ def test_an_emptydir_over_its_size_limit_evicts_the_pod(kube: Kube, cluster: Clu
         kube.delete(client.PODS, name, "default")
 
 
+def test_ephemeral_storage_limits_evict_a_container_or_a_pod_over_them(kube: Kube) -> None:
+    """As the kubelet's eviction manager: a container that writes more into its own
+    writable layer (its /tmp, in the node's memory) than its ``limits.ephemeral-storage``
+    is evicted with the kubelet's message and not restarted; a pod whose containers and
+    emptyDirs together hold more than the sum of its containers' limits is evicted too
+    (checked first, as upstream: a pod of one container over its limit gets this
+    message); one under its limits runs to the end."""
+    def limited(name: str, limit: str, *args: str, restart: str = "Always",
+                **kw: object) -> dict:
+        return pod(name, *args, restart=restart, **kw,
+                   resources={"limits": {"ephemeral-storage": limit}})
+
+    # a second, idle container whose limit keeps the pod's total (68Mi) above the first
+    # one's 8 MiB: the container's own limit is what it is over
+    hog = limited("layer-hog", "4Mi", "fill", "/tmp/f", "8", "sleep", "300")
+    idle = limited("idle", "64Mi", "sleep", "300")["spec"]["containers"][0]
+    hog["spec"]["containers"].append({**idle, "name": "idle"})
+    kube.create(client.PODS, hog, "default")
+    kube.create(client.PODS, limited(
+        "pod-hog", "16Mi", "fill", "/scratch/f", "20", "sleep", "300",
+        volumes=[{"name": "scratch", "emptyDir": {}}],
+        mounts=[{"name": "scratch", "mountPath": "/scratch"}]), "default")
+    kube.create(client.PODS, limited("layer-tidy", "16Mi", "fill", "/tmp/f", "4",
+                                     "sleep", "6", "exit", "0", restart="Never"), "default")
+    for name, message in (
+            ("layer-hog", 'Container main exceeded its local ephemeral storage limit "4Mi". '),
+            ("pod-hog", "Pod ephemeral local storage usage exceeds the total limit of"
+                        " containers 16Mi. ")):
+        p = wait_phase(kube, client.PODS, name, "Failed", timeout=eviction.CHECK_EVERY + 30)
+        assert p["status"]["reason"] == "Evicted", p["status"]
+        assert p["status"]["message"] == message
+        assert main_status(p)["restartCount"] == 0
+        events = [e for e in kube.list(client.EVENTS, "default")["items"]
+                  if e["involvedObject"]["name"] == name and e["reason"] == "Evicted"]
+        assert events and events[0]["message"] == message
+    assert wait_phase(kube, client.PODS, "layer-tidy", ("Succeeded", "Failed"),
+                      timeout=60)["status"]["phase"] == "Succeeded"
+    assert "filled /tmp/f" in logs(kube, "layer-tidy")
+    for name in ("layer-hog", "pod-hog", "layer-tidy"):
+        kube.delete(client.PODS, name, "default")
+
+
 def test_unknown_image_is_err_image_pull(kube: Kube) -> None:
     kube.create(client.PODS, pod("nginx", image="docker.io/library/nginx:1.27"), "default")
 

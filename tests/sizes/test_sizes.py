@@ -12,6 +12,8 @@ from sizes import (
     align_up,
     format_bytes,
     format_overhead,
+    format_quantity,
+    is_binary,
     parse_bytes,
     parse_decimal,
     parse_overhead,
@@ -66,6 +68,17 @@ def test_millis_decimal_and_format() -> None:
     assert parse_decimal("100m") == Decimal("0.1") and parse_decimal(3) == 3
     assert [format_bytes(n) for n in (GiB, 1000, 3 * MiB, 0, GiB + 1)] == [
         "1Gi", "1000", "3Mi", "0", str(GiB + 1)]
+
+
+def test_quantities_print_back_in_the_form_they_were_written_in() -> None:
+    """As apimachinery's Quantity.String(): a binary quantity with the largest binary
+    suffix that divides it, a decimal one with the largest decimal suffix."""
+    assert [is_binary(t) for t in ("4Mi", "1.5Gi", "4M", "4000000", "1e6", 7, "junk")] == [
+        True, True, False, False, False, False, False]
+    assert [format_quantity(n, binary=True) for n in (1024 * MiB, 1536 * MiB, 1500)] == [
+        "1Gi", "1536Mi", "1500"]
+    assert [format_quantity(n, binary=False) for n in (5_000_000, 10**9, 1500, 1024, 0)] == [
+        "5M", "1G", "1500", "1024", "0"]
 
 
 # upstream (pkg/util/util_test.go) and the worked examples in its issues

@@ -20,7 +20,9 @@ from localcluster.kubelet.sandbox import (
     SandboxSpec,
     bwrap_argv,
     read_log,
+    writable_tmpfs,
 )
+from localcluster.kubelet.security import Confinement
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("bwrap") is None, reason="needs root and bubblewrap")
@@ -235,3 +237,65 @@ def test_exit_is_announced_once_the_container_ended_and_leaves_the_status(tmp_pa
     assert ended.wait(60), "the exit was never announced"
     assert seen == [4]
     assert quick.exit_code() == 4
+
+
+MiB = 1 << 20
+
+
+def _usage_once_at_least(c: Container, n: int, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while (used := c.writable_usage()) < n and time.monotonic() < deadline:
+        assert c.poll() is None, "the container ended early"
+        time.sleep(0.05)
+    return used
+
+
+def _file_once_at_least(path, n: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while (not path.exists() or path.stat().st_size < n) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.stat().st_size >= n
+
+
+def test_writable_usage_is_what_the_sandbox_wrote_into_its_own_tmpfs(tmp_path) -> None:
+    """The writable layer (what counts against an ``ephemeral-storage`` limit) is the
+    sandbox's own tmpfs mounts, its root and its private /tmp; a volume's bytes are not
+    in it; once the container ended it holds nothing."""
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    s = spec(tmp_path, "fill", "/tmp/f", "3", "fill", "/big", "2", "fill", "/data/v", "4",
+             "sleep", "60", mounts=[Mount(str(vol), "/data")])
+    assert writable_tmpfs(s) == ["/", "/tmp"]
+    c = Container(s)
+    c.start()
+    try:
+        _usage_once_at_least(c, 5 * MiB)
+        _file_once_at_least(vol / "v", 4 * MiB)
+        used = c.writable_usage()
+        assert 5 * MiB <= used < 6 * MiB, used
+    finally:
+        c.stop(grace=0)
+    assert c.writable_usage() == 0
+
+
+def test_a_read_only_root_has_no_writable_layer_unless_a_volume_makes_one(tmp_path) -> None:
+    """Read-only root: no tmpfs of its own to write in, so nothing counts (its volume's
+    bytes are the volume's); a volume inside /etc makes /etc a tmpfs, which counts."""
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    ro = Confinement(read_only_root=True)
+    s = spec(tmp_path, "fill", "/data/v", "4", "sleep", "60",
+             mounts=[Mount(str(vol), "/data")], confinement=ro)
+    assert writable_tmpfs(s) == []
+    c = Container(s)
+    c.start()
+    try:
+        _file_once_at_least(vol / "v", 4 * MiB)
+        assert c.poll() is None and c.writable_usage() == 0
+    finally:
+        c.stop(grace=0)
+    at_tmp = spec(tmp_path, "exit", "0", mounts=[Mount(str(vol), "/tmp")])
+    assert writable_tmpfs(at_tmp) == ["/"]
+    in_etc = spec(tmp_path, "exit", "0", mounts=[Mount(str(vol), "/etc/webhook/certs")],
+                  confinement=ro)
+    assert writable_tmpfs(in_etc) == ["/etc"]
