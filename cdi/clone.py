@@ -12,7 +12,7 @@ than the source is refused unless the DataVolume says ``cdi.kubevirt.io/permissi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -77,6 +77,33 @@ def data_source_target(data_source: Mapping[str, Any]) -> tuple[str, SourceRef] 
             return kind, SourceRef(namespace=str(ref.get("namespace") or ns),
                                    name=str(ref["name"]))
     return None
+
+
+def resolve_source(dv: Mapping[str, Any], lookup: Callable[[str, str], Mapping[str, Any] | None]
+                   ) -> SourceRef | tuple[str, str] | None:
+    """The claim a clone DataVolume copies: ``source.pvc``, or the PVC its DataSource names
+    (following one DataSource to another, no further; ``lookup(namespace, name)`` reads a
+    DataSource). None for other DataVolumes; a (reason, message) when a DataSource does
+    not lead to a claim."""
+    direct = pvc_source(dv)
+    if direct is not None:
+        return direct
+    ref = data_source_ref(dv)
+    if ref is None:
+        return None
+    for _depth in range(2):
+        ds = lookup(ref.namespace, ref.name)
+        if ds is None:
+            return ("CloneSourceNotFound", f"DataSource {ref.namespace}/{ref.name} not found")
+        target = data_source_target(ds)
+        if target is None:
+            return ("CloneSourceNotFound",
+                    f"DataSource {ref.namespace}/{ref.name} has no source")
+        kind, ref = target
+        if kind == "pvc":
+            return ref
+    return ("CloneSourceNotFound", "DataSource: spec.source.dataSource may refer to another"
+            " DataSource only one level deep")
 
 
 def volume_mode(claim: Mapping[str, Any]) -> str:

@@ -160,28 +160,8 @@ def sweep_clone_sources(client: Client, *, clone_sources: list[Obj],
 
 
 def clone_target(client: Client, dv: Mapping[str, Any]) -> clone.SourceRef | tuple[str, str] | None:
-    """The claim a clone DataVolume copies: ``source.pvc``, or the PVC its DataSource names
-    (following one DataSource to another, no further). None for other DataVolumes; a
-    (reason, message) when a DataSource does not lead to a claim."""
-    direct = clone.pvc_source(dv)
-    if direct is not None:
-        return direct
-    ref = clone.data_source_ref(dv)
-    if ref is None:
-        return None
-    for _depth in range(2):
-        ds = client.get(DATASOURCES, ref.name, ref.namespace)
-        if ds is None:
-            return ("CloneSourceNotFound", f"DataSource {ref.namespace}/{ref.name} not found")
-        target = clone.data_source_target(ds)
-        if target is None:
-            return ("CloneSourceNotFound",
-                    f"DataSource {ref.namespace}/{ref.name} has no source")
-        kind, ref = target
-        if kind == "pvc":
-            return ref
-    return ("CloneSourceNotFound", "DataSource: spec.source.dataSource may refer to another"
-            " DataSource only one level deep")
+    """:func:`cdi.clone.resolve_source`, reading DataSources from the API."""
+    return clone.resolve_source(dv, lambda ns, name: client.get(DATASOURCES, name, ns))
 
 
 def _adopt(client: Client, claim: Obj, dv: Obj) -> Obj:
@@ -263,7 +243,8 @@ def _clone_source(client: Client, dv: Obj, ref: clone.SourceRef,
     if ref.namespace != dv["metadata"]["namespace"]:
         who = authorize.requester(dv)
         ok = who is not None and any(
-            client.allowed(r) for r in authorize.reviews(who=who, namespace=ref.namespace))
+            client.allowed(r) for r in authorize.reviews(who=who, namespace=ref.namespace,
+                                                         name=ref.name))
         if not ok:
             return ("CloneUnauthorized",
                     authorize.denied_message(who=who, namespace=ref.namespace))

@@ -18,17 +18,19 @@ from kubeclient import load_configuration as load_config
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DVS", "EVENTS", "KUBEVIRTS", "NODES", "PODS", "PVCS", "VMIS", "VMS", "Kube",
-           "KubeError", "Obj", "Res", "load_config", "shared"]
+__all__ = ["DATASOURCES", "DVS", "EVENTS", "KUBEVIRTS", "NODES", "PODS", "PVCS", "SARS", "VMIS",
+           "VMS", "Kube", "KubeError", "Obj", "Res", "load_config", "shared"]
 
 VMS = Res("kubevirt.io", "v1", "virtualmachines")
 VMIS = Res("kubevirt.io", "v1", "virtualmachineinstances")
 KUBEVIRTS = Res("kubevirt.io", "v1", "kubevirts")
 DVS = Res("cdi.kubevirt.io", "v1beta1", "datavolumes")
+DATASOURCES = Res("cdi.kubevirt.io", "v1beta1", "datasources")
 PODS = Res("", "v1", "pods")
 PVCS = Res("", "v1", "persistentvolumeclaims")
 NODES = Res("", "v1", "nodes", namespaced=False)
 EVENTS = Res("", "v1", "events")
+SARS = Res("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
 
 
 @functools.cache

@@ -56,6 +56,17 @@ def test_reviews_ask_datavolumes_source_then_pods() -> None:
         "resource": "datavolumes", "subresource": "source"}
     assert second["spec"]["resourceAttributes"] == {
         "namespace": "gold", "verb": "create", "group": "", "resource": "pods"}
+    # naming the claim, as upstream: a Role may grant clones of some claims only
+    named = authorize.reviews(who=who, namespace="gold", name="disk")
+    assert [r["spec"]["resourceAttributes"]["name"] for r in named] == ["disk", "disk"]
+
+
+def test_a_service_account_is_asked_about_as_the_api_server_authenticates_it() -> None:
+    who = authorize.service_account("team", "builder")
+    assert who == authorize.Requester(
+        username="system:serviceaccount:team:builder",
+        groups=("system:serviceaccounts", "system:serviceaccounts:team",
+                "system:authenticated"))
 
 
 def test_denial_message_and_unreadable_requester() -> None:

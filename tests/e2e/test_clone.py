@@ -20,7 +20,7 @@ import pytest
 from localcluster.kube import client
 from localcluster.kube.client import Kube, KubeError
 from sizes import usable_space
-from tests.e2e import kit
+from tests.e2e import kit, vmkit
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
 from tests.localcluster.clusterkit import needs_root, wait_for
@@ -552,6 +552,51 @@ def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
     pv = kube.get(client.PVS, claim["spec"]["volumeName"])
     assert pv["spec"]["claimRef"]["namespace"] == ns
     assert compare(reference, Path(kit.volume_path(kube, claim)))
+    wait_clean(kube, src_ns, {"golden"})
+
+
+def test_a_vm_clones_another_namespace_only_as_its_service_account(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    """The attack: the VM controller creates a VM's DataVolumes under its own identity,
+    which may clone from anywhere. mallory, who may only create VMs in her namespace,
+    asks for another namespace's golden image through a dataVolumeTemplate: no
+    DataVolume, an UnauthorizedDataVolumeCreate Event, nothing made beside the source.
+    Once the source namespace lets her namespace's ServiceAccount clone, the same VM
+    gets its disk (on the manifests' RBAC: the controller may ask SubjectAccessReviews)."""
+    src_ns, reference = golden
+    grant(kube, ns, "mallory", [{"apiGroups": ["kubevirt.io"],
+                                 "resources": ["virtualmachines"], "verbs": ["create", "get"]}])
+    spec = vmkit.vm("thief", "http://unused.invalid/", strategy="Halted",
+                    storage_class="local-reflink")
+    template = spec["spec"]["dataVolumeTemplates"][0]["spec"]
+    template["source"] = {"pvc": {"namespace": src_ns, "name": "golden"}}
+    del template["storage"]["resources"]  # the size is the source's
+    vm = create_as(kube, "mallory", vmkit.VMS, spec, ns)
+    assert vm.get("kind") == "VirtualMachine", vm
+    wait_for(lambda: "UnauthorizedDataVolumeCreate" in reasons(kube, ns, vm["metadata"]["uid"]),
+             timeout=60, what="UnauthorizedDataVolumeCreate")
+    assert kube.get_or_none(kit.DVS, "thief-root", ns) is None
+    assert kube.get_or_none(client.PVCS, "thief-root", ns) is None
+    kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                        "metadata": {"name": "vm-cloner"},
+                        "rules": [{"apiGroups": ["cdi.kubevirt.io"],
+                                   "resources": ["datavolumes/source"],
+                                   "verbs": ["create"]}]}, src_ns)
+    kube.create(ROLEBINDINGS, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "vm-cloner"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "vm-cloner"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]}, src_ns)
+    kube.patch(vmkit.VMS, "thief", {"metadata": {"annotations": {"look": "again"}}}, ns)
+    status = kit.wait_dv(kube, ns, "thief-root", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    dv = kube.get(kit.DVS, "thief-root", ns)
+    assert status["phase"] == "Succeeded", json.dumps(dv["status"].get("conditions"))
+    assert dv["spec"]["source"] == {"pvc": {"namespace": src_ns, "name": "golden"}}
+    assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, ns, "thief-root"))))
+    kube.delete(vmkit.VMS, "thief", ns)
+    kube.delete(ROLEBINDINGS, "vm-cloner", src_ns)
+    kube.delete(ROLES, "vm-cloner", src_ns)
     wait_clean(kube, src_ns, {"golden"})
 
 

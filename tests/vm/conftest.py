@@ -14,7 +14,7 @@ from vm.kube import Kube, KubeError, Res
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = Res("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 CRD_FILES = ("virtualmachines.yaml", "virtualmachineinstances.yaml", "kubevirts.yaml",
-             "datavolumes.yaml")
+             "datavolumes.yaml", "datasources.yaml")
 
 
 def kube_for(server: object) -> Kube:
@@ -49,6 +49,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
             kube.create(CRDS, crd)
         wait_served(kube, "/apis/kubevirt.io/v1/virtualmachines")
         wait_served(kube, "/apis/cdi.kubevirt.io/v1beta1/datavolumes")
+        wait_served(kube, "/apis/cdi.kubevirt.io/v1beta1/datasources")
         yield kube
     finally:
         kube.api.close()

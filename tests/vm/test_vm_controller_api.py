@@ -1,5 +1,6 @@
 """The VM controller's sync against a real API server (localcluster's): DataVolumes from
-templates, VMI creation gated on them, run strategies, crash-loop back-off, status."""
+templates (clones checked for the VM's ServiceAccount), VMI creation gated on them, run
+strategies, crash-loop back-off, status."""
 
 from __future__ import annotations
 
@@ -11,14 +12,22 @@ import pytest
 import yaml
 
 from vm.controller.kube import sync_vm
-from vm.kube import DVS, EVENTS, VMIS, VMS, Kube, Res
+from vm.kube import DATASOURCES, DVS, EVENTS, VMIS, VMS, Kube, Res
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "vm-datavolume.yaml"
 NAMESPACES = Res("", "v1", "namespaces", namespaced=False)
+ROLES = Res("rbac.authorization.k8s.io", "v1", "roles")
+ROLEBINDINGS = Res("rbac.authorization.k8s.io", "v1", "rolebindings")
 
 
 @pytest.fixture
 def ns(api: Kube) -> str:
+    name = f"vm-{uuid.uuid4().hex[:8]}"
+    api.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+def new_namespace(api: Kube) -> str:
     name = f"vm-{uuid.uuid4().hex[:8]}"
     api.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
@@ -148,3 +157,107 @@ def test_manual_start_request(api: Kube, ns: str) -> None:
     sync_vm(api, ns, "demo")
     assert api.get(VMIS, "demo", ns) is not None
     assert "stateChangeRequests" not in status(api, ns)
+
+
+# -- clones: the VM's ServiceAccount must be allowed to read the source's namespace ------
+
+
+def clone_vm(api: Kube, ns: str, source: dict, *, volumes: list | None = None) -> dict:
+    vm = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    vm["spec"]["runStrategy"] = "Halted"
+    vm["spec"]["dataVolumeTemplates"][0]["spec"].pop("source")
+    vm["spec"]["dataVolumeTemplates"][0]["spec"].update(source)
+    if volumes:
+        vm["spec"]["template"]["spec"]["volumes"] += volumes
+    return api.create(VMS, vm, ns)
+
+
+def data_source(api: Kube, ns: str, name: str, pvc: dict) -> None:
+    api.create(DATASOURCES, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+                             "metadata": {"name": name}, "spec": {"source": {"pvc": pvc}}}, ns)
+
+
+def grant_clone(api: Kube, ns: str, sa_namespace: str, sa: str) -> None:
+    """``create datavolumes/source`` in ``ns`` for a ServiceAccount of another namespace."""
+    role = f"cloner-{sa_namespace}-{sa}"
+    api.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                       "metadata": {"name": role},
+                       "rules": [{"apiGroups": ["cdi.kubevirt.io"],
+                                  "resources": ["datavolumes/source"], "verbs": ["create"]}]},
+               ns)
+    api.create(ROLEBINDINGS, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_namespace}]}, ns)
+
+
+def warnings(api: Kube, ns: str) -> list[tuple[str, str]]:
+    return [(e["reason"], e["message"]) for e in api.list(EVENTS, ns) if e["type"] == "Warning"]
+
+
+@pytest.mark.parametrize("via", ["pvc", "dataSource"])
+def test_a_clone_from_another_namespace_needs_the_vms_service_account(
+        api: Kube, ns: str, via: str) -> None:
+    """The attack: the controller creates DataVolumes as itself, and may read any
+    namespace; a VM whose template clones another namespace's claim (directly, or
+    through a DataSource of the VM's namespace) gets no DataVolume unless the VM's
+    ServiceAccount may clone from there, with upstream's Event and message."""
+    victim = new_namespace(api)
+    if via == "pvc":
+        source = {"source": {"pvc": {"namespace": victim, "name": "secret-disk"}}}
+    else:
+        data_source(api, ns, "golden", {"namespace": victim, "name": "secret-disk"})
+        source = {"sourceRef": {"kind": "DataSource", "name": "golden"}}
+    clone_vm(api, ns, source)
+    sync_vm(api, ns, "demo")
+    assert api.get(DVS, "demo-rootdisk", ns) is None
+    message = (f"Not authorized to create DataVolume demo-rootdisk: User"
+               f" system:serviceaccount:{ns}:default has insufficient permissions in clone"
+               f" source namespace {victim}")
+    assert ("UnauthorizedDataVolumeCreate", message) in warnings(api, ns)
+    assert message in str(status(api, ns))
+
+    grant_clone(api, victim, ns, "default")
+    sync_vm(api, ns, "demo")
+    dv = api.get(DVS, "demo-rootdisk", ns)
+    assert dv is not None
+    # the DataVolume names the claim that was checked, not the DataSource
+    assert dv["spec"]["source"] == {"pvc": {"namespace": victim, "name": "secret-disk"}}
+    assert "sourceRef" not in dv["spec"]
+
+
+def test_the_service_account_is_the_one_a_serviceaccount_volume_names(api: Kube,
+                                                                       ns: str) -> None:
+    victim = new_namespace(api)
+    grant_clone(api, victim, ns, "default")  # not the one the VM runs as
+    clone_vm(api, ns, {"source": {"pvc": {"namespace": victim, "name": "secret-disk"}}},
+             volumes=[{"name": "sa", "serviceAccount": {"serviceAccountName": "builder"}}])
+    sync_vm(api, ns, "demo")
+    assert api.get(DVS, "demo-rootdisk", ns) is None
+    assert any(f"system:serviceaccount:{ns}:builder has insufficient" in m
+               for _, m in warnings(api, ns))
+    grant_clone(api, victim, ns, "builder")
+    sync_vm(api, ns, "demo")
+    assert api.get(DVS, "demo-rootdisk", ns) is not None
+
+
+def test_a_clone_in_the_vms_own_namespace_needs_no_grant_and_is_resolved(api: Kube,
+                                                                         ns: str) -> None:
+    data_source(api, ns, "golden", {"namespace": ns, "name": "golden-disk"})
+    clone_vm(api, ns, {"sourceRef": {"kind": "DataSource", "name": "golden"}})
+    sync_vm(api, ns, "demo")
+    dv = api.get(DVS, "demo-rootdisk", ns)
+    assert dv is not None
+    assert dv["spec"]["source"] == {"pvc": {"namespace": ns, "name": "golden-disk"}}
+
+
+def test_a_missing_data_source_makes_no_datavolume(api: Kube, ns: str) -> None:
+    clone_vm(api, ns, {"sourceRef": {"kind": "DataSource", "name": "nowhere"}})
+    sync_vm(api, ns, "demo")
+    assert api.get(DVS, "demo-rootdisk", ns) is None
+    assert ("FailedDataVolumeCreate", f"Error creating DataVolume demo-rootdisk: DataSource"
+            f" {ns}/nowhere not found") in warnings(api, ns)
+    data_source(api, ns, "nowhere", {"namespace": ns, "name": "golden-disk"})
+    sync_vm(api, ns, "demo")
+    assert api.get(DVS, "demo-rootdisk", ns) is not None

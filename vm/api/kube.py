@@ -19,7 +19,7 @@ from apiservice.frontproxy import (
 from pki import certs, rotation, serving
 from vm.api.certs import API_CLIENT_CN, CA_NAME, HANDLER_CN, HANDLER_SERVICE
 from vm.api.lifecycle import Patch
-from vm.kube import PODS, VMIS, VMS, Kube, KubeError, Res
+from vm.kube import PODS, SARS, VMIS, VMS, Kube, KubeError, Res
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,6 @@ CONFIGMAPS = Res("", "v1", "configmaps")
 WEBHOOKS = Res("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                namespaced=False)
 APISERVICES = Res("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
-SARS = Res("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
 
 CERT_SECRET = "virt-api-certs"  # noqa: S105
 HANDLER_SECRET = "virt-handler-certs"  # noqa: S105

@@ -6,6 +6,14 @@ template, lives in the VM's namespace, is controlled by the VM, carries
 leftover PVC of the same name is adopted, not imported again) and inherits the VM
 template's priorityClassName. DataVolumes are made even for a Halted VM unless the VM
 says ``kubevirt.io/immediate-data-volume-creation: "false"``.
+
+A clone (``source.pvc``, or ``sourceRef`` to a DataSource) is created with its source
+resolved to the claim, as upstream: the controller creates every DataVolume under its own
+identity, which may read any namespace, so before it does, the VM's ServiceAccount (the
+template's ``serviceAccountName``, else a ``serviceAccount`` volume's, else ``default``)
+must be allowed to clone from another namespace (upstream's ``AuthorizeSA``, the checks of
+:mod:`cdi.authorize`); the DataVolume then names the claim that was checked, not a
+DataSource that could be pointed elsewhere in between.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cdi.clone import SourceRef
 from vm.api import names
 from vm.controller.views import DVView
 
@@ -33,6 +42,27 @@ def template_names(vm: Mapping[str, Any]) -> list[str]:
 def wants_immediate_creation(vm: Mapping[str, Any]) -> bool:
     ann = (vm.get("metadata") or {}).get("annotations") or {}
     return ann.get(names.ANN_IMMEDIATE_DV_CREATION) != "false"
+
+
+def service_account_name(vm: Mapping[str, Any]) -> str:
+    """The ServiceAccount a VM's clones are authorized as."""
+    spec = (((vm.get("spec") or {}).get("template") or {}).get("spec") or {})
+    if spec.get("serviceAccountName"):
+        return str(spec["serviceAccountName"])
+    for volume in spec.get("volumes") or []:
+        name = ((volume or {}).get("serviceAccount") or {}).get("serviceAccountName")
+        if name:
+            return str(name)
+    return "default"
+
+
+def with_source(dv: Mapping[str, Any], claim: SourceRef) -> dict[str, Any]:
+    """The DataVolume with its clone source resolved to ``claim`` (no ``sourceRef``)."""
+    out = copy.deepcopy(dict(dv))
+    spec = out["spec"]
+    spec.pop("sourceRef", None)
+    spec["source"] = {"pvc": {"namespace": claim.namespace, "name": claim.name}}
+    return out
 
 
 def datavolume_from_template(*, vm: Mapping[str, Any], template: Mapping[str, Any]

@@ -12,6 +12,7 @@ import random
 from datetime import UTC, datetime
 from typing import Any
 
+from cdi import authorize, clone
 from vm.api import names
 from vm.controller import datavolumes
 from vm.controller.backoff import StartFailure
@@ -27,7 +28,7 @@ from vm.controller.runstrategy import (
 )
 from vm.controller.status import StatusInput, vm_status
 from vm.controller.views import VMIView, dv_view, vmi_view
-from vm.kube import DVS, VMIS, VMS, Kube, KubeError
+from vm.kube import DATASOURCES, DVS, SARS, VMIS, VMS, Kube, KubeError
 
 logger = logging.getLogger(__name__)
 COMPONENT = "virtualmachine-controller"
@@ -57,8 +58,19 @@ def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = Non
     existing = {n: dv_view(n, kube.get(DVS, n, namespace), vm_uid=meta["uid"])
                 for n in datavolumes.template_names(vm)}
     if datavolumes.wants_immediate_creation(vm) or strategy not in (None, RunStrategy.HALTED):
-        for dv in datavolumes.missing_datavolumes(vm=vm, existing=existing):
-            dv_name = dv["metadata"]["name"]
+        for template_dv in datavolumes.missing_datavolumes(vm=vm, existing=existing):
+            dv_name = template_dv["metadata"]["name"]
+            try:
+                dv, refused = _clone_checked(kube, vm, template_dv)
+            except KubeError as err:
+                dv, refused = None, ("FailedDataVolumeCreate",
+                                     f"Error creating DataVolume {dv_name}: {err.message}")
+            if dv is None:
+                reason, message = refused
+                failure = failure or message
+                kube.event(vm, type_="Warning", reason=reason, message=message,
+                           component=COMPONENT, now=stamp)
+                continue
             try:
                 created = kube.create(DVS, dv, namespace)
                 existing[dv_name] = dv_view(dv_name, created, vm_uid=meta["uid"])
@@ -101,6 +113,28 @@ def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = Non
                 return 0.5
             raise
     return plan.requeue_after if plan else None
+
+
+def _clone_checked(kube: Kube, vm: dict[str, Any], dv: dict[str, Any]
+                   ) -> tuple[dict[str, Any] | None, tuple[str, str]]:
+    """The DataVolume to create for a template, its clone source resolved and authorized
+    for the VM's ServiceAccount; else None and the Event's (reason, message)."""
+    name, namespace = dv["metadata"]["name"], vm["metadata"]["namespace"]
+    found = clone.resolve_source(dv, lambda ns, n: kube.get(DATASOURCES, n, ns))
+    if found is None:
+        return dv, ("", "")
+    if isinstance(found, tuple):
+        return None, ("FailedDataVolumeCreate",
+                      f"Error creating DataVolume {name}: {found[1]}")
+    if found.namespace != namespace:
+        who = authorize.service_account(namespace, datavolumes.service_account_name(vm))
+        if not any((kube.create(SARS, review).get("status") or {}).get("allowed")
+                   for review in authorize.reviews(who=who, namespace=found.namespace,
+                                                   name=found.name)):
+            return None, ("UnauthorizedDataVolumeCreate",
+                          f"Not authorized to create DataVolume {name}: "
+                          + authorize.denied_message(who=who, namespace=found.namespace))
+    return datavolumes.with_source(dv, found), ("", "")
 
 
 def _apply(kube: Kube, vm: dict[str, Any], plan: Plan, vmi: VMIView | None,
