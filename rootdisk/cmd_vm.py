@@ -45,6 +45,9 @@ def register(subparsers: Any) -> None:
     _common(console)
     console.add_argument("--log", action="store_true",
                          help="print the console log (guest-console-log) and exit")
+    console.add_argument("--raw", action="store_true",
+                         help="with --log on a terminal: print the guest's control"
+                         " characters as they are (default: shown as ^[ and \\x9b)")
     console.add_argument("--timeout", type=float, default=300.0,
                          help="seconds to wait for the VM to be running (default 300)")
     console.set_defaults(func=cmd_console)
@@ -102,7 +105,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     kube, ns = _connect(args)
     try:
         if args.log:
-            return console.print_log(kube, ns, args.vm)
+            return console.print_log(kube, ns, args.vm, raw=args.raw)
         return console.attach(kube, ns, args.vm, timeout=args.timeout)
     finally:
         kube.api.close()

@@ -1,12 +1,18 @@
 """The CLI's console: the WebSocket of ``virtualmachineinstances/console`` wired to the
 terminal (raw mode, Ctrl+] detaches), and ``--log``: the launcher pod's
-``guest-console-log`` container log, for scripts."""
+``guest-console-log`` container log, for scripts.
+
+The log is what the guest wrote. Printed to a terminal, its control characters are shown
+as ``cat -v`` would rather than obeyed (``--raw`` obeys them): a guest must not set the
+viewer's clipboard (OSC 52), or make the terminal answer a report request by typing into
+the viewer's shell once the command has returned. Piped, the bytes pass as they are."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import re
 import ssl
 import sys
 import termios
@@ -53,7 +59,27 @@ def _wait_running(kube: Kube, ns: str, name: str, timeout: float) -> dict[str, A
         time.sleep(1)
 
 
-def print_log(kube: Kube, ns: str, name: str) -> int:
+_CONTROL = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\udc80-\udc9f]")
+"""C0 but tab, newline and CR; DEL; C1 (U+0080..U+009F); lone bytes 0x80..0x9F (decoded
+with surrogateescape), which an 8-bit terminal takes for C1."""
+
+
+def _shown(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20 or code == 0x7F:
+        return "^" + chr(code ^ 0x40)
+    return f"\\x{code & 0xFF:02x}"
+
+
+def visible(data: bytes) -> bytes:
+    """``data`` with every control character but newline, carriage return and tab made
+    visible, as ``cat -v`` would: C0 and DEL as ``^X``, C1 as ``\\x9b``; everything
+    else, valid UTF-8 or not, unchanged (pure)."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    return _CONTROL.sub(_shown, text).encode("utf-8", errors="surrogateescape")
+
+
+def print_log(kube: Kube, ns: str, name: str, *, raw: bool = False) -> int:
     vmi = kube.get(VMIS, name, ns)
     if vmi is None:
         print(f"rootdisk console: VMI {ns}/{name} does not exist", file=sys.stderr)
@@ -74,6 +100,8 @@ def print_log(kube: Kube, ns: str, name: str) -> int:
         print(f"rootdisk console: cannot read the log of {pod}: {err}", file=sys.stderr)
         return 1
     data = resp[0].data if isinstance(resp, tuple) else resp.data
+    if not raw and sys.stdout.isatty():
+        data = visible(data)
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return 0

@@ -6,6 +6,9 @@ launcher listens on) but has three consumers: the console log (what the
 interactive clients attached through the control socket. Output goes to all of them;
 input comes from the most recently attached client only. A client that does not keep up
 (more than :data:`CLIENT_BUFFER` bytes queued) is dropped, so it cannot stall the guest.
+Input is written to the guest with back-pressure: while the guest does not read (QEMU
+stops reading COM1 when the guest does), the client's input is not read either, so a
+client that pastes without end fills its own socket, not the launcher's memory.
 """
 
 from __future__ import annotations
@@ -89,8 +92,11 @@ class ConsoleHub:
         self._clients.append(writer)
         try:
             while data := await reader.read(READ_SIZE):
-                if self._clients and self._clients[-1] is writer and self._guest is not None:
-                    self._guest.write(data)
+                guest = self._guest
+                if self._clients and self._clients[-1] is writer and guest is not None:
+                    guest.write(data)
+                    with contextlib.suppress(ConnectionError):
+                        await guest.drain()
         finally:
             self._detach(writer)
 

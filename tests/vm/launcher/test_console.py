@@ -1,15 +1,18 @@
-"""The console log: bounded with one rotation, and followed across it."""
+"""The console log: bounded with one rotation, and followed across it; a client's input
+held back while the guest does not read it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from vm.launcher.console import RotatingLog
+from vm.launcher.console import ConsoleHub, RotatingLog
 from vm.launcher.console_log import follow
 
 REPO = Path(__file__).resolve().parents[3]
@@ -68,3 +71,38 @@ def test_console_log_command_no_follow(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout == b"hello from the guest\n"
+
+
+def test_input_waits_for_a_guest_that_does_not_read(tmp_path: Path) -> None:
+    """The attack: the guest stops reading COM1 (so QEMU stops reading the socket) and an
+    attached client pastes without end. The hub reads the client's input only as fast
+    as the guest takes it: the client is held back after a few socket buffers, and what
+    waits for the guest stays bounded, instead of the launcher's memory filling up."""
+    async def run() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        hub = ConsoleHub(RotatingLog(str(tmp_path / "console.log")))
+        hub_guest, qemu = socket.socketpair()  # "QEMU" never reads
+        hub_client, user = socket.socketpair()
+        g_reader, g_writer = await asyncio.open_connection(sock=hub_guest)
+        c_reader, c_writer = await asyncio.open_connection(sock=hub_client)
+        guest = asyncio.create_task(hub.serve_guest(g_reader, g_writer))
+        await hub.guest_connected.wait()
+        client = asyncio.create_task(hub.attach(c_reader, c_writer))
+        user.setblocking(False)
+        sent, chunk, deadline = 0, b"x" * 65536, loop.time() + 3
+        while loop.time() < deadline and sent < 64 * 2**20:
+            try:
+                sent += user.send(chunk)
+            except BlockingIOError:
+                await asyncio.sleep(0.01)
+        queued = g_writer.transport.get_write_buffer_size()
+        for task in (client, guest):
+            task.cancel()
+        hub.close()
+        for s in (qemu, user):
+            s.close()
+        return sent, queued
+
+    sent, queued = asyncio.run(run())
+    assert sent < 8 * 2**20, sent
+    assert queued <= 2**20, queued
