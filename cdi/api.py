@@ -54,6 +54,9 @@ CLONE_REQUESTER: Final = ANN + "storage.clone.requester"
 at admission and never accepted from the user; upstream keeps a signed token instead."""
 CLONE_FOR_DV_LABEL: Final = ANN + "clone-for-datavolume"
 """rootdisk: on a VolumeCloneSource in another namespace, the DataVolume's UID."""
+CLONE_FOR_CLAIM: Final = ANN + "clone-for-claim"
+"""rootdisk: on a VolumeCloneSource in another namespace, ``namespace/name`` of the claim
+it was authorised for (the DataVolume's own claim)."""
 
 IMPORT_SOURCE_KIND: Final = "VolumeImportSource"
 IMPORT_SOURCE_PREFIX: Final = "volume-import-source-"

@@ -164,7 +164,8 @@ def clone_source(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:
     """The VolumeCloneSource ``volume-clone-source-<dv uid>``: in the source namespace
     (as upstream; a claim's cross-namespace ``dataSourceRef`` names it there). Owned by the
     DataVolume only when they share a namespace (owner references do not cross them);
-    otherwise the label names the DataVolume and the controller deletes it itself."""
+    otherwise the label names the DataVolume (the controller deletes it itself) and an
+    annotation the claim it serves, both checked by the clone populator."""
     meta = dv["metadata"]
     obj: Obj = {
         "apiVersion": api.API_VERSION, "kind": api.CLONE_SOURCE_KIND,
@@ -173,7 +174,10 @@ def clone_source(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:
                                 api.CLONE_FOR_DV_LABEL: str(meta["uid"])}},
         "spec": {"source": {"kind": "PersistentVolumeClaim", "name": source.name}},
     }
-    if source.namespace == meta["namespace"]:
+    if source.namespace != meta["namespace"]:
+        obj["metadata"]["annotations"] = {
+            api.CLONE_FOR_CLAIM: f"{meta['namespace']}/{meta['name']}"}
+    else:
         obj["metadata"]["ownerReferences"] = [{
             "apiVersion": dv["apiVersion"], "kind": dv["kind"], "name": meta["name"],
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]

@@ -143,15 +143,20 @@ def source_serves(*, source: Obj, source_namespace: str, target: Obj) -> str | N
     (upstream asks for a ReferenceGrant): without it anyone could point a claim of theirs
     at a VolumeCloneSource made for somebody else's authorised clone and copy a namespace
     they cannot read. Here the DataVolume controller authorises each cross-namespace clone
-    (a SubjectAccessReview of its creator) and labels the source with that DataVolume's
-    UID, so the source serves exactly the claim that DataVolume controls."""
-    if source_namespace == meta(target).get("namespace"):
+    (a SubjectAccessReview of its creator) and marks the source with that DataVolume's
+    UID and its claim's namespace/name, so the source serves exactly that claim, and
+    only while that DataVolume controls it. Both are needed: an owner reference is
+    written by whoever creates the claim, so a claim elsewhere that names the right UID
+    (anyone who may read the DataVolume's namespace sees it) is still not that claim."""
+    tm = meta(target)
+    if source_namespace == tm.get("namespace"):
         return None
     allowed = (meta(source).get("labels") or {}).get(names.CLONE_FOR_DV_LABEL)
+    for_claim = (meta(source).get("annotations") or {}).get(names.CLONE_FOR_CLAIM)
     owner = controller_owner(target)
     if allowed and owner is not None and owner.get("kind") == "DataVolume" and str(
             owner.get("apiVersion", "")).startswith(names.CDI_GROUP + "/") and owner.get(
-            "uid") == allowed:
+            "uid") == allowed and for_claim == f"{tm.get('namespace')}/{tm.get('name')}":
         return None
     return (f"{source.get('kind') or 'source'} {source_namespace}/"
             f"{meta(source).get('name')} was not made for this claim: a source in another "

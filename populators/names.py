@@ -74,6 +74,9 @@ CLONE_FOR_DV_LABEL = "cdi.kubevirt.io/clone-for-datavolume"
 """On a VolumeCloneSource the DataVolume controller made: the UID of the DataVolume it
 authorised (``cdi.api.CLONE_FOR_DV_LABEL``); in another namespace than its claim, a
 source serves only the claim that DataVolume controls."""
+CLONE_FOR_CLAIM = "cdi.kubevirt.io/clone-for-claim"
+"""On such a VolumeCloneSource: ``namespace/name`` of that DataVolume's claim
+(``cdi.api.CLONE_FOR_CLAIM``)."""
 
 # -- labels ----------------------------------------------------------------------------
 APP_LABEL = "app"

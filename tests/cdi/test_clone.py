@@ -91,6 +91,9 @@ def test_render_across_namespaces_and_modes() -> None:
     assert vcs is not None and vcs["metadata"]["namespace"] == "gold"
     assert "ownerReferences" not in vcs["metadata"]  # they cannot cross namespaces
     assert vcs["metadata"]["labels"]["cdi.kubevirt.io/clone-for-datavolume"] == "dv-uid"
+    dv_meta = cloning(ns="gold")["metadata"]
+    assert vcs["metadata"]["annotations"]["cdi.kubevirt.io/clone-for-claim"] == \
+        f"{dv_meta['namespace']}/{dv_meta['name']}"
 
 
 def test_render_refuses_a_smaller_target() -> None:

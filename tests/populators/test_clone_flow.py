@@ -40,11 +40,13 @@ def target(*, src_ns: str = "gold", ann: dict[str, str] | None = None,
             "status": {"phase": "Pending"}}
 
 
-def source(mode: str = "Filesystem", *, for_dv: str | None = DV_UID) -> dict[str, Any]:
+def source(mode: str = "Filesystem", *, for_dv: str | None = DV_UID,
+           for_claim: str | None = "ns/disk") -> dict[str, Any]:
     labels = {"cdi.kubevirt.io/clone-for-datavolume": for_dv} if for_dv else {}
+    annotations = {"cdi.kubevirt.io/clone-for-claim": for_claim} if for_claim else {}
     return {"kind": "VolumeCloneSource",
             "metadata": {"name": "volume-clone-source-x", "namespace": "gold",
-                         "labels": labels},
+                         "labels": labels, "annotations": annotations},
             "spec": {"source": {"kind": "PersistentVolumeClaim", "name": "golden"}},
             SOURCE_CLAIM_KEY: {"metadata": {"name": "golden", "namespace": "gold"},
                                "spec": {"volumeMode": mode}}}
@@ -265,9 +267,15 @@ def _made(plan: flow.Plan) -> list[Any]:
 def test_a_cross_namespace_source_serves_only_the_datavolume_it_was_made_for() -> None:
     """Someone's own claim pointing at a VolumeCloneSource made for another user's
     authorised clone reads nothing: no PVC', no pod, the claim fails with the reason."""
+    forged = target()  # the DataVolume's UID (readable in its namespace) forged as owner
+    forged["metadata"]["namespace"] = "mallory"  # of a claim in another namespace
+    renamed = target()
+    renamed["metadata"]["name"] = "other"  # or of another claim of that namespace
     for t, s in [(target(dv_uid=None), source()),           # a bare claim, no DataVolume
                  (target(dv_uid="someone-else"), source()),  # another DataVolume
-                 (target(), source(for_dv=None))]:           # a source nobody authorised
+                 (target(), source(for_dv=None)),            # a source nobody authorised
+                 (forged, source()), (renamed, source()),
+                 (target(), source(for_claim=None))]:        # made before claims were named
         plan = decide(target=t, source=s)
         assert not _made(plan)
         changes = {k: v for a in plan.actions if isinstance(a, Annotate)
