@@ -2,7 +2,9 @@
 cdi-cloner): read the source volume and stream its data to the target pod over mutual
 TLS (:mod:`importer.clonewire`).
 
-The pod mounts the source claim read-only, as a Filesystem (``disk.img``) or as a device.
+The pod mounts the source claim read-only, as a Filesystem (``disk.img``) or as a device;
+either must be a regular file or a block device, opened without following a symbolic link
+or waiting on a FIFO (:func:`open_disk`: ``NotADiskImage`` otherwise, naming the path).
 Only data is read and sent: on a file the holes are found with ``SEEK_DATA``/``SEEK_HOLE``
 and skipped; on a device (and inside a file's data) zero blocks are found as they are read
 and not sent. The target checks that the source fits before a byte is written, and
@@ -12,8 +14,9 @@ Environment (set by the clone populator): ``CLONER_SOURCE`` (path), ``CLONE_TARG
 (``host:port`` of the target pod), ``CLONE_TLS_DIR`` (``ca.crt``, ``tls.crt``, ``tls.key``
 from the clone's Secret: the per-clone CA and this side's client certificate),
 ``CLONE_SERVER_NAME`` (the name in the target's certificate), ``CLONE_CONNECT_SECONDS``
-(how long to keep trying to reach the target). Exit codes and the termination message as
-the importer's.
+(how long to keep trying to reach the target and to complete a handshake with it: one cut
+off or not done in :data:`HANDSHAKE_SECONDS` is tried again; a refused one is not). Exit
+codes and the termination message as the importer's.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import logging
 import os
 import socket
 import ssl
+import stat
 import sys
+import time
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +36,10 @@ import tenacity
 
 from importer import clonewire
 from importer.ahead import ahead
-from importer.errors import ConfigError, ImporterError, NotFound, TransferError
+from importer.errors import ConfigError, ImporterError, NotADiskImage, NotFound, TransferError
 from importer.termination import EXIT_OK, failed
 from importer.tlsstream import TlsStream
-from importer.writers import data_runs, device_size, is_block_device
+from importer.writers import data_runs
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +54,11 @@ STALL_SECONDS = 120.0
 """A send or reply that makes no progress for this long breaks the stream."""
 CONNECT_FIRST_WAIT = 0.02
 """Seconds before the second try to reach the target (then doubling, up to 2 s)."""
+HANDSHAKE_SECONDS = 30.0
+"""The whole TLS handshake with the target, however it paces its bytes (this clone's
+target answers in milliseconds)."""
+HANDSHAKE_RETRY_WAIT = 1.0
+"""Seconds before a handshake that broke off is tried again."""
 
 
 class TLSRefused(ImporterError):
@@ -140,13 +150,54 @@ class Source:
         return max((o + n for o, n, d in self.runs if d), default=0)
 
 
-def open_source(path: Path) -> Source:
-    if not path.exists():
-        raise NotFound(f"clone source {path} not found")
-    block = is_block_device(path)
-    size = device_size(path) if block else path.stat().st_size
-    fd = os.open(path, os.O_RDONLY)
+def describe(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for an error message."""
+    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return what
+    return f"a file of type {stat.S_IFMT(mode):#o}"
+
+
+def open_disk(path: Path, flags: int, *, what: str, block: bool = True) -> int:
+    """A descriptor on the disk at ``path``: a regular file, or a block device when
+    ``block``. Never follows a symbolic link (the last component is the volume's: a
+    clone copies whatever its user put there) and never waits on a FIFO (opened
+    non-blocking, blocking again once it is known to be a disk). Anything else is
+    ``NotADiskImage`` naming the path and what it is; a missing one is ``NotFound``."""
+    wanted = "a regular file or a block device" if block else "a regular file"
     try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise NotFound(f"{what} {path} not found") from None
+    except OSError as err:
+        # ELOOP (a symlink), ENXIO (a FIFO with no reader, a socket), EISDIR…
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise err from None
+        if stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode)):
+            raise
+        raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode))):
+            raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}")
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_source(path: Path) -> Source:
+    fd = open_disk(path, os.O_RDONLY, what="clone source")
+    try:
+        st = os.fstat(fd)
+        block = stat.S_ISBLK(st.st_mode)
+        size = os.lseek(fd, 0, os.SEEK_END) if block else st.st_size
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         return Source(fd, size, list(extents(fd, size, seekable_holes=not block)))
     except BaseException:
@@ -157,13 +208,15 @@ def open_source(path: Path) -> Source:
 # -- the connection ---------------------------------------------------------------------
 
 
-def _reach(config: Config) -> socket.socket:
+def _reach(config: Config, seconds: float | None = None) -> socket.socket:
     """A TCP connection to the target, tried again while it is not listening yet: first
     after 20 ms (the target pod is usually a moment from listening; a first wait of
-    0.2 s was a tenth of a 1 GiB copy), doubling up to 2 s, for ``connect_seconds``."""
+    0.2 s was a tenth of a 1 GiB copy), doubling up to 2 s, for ``seconds`` (default
+    ``connect_seconds``; one try at least)."""
     try:
         for attempt in tenacity.Retrying(
-                stop=tenacity.stop_after_delay(config.connect_seconds),
+                stop=tenacity.stop_after_delay(
+                    config.connect_seconds if seconds is None else seconds),
                 wait=tenacity.wait_exponential(multiplier=CONNECT_FIRST_WAIT, max=2.0),
                 retry=tenacity.retry_if_exception_type(OSError), reraise=True):
             with attempt:
@@ -175,14 +228,26 @@ def _reach(config: Config) -> socket.socket:
 
 
 def connect(config: Config, ctx: ssl.SSLContext) -> TlsStream:
-    """The TLS connection to the target (reached within ``connect_seconds``)."""
-    sock = _reach(config)
-    try:
-        return TlsStream(sock, ctx, server_side=False, server_hostname=config.server_name)
-    except ssl.SSLError as err:
-        raise TLSRefused(f"TLS with the clone target refused: {err.reason or err}") from None
-    except OSError as err:
-        raise TransferError(f"TLS with the clone target failed: {err}") from None
+    """The TLS connection to the target, within ``connect_seconds``. A handshake that
+    is cut off or not done in :data:`HANDSHAKE_SECONDS` (the target drops connections
+    that keep it waiting, or pushes the oldest out when many come at once) is tried
+    again, on a new connection, while that time lasts; a refused one (a certificate
+    that is not this clone's) is not."""
+    end = time.monotonic() + config.connect_seconds
+    while True:
+        sock = _reach(config, seconds=max(0.0, end - time.monotonic()))
+        try:
+            return TlsStream(sock, ctx, server_side=False, server_hostname=config.server_name,
+                             handshake_seconds=HANDSHAKE_SECONDS)
+        except ssl.SSLError as err:
+            raise TLSRefused(f"TLS with the clone target refused: {err.reason or err}"
+                             ) from None
+        except OSError as err:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TransferError(f"TLS with the clone target failed: {err}") from None
+            logger.warning("TLS with the clone target broke off (%s); trying again", err)
+            time.sleep(min(HANDSHAKE_RETRY_WAIT, left))
 
 
 def _reader(sock: TlsStream) -> clonewire.ReadExact:

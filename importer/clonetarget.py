@@ -3,10 +3,14 @@ lets its upload server take the clone): accept the clone source's mutual-TLS str
 (:mod:`importer.clonewire`) and write it into PVC' with the importer's SparseWriter.
 
 Only a client whose certificate the clone's own CA signed gets past the handshake;
-anything else is refused and the wait goes on. The source's hello says how large it is:
-a source that does not fit the room (the usable size of a Filesystem claim's request, a
-device's size) is refused with ``TooSmall`` before a byte is written, unless all it holds
-beyond the room is a hole (a permissive clone). A Filesystem target's ``disk.img`` is then
+anything else is refused and the wait goes on. No client can hold the port: handshakes
+run side by side while accepting goes on, each within :data:`HANDSHAKE_SECONDS` as a
+whole (:func:`authenticated`). The source's hello says how large it is: a source that
+does not fit the room (the usable size of a Filesystem claim's request, a device's size;
+the blocks of a ``disk.img`` an earlier run left count as free, :func:`leftover`) is
+refused with ``TooSmall`` before a byte is written, unless all it holds beyond the room is
+a hole (a permissive clone); a ``disk.img`` that is not a regular file (a symbolic link)
+with ``NotADiskImage``. A Filesystem target's ``disk.img`` is then
 grown to its room, as the importer does. The data is synced before the source is told it
 arrived; a stream that is cut short or does not add up is wiped and this run fails
 (retryable), so a half-copied disk never looks whole.
@@ -21,7 +25,9 @@ importer's. The progress metric is ``kubevirt_cdi_clone_progress`` on :8443.
 
 ``CLONE_GROW_ONLY=true``: no stream; grow an existing Filesystem ``disk.img`` (a CSI clone
 into a larger claim: the storage copied the source's image) to the usable size of the
-claim's request, as the importer sizes its own, and sync it. Never shrinks.
+claim's request, as the importer sizes its own, and sync it. Never shrinks. The storage
+copied the source volume as it was: a ``disk.img`` that is not a regular file (a symbolic
+link, a FIFO…) is ``NotADiskImage``, never followed or waited on.
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ import contextlib
 import logging
 import mmap
 import os
+import selectors
 import socket
 import ssl
+import stat
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -40,11 +48,12 @@ from pathlib import Path
 
 from importer import clonewire
 from importer.ahead import ahead
-from importer.errors import ConfigError, ImporterError, TooSmall, TransferError
+from importer.cloner import describe, open_disk
+from importer.errors import ConfigError, ImporterError, NotADiskImage, TooSmall, TransferError
 from importer.plan import check_fits, usable_bytes
 from importer.progress import Listener, Progress
 from importer.termination import EXIT_OK, failed
-from importer.tlsstream import TlsStream
+from importer.tlsstream import Handshake, TlsStream
 from importer.writers import SparseWriter, device_size, is_block_device
 from sizes import parse_bytes, parse_overhead
 
@@ -56,6 +65,12 @@ CLONE_PORT = 8444
 TERMINATION_LOG = Path("/dev/termination-log")
 STALL_SECONDS = 120.0
 AHEAD = 2
+HANDSHAKE_SECONDS = 5.0
+"""How long one connection may take over its whole TLS handshake (the clone's source
+takes milliseconds): a client that sends nothing, or trickles, is dropped after that."""
+MAX_HANDSHAKES = 64
+"""Handshakes under way at once; a connection beyond that pushes out the oldest."""
+BACKLOG = 64
 
 
 @dataclass(frozen=True)
@@ -104,13 +119,31 @@ def from_env(env: Mapping[str, str]) -> Config:
 
 def room(config: Config) -> int:
     """What the target can hold: a device's size, or the usable size of a Filesystem
-    claim's request (bounded by the space there is)."""
+    claim's request (bounded by the space there is, as a fresh target would see it:
+    :func:`leftover`)."""
     if is_block_device(config.target):
         return device_size(config.target)
-    stat = os.statvfs(config.target.parent)
+    fs = os.statvfs(config.target.parent)
     return usable_bytes(block_device_size=None, requested=config.requested,
-                        available=stat.f_bavail * stat.f_frsize,
+                        available=fs.f_bavail * fs.f_frsize + leftover(config.target),
                         overhead=parse_overhead(config.overhead))
+
+
+def leftover(path: Path) -> int:
+    """Bytes held by a ``disk.img`` an earlier run left (killed mid-copy: SIGKILL, OOM).
+    The writer truncates it before it writes a byte, so they are room as well; counted
+    as used, a source that fits a fresh target would be refused with ``TooSmall`` (for
+    good). Only the blocks a truncation frees count: a regular file with no other name.
+    Nothing is removed here. A target that is not a regular file (a symbolic link: the
+    writer would follow it) is refused."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0
+    if not stat.S_ISREG(st.st_mode):
+        raise NotADiskImage(f"CLONER_TARGET {path} is {describe(st.st_mode)}, not a"
+                            " disk.img")
+    return st.st_blocks * 512 if st.st_nlink == 1 else 0
 
 
 def final_size(config: Config, limit: int) -> int:
@@ -123,10 +156,9 @@ def final_size(config: Config, limit: int) -> int:
 
 def grow(config: Config) -> int:
     """Grow a Filesystem ``disk.img`` in place to the usable size of its claim (never
-    shrink); returns the final size."""
-    if is_block_device(config.target) or not config.target.is_file():
-        raise ConfigError(f"CLONER_TARGET {config.target}: not a disk.img to grow")
-    fd = os.open(config.target, os.O_WRONLY)
+    shrink); returns the final size. The storage copied it from the source volume: it
+    must be a regular file (never a symbolic link followed, a FIFO waited on)."""
+    fd = open_disk(config.target, os.O_WRONLY, what="CLONER_TARGET", block=False)
     try:
         have = os.fstat(fd).st_size
         want = final_size(config, have)
@@ -143,12 +175,12 @@ def receive(config: Config, reader: FrameReader, send: Callable[[bytes], None], 
             listeners: list[Listener] | None = None) -> int:
     """One stream into the target; returns the bytes of data written."""
     hello = clonewire.read_hello(reader.read)
-    usable = room(config)
     try:
+        usable = room(config)
         # A source larger than the room fits when all it has beyond is a hole.
         check_fits(virtual_size=hello.size if hello.size <= usable else hello.data_end,
                    usable=usable)
-    except TooSmall as err:
+    except (TooSmall, NotADiskImage) as err:
         send(clonewire.reply(ok=False, reason=err.reason, message=err.message))
         raise
     send(clonewire.reply(ok=True))
@@ -195,40 +227,107 @@ def send_quietly(send: Callable[[bytes], None], data: bytes) -> None:
 def serve(config: Config, *, listeners: list[Listener] | None = None,
           bound: Callable[[tuple[str, int]], None] | None = None) -> int:
     """Wait (at most ``wait_seconds``) for this clone's source, take one stream. A client
-    that fails the handshake is refused and the wait goes on."""
+    that fails the handshake, or does not finish it in time, is refused and the wait
+    goes on (:func:`authenticated`)."""
     ctx = clonewire.stream_context(config.tls_dir, server_side=True)
     family = socket.AF_INET6 if ":" in config.listen else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as server:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind((config.listen, config.port))
-        server.listen(4)
+        server.listen(BACKLOG)
         if bound is not None:
             bound(server.getsockname()[:2])
         logger.info("waiting for the clone source on %s:%d", config.listen,
                     server.getsockname()[1])
-        deadline = time.monotonic() + config.wait_seconds
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TransferError(f"no clone source connected in {config.wait_seconds:.0f}"
-                                    " s")
-            server.settimeout(left)
+        tls = authenticated(server, ctx, deadline=time.monotonic() + config.wait_seconds,
+                            wait_seconds=config.wait_seconds)
+        with tls:
             try:
-                conn, peer = server.accept()
-            except TimeoutError:
-                continue
-            conn.settimeout(STALL_SECONDS)
-            try:
-                tls = TlsStream(conn, ctx, server_side=True)
-            except (ssl.SSLError, OSError) as err:
-                logger.warning("refused a connection from %s: %s", peer[0], err)
-                continue
-            with tls:
-                try:
-                    return receive(config, FrameReader(tls), tls.sendall,
-                                   listeners=listeners)
-                except (OSError, ssl.SSLError) as err:
-                    raise clonewire.StreamError(f"clone stream broke off: {err}") from None
+                return receive(config, FrameReader(tls), tls.sendall, listeners=listeners)
+            except (OSError, ssl.SSLError) as err:
+                raise clonewire.StreamError(f"clone stream broke off: {err}") from None
+
+
+@dataclass
+class _Pending:
+    handshake: Handshake
+    peer: str
+    deadline: float
+
+
+def authenticated(server: socket.socket, ctx: ssl.SSLContext, *, deadline: float,
+                  wait_seconds: float) -> TlsStream:
+    """The first connection to ``server`` that completes the mutual-TLS handshake (the
+    clone's source), as a blocking stream; ``TransferError`` once ``deadline`` passes.
+
+    The listener is never held by one connection: handshakes run side by side on
+    non-blocking sockets in this one thread (:class:`Handshake`), accepting goes on
+    meanwhile, each connection gets :data:`HANDSHAKE_SECONDS` for its whole handshake
+    however it paces its bytes, and at most :data:`MAX_HANDSHAKES` are under way (a new
+    connection beyond that pushes out the oldest). A client that connects and sends
+    nothing, or a byte now and then, costs the real source nothing: its handshake takes
+    milliseconds."""
+    pending: dict[int, _Pending] = {}  # by file descriptor, oldest first
+    server.setblocking(False)
+
+    def drop(fd: int, why: object) -> None:
+        p = pending.pop(fd)
+        selector.unregister(p.handshake.sock)
+        p.handshake.close()
+        logger.warning("refused a connection from %s: %s", p.peer, why)
+
+    with selectors.DefaultSelector() as selector:
+        selector.register(server, selectors.EVENT_READ)
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise TransferError(f"no clone source connected in {wait_seconds:.0f} s")
+                for fd in [fd for fd, p in pending.items() if p.deadline <= now]:
+                    drop(fd, f"no TLS handshake in {HANDSHAKE_SECONDS:g} s")
+                wake = min([deadline, *(p.deadline for p in pending.values())])
+                for key, _ in selector.select(max(0.0, wake - now)):
+                    if key.fileobj is server:
+                        _accept(server, ctx, pending, selector, drop)
+                        continue
+                    fd = key.fd
+                    if fd not in pending:  # dropped by an accept in this round
+                        continue
+                    p = pending[fd]
+                    try:
+                        done = p.handshake.step()
+                    except (ssl.SSLError, OSError) as err:
+                        drop(fd, err)
+                        continue
+                    if done:
+                        del pending[fd]
+                        selector.unregister(p.handshake.sock)
+                        logger.info("the clone source connected from %s", p.peer)
+                        return p.handshake.stream(STALL_SECONDS)
+                    selector.modify(p.handshake.sock, selectors.EVENT_READ | (
+                        selectors.EVENT_WRITE if p.handshake.wants_write else 0))
+        finally:
+            for p in pending.values():
+                p.handshake.close()
+
+
+def _accept(server: socket.socket, ctx: ssl.SSLContext, pending: dict[int, _Pending],
+            selector: selectors.BaseSelector, drop: Callable[[int, object], None]) -> None:
+    """Every connection waiting on ``server`` into ``pending``, its handshake begun."""
+    for _ in range(BACKLOG):
+        try:
+            conn, peer = server.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as err:  # ECONNABORTED, EMFILE…: the wait goes on
+            logger.warning("accepting a connection failed: %s", err)
+            return
+        if len(pending) >= MAX_HANDSHAKES:
+            drop(next(iter(pending)), f"pushed out: {MAX_HANDSHAKES} newer handshakes under way")
+        handshake = Handshake(conn, ctx, server_side=True)
+        pending[conn.fileno()] = _Pending(handshake, str(peer[0]),
+                                          time.monotonic() + HANDSHAKE_SECONDS)
+        selector.register(conn, selectors.EVENT_READ)
 
 
 class FrameReader:

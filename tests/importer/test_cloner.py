@@ -15,13 +15,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from importer import cloner, clonetarget, clonewire
-from importer.errors import NotFound, TooSmall, TransferError
+from importer.errors import NotADiskImage, NotFound, TooSmall, TransferError
 from importer.progress import Update
 from importer.writers import data_runs
 from pki.certs import PairedTLS, paired_tls
@@ -714,3 +715,323 @@ def test_reaching_a_target_that_listens_late_and_one_that_never_does(
     with pytest.raises(TransferError, match="not reachable"):
         cloner._reach(never)
     assert attempts[-1] - attempts[0] < 5
+
+
+# -- what a stranger, or a volume's own content, cannot do ---------------------------------
+
+
+def client_hello(source_tls: Path) -> bytes:
+    """The first flight of a real clone source: its ClientHello record."""
+    import ssl
+
+    ctx = clonewire.stream_context(source_tls, server_side=False)
+    out = ssl.MemoryBIO()
+    tls = ctx.wrap_bio(ssl.MemoryBIO(), out, server_side=False, server_hostname="clone-target")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return out.read()
+
+
+class Trickler:
+    """A client that connects and sends a real ClientHello a byte every ``every`` seconds,
+    so that no single read ever waits long; records how long until the target hung up."""
+
+    def __init__(self, addr: tuple[str, int], hello: bytes, every: float) -> None:
+        self.sock = socket.create_connection(addr, timeout=10)
+        self.hello, self.every = hello, every
+        self.dropped_after: float | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import select
+
+        start = time.monotonic()
+        try:
+            for i in range(len(self.hello)):
+                self.sock.sendall(self.hello[i:i + 1])
+                if select.select([self.sock], [], [], self.every)[0] and not self.sock.recv(1):
+                    break
+        except OSError:
+            pass
+        self.dropped_after = time.monotonic() - start
+
+    def close(self) -> None:
+        self.sock.close()
+        self.thread.join(10)
+
+
+def hung_up(sock: socket.socket, within: float) -> bool:
+    """Whether the other end closed ``sock`` (nothing was ever sent on it)."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
+def test_a_client_that_sends_nothing_does_not_hold_the_wait(
+        tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    """A connection that never says a word: the wait still ends on time, cleanly."""
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 8 * MiB, wait_seconds=2)) as target, \
+            socket.create_connection(target.addr) as silent:
+        start = time.monotonic()
+        target.thread.join(2 + 3)
+        took = time.monotonic() - start
+        assert not target.thread.is_alive(), "the silent client held the target"
+        assert hung_up(silent, 1)
+    assert isinstance(target.error, TransferError)
+    assert "no clone source connected in 2 s" in str(target.error)
+    assert took < 2 + 2
+    assert not dst.exists()
+
+
+def test_silent_and_trickling_clients_do_not_keep_the_source_out(
+        tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    """Connections that hold their handshakes open (one says nothing, one trickles a
+    ClientHello) are there first; the real source still gets through at once, and the
+    content arrives whole."""
+    src = tmp_path / "src.img"
+    content = make_source(src, 8 * MiB, [(0, 2 * MiB), (6 * MiB, MiB)])
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 8 * MiB)) as target:
+        silent = [socket.create_connection(target.addr) for _ in range(3)]
+        trickler = Trickler(target.addr, client_hello(dirs[1]), every=0.2)
+        time.sleep(0.5)  # all of them accepted before the source comes
+        start = time.monotonic()
+        try:
+            sent = cloner.clone(source_config(src, dirs[1], target.addr))
+        finally:
+            took = time.monotonic() - start
+            for s in silent:
+                s.close()
+            trickler.close()
+    assert target.error is None and target.result == sent.data_bytes
+    assert dst.read_bytes() == content
+    assert took < clonetarget.HANDSHAKE_SECONDS  # not after they were dropped
+
+
+def test_a_trickled_handshake_is_dropped_after_its_deadline(
+        tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A byte every 0.2 s never lets a read time out; the handshake's deadline is for
+    the whole of it, so the connection goes after HANDSHAKE_SECONDS (1 s here)."""
+    monkeypatch.setattr(clonetarget, "HANDSHAKE_SECONDS", 1.0)
+    src = tmp_path / "src.img"
+    content = make_source(src, 4 * MiB, [(MiB, MiB)])
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 4 * MiB)) as target:
+        trickler = Trickler(target.addr, client_hello(dirs[1]), every=0.2)
+        trickler.thread.join(1 + 3)
+        assert trickler.dropped_after is not None, "the trickling client was never dropped"
+        assert trickler.dropped_after < 1 + 2
+        trickler.close()
+        cloner.clone(source_config(src, dirs[1], target.addr))  # and the wait went on
+    assert target.error is None and dst.read_bytes() == content
+
+
+def test_many_silent_clients_push_out_the_oldest_not_the_source(
+        tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most MAX_HANDSHAKES (4 here) are under way; a newer connection pushes the
+    oldest out, so a flood neither piles up nor keeps the source out."""
+    monkeypatch.setattr(clonetarget, "MAX_HANDSHAKES", 4)
+    src = tmp_path / "src.img"
+    content = make_source(src, 4 * MiB, [(0, MiB)])
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 4 * MiB)) as target:
+        silent = [socket.create_connection(target.addr) for _ in range(10)]
+        try:
+            assert [hung_up(s, 2) for s in silent[:6]] == [True] * 6
+            assert [hung_up(s, 0.2) for s in silent[6:]] == [False] * 4
+            cloner.clone(source_config(src, dirs[1], target.addr))
+        finally:
+            for s in silent:
+                s.close()
+    assert target.error is None and dst.read_bytes() == content
+
+
+class DroppingRelay:
+    """A TCP relay to ``target`` that hangs up on its first ``drop`` connections at once
+    (as the target does with a handshake it pushed out) and carries the rest."""
+
+    def __init__(self, target: tuple[str, int], drop: int) -> None:
+        self.target, self.drop = target, drop
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.addr = self.server.getsockname()[:2]
+        self.connections = 0
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            if self.connections <= self.drop:
+                conn.close()
+                continue
+            threading.Thread(target=self._carry, args=(conn,), daemon=True).start()
+
+    def _carry(self, conn: socket.socket) -> None:
+        with conn, socket.create_connection(self.target) as up:
+            back = threading.Thread(target=self._pipe, args=(up, conn), daemon=True)
+            back.start()
+            self._pipe(conn, up)
+            back.join(30)
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_the_source_tries_a_handshake_cut_off_again(tmp_path: Path,
+                                                    dirs: tuple[Path, Path]) -> None:
+    src = tmp_path / "src.img"
+    content = make_source(src, 4 * MiB, [(0, MiB)])
+    dst = tmp_path / "disk.img"
+    with Target(target_config(dst, dirs[0], 4 * MiB)) as target:
+        relay = DroppingRelay(target.addr, drop=2)
+        try:
+            cloner.clone(source_config(src, dirs[1], relay.addr))
+        finally:
+            relay.close()
+    assert relay.connections == 3
+    assert target.error is None and dst.read_bytes() == content
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 64 MiB file system of its own (a tmpfs), so that free space is the limit."""
+    d = tmp_path / "pvc"
+    d.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(d)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+def test_a_leftover_disk_img_counts_as_room(small_fs: Path, tmp_path: Path,
+                                            dirs: tuple[Path, Path]) -> None:
+    """A run killed mid-copy left 44 MiB of disk.img on a 64 MiB volume: a 40 MiB source
+    fits a fresh target of that volume, so it fits this one (the old file is truncated
+    before a byte is written), rather than failing for good with TooSmall."""
+    dst = small_fs / "disk.img"
+    with open(dst, "wb") as f:
+        f.write(os.urandom(44 * MiB))
+    fs = os.statvfs(small_fs)
+    assert fs.f_bavail * fs.f_frsize < 24 * MiB
+    src = tmp_path / "src.img"
+    content = make_source(src, 40 * MiB, [(0, 40 * MiB)])
+    with Target(target_config(dst, dirs[0], 48 * MiB)) as target:
+        cloner.clone(source_config(src, dirs[1], target.addr))
+    assert target.error is None
+    assert dst.stat().st_size == 48 * MiB
+    assert dst.read_bytes()[: 40 * MiB] == content
+
+
+def test_only_a_leftover_that_truncation_frees_counts(tmp_path: Path) -> None:
+    img = tmp_path / "disk.img"
+    assert clonetarget.leftover(img) == 0
+    make_source(img, 4 * MiB, [(0, MiB)])
+    assert clonetarget.leftover(img) == img.stat().st_blocks * 512 >= MiB
+    os.link(img, tmp_path / "other-name")  # its blocks stay with the other name
+    assert clonetarget.leftover(img) == 0
+
+
+def special(path: Path, kind: str, outside: Path) -> None:
+    """``path`` made a symlink (to ``outside``), a dangling one, a FIFO or a directory."""
+    if kind == "symlink":
+        path.symlink_to(outside)
+    elif kind == "dangling symlink":
+        path.symlink_to(outside.parent / "nowhere")
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+
+
+KINDS = {"symlink": "a symbolic link", "dangling symlink": "a symbolic link",
+         "FIFO": "a FIFO", "directory": "a directory"}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_source_disk_img_that_is_not_a_disk_is_refused_at_once(
+        tmp_path: Path, dirs: tuple[Path, Path], kind: str) -> None:
+    """The source volume's disk.img is whatever its user put there: a symlink is not
+    followed (to a file of the source pod's), a FIFO is not waited on forever."""
+    outside = tmp_path / "outside"
+    make_source(outside, MiB, [(0, MiB)])
+    src = tmp_path / "disk.img"
+    special(src, kind, outside)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            cloner.clone(source_config(src, dirs[1], ("127.0.0.1", free_port())))
+        except BaseException as err:  # reported to the test
+            errors.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(5)
+    took = time.monotonic() - start
+    if thread.is_alive() and kind == "FIFO":  # let it go
+        os.close(os.open(src, os.O_WRONLY | os.O_NONBLOCK))
+    assert not thread.is_alive(), f"opening a {kind} as the source never returned"
+    assert len(errors) == 1 and isinstance(errors[0], NotADiskImage), errors
+    assert errors[0].message == (f"clone source {src} is {KINDS[kind]}, not a regular file"
+                                 " or a block device")
+    assert not errors[0].retryable
+    assert took < 2
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_grow_only_refuses_a_disk_img_that_is_not_a_file(tmp_path: Path, kind: str) -> None:
+    """A CSI clone copied the source volume as it is: a disk.img that is a symlink is not
+    followed (the file it names is not grown), a FIFO is not waited on."""
+    outside = tmp_path / "outside"
+    make_source(outside, MiB, [(0, MiB)])
+    img = tmp_path / "disk.img"
+    special(img, kind, outside)
+    config = clonetarget.Config(target=img, requested=64 * MiB, overhead="0",
+                                tls_dir=tmp_path, grow_only=True)
+    start = time.monotonic()
+    with pytest.raises(NotADiskImage) as refused:
+        clonetarget.grow(config)
+    assert time.monotonic() - start < 2
+    assert refused.value.message == f"CLONER_TARGET {img} is {KINDS[kind]}, not a regular file"
+    assert outside.stat().st_size == MiB
+
+
+def test_a_target_disk_img_that_is_a_symlink_is_refused_unwritten(
+        tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    """The writer would follow a symlink where disk.img should be: refused before a byte,
+    the file it names untouched, the source told why."""
+    outside = tmp_path / "outside"
+    before = make_source(outside, MiB, [(0, MiB)])
+    dst = tmp_path / "disk.img"
+    dst.symlink_to(outside)
+    src = tmp_path / "src.img"
+    make_source(src, MiB, [(0, MiB)])
+    with Target(target_config(dst, dirs[0], 8 * MiB)) as target, \
+            pytest.raises(clonewire.Refused) as refused:
+        cloner.clone(source_config(src, dirs[1], target.addr))
+    assert refused.value.reason == "NotADiskImage" and not refused.value.retryable
+    assert isinstance(target.error, NotADiskImage)
+    assert outside.read_bytes() == before

@@ -10,6 +10,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,72 @@ def test_a_peer_gone_during_the_handshake_and_a_stall_are_errors(
         c.close()
         d.close()
     assert sctx is not None
+
+
+def test_the_whole_handshake_has_a_deadline_however_the_peer_paces_it(
+        contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
+    """A peer that answers a byte every 0.1 s never lets a read time out (10 s here);
+    ``handshake_seconds`` bounds the handshake as a whole."""
+    _, cctx = contexts
+    a, b = pair_of_sockets()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        # a handshake record announcing 16 KiB, then its body a byte at a time
+        try:
+            a.sendall(b"\x16\x03\x03\x40\x00")
+            while not stop.wait(0.1):
+                a.sendall(b"\x00")
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=trickle)
+    thread.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match="the TLS handshake took more than 1 s"):
+            TlsStream(b, cctx, server_side=False, server_hostname="clone-target",
+                      handshake_seconds=1)
+        took = time.monotonic() - start
+    finally:
+        stop.set()
+        thread.join(10)
+        a.close()
+        b.close()
+    assert 1 <= took < 3
+
+
+def test_a_handshake_driven_by_an_event_loop_gives_a_stream(
+        contexts: tuple[ssl.SSLContext, ssl.SSLContext],
+        sockets: tuple[Counting, Counting]) -> None:
+    """Handshake on a non-blocking socket, stepped whenever it is ready, then the same
+    stream as the blocking constructor gives."""
+    import selectors
+
+    from importer.tlsstream import Handshake
+
+    sctx, cctx = contexts
+    a, b = sockets
+    out: list[Any] = []
+
+    def client() -> None:
+        with TlsStream(b, cctx, server_side=False, server_hostname="clone-target") as tls:
+            tls.sendall(b"hello")
+            out.append(tls.recv(5))
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    handshake = Handshake(a, sctx, server_side=True)
+    with selectors.DefaultSelector() as sel:
+        sel.register(a, selectors.EVENT_READ)
+        deadline = time.monotonic() + 10
+        while not handshake.step():
+            assert time.monotonic() < deadline
+            sel.modify(a, selectors.EVENT_READ | (
+                selectors.EVENT_WRITE if handshake.wants_write else 0))
+            sel.select(1)
+    with handshake.stream(10) as tls:
+        assert tls.recv(5) == b"hello"
+        tls.sendall(b"world")
+    thread.join(10)
+    assert out == [b"world"]
