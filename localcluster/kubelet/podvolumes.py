@@ -236,8 +236,31 @@ def wants_service_account(pod: Mapping[str, Any]) -> bool:
                    for c in spec.get("containers") or [] for m in c.get("volumeMounts") or [])
 
 
+def _check_volume_names(pod: Mapping[str, Any], volumes: list[Any]) -> None:
+    """Every volume name becomes one path component under the pod's directory
+    (``volumes/<name>``, ``devices/<name>``), made, emptied or replaced by a root kubelet:
+    a name that is not exactly one plain component (``..``, ``/etc/x``, ``a/../../b``)
+    is refused before anything is created. The API server only lets DNS-1123 labels
+    through; this holds for a pod that got in another way (stored before that check)."""
+    seen: set[str] = set()
+    for i, vol in enumerate(volumes):
+        name = vol.get("name") if isinstance(vol, Mapping) else None
+        if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name
+                or "\0" in name or len(name.encode()) > 255):
+            raise ConfigError(f"spec.volumes[{i}].name: {str(name)[:80]!r} is not a valid "
+                              "volume name (it must be a single path component)")
+        if name in seen:
+            raise ConfigError(f"spec.volumes[{i}].name: duplicate volume name {name!r}")
+        seen.add(name)
+    if SA_VOLUME in seen and wants_service_account(pod):
+        raise ConfigError(f"volume {SA_VOLUME!r}: the name of the kubelet's own "
+                          "service-account volume")
+
+
 def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
     """Create every volume of ``pod``; raises VolumeNotReady or ConfigError."""
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    _check_volume_names(pod, volumes)
     result: dict[str, HostVolume] = {}
     base = os.path.join(ctx.pod_dir, "volumes")
     os.makedirs(base, exist_ok=True)
@@ -254,8 +277,8 @@ def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
                           f"{', '.join(ownership.POLICIES)}, got {policy!r}")
     managed: list[str] = []
     """Volumes whose ownership fsGroup manages (all but hostPath)."""
-    for vol in (pod.get("spec") or {}).get("volumes") or []:
-        name = vol.get("name", "")
+    for vol in volumes:
+        name = vol["name"]
         target = os.path.join(base, name)
         where = f"volumes[{name}]"
         if "emptyDir" in vol:

@@ -165,6 +165,26 @@ def _name(value: Any, field: str) -> str:
     return name
 
 
+# The machine types QEMU's -machine gets as they are: q35 and its versioned names
+# (pc-q35-7.2, RHEL's pc-q35-rhel9.2.0), nothing else. Upstream accepts what matches
+# its emulatedMachines (q35*, pc-q35*) and libvirt then refuses what QEMU does not
+# have; here the type is also an option string, where a ',' would add options
+# (kernel=, initrd=, smm=...), so only these exact forms are let through.
+_MACHINE_TYPE = re.compile(
+    r"q35|pc-q35-(?:[0-9]{1,3}\.[0-9]{1,3}|rhel[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3})"
+)
+MACHINE_TYPES_ACCEPTED = "q35, pc-q35-<major>.<minor>, pc-q35-rhel<x>.<y>.<z>"
+
+
+def machine_type_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be ``spec.domain.machine.type``, or None."""
+    if not isinstance(value, str):
+        return f"must be a string, got {value!r}"
+    if _MACHINE_TYPE.fullmatch(value):
+        return None
+    return f"{value[:80]!r} is not supported (allowed values: {MACHINE_TYPES_ACCEPTED})"
+
+
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -316,11 +336,14 @@ def parse_vmi(vmi: Any) -> VmiSpec:
     firmware = _obj(domain.get("firmware"), "spec.domain.firmware")
     bootloader = _obj(firmware.get("bootloader"), "spec.domain.firmware.bootloader")
     features = _obj(domain.get("features"), "spec.domain.features")
-    machine = _obj(domain.get("machine"), "spec.domain.machine").get("type", "q35")
-    if not isinstance(machine, str) or not (machine == "q35" or machine.startswith("pc-q35")):
-        raise UnsupportedError(
-            "spec.domain.machine.type", f"only q35 machines are supported, got {machine!r}"
-        )
+    machine = _obj(domain.get("machine"), "spec.domain.machine").get("type")
+    if machine in (None, ""):
+        machine = "q35"  # upstream's default on amd64
+    if (problem := machine_type_problem(machine)) is not None:
+        # another machine family (pc, microvm) is upstream's but not supported here;
+        # anything else is malformed
+        other = isinstance(machine, str) and "q35" not in machine
+        raise (UnsupportedError if other else DomainError)("spec.domain.machine.type", problem)
     if "bios" in bootloader and "efi" in bootloader:
         raise DomainError("spec.domain.firmware.bootloader", "efi and bios are mutually exclusive")
     efi_spec = bootloader.get("efi")

@@ -6,13 +6,43 @@ still importing means wait, a Failed one fails the VMI, a claim that does not ex
 ``FailedPvcNotFound`` (the VM shows ErrorPvcNotFound), and a DataVolume waiting for its
 first consumer (WaitForFirstConsumer, PendingPopulation) gets upstream's temporary pod
 that makes the scheduler bind it.
+
+A claim's volume keeps the VMI volume's name in the launcher pod, so that name must be
+one a pod volume may have (:func:`volume_name_problem`; the VMI webhook refuses others).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+# The launcher pod's own volumes (vm/vmi/pod.py). A claim's volume takes the VMI volume's
+# name in that pod, so a VMI volume may not be called one of these.
+LAUNCHER_VOLUMES = frozenset({
+    "private", "public", "sockets", "libvirt-runtime", "ephemeral-disks", "vmi-disks",
+})
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def volume_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a VMI volume, or None. It becomes a volume of the launcher
+    pod (a directory or a device node the kubelet makes of that name) and the disk's
+    path in it (``vmi-disks/<name>``, ``/dev/<name>``): a DNS-1123 label, as Kubernetes
+    requires of pod volume names, and none of the pod's own volumes."""
+    if len(name) > 63:
+        return f"{name[:80]!r} is not a valid volume name: must be no more than 63 characters"
+    if not _DNS1123_LABEL.fullmatch(name):
+        return f"{name[:80]!r} is not a valid volume name: {DNS1123_LABEL_MSG}"
+    if name in LAUNCHER_VOLUMES:
+        return (f"{name!r} is reserved: the launcher pod has a volume of that name "
+                f"(reserved: {', '.join(sorted(LAUNCHER_VOLUMES))})")
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
 """Rules a VMI spec must meet (upstream's VMI create admitter and disk admitters).
 
+Volume names become the launcher pod's volume names and paths in it, so each must be a
+DNS-1123 label and none of the pod's own volumes (``vm.vmi.claims.volume_name_problem``);
+the machine type becomes QEMU's ``-machine`` option, so only q35's exact names pass
+(``vm.domain.vmi.machine_type_problem``). The launcher checks the label rule and the
+machine type again, and the API server refuses a pod with such a volume name.
+
 Each problem is a :class:`Problem` naming the field (``spec.domain.devices.disks[1].name``)
 and what is wrong with it, so ``kubectl apply`` tells the user where to look. The
 same rules check a VM's ``spec.template.spec`` under that prefix.
@@ -12,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizes import parse_bytes
+from vm.domain.vmi import machine_type_problem
+from vm.vmi.claims import volume_name_problem
 
 VOLUME_SOURCES = (
     "persistentVolumeClaim", "dataVolume", "containerDisk", "cloudInitNoCloud",
@@ -141,17 +149,27 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
         if not isinstance(vol, Mapping):
             out.append(Problem(f, "must be an object"))
             continue
-        name = str(vol.get("name") or "")
+        raw = vol.get("name")
+        name = raw if isinstance(raw, str) else ""
         if not name:
-            out.append(Problem(f"{f}.name", "required"))
+            out.append(Problem(f"{f}.name", "required" if raw in (None, "") else
+                               "must be a string"))
         elif name in volume_names:
             out.append(Problem(f"{f}.name", f"duplicate volume name {name!r}"))
+        elif (problem := volume_name_problem(name)) is not None:
+            out.append(Problem(f"{f}.name", problem))
         volume_names.add(name)
         sources = [s for s in VOLUME_SOURCES if vol.get(s) is not None]
         if len(sources) != 1:
             got = ", ".join(sources) if sources else "none"
             out.append(Problem(f, f"must have exactly one source type set, got {got}"))
     _disks(spec, at, volume_names, out)
+    machine = domain.get("machine")
+    mtype = machine.get("type") if isinstance(machine, Mapping) else None
+    if mtype not in (None, ""):  # unset: upstream's default (q35)
+        problem = machine_type_problem(mtype)
+        if problem is not None:
+            out.append(Problem(f"{at}.domain.machine.type", problem))
     _memory(domain, f"{at}.domain", out)
     _firmware(domain, f"{at}.domain", out)
     return out

@@ -5,6 +5,11 @@ no schema here, so the checks that catch real mistakes -- a Pod without containe
 images, a claim without access modes or size, a binding without a role, a workload whose
 template does not match its selector, bad ConfigMap keys -- are written out, with
 kube-apiserver's field paths and wording. Anything a real cluster accepts is accepted.
+
+Pod volume names are checked as upstream checks them (DNS-1123 labels, unique, and every
+volumeMount and volumeDevice naming one of them): the kubelet makes a directory or a
+device node of each name under the pod's directory, as root, so a name such as
+``../../etc/x`` must never reach it.
 """
 
 from __future__ import annotations
@@ -27,10 +32,51 @@ def _required(path: str, detail: str = "") -> Cause:
                  path)
 
 
+def _volumes(spec: Obj, path: str, causes: list[Cause]) -> dict[str, bool]:
+    """Check ``volumes[*].name`` as upstream's ValidateVolumes: required, a DNS-1123 label
+    (the kubelet makes a directory or a device node of that name), unique. Returns the
+    valid names, each with whether a block device may use it (a claim or an ephemeral
+    volume)."""
+    names: dict[str, bool] = {}
+    volumes = spec.get("volumes")
+    for i, vol in enumerate(volumes if isinstance(volumes, list) else []):
+        where = f"{path}.volumes[{i}].name"
+        name = vol.get("name") if isinstance(vol, dict) else None
+        if not name:
+            causes.append(_required(where))
+        elif not isinstance(name, str) or name_error(name, label=True):
+            causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": '
+                                f"{name_error(str(name), label=True)}", where))
+        elif name in names:
+            causes.append(Cause("FieldValueDuplicate", f'Duplicate value: "{name}"', where))
+        else:
+            names[name] = "persistentVolumeClaim" in vol or "ephemeral" in vol
+    return names
+
+
+def _volume_refs(c: Obj, where: str, volumes: dict[str, bool], causes: list[Cause]) -> None:
+    """A container's volumeMounts and volumeDevices name volumes of the pod (upstream's
+    ValidateVolumeMounts and ValidateVolumeDevices)."""
+    for key in ("volumeMounts", "volumeDevices"):
+        refs = c.get(key)
+        for j, ref in enumerate(refs if isinstance(refs, list) else []):
+            at = f"{where}.{key}[{j}].name"
+            name = ref.get("name") if isinstance(ref, dict) else None
+            if not name:
+                causes.append(_required(at))
+            if not isinstance(name, str) or name not in volumes:
+                causes.append(Cause("FieldValueNotFound", f'Not found: "{name or ""}"', at))
+            elif key == "volumeDevices" and not volumes[name]:
+                causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": can only '
+                                    "use volume source type of PersistentVolumeClaim or "
+                                    "Ephemeral for block mode", at))
+
+
 def _pod_spec(spec: Any, path: str) -> list[Cause]:
     if not isinstance(spec, dict):
         return [_required(path)]
     causes: list[Cause] = []
+    volumes = _volumes(spec, path, causes)
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         causes.append(_required(f"{path}.containers"))
@@ -57,6 +103,7 @@ def _pod_spec(spec: Any, path: str) -> list[Cause]:
                 seen.add(name)
             if not c.get("image"):
                 causes.append(_required(f"{where}.image"))
+            _volume_refs(c, where, volumes, causes)
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in _RESTART_POLICIES:
         causes.append(Cause("FieldValueNotSupported", f'Unsupported value: "{policy}": '
