@@ -6,7 +6,8 @@ aliases) with ``Authorization: Bearer <token>``. The token (:mod:`cdi.uploadtoke
 verify against the cdi-apiserver's public key (ConfigMap ``cdi-upload-signing-key``),
 else 401 and nothing is forwarded. The claim it names must exist and be ready for upload
 (its upload server ready, ``storage.pod.ready``, and not done yet), waited for up to
-10 s as upstream, else 503 with the reason. The body is then streamed to that claim's
+10 s as upstream (holding no thread; only so many uploads wait at once), else 503 with
+the reason. The body is then streamed, byte for byte, to that claim's
 upload server (Service ``cdi-upload-<PVC'>``, reached at its ready endpoint) over TLS
 with the proxy's client certificate (Secret ``cdi-uploadproxy-client``), checking the
 server's certificate for ``<service>.<namespace>.svc`` against the upload CA.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +71,21 @@ READY_WAIT = 10.0
 SERVER_PORT = 8443
 MAX_ANSWER = 64 * 1024
 """Bytes of the upload server's answer passed back (it is a line of text)."""
+LOOKUP_THREADS = 4
+"""Threads for the API lookups (the client blocks), apart from the event loop's pool."""
+WAITING = 64
+WAITING_PER_NAMESPACE = 8
+"""Uploads waiting (READY_WAIT) for a claim that is not ready yet, in all and per
+namespace: beyond that, 503 at once. A wait holds no thread, one lookup a second."""
+BODY_IDLE = 120.0
+"""Seconds the client's body may send nothing before the upload is ended (408)."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds for the connection and TLS handshake to an upload server."""
+POOL_WAIT = 30.0
+"""Seconds an upload may wait for a connection (see POOL_SIZE) before 503."""
+POOL_SIZE = 100
+POOL_PER_SERVER = 4
+"""Connections to upload servers, in all and to one (which takes one upload at a time)."""
 
 
 @dataclass(frozen=True)
@@ -128,12 +146,23 @@ def ready_address(endpoints: Mapping[str, Any] | None) -> str | None:
 
 
 class UploadProxy:
-    def __init__(self, kube: Client, namespace: str) -> None:
+    def __init__(self, kube: Client, namespace: str, *, ready_wait: float = READY_WAIT,
+                 body_idle: float = BODY_IDLE, connect_timeout: float = CONNECT_TIMEOUT,
+                 pool_wait: float = POOL_WAIT, server_port: int = SERVER_PORT) -> None:
         self.kube = kube
         self.namespace = namespace
+        self.ready_wait = ready_wait
+        self.body_idle = body_idle
+        self.connect_timeout = connect_timeout
+        self.pool_wait = pool_wait
+        self.server_port = server_port
         self._public: bytes | None = None
         self._client_ctx: tuple[str, ssl.SSLContext] | None = None
         self._session: aiohttp.ClientSession | None = None
+        # the API client blocks: its calls run on threads of their own, a bounded few,
+        # so that no number of uploads waiting for their claim takes the loop's pool
+        self._lookups = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="uploadproxy-api")
+        self._waiting: dict[str, int] = {}
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -150,19 +179,25 @@ class UploadProxy:
     async def _close(self, _: web.Application) -> None:
         if self._session is not None:
             await self._session.close()
+        self._lookups.shutdown(wait=False, cancel_futures=True)
 
-    def _public_key(self) -> bytes:
+    async def _get(self, kind: Kind, name: str, namespace: str) -> dict[str, Any] | None:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._lookups, self.kube.get, kind, name, namespace)
+
+    async def _public_key(self) -> bytes:
+        """The token key, read once (no thread, no lookup, once it is known)."""
         if self._public is None:
-            cm = self.kube.get(CONFIGMAPS, SIGNING_CONFIGMAP, self.namespace)
+            cm = await self._get(CONFIGMAPS, SIGNING_CONFIGMAP, self.namespace)
             if cm is None:
                 raise RuntimeError("the cdi-apiserver has not published its key yet")
             self._public = str((cm.get("data") or {})["public.pem"]).encode()
         return self._public
 
-    def _client_context(self) -> ssl.SSLContext:
+    async def _client_context(self) -> ssl.SSLContext:
         """The client certificate and the upload CA bundle, read for each upload and
         loaded again whenever the Secret changed (the populator rotates both)."""
-        secret = self.kube.get(SECRETS, CLIENT_SECRET, self.namespace)
+        secret = await self._get(SECRETS, CLIENT_SECRET, self.namespace)
         if secret is None:
             raise RuntimeError("the upload client certificate does not exist yet")
         version = str((secret.get("metadata") or {}).get("resourceVersion") or "")
@@ -175,26 +210,49 @@ class UploadProxy:
             logger.info("loaded the upload client certificate (version %s)", version)
         return self._client_ctx[1]
 
-    def _find(self, namespace: str, name: str) -> tuple[Route, str | None]:
-        deadline = time.monotonic() + READY_WAIT
-        while True:
-            found = route(self.kube.get(PVCS, name, namespace), name=name)
-            address = None
-            if not found.error:
-                address = ready_address(self.kube.get(ENDPOINTS, found.service, namespace))
-                if address is None:
-                    found = Route(error=f"rejecting Upload Request for PVC {name}: the upload"
-                                  " server has no ready endpoint", retry=True)
-            if not found.error or not found.retry or time.monotonic() > deadline:
-                return found, address
-            time.sleep(1.0)
+    async def _find(self, namespace: str, name: str) -> tuple[Route, str | None]:
+        """The claim's route and its server's address, looked for again every second
+        while it may become ready (up to ready_wait). The wait holds no thread; only so
+        many uploads may wait at once (WAITING, WAITING_PER_NAMESPACE), the others are
+        answered at once."""
+        deadline = time.monotonic() + self.ready_wait
+        waiting = False
+        try:
+            while True:
+                found = route(await self._get(PVCS, name, namespace), name=name)
+                address = None
+                if not found.error:
+                    address = ready_address(await self._get(ENDPOINTS, found.service,
+                                                             namespace))
+                    if address is None:
+                        found = Route(error=f"rejecting Upload Request for PVC {name}: the"
+                                      " upload server has no ready endpoint", retry=True)
+                if not found.error or not found.retry or time.monotonic() > deadline:
+                    return found, address
+                if not waiting:
+                    if (sum(self._waiting.values()) >= WAITING
+                            or self._waiting.get(namespace, 0) >= WAITING_PER_NAMESPACE):
+                        return Route(error=f"{found.error} (too many uploads are waiting for"
+                                     " their volume; try again)"), None
+                    self._waiting[namespace] = self._waiting.get(namespace, 0) + 1
+                    waiting = True
+                await asyncio.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
+        finally:
+            if waiting:
+                self._waiting[namespace] -= 1
+                if not self._waiting[namespace]:
+                    del self._waiting[namespace]
 
     async def upload(self, request: web.Request) -> web.StreamResponse:
         match = BEARER.match(request.headers.get("Authorization", ""))
         if match is None:
             return web.Response(status=400, text="an Authorization: Bearer token is required\n")
+        if (request.headers.get("Content-Encoding") or "identity").lower() != "identity":
+            # never inflated here (auto_decompress is off): the bytes go on as sent
+            logger.info("an upload with Content-Encoding %r: passed on as sent",
+                        request.headers["Content-Encoding"][:40])
         try:
-            public = await asyncio.to_thread(self._public_key)
+            public = await self._public_key()
             claims = uploadtoken.verify(token=match.group(1), public_pem=public)
         except uploadtoken.TokenError as err:
             logger.warning("refused an upload: %s", err)
@@ -202,37 +260,87 @@ class UploadProxy:
         except (RuntimeError, KubeError) as err:
             return web.Response(status=503, text=f"{err}\n")
         try:
-            found, address = await asyncio.to_thread(self._find, claims.namespace, claims.name)
-            client_ctx = await asyncio.to_thread(self._client_context)
+            found, address = await self._find(claims.namespace, claims.name)
+            client_ctx = await self._client_context()
         except (RuntimeError, KubeError) as err:
             return web.Response(status=503, text=f"{err}\n")
         if found.error or address is None:
             return web.Response(status=503, text=f"{found.error}\n")
         host = f"[{address}]" if ":" in address else address
-        url = f"https://{host}:{SERVER_PORT}{upstream_path(request.path, archive=found.archive)}"
+        url = (f"https://{host}:{self.server_port}"
+               f"{upstream_path(request.path, archive=found.archive)}")
         headers = {k: v for k, v in request.headers.items()
                    if k.lower() in ("content-type", "content-length")}
         logger.info("upload into %s/%s → %s", claims.namespace, claims.name, found.service)
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=3600))
+                connector=aiohttp.TCPConnector(limit=POOL_SIZE, limit_per_host=POOL_PER_SERVER),
+                # connect: waiting for a pooled connection and making it; sock_connect:
+                # the TCP connection and TLS handshake alone
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.pool_wait,
+                                              sock_connect=self.connect_timeout,
+                                              sock_read=3600))
+        body = _Body(request.content, idle=self.body_idle)
         try:
             async with self._session.request(
-                    request.method, url, data=_chunks(request.content), headers=headers,
+                    request.method, url, data=body.chunks(), headers=headers,
                     ssl=client_ctx, server_hostname=f"{found.service}.{found.namespace}.svc",
                     ) as resp:
-                body = await resp.content.read(MAX_ANSWER)
-                return web.Response(status=resp.status, body=body,
+                answer = await resp.content.read(MAX_ANSWER)
+                return web.Response(status=resp.status, body=answer,
                                     content_type="text/plain")
         except (aiohttp.ClientError, OSError) as err:
+            if body.idle:
+                logger.warning("upload into %s/%s ended: no data for %.0f s", claims.namespace,
+                               claims.name, self.body_idle)
+                return await _closing(request, 408, f"no upload data for"
+                                      f" {self.body_idle:.0f} s")
+            if isinstance(err, aiohttp.ConnectionTimeoutError):  # connect or pool wait
+                return web.Response(status=503, text=f"the upload server could not be reached"
+                                    f" in time ({err}); try again\n")
             return web.Response(status=502, text=f"forwarding to the upload server failed:"
                                 f" {err}\n")
 
 
-async def _chunks(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
-    """The body in pieces of up to 1 MiB: fewer, larger TLS writes to the server."""
-    async for chunk in content.iter_chunked(1 << 20):
-        yield chunk
+async def _closing(request: web.Request, status: int, text: str) -> web.StreamResponse:
+    """An answer to a client gone silent, then the connection closed at once (no lingering
+    read of a body that does not come)."""
+    resp = web.Response(status=status, text=f"{text}\n")
+    resp.force_close()
+    with contextlib.suppress(ConnectionError):
+        await resp.prepare(request)
+        await resp.write_eof()
+    if request.protocol is not None:
+        request.protocol.force_close()
+    return resp
+
+
+class _Body:
+    """The client's body, passed on as sent (never inflated: the proxy's server runs
+    with auto_decompress off), in pieces of up to 1 MiB: fewer, larger TLS writes to the
+    server. A client silent for ``idle`` seconds ends it."""
+
+    def __init__(self, content: aiohttp.StreamReader, *, idle: float) -> None:
+        self.content = content
+        self.limit = idle
+        self.idle = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                async with asyncio.timeout(self.limit):  # no task per read, as wait_for makes
+                    chunk = await self.content.read(1 << 20)
+            except TimeoutError:
+                self.idle = True
+                raise
+            if not chunk:
+                return
+            yield chunk
+
+
+SERVER_OPTIONS: dict[str, Any] = {"auto_decompress": False}
+"""The proxy's aiohttp server: a body is passed on byte for byte, as upstream's Go
+ReverseProxy does, never inflated here under the sender's Content-Length."""
 
 
 def ensure_tls(kube: Client, namespace: str, pod_ip: str, *,
@@ -295,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     app.cleanup_ctx.append(renewal.keep_fresh)
     logger.info("upload proxy on %s:%d", args.address, args.port)
     web.run_app(app, host=args.address, port=args.port, ssl_context=ctx,
-                print=None, access_log=None)
+                print=None, access_log=None, **SERVER_OPTIONS)
     return 0
 
 

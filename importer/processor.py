@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from stat import S_ISLNK
 from typing import TYPE_CHECKING, Any, cast
 
 import zstandard
@@ -421,14 +422,17 @@ class Processor:
         target = self.config.dest if self.config.dest.is_dir() else self.config.dest.parent
         chunks = self._chunks(planned)
         extracted: list[Path] = []
+        guard = _ArchiveGuard(target)
         total = 0
         try:
             with tarfile.open(fileobj=IterReader(chunks), mode="r|") as tar:
                 for member in tar:
-                    # What the data filter makes of the member (absolute names lose their
-                    # "/", escapes raise) is what is extracted, and what cleanup may remove.
+                    # Two locks. _ArchiveGuard decides on names alone, whatever the
+                    # interpreter's patch level; then the data filter (which resolves paths
+                    # through the filesystem, defeated by symlink chains on unpatched
+                    # Pythons: CVE-2025-4517) still drops modes, devices, leading "/".
+                    path = guard.check(member)
                     safe = tarfile.data_filter(member, str(target))
-                    path = _inside(target, safe.name)
                     extracted.extend(_new_parents(target, safe.name))
                     total += safe.size
                     if total > planned.usable:
@@ -438,6 +442,7 @@ class Processor:
                     tar.extract(safe, target, filter="data")
                     if not existed:
                         extracted.append(path)
+                    guard.extracted(member, path)
             self._verify_checksum()
         except tarfile.TarError as err:
             _remove_all(extracted, root=target)
@@ -504,13 +509,79 @@ def _refuse_web_page(probe: Probe) -> None:
         + "), not a disk image: check the URL and its credentials")
 
 
-def _inside(root: Path, name: str) -> Path:
-    """``root / name``, refused unless it lies inside ``root`` (names are filtered first;
-    this is the second lock on the door)."""
-    path = Path(os.path.normpath(root / name))
-    if Path(os.path.commonpath([root.resolve(), path.parent.resolve()])) != root.resolve():
-        raise InvalidImage(f"tar member {name!r} lies outside the volume")
-    return path
+class _ArchiveGuard:
+    """Where an archive's members may go, decided on names, never by resolving a path.
+
+    A member's name may have no ``..`` component (a leading ``/`` is dropped, as the data
+    filter does); a symlink's target must be relative with no ``..`` component; a hard
+    link must name a regular file this extraction wrote. Every path a member makes then
+    only goes down from the volume's root, whichever of the archive's own symlinks it
+    crosses: there is no way up. A symlink the extraction did not make (one already in
+    the volume) is never crossed: each existing component is looked at with lstat.
+    Refused: symlinks such as ``usr/bin/x -> ../lib/x``; an archive that needs them is
+    better unpacked elsewhere and imported as a disk image.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._links: set[tuple[int, int]] = set()
+        """(st_dev, st_ino) of the symlinks this extraction made."""
+        self._files: set[str] = set()
+        """Names of the regular files it wrote (what a hard link may name)."""
+
+    def check(self, member: tarfile.TarInfo) -> Path:
+        """Where ``member`` goes (under the root), else InvalidImage naming it."""
+        name = self._name(member.name, member.name, what="its name")
+        if member.issym():
+            target = member.linkname
+            if not target or target.startswith("/") or ".." in target.split("/"):
+                raise InvalidImage(
+                    f"tar member {member.name!r} is a symlink to {target!r}: only relative"
+                    " symlinks without '..' (within their own directory) are extracted")
+        elif member.islnk():
+            link = self._name(member.linkname, member.name, what="its link target")
+            if link not in self._files:
+                raise InvalidImage(
+                    f"tar member {member.name!r} is a hard link to {member.linkname!r}, not"
+                    " to a file extracted from this archive before it")
+            self._no_foreign_symlink(link, member.name)
+        if not name and not member.isdir():
+            raise InvalidImage(f"tar member {member.name!r} would replace the volume's root")
+        self._no_foreign_symlink(name, member.name)
+        return self.root.joinpath(*name.split("/")) if name else self.root
+
+    def extracted(self, member: tarfile.TarInfo, path: Path) -> None:
+        name = self._name(member.name, member.name, what="its name")
+        if member.issym():
+            st = os.lstat(path)
+            self._links.add((st.st_dev, st.st_ino))
+        if member.isreg() or member.islnk():
+            self._files.add(name)
+        else:
+            self._files.discard(name)
+
+    @staticmethod
+    def _name(raw: str, member: str, *, what: str) -> str:
+        """``raw`` as a relative name without ``.`` or empty components ("" for the root);
+        InvalidImage if it has a ``..`` component."""
+        parts = [p for p in raw.lstrip("/").split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise InvalidImage(f"tar member {member!r}: {what} ({raw!r}) has a '..'"
+                               " component")
+        return "/".join(parts)
+
+    def _no_foreign_symlink(self, name: str, member: str) -> None:
+        path = self.root
+        for part in name.split("/") if name else ():
+            path = path / part
+            try:
+                st = os.lstat(path)
+            except OSError:  # nothing there yet (or not a directory: tarfile says so)
+                return
+            if S_ISLNK(st.st_mode) and (st.st_dev, st.st_ino) not in self._links:
+                raise InvalidImage(f"tar member {member!r} goes through"
+                                   f" {str(path.relative_to(self.root))!r}, a symlink that"
+                                   " is not this archive's")
 
 
 def _new_parents(root: Path, name: str) -> list[Path]:

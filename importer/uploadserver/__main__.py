@@ -37,7 +37,10 @@ async def serve() -> int:
         write(log, message(reason="InvalidConfig", text=text, retryable=False))
         return EXIT_PERMANENT
     server = UploadServer(config.importer, client_name=config.client_name)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    # auto_decompress off: the body is taken as sent (a gzip body is a gzip image, which
+    # the processor unpacks), never inflated here under the sender's Content-Length
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False,
+                           auto_decompress=False)
     await runner.setup()
     site = web.TCPSite(runner, config.address, config.port, ssl_context=ctx)
     await site.start()

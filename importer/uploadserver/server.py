@@ -15,11 +15,12 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, MultipartReader, web
 
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
@@ -37,6 +38,7 @@ FORM_PATHS = ("/v1beta1/upload-form", "/v1alpha1/upload-form")
 FORM_ASYNC_PATHS = ("/v1beta1/upload-form-async", "/v1alpha1/upload-form-async")
 ARCHIVE_PATHS = ("/v1beta1/upload-archive", "/v1alpha1/upload-archive")
 FORM_FIELD = "file"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,11 @@ class UploadServer:
         self.busy = False
         self.finished: asyncio.Future[Outcome] | None = None
         self._active: Upload | None = None
-        self._pending = False
-        """An async upload's processing goes on after its answer (the server stays busy)."""
         self._closing = False
         """The deadline came: no upload is taken any more."""
+        self._work: asyncio.Future[Outcome] | None = None
+        """The processor's run, from its start until its thread has ended (an async
+        upload's goes on after its answer: the server stays busy until then)."""
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -124,25 +127,30 @@ class UploadServer:
         try:
             return await self._receive(request, sync=sync, form=form)
         finally:
-            if not self._pending:
+            # once the processor runs, only its end releases the server (_settled): a
+            # second upload must never write beside, or be wiped by, a first still running
+            if self._work is None:
                 self.busy = False
 
     async def _receive(self, request: web.Request, *, sync: bool,
                        form: bool) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
-        if form:
-            chunks, size = await _form_chunks(request)
-            if chunks is None:
-                return web.Response(status=400, text=f"multipart field {FORM_FIELD!r}"
-                                    " is missing\n")
-        else:
-            chunks, size = request.content.iter_chunked(CHUNK), request.content_length
+        idle = self.config.read_timeout
         try:
-            head = await _read_head(chunks)
-        except (ConnectionError, asyncio.IncompleteReadError, OSError) as err:
-            return web.Response(status=400, text=f"reading the upload failed: {err}\n")
+            if form:
+                chunks, size = await _bounded(_form_chunks(request), idle)
+                if chunks is None:
+                    return _refused(400, f"multipart field {FORM_FIELD!r} is missing")
+            else:
+                chunks, size = request.content.iter_chunked(CHUNK), request.content_length
+            head = await _read_head(chunks, idle=idle)
+        except Exception as err:  # whatever the body did wrong: nothing was started yet
+            text = f"reading the upload failed: {_why(err)}"
+            if isinstance(err, _Idle):
+                return await _refused_closing(request, 400, text)
+            return _refused(400, text)
         if not head:
-            return web.Response(status=400, text="the upload is empty\n")
+            return _refused(400, "the upload is empty")
         with contextlib.ExitStack() as stack:
             scratch = None
             if spooled(head=head[0], size=size):
@@ -150,33 +158,38 @@ class UploadServer:
                 where = self.config.scratch_dir
                 room = _scratch_room(where, limit=self.config.image_size)
                 if size > room:
-                    return web.Response(status=413, text=f"the image ({size} bytes) is larger"
-                                        f" than the scratch space ({room} bytes)\n")
+                    return _refused(413, f"the image ({size} bytes) is larger than the"
+                                    f" scratch space ({room} bytes)")
                 tmp = stack.enter_context(tempfile.TemporaryDirectory(
                     prefix="upload-", dir=str(where) if where else None))
                 scratch = Path(tmp) / "image"
             upload = Upload(head=head[0], size=size, scratch=scratch,
                             read_timeout=self.config.read_timeout)
             stack.callback(upload.close)
-            self._active = upload
-            work = loop.run_in_executor(None, self._process, upload)
-            received = await self._feed(upload, head[1], work)
-            if not received.ok:
-                outcome = await _settle(work)
-                if outcome.error is not None:
-                    return self._end(outcome)
-                return web.Response(status=400, text=f"upload failed: {received.why}\n")
-            if not sync:
-                task = asyncio.ensure_future(_settle(work))
-                self._pending = True
-                # the upload and its scratch directory outlive this answer: closed, and
-                # the directory removed, when the processing ends
-                later = stack.pop_all()
-                task.add_done_callback(lambda t: self._async_done(t.result(), later))
-                return web.Response(text="upload received; processing\n")
-            outcome = await _settle(work)
-            return self._end(outcome)
-        raise AssertionError("unreachable")
+            # the upload and its scratch directory belong to the processor from here:
+            # closed, and the directory removed, when it has ended (_settled)
+            resources = stack.pop_all()
+        self._active = upload
+        work = loop.run_in_executor(None, self._process, upload)
+        self._work = work
+        run = _Run()
+        work.add_done_callback(lambda w: self._settled(w, resources, run))
+        received = await self._feed(upload, head[1], work)
+        if not received.ok:
+            # shielded: a cancelled handler must not cancel the future of a thread that
+            # goes on running (busy would be released under it)
+            outcome = await asyncio.shield(work)
+            if received.stopped and outcome.error is not None:
+                return self._end(outcome)  # the processor's reason (TooSmall, …) came first
+            logger.warning("upload failed: %s; ready for another", received.why)
+            if received.idle:
+                return await _refused_closing(request, 400, f"upload failed: {received.why}")
+            return _refused(400, f"upload failed: {received.why}")
+        if not sync and not run.settled:
+            run.answered = True  # _settled records the outcome
+            return web.Response(text="upload received; processing\n")
+        outcome = await asyncio.shield(work)
+        return self._end(outcome)
 
     def end_at_deadline(self) -> bool:
         """At the deadline: end unless an upload is under way (True when the server's
@@ -190,11 +203,20 @@ class UploadServer:
         self.outcome().set_result(Outcome(None, None, deadline_passed=True))
         return True
 
-    def _async_done(self, outcome: Outcome, resources: contextlib.ExitStack) -> None:
+    def _settled(self, work: asyncio.Future[Outcome], resources: contextlib.ExitStack,
+                 run: _Run) -> None:
+        """The processor has ended (its thread is done): the upload's resources go, a
+        success (or an answered async upload's failure) is recorded before anything
+        else can happen, then the server takes another upload."""
+        run.settled = True
         resources.close()
-        self._pending = False
+        if not work.cancelled():
+            outcome = work.result()
+            if run.answered or outcome.error is None:
+                self._end(outcome, answered=run.answered)
+        self._work = None
+        self._active = None
         self.busy = False
-        self._end(outcome, answered=True)
 
     def _end(self, outcome: Outcome, *, answered: bool = False) -> web.Response:
         """Record the outcome. A failure the client is still waiting to hear about is
@@ -215,9 +237,17 @@ class UploadServer:
 
     async def _feed(self, upload: Upload, rest: AsyncIterator[bytes],
                     work: asyncio.Future[Outcome]) -> _Received:
+        """The rest of the body into ``upload``. Any failure (the client gone or silent
+        longer than the read timeout, a malformed body, the processor failed) aborts the
+        upload, so the processor ends too."""
         loop = asyncio.get_running_loop()
+        idle = self.config.read_timeout
         try:
-            async for chunk in rest:
+            while True:
+                try:
+                    chunk = await _bounded(rest.__anext__(), idle)
+                except StopAsyncIteration:
+                    break
                 if work.done() and work.result().error is not None:
                     raise _Stop("processing failed before the upload ended")
                 if upload.spooled:
@@ -226,10 +256,12 @@ class UploadServer:
                     await loop.run_in_executor(None, upload.feed, chunk)
             await loop.run_in_executor(None, upload.finish)
             return _Received(True, "")
-        except (ConnectionError, asyncio.IncompleteReadError, OSError, TransferError,
-                _Stop) as err:
+        except _Stop as err:
             upload.abort(err)
-            return _Received(False, str(err) or type(err).__name__)
+            return _Received(False, str(err), stopped=True)
+        except Exception as err:  # every other failure too: never a running processor left
+            upload.abort(err)
+            return _Received(False, _why(err), idle=isinstance(err, _Idle))
         except asyncio.CancelledError:
             upload.abort(TransferError("the client went away"))
             raise
@@ -256,33 +288,87 @@ class UploadServer:
 class _Received:
     ok: bool
     why: str
+    stopped: bool = False
+    """The processor failed first: its reason is the answer."""
+    idle: bool = False
+    """The client went silent: the connection is closed after the answer."""
+
+
+@dataclass
+class _Run:
+    """One processor run, as the handler and the run's end (``_settled``) share it."""
+    answered: bool = False
+    """An async upload was answered: the run's end records its outcome, whatever it is."""
+    settled: bool = False
 
 
 class _Stop(Exception):
     pass
 
 
+class BadBody(Exception):
+    """The request body is not what it claims to be (a malformed multipart form)."""
+
+
+def _why(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    if isinstance(err, (ConnectionError, asyncio.IncompleteReadError)):
+        return f"the client went away ({text})"
+    return text
+
+
+class _Idle(TransferError):
+    """No byte of the body for longer than the read timeout."""
+
+
+def _refused(status: int, text: str) -> web.Response:
+    """A refusal before the body's end: aiohttp reads and drops the rest for a while
+    (its lingering close), so that a client still sending hears the answer."""
+    return web.Response(status=status, text=f"{text}\n")
+
+
+async def _refused_closing(request: web.Request, status: int,
+                           text: str) -> web.StreamResponse:
+    """A refusal to a client gone silent: answered, then the connection is closed at
+    once; what is left of its body is never waited for (no lingering close)."""
+    resp = web.Response(status=status, text=f"{text}\n")
+    resp.force_close()
+    with contextlib.suppress(ConnectionError):
+        await resp.prepare(request)
+        await resp.write_eof()
+    if request.protocol is not None:
+        request.protocol.force_close()
+    return resp
+
+
+async def _bounded(step: Awaitable[T], idle: float) -> T:
+    """One read of the body, which may wait no longer than ``idle`` seconds (the
+    importer's read timeout): a client that goes silent is ended, not waited for."""
+    try:
+        async with asyncio.timeout(idle):  # no task per read, as wait_for makes
+            return await step
+    except TimeoutError:
+        raise _Idle(f"no upload data for {idle:.0f} s") from None
+
+
 def _scratch_room(where: Path | None, *, limit: int | None) -> int:
     """Bytes a spooled image may take: the scratch volume's free space, and no more than
     ``limit``, the emptyDir's size limit (the claim's request). A kubelet evicts a pod
-    over its limit only after the fact, and localcluster's does not at all: without
-    this bound, an upload could fill the node's disk under a small claim."""
+    over its limit only after the fact (every few seconds): without this bound, an
+    upload could fill the node's disk under a small claim before that."""
     stat = os.statvfs(where if where is not None else tempfile.gettempdir())
     free = stat.f_bavail * stat.f_frsize
     return free if limit is None else min(free, limit)
 
 
-async def _settle(work: asyncio.Future[Outcome]) -> Outcome:
-    return await work
-
-
-async def _read_head(chunks: AsyncIterator[bytes]) -> tuple[bytes, AsyncIterator[bytes]] | None:
+async def _read_head(chunks: AsyncIterator[bytes], *, idle: float,
+                     ) -> tuple[bytes, AsyncIterator[bytes]] | None:
     """The first HEAD_BYTES (fewer for a short body), and the rest of the body."""
     buf = bytearray()
     iterator = chunks.__aiter__()
     while len(buf) < HEAD_BYTES:
         try:
-            buf += await iterator.__anext__()
+            buf += await _bounded(iterator.__anext__(), idle)
         except StopAsyncIteration:
             break
     if not buf:
@@ -292,18 +378,35 @@ async def _read_head(chunks: AsyncIterator[bytes]) -> tuple[bytes, AsyncIterator
 
 async def _form_chunks(request: web.Request,
                        ) -> tuple[AsyncIterator[bytes] | None, int | None]:
-    reader = await request.multipart()
-    while True:
-        part = await reader.next()
-        if part is None:
-            return None, None
-        if isinstance(part, BodyPartReader) and part.name == FORM_FIELD:
-            return _part_chunks(part), None
+    try:
+        reader = await request.multipart()
+        while True:
+            part = await reader.next()
+            if part is None:
+                return None, None
+            if isinstance(part, BodyPartReader) and part.name == FORM_FIELD:
+                return _part_chunks(reader, part), None
+    except (ValueError, AssertionError, KeyError) as err:  # aiohttp's words for "malformed"
+        raise BadBody(f"the multipart body is malformed: {err}") from err
 
 
-async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
-    while True:
-        chunk = await part.read_chunk(CHUNK)
-        if not chunk:
+async def _part_chunks(reader: MultipartReader, part: BodyPartReader) -> AsyncIterator[bytes]:
+    """The file field's bytes. Its end must be a boundary, and the form must end with
+    its closing boundary (fields after the file are read and ignored): a body cut short
+    is not an upload."""
+    try:
+        while True:
+            chunk = await part.read_chunk(CHUNK)
+            if chunk:
+                yield chunk
+                continue
+            if not part.at_eof():
+                raise BadBody(f"the multipart field {FORM_FIELD!r} ended without its"
+                              " boundary")
+            while (more := await reader.next()) is not None:
+                await more.release()
+            if not reader.at_eof():
+                raise BadBody("the multipart body ended without its closing boundary")
             return
-        yield chunk
+    except (ValueError, AssertionError) as err:  # aiohttp's words for "malformed"
+        raise BadBody(f"the multipart body is malformed: {err}") from err
