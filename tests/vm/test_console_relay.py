@@ -100,13 +100,13 @@ def test_handler_sets_running_from_the_launcher(cluster: tuple[Any, Kube, int], 
     ns, name = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
     kube.patch(VMIS, name, {"status": {"phase": "Scheduled", "nodeName": NODE}}, ns,
                sub="status")
-    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.sockets), shut=set())
+    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.socket_root), shut=set())
     st = kube.get(VMIS, name, ns)["status"]
     assert st["phase"] == "Running"
     assert st["phaseTransitionTimestamps"][-1]["phase"] == "Running"
     run.request({"cmd": "pause"})
     run.wait_for_state("paused")
-    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.sockets), shut=set())
+    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.socket_root), shut=set())
     conds = {c["type"]: c for c in kube.get(VMIS, name, ns)["status"]["conditions"]}
     assert conds["Paused"]["status"] == "True"
     run.request({"cmd": "unpause"})
@@ -116,7 +116,7 @@ def test_handler_sets_running_from_the_launcher(cluster: tuple[Any, Kube, int], 
     doomed = dict(kube.get(VMIS, name, ns))
     doomed["metadata"] = dict(doomed["metadata"], deletionTimestamp="2026-01-01T00:00:00Z")
     shut: set[str] = set()
-    handler_kube.sync(kube, doomed, socket_dir=str(run.sockets), shut=shut)
+    handler_kube.sync(kube, doomed, socket_dir=str(run.socket_root), shut=shut)
     assert shut == {vmi["metadata"]["uid"]}
     assert run.wait(timeout=120) == 0  # the guest took the ACPI power button
     assert run.termination()["phase"] == "Succeeded"
@@ -129,7 +129,7 @@ def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa:
     vmi, run = running_vmi
     ns, name = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
     base = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}"
-    handler = HandlerThread(kube, run.sockets, tmp_path).start()
+    handler = HandlerThread(kube, run.socket_root, tmp_path).start()
     try:
         kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},

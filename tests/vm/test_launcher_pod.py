@@ -111,12 +111,32 @@ def test_launcher_pod() -> None:
     assert vols["vmi-disks"] == {"name": "vmi-disks", "emptyDir": {}}
     assert mounts["/var/run/kubevirt-private/vmi-disks"]["name"] == "vmi-disks"
     assert vols["root"]["persistentVolumeClaim"]["claimName"] == "root-dv"
-    assert vols["sockets"]["hostPath"]["path"] == "/var/run/kubevirt/sockets"
+    assert vols["sockets"]["hostPath"] == {"path": "/var/run/kubevirt/sockets/uid-1",
+                                           "type": "Directory"}
     assert "ci" not in vols  # not a claim: the launcher reads it from the VMI
     assert "devices.kubevirt.io/kvm" not in compute["resources"].get("limits", {})
     assert console["name"] == "guest-console-log"
     assert console["command"] == ["python", "-m", "vm.launcher.console_log",
                                   "/var/run/kubevirt-private/console.log"]
+
+
+def test_launcher_pod_mounts_only_its_own_socket_directory() -> None:
+    """The only node path in a launcher pod is its VMI's socket directory, never the
+    node's socket directory that holds every VMI's; each container sees it (or none)."""
+    config = LauncherConfig(host_sockets="/var/run/kubevirt/sockets")
+    for uid in ("uid-1", "0b7e6c1a-5d4f-4e2b-9a8c-7d6e5f4a3b21"):
+        v = vmi()
+        v["metadata"]["uid"] = uid
+        pod = launcher_pod(vmi=v, claims=[], views={}, config=config)
+        host = {vol["name"]: vol["hostPath"] for vol in pod["spec"]["volumes"]
+                if "hostPath" in vol}
+        assert host == {"sockets": {"path": f"/var/run/kubevirt/sockets/{uid}",
+                                    "type": "Directory"}}
+        mounted = [(c["name"], m["mountPath"]) for c in pod["spec"]["containers"]
+                   for m in c.get("volumeMounts") or [] if m["name"] == "sockets"]
+        assert mounted == [("compute", "/var/run/kubevirt/sockets")]
+        assert not any("subPath" in m or "subPathExpr" in m
+                       for c in pod["spec"]["containers"] for m in c["volumeMounts"])
 
 
 def test_launcher_pod_with_kvm_and_default_grace() -> None:

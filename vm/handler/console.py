@@ -24,6 +24,7 @@ from pki import serving
 from vm.api.certs import API_CLIENT_CN
 from vm.handler.kube import socket_of
 from vm.kube import VMIS, Kube
+from vm.launcher import client as launcher
 
 logger = logging.getLogger(__name__)
 PROTOCOL = "plain.kubevirt.io"
@@ -59,9 +60,15 @@ class ConsoleServer:
             return web.json_response({"message": f"VMI {ns}/{name} ({uid}) is not on "
                                       f"node {self.node}"}, status=404)
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(
-                str(socket_of(vmi, self.socket_dir)), limit=ANSWER_LIMIT), 10)
-        except (OSError, TimeoutError) as err:
+            # connected without following a symlink the launcher may have put there
+            sock = await asyncio.to_thread(launcher.connect, socket_of(vmi, self.socket_dir),
+                                           timeout=10)
+        except launcher.ControlError as err:
+            return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=sock, limit=ANSWER_LIMIT)
+        except OSError as err:
+            sock.close()
             return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
         try:
             writer.write(b'{"cmd":"console"}\n')

@@ -87,6 +87,14 @@ def vmi_event(body: Any, type: str | None, **_: Any) -> None:
         _sync(body)
 
 
+@kopf.on.event(GROUP, VERSION, VMI_PLURAL, labels={LABEL_NODE_NAME: kopf.ABSENT})
+def unplaced_vmi_event(body: Any, type: str | None, **_: Any) -> None:
+    """A VMI on no node yet: its socket directory now, not at the next poll, as its
+    launcher pod waits for it (it may start here)."""
+    if type != "DELETED":
+        sockets.ensure(Path(SOCKET_DIR), _may_start([dict(body)]))
+
+
 _tasks: list[asyncio.Task[None]] = []
 
 
@@ -96,8 +104,17 @@ async def start_poll(**_: Any) -> None:
         POLL_SECONDS, list_objects=_vmis_and_collect, sync=_sync)))
 
 
+def _may_start(vmis: list[dict[str, Any]]) -> list[str]:
+    return [v["metadata"]["uid"] for v in vmis
+            if (v.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
 def _vmis_and_collect() -> list[dict[str, Any]]:
-    """The VMIs on this node; sockets of launchers that are gone are removed on the way."""
-    vmis = handler_kube.vmis_on(shared(), NODE)
-    sockets.collect(Path(SOCKET_DIR), (v["metadata"]["uid"] for v in vmis))
+    """The VMIs on this node; on the way, the socket directories of the VMIs that may
+    start here are made and those of VMIs that are gone (or elsewhere) removed."""
+    unplaced = handler_kube.vmis_unplaced(shared())  # first: one placed meanwhile is in
+    vmis = handler_kube.vmis_on(shared(), NODE)      # the second list
+    root = Path(SOCKET_DIR)
+    sockets.ensure(root, _may_start(unplaced + vmis))
+    sockets.collect(root, (v["metadata"]["uid"] for v in unplaced + vmis))
     return vmis

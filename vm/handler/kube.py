@@ -13,6 +13,7 @@ from vm.api import names
 from vm.api.kube import HANDLER_SECRET, read_handlers
 from vm.controller.status import merge_conditions
 from vm.controller.views import conditions_of
+from vm.handler import sockets
 from vm.handler.phases import from_state
 from vm.kube import VMIS, Kube, KubeError
 from vm.launcher import client as launcher
@@ -37,8 +38,14 @@ def vmis_on(kube: Kube, node: str) -> list[dict[str, Any]]:
     return kube.list(VMIS, None, labelSelector=f"{names.LABEL_NODE_NAME}={node}")
 
 
+def vmis_unplaced(kube: Kube) -> list[dict[str, Any]]:
+    """The VMIs on no node yet (any of them may start here)."""
+    return kube.list(VMIS, None, labelSelector=f"!{names.LABEL_NODE_NAME}")
+
+
 def socket_of(vmi: dict[str, Any], socket_dir: str = SOCKETS) -> Path:
-    return launcher.socket_path(socket_dir=socket_dir, vmi_uid=str(vmi["metadata"]["uid"]))
+    """``<socket_dir>/<uid>/<uid>.sock``: the launcher's socket in its own directory."""
+    return sockets.socket_of(socket_dir, str(vmi["metadata"]["uid"]))
 
 
 def sync(kube: Kube, vmi: dict[str, Any], *, socket_dir: str, shut: set[str]) -> None:

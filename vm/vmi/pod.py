@@ -7,14 +7,16 @@ privilege escalation, no service-account token and ``restartPolicy: Never``. Its
 ``USE_EMULATION`` come from the KubeVirt configuration. Disks: a Filesystem claim is
 mounted at ``/var/run/kubevirt-private/vmi-disks/<volume>`` (the launcher uses
 ``disk.img`` there), a Block claim is the device ``/dev/<volume>``. The control socket
-directory ``/var/run/kubevirt/sockets`` is the node's ``/var/run/kubevirt/sockets``
-(hostPath), where the node handler finds ``<vmi uid>.sock``; see docs/vm.md for why.
-The grace period is the VMI's + 30 s, as upstream.
+directory ``/var/run/kubevirt/sockets`` is the VMI's own directory on the node,
+``/var/run/kubevirt/sockets/<vmi uid>`` (hostPath, made by the node handler: the pod
+waits for it), where the handler finds ``<vmi uid>.sock``; no other VMI's socket is in
+the pod's reach (see docs/vm.md). The grace period is the VMI's + 30 s, as upstream.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +82,8 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
     spec = vmi.get("spec") or {}
     name = str(meta["name"])
     res = pod_resources(spec, ratio=config.overhead_ratio, kvm=not config.emulation)
+    # this VMI's directory alone: no other launcher's socket is in the pod's reach
+    own_sockets = posixpath.join(config.host_sockets, str(meta["uid"]))
     mounts: list[dict[str, Any]] = [
         {"name": "private", "mountPath": PRIVATE},
         {"name": "public", "mountPath": PUBLIC},
@@ -91,7 +95,7 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
     volumes: list[dict[str, Any]] = [
         {"name": "private", "emptyDir": {}},
         {"name": "public", "emptyDir": {}},
-        {"name": "sockets", "hostPath": {"path": config.host_sockets, "type": "Directory"}},
+        {"name": "sockets", "hostPath": {"path": own_sockets, "type": "Directory"}},
         {"name": "libvirt-runtime", "emptyDir": {}},
         {"name": "ephemeral-disks", "emptyDir": {}},
     ]

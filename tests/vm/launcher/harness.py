@@ -106,14 +106,18 @@ class Launch:
         self.extra_args = args or []
         self.proc: subprocess.Popen[bytes] | None = None
         self.pod: Pod | None = None
+        # the node's socket directory, and in it the VMI's own one (what its pod mounts)
+        self.socket_root = self.base / "sock"
+        uid = str(vmi["metadata"]["uid"])
         if sandbox:
             self.pod = Pod(self.base)
             self.private = self.pod.empty_dir("priv", "/var/run/kubevirt-private")
-            self.sockets = self.pod.empty_dir("sock", "/var/run/kubevirt/sockets")
+            self.sockets = self.pod.empty_dir(f"sock/{uid}", "/var/run/kubevirt/sockets")
             self.term = self.pod.file("term", "/dev/termination-log")
         else:
-            self.private, self.sockets = self.base / "priv", self.base / "sock"
+            self.private, self.sockets = self.base / "priv", self.socket_root / uid
             self.private.mkdir()
+            self.sockets.mkdir(parents=True)
             self.term = self.base / "term"
         self.output = self.base / "launcher.out"
 
