@@ -369,6 +369,20 @@ def _claim_volume(namespace: str, claim_name: str, ctx: PodContext, *,
     if phase != "Bound" or not pv_name:
         raise VolumeNotReady(f'persistentvolumeclaim "{claim_name}" is not bound')
     pv = ctx.volumes.get(pv_name)
+    # As upstream's volume manager: the volume must be bound to this very claim. The
+    # claim's volumeName is the claim's own (its creator writes it) and its status can
+    # be written too, so only the volume's claimRef says whose the volume is.
+    ref = ((pv or {}).get("spec") or {}).get("claimRef")
+    uid = (claim.get("metadata") or {}).get("uid")
+    if pv is not None and not isinstance(ref, dict):
+        raise VolumeNotReady(f'found PV object "{pv_name}" but it has a nil'
+                             " pv.Spec.ClaimRef indicating it is not yet bound to the claim")
+    if isinstance(ref, dict) and (
+            ref.get("uid") != uid if ref.get("uid") else
+            (ref.get("namespace"), ref.get("name")) != (namespace, claim_name)):
+        raise VolumeNotReady(f'found PV object "{pv_name}" but its pv.Spec.ClaimRef.UID'
+                             f' ("{ref.get("uid") or ""}") does not point to claim.UID'
+                             f' ("{uid or ""}")')
     path = (((pv or {}).get("spec") or {}).get("local") or {}).get("path")
     if not path or not os.path.exists(path):
         raise VolumeNotReady(f"volume {pv_name} of claim {claim_name} is not on this node")

@@ -48,11 +48,22 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str
 
 _READ = ["get", "list", "watch"]
 _WRITE = ["create", "delete", "deletecollection", "patch", "update"]
-_CORE_WORKLOAD = ["pods", "pods/log", "pods/status", "configmaps", "secrets", "services",
-                  "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status",
-                  "serviceaccounts", "events"]
-_APPS = ["deployments", "deployments/status", "daemonsets", "daemonsets/status",
-         "replicasets", "statefulsets"]
+# As kube-apiserver's bootstrap policy: view reads no Secrets (they hold credentials: a
+# viewer would become whoever a Secret speaks for); edit writes no status subresources
+# (a controller's or the kubelet's to write: a claim forged Bound could reach another's
+# volume) and no Endpoints (CVE-2021-25740), but reads Secrets, and exec/attach/port-
+# forward into pods and tokens of its namespace's service accounts are its.
+_VIEW_CORE = ["pods", "pods/log", "pods/status", "configmaps", "services", "endpoints",
+              "persistentvolumeclaims", "persistentvolumeclaims/status", "serviceaccounts",
+              "events"]
+_EDIT_CORE = ["pods", "pods/attach", "pods/exec", "pods/portforward", "configmaps",
+              "secrets", "services", "persistentvolumeclaims", "serviceaccounts", "events"]
+_EDIT_READ = ["secrets", "pods/attach", "pods/exec", "pods/portforward"]
+_APPS_VIEW = ["deployments", "deployments/status", "deployments/scale", "daemonsets",
+              "daemonsets/status", "replicasets", "replicasets/scale", "statefulsets",
+              "statefulsets/scale"]
+_APPS_EDIT = ["deployments", "deployments/scale", "daemonsets", "replicasets",
+              "replicasets/scale", "statefulsets", "statefulsets/scale"]
 _AGG = "rbac.authorization.k8s.io/aggregate-to-"
 
 DEFAULT_RBAC_OBJECTS: list[dict[str, Any]] = [
@@ -85,13 +96,15 @@ DEFAULT_RBAC_OBJECTS: list[dict[str, Any]] = [
         _rule(["authorization.k8s.io"], ["localsubjectaccessreviews"], ["create"]),
     ], labels={f"{_AGG}admin": "true"}),
     _role("system:aggregate-to-edit", [
-        _rule([""], _CORE_WORKLOAD, _WRITE),
-        _rule(["apps"], _APPS, _WRITE),
+        _rule([""], _EDIT_CORE, _WRITE),
+        _rule([""], _EDIT_READ, _READ),
+        _rule([""], ["serviceaccounts/token"], ["create"]),
+        _rule(["apps"], _APPS_EDIT, _WRITE),
         _rule(["coordination.k8s.io"], ["leases"], _READ + _WRITE),
     ], labels={f"{_AGG}edit": "true"}),
     _role("system:aggregate-to-view", [
-        _rule([""], [*_CORE_WORKLOAD, "namespaces", "namespaces/status"], _READ),
-        _rule(["apps"], _APPS, _READ),
+        _rule([""], [*_VIEW_CORE, "namespaces", "namespaces/status"], _READ),
+        _rule(["apps"], _APPS_VIEW, _READ),
         _rule(["events.k8s.io"], ["events"], _READ),
     ], labels={f"{_AGG}view": "true"}),
     _binding("cluster-admin", "cluster-admin", ["system:masters"]),

@@ -27,8 +27,11 @@ def _context(pod_dir: Path) -> podvolumes.PodContext:
         pod_dir=str(pod_dir), pod_ip="127.1.0.2", host_ip="127.0.0.1", configmaps={},
         secrets={}, token=no_token, ca_pem="CA", node_cpu_millis=1000, node_memory=1 << 30,
         # the user's own Block claim, bound; /dev/null stands in for its loop device
-        claims={"mine": {"spec": {"volumeName": "pv-1"}, "status": {"phase": "Bound"}}},
-        volumes={"pv-1": {"spec": {"volumeMode": "Block", "local": {"path": "/dev/null"}}}})
+        claims={"mine": {"metadata": {"name": "mine", "namespace": "ns", "uid": "c-1"},
+                         "spec": {"volumeName": "pv-1"}, "status": {"phase": "Bound"}}},
+        volumes={"pv-1": {"spec": {"volumeMode": "Block", "local": {"path": "/dev/null"},
+                                   "claimRef": {"namespace": "ns", "name": "mine",
+                                                "uid": "c-1"}}}})
 
 
 def _pod(volume: dict) -> dict:
