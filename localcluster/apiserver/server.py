@@ -21,10 +21,13 @@ import functools
 import json
 import logging
 import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
 
 from apiservice import frontproxy
 
@@ -36,8 +39,8 @@ from .auth import rbac_defaults
 from .auth.authn import Authenticator
 from .backend import Backend
 from .controllers import Controllers
-from .errors import APIServerError
-from .handlers import Handlers, LogProvider, Settings
+from .errors import APIServerError, bad_request
+from .handlers import Handlers, LogProvider, Settings, error_response
 from .kinds import apiservices
 from .kinds.builtin_types import BUILTIN_TYPES, SYSTEM_NAMESPACES
 from .kinds.registry import Registry
@@ -48,6 +51,61 @@ from .tls import TLSFiles, ensure_tls
 
 logger = logging.getLogger(__name__)
 
+
+def path_error(raw_path: str) -> str:
+    """Why a request path (as received, percent-encoded) is refused, or "".
+
+    A segment that is ``.`` or ``..`` once percent-decoded (``%2e%2e``, ``.%2E``…), or
+    that holds an encoded ``/`` (``%2F``), is refused: such a path names one thing to the
+    server's own parsing (the RBAC attributes are read from the decoded path, segment by
+    segment) and may name another to whatever reads it next: a URL library resolving the
+    dot segments, a backend splitting on the decoded ``/``. No object name can be ``.``,
+    ``..`` or contain ``/`` (kube-apiserver's path-segment rule), so no client that
+    names an object sends one.
+    """
+    for segment in raw_path.split("/"):
+        decoded = urllib.parse.unquote(segment)
+        if decoded in (".", ".."):
+            return f"a path segment may not be '{decoded}'"
+        if "/" in decoded:
+            return "a path segment may not contain '/' (%2F)"
+    return ""
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+http_logger = logging.getLogger(__name__ + ".http")
+
+
+class _MalformedRequests(logging.Filter):
+    """aiohttp logs each request it cannot parse (a NUL or another control character in a
+    header, a header line over 8190 bytes, a bad request line) at ERROR with a traceback
+    and the start of the offending line, a bearer token's included. Anyone who can connect
+    could fill the log that way. Such a request is answered 400 by aiohttp and is the
+    client's mistake: one DEBUG line naming the kind of error, no traceback, no content
+    (as aiohttp itself does for a bad method, and Go's server, silent)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, BadHttpMessage):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        record.msg, record.args = "%s: malformed request refused (%s)", (
+            record.getMessage(), type(exc).__name__)
+        record.exc_info = record.exc_text = None
+        return http_logger.isEnabledFor(logging.DEBUG)
+
+
+http_logger.addFilter(_MalformedRequests())
+
+
+@web.middleware
+async def refuse_ambiguous_paths(request: web.Request,
+                                 handler: Handler) -> web.StreamResponse:
+    """400 for a path :func:`path_error` refuses, before anything reads the path."""
+    why = path_error(request.rel_url.raw_path)
+    if why:
+        return error_response(bad_request(f"the request path is invalid: {why}"))
+    return await handler(request)
 
 
 class APIServer:
@@ -163,10 +221,11 @@ class APIServer:
         self.handlers.log_provider = self._log_provider
         self.handlers.aggregator = self.aggregator
         self.handlers.exec_provider = self._exec_provider
-        app = web.Application(client_max_size=self.settings.max_body_bytes + 64 * 1024)
+        app = web.Application(client_max_size=self.settings.max_body_bytes + 64 * 1024,
+                              middlewares=[refuse_ambiguous_paths])
         app.router.add_route("*", "/{tail:.*}", self.handlers.handle)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                     shutdown_timeout=1.0)
+                                     shutdown_timeout=1.0, logger=http_logger)
         await self._runner.setup()
         ports = [self.port]
         if self.port == 0 and (previous := self._previous_port()):

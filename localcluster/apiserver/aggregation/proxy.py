@@ -9,6 +9,13 @@ caller in ``X-Remote-User``/``X-Remote-Group``/``X-Remote-Extra-*``. Whatever th
 sent in those headers is dropped first. WebSocket upgrades (KubeVirt's VMI console) are
 relayed message by message.
 
+The backend gets the request's path and query exactly as the caller sent them, the
+bytes the server parsed and authorized, percent-encoding and all: the URL is built with
+``encoded=True`` so that the client neither re-quotes it nor resolves dot segments (yarl
+would turn ``…/alice/things/x/console/../../../../victim/…`` into ``…/victim/…``, a path
+nobody authorized). Paths with ``.``/``..`` segments or an encoded ``/`` are refused at the
+server's entry (``server.path_error``) before they get here.
+
 A check loop keeps each proxied APIService's ``Available`` condition: the Service and its
 endpoints are resolved as for webhooks, then ``GET /apis/<group>/<version>`` must answer
 2xx; the answer is kept for aggregated discovery. Requests to an unavailable APIService
@@ -27,6 +34,7 @@ import urllib.parse
 from typing import Any
 
 import aiohttp
+import yarl
 from aiohttp import web
 
 from ..auth.authn import UserInfo
@@ -149,9 +157,13 @@ class Aggregator:
             return await loop.run_in_executor(None, webhooks.resolver, *key)
         return webhooks.resolve_from_store(*key)
 
-    def _url(self, route: Route, host: str, port: int, path_qs: str) -> str:
+    @staticmethod
+    def _url(host: str, port: int, raw_path: str, raw_query: str = "") -> yarl.URL:
+        """The backend's URL for ``raw_path``/``raw_query`` as received (percent-encoded),
+        taken verbatim: neither re-quoted nor normalized."""
         netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        return f"https://{netloc}{path_qs}"
+        return yarl.URL.build(scheme="https", authority=netloc, path=raw_path,
+                              query_string=raw_query, encoded=True)
 
     @staticmethod
     def _server_name(route: Route) -> str:
@@ -194,7 +206,8 @@ class Aggregator:
             host, port = await self._address(route)
         except Exception as err:
             raise self._unavailable(route, f"cannot resolve the service: {err}") from None
-        url = self._url(route, host, port, request.path_qs)
+        url = self._url(host, port, request.rel_url.raw_path,
+                        request.rel_url.raw_query_string)
         headers = self._forward_headers(request, user)
         if request.headers.get("Upgrade", "").lower() == "websocket":
             return await self._websocket(request, route, url, headers)
@@ -220,7 +233,7 @@ class Aggregator:
                 await response.write_eof()
         return response
 
-    async def _websocket(self, request: web.Request, route: Route, url: str,
+    async def _websocket(self, request: web.Request, route: Route, url: yarl.URL,
                          headers: list[tuple[str, str]]) -> web.StreamResponse:
         protocols = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol",
                                                             "").split(",") if p.strip()]
@@ -286,7 +299,7 @@ class Aggregator:
         path = f"/apis/{route.group}/{route.version}"
         try:
             async with self._client().get(
-                    self._url(route, host, port, path), ssl=self._ssl(route),
+                    self._url(host, port, path), ssl=self._ssl(route),
                     headers=self.identity_headers(AGGREGATOR_USER),
                     server_hostname=self._server_name(route),
                     timeout=aiohttp.ClientTimeout(total=CHECK_TIMEOUT)) as resp:

@@ -5,6 +5,11 @@ tokens are signed JWTs (``sa_tokens``) whose signing key is kept in the data dir
 a restart keeps mounted tokens valid and nobody without the key can forge one. Whether the
 bound objects (the ServiceAccount, the pod) still exist with the uids the token names is
 checked by the caller against the store: a token of a deleted account or pod stops working.
+
+A token is whatever the client sent, from a header or a TokenReview's body: any string,
+non-ASCII, NUL or lone surrogates (undecodable header bytes) included. Every such token is
+an unknown one (None, then 401), never an exception: comparisons are on bytes, and only an
+ASCII token can be a JWT (``BearerTokens``).
 """
 
 from __future__ import annotations
@@ -88,19 +93,37 @@ def _read_or_create(path: Path, nbytes: int) -> str:
     return value
 
 
+def _token_bytes(token: str) -> bytes:
+    """``token`` as bytes for a constant-time comparison; any string encodes (lone
+    surrogates too: aiohttp decodes header bytes that are not UTF-8 as surrogates)."""
+    return token.encode("utf-8", "surrogatepass")
+
+
+class BearerTokens(TokenIssuer):
+    """The token issuer, verifying only what can be a JWT: base64url segments and dots,
+    so ASCII. PyJWT raises UnicodeEncodeError (not a TokenError) on a lone surrogate."""
+
+    def verify(self, token: str, *, now: int, audiences: tuple[str, ...] = ()) -> TokenClaims:
+        if not token.isascii():
+            raise TokenError("not a JWT: the token is not ASCII")
+        return super().verify(token, now=now, audiences=audiences)
+
+
 class Authenticator:
     """Maps bearer tokens to users. Thread-safe (the token issuer's cache has a lock)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.admin_token = _read_or_create(data_dir / "admin-token", 32)
-        self.tokens = TokenIssuer(load_or_create_key(data_dir / "pki" / "sa.key"))
+        self.tokens: TokenIssuer = BearerTokens(
+            load_or_create_key(data_dir / "pki" / "sa.key"))
 
     def authenticate(self, token: str, *, audiences: tuple[str, ...] = ()) -> UserInfo | None:
-        """The user of ``token``, or None. Service-account users carry ``bound_uids``:
+        """The user of ``token``, or None (also for a token no client could have been
+        given: not ASCII, NUL, any length). Service-account users carry ``bound_uids``:
         the caller checks those objects still exist."""
-        if hmac.compare_digest(token, self.admin_token):
+        if hmac.compare_digest(_token_bytes(token), _token_bytes(self.admin_token)):
             return ADMIN
-        if token.count(".") != 2:
+        if not token.isascii() or token.count(".") != 2:
             return None
         try:
             claims = self.tokens.verify(token, now=int(time.time()), audiences=audiences)
