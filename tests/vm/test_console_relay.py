@@ -112,9 +112,10 @@ def test_handler_sets_running_from_the_launcher(cluster: tuple[Any, Kube, int], 
     run.request({"cmd": "unpause"})
     run.wait_for_state("running")
     # deleting the VMI makes the handler ask for a shutdown with the VMI's grace period
-    kube.patch(VMIS, name, {"spec": {"terminationGracePeriodSeconds": 90}}, ns)
+    # (as virt-api's stop would have set it: a user may no longer change a VMI's spec)
     doomed = dict(kube.get(VMIS, name, ns))
     doomed["metadata"] = dict(doomed["metadata"], deletionTimestamp="2026-01-01T00:00:00Z")
+    doomed["spec"] = dict(doomed["spec"], terminationGracePeriodSeconds=90)
     shut: set[str] = set()
     handler_kube.sync(kube, doomed, socket_dir=str(run.socket_root), shut=shut)
     assert shut == {vmi["metadata"]["uid"]}

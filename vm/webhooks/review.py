@@ -3,16 +3,24 @@
 A refusal is a 422 whose message lists every problem with its field, as
 kube-apiserver shows it (``admission webhook "…" denied the request: spec.runStrategy:
 Invalid RunStrategy 'Sometimes'``); warnings travel in ``response.warnings``.
+
+VirtualMachines are checked whole on CREATE and UPDATE alike; a VMI's spec on CREATE,
+and a VMI's UPDATE against the object it replaces (``vmi_update``: only KubeVirt's
+service accounts, those of virt-api's namespace, ``POD_NAMESPACE``, may change its spec).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from vm.api import names
 from vm.webhooks.vm_rules import validate_vm
 from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
+from vm.webhooks.vmi_update import validate_vmi_update
+
+DEFAULT_NAMESPACE = "kubevirt"
 
 
 class BadReview(ValueError):
@@ -28,13 +36,16 @@ def _request(review: Any) -> Mapping[str, Any]:
     return request
 
 
-def respond(review: Any) -> dict[str, Any]:
+def respond(review: Any, *, namespace: str | None = None) -> dict[str, Any]:
+    """The answer to ``review``; ``namespace`` is KubeVirt's (its service accounts'),
+    by default virt-api's own (``POD_NAMESPACE``, else ``kubevirt``)."""
     request = _request(review)
     obj = request.get("object") or {}
     resource = (request.get("resource") or {}).get("resource")
+    operation = request.get("operation")
     problems: tuple[Problem, ...] = ()
     warnings: tuple[str, ...] = ()
-    if request.get("operation") in ("CREATE", "UPDATE") and isinstance(obj, Mapping):
+    if operation in ("CREATE", "UPDATE") and isinstance(obj, Mapping):
         if resource == names.VM_PLURAL:
             obj = dict(obj)
             meta = dict(obj.get("metadata") or {})
@@ -42,8 +53,13 @@ def respond(review: Any) -> dict[str, Any]:
             obj["metadata"] = meta
             verdict = validate_vm(obj)
             problems, warnings = verdict.problems, verdict.warnings
-        elif resource == names.VMI_PLURAL and request.get("operation") == "CREATE":
+        elif resource == names.VMI_PLURAL and operation == "CREATE":
             problems = tuple(validate_vmi_spec(obj.get("spec")))
+        elif resource == names.VMI_PLURAL:
+            user = str((request.get("userInfo") or {}).get("username") or "")
+            kubevirt_ns = namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
+            problems = tuple(validate_vmi_update(request.get("oldObject"), obj,
+                                                 username=user, namespace=kubevirt_ns))
     response: dict[str, Any] = {"uid": request["uid"], "allowed": not problems}
     if problems:
         response["status"] = {"code": 422, "reason": "Invalid", "status": "Failure",
