@@ -20,7 +20,7 @@ from aiohttp import web
 
 from . import identity, selectors, subresources
 from .aggregation.proxy import Aggregator
-from .auth import authz
+from .auth import authz, escalation
 from .auth.authn import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
@@ -30,8 +30,10 @@ from .backend import (
     Backend,
 )
 from .errors import (
+    STALE,
     APIError,
     bad_request,
+    conflict,
     forbidden,
     method_not_allowed,
     not_acceptable,
@@ -359,6 +361,63 @@ class Handlers:
         if not allowed:
             raise forbidden(authz.forbidden_message(user=user.username, verb="get", path=path))
 
+    # -- RBAC escalation prevention ----------------------------------------------------------
+
+    @staticmethod
+    def _guarded(user: UserInfo, t: Target) -> bool:
+        """A write to a Role, ClusterRole or binding by someone outside system:masters."""
+        return (not user.is_admin and t.rt.group == escalation.RBAC_GROUP
+                and t.rt.resource in escalation.GUARDED_RESOURCES)
+
+    def _check_escalation(self, user: UserInfo, t: Target, obj: Any, *,
+                          old: Obj | None) -> None:
+        """403 when the object would grant what ``user`` does not hold (auth/escalation.py),
+        checked on the object as asked for, before defaults, validation and admission."""
+        if not self._guarded(user, t):
+            return
+        escalation.check_write(
+            escalation.Policy.from_store(self.backend.store), user=user.username,
+            groups=user.groups, resource=t.rt.resource, namespace=t.namespace or "",
+            url_name=t.name, obj=obj, old=old)
+
+    def _current_view(self, t: Target) -> Obj | None:
+        try:
+            return self.backend.view(t.rt, self.backend.get_stored(t.rt, t.namespace, t.name))
+        except APIError as err:
+            if err.code == 404:
+                return None
+            raise
+
+    async def _patch_guarded(self, user: UserInfo, t: Target, content_type: str, patch: Any,
+                             options: WriteOptions) -> Obj:
+        """A PATCH of an RBAC object: the check needs the object the patch makes, so the
+        patch is applied here and written as an update of the version it was applied to;
+        when another write got in first, again (as the backend retries a patch)."""
+        rt = t.rt
+        for _ in range(16):
+            current = self.backend.get_stored(rt, t.namespace, t.name)
+            old = self.backend.view(rt, current)
+            patched = self.backend._apply_patch(rt, old, content_type, patch)
+            metadata = patched.get("metadata")
+            wanted = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+            if wanted and str(wanted) != str(current.rv):
+                raise conflict(resource=rt.resource, group=rt.group, name=t.name, why=STALE)
+            self._check_escalation(user, t, patched, old=old)
+            if isinstance(metadata, dict) or "metadata" not in patched:
+                patched["metadata"] = {**(metadata or {}), "resourceVersion": str(current.rv)}
+            del options.warnings[:]  # a retried patch reports its last attempt
+            try:
+                return await self.backend.update(rt, t.namespace, t.name, patched,
+                                                 subresource=t.subresource, options=options)
+            except APIError as err:
+                # A write that got in between: apply the patch to it (a resourceVersion
+                # the patch itself names is then refused above, as the backend does).
+                latest = self.backend.store.get(rt.group_resource, t.namespace or "", t.name)
+                if err.code != 409 or latest is None or latest.rv == current.rv:
+                    raise
+        raise conflict(resource=rt.resource, group=rt.group, name=t.name,
+                       why="too many concurrent writes, try again")
+
     # -- request bodies ---------------------------------------------------------------------
 
     async def _body(self, request: web.Request) -> Any:
@@ -469,6 +528,8 @@ class Handlers:
             self._authorize(user, "update", t)
             body = await self._body(request)
             options = self._write_options(request, user)
+            if self._guarded(user, t):
+                self._check_escalation(user, t, body, old=self._current_view(t))
             obj = await self.backend.update(rt, t.namespace, t.name, body,
                                             subresource=t.subresource, options=options)
             return _with_warnings(_json_response(obj), options)
@@ -483,6 +544,9 @@ class Handlers:
                 raise unsupported_media_type(content_type)
             body = await self._body(request)
             options = self._write_options(request, user)
+            if self._guarded(user, t):
+                obj = await self._patch_guarded(user, t, content_type, body, options)
+                return _with_warnings(_json_response(obj), options)
             obj = await self.backend.patch(rt, t.namespace, t.name, content_type, body,
                                            subresource=t.subresource, options=options)
             return _with_warnings(_json_response(obj), options)
@@ -523,6 +587,7 @@ class Handlers:
                                   namespace=t.namespace if t.rt.namespaced else None)
             result.setdefault("metadata", {})["creationTimestamp"] = None
             return _json_response(result, 201)
+        self._check_escalation(user, t, body, old=None)
         obj = await self.backend.create(t.rt, t.namespace, body, options)
         return _with_warnings(_json_response(obj, 201), options)
 

@@ -9,7 +9,8 @@ subresource of any resource; resourceNames restricts to named objects (so never 
 list/create); nonResourceURLs may end in ``*``; ClusterRoles with an aggregationRule
 gather the rules of the ClusterRoles their selectors match. Members of ``system:masters``
 are allowed everything, as in kube-apiserver. Default roles and bindings are in
-:mod:`.rbac_defaults`.
+:mod:`.rbac_defaults`. :func:`rules_for` lists the rules a user holds, which
+:mod:`.escalation` compares with what a Role or binding would grant.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "attributes_from_review",
     "authorize",
     "forbidden_message",
+    "rules_for",
 ]
 
 SUPERUSER_GROUP = "system:masters"
@@ -166,6 +168,44 @@ def _role_rules(binding: Obj, roles: Sequence[Obj],
         role = next((r for r in roles if _name(r) == name and _namespace(r) == namespace), None)
         return f'Role "{name}"', None if role is None else list(role.get("rules") or [])
     return f'{kind} "{name}"', None
+
+
+def rules_for(
+    user: str,
+    groups: Sequence[str],
+    namespace: str,
+    *,
+    roles: Sequence[Obj],
+    cluster_roles: Sequence[Obj],
+    role_bindings: Sequence[Obj],
+    cluster_role_bindings: Sequence[Obj],
+) -> tuple[list[Obj], list[str]]:
+    """Every rule ``user`` holds in ``namespace`` ("" for cluster-wide only): those of the
+    ClusterRoleBindings naming it, then of that namespace's RoleBindings, as upstream's
+    ``RulesFor``; and the bindings' role references that do not resolve (upstream's
+    resolution errors, e.g. ``roles.rbac.authorization.k8s.io "x" not found``).
+    Membership of ``system:masters`` adds nothing here: the callers check it first."""
+    attrs = Attributes(user=user, groups=tuple(groups), namespace=namespace)
+    candidates: list[tuple[Obj, str]] = [(b, "") for b in cluster_role_bindings]
+    if namespace:
+        candidates += [(b, namespace) for b in role_bindings if _namespace(b) == namespace]
+    rules: list[Obj] = []
+    errors: list[str] = []
+    for binding, binding_namespace in candidates:
+        if not any(_subject_matches(s, attrs, binding_namespace or _namespace(binding))
+                   for s in binding.get("subjects") or []):
+            continue
+        _, found = _role_rules(binding, roles, cluster_roles)
+        if found is not None:
+            rules.extend(found)
+            continue
+        ref = binding.get("roleRef") or {}
+        kind, name = ref.get("kind"), ref.get("name", "")
+        errors.append(f'{"roles" if kind == "Role" else "clusterroles"}.'
+                      f'rbac.authorization.k8s.io "{name}" not found'
+                      if kind in ("Role", "ClusterRole")
+                      else f'unsupported role reference kind: "{kind}"')
+    return rules, errors
 
 
 def authorize(
