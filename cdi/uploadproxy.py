@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
 import datetime as dt
 import logging
 import os
@@ -52,6 +51,7 @@ from cdi.kube import (
     cdi_namespace,
     load_configuration,
 )
+from importer.uploadserver.server import refused_closing
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
 
@@ -293,26 +293,13 @@ class UploadProxy:
             if body.idle:
                 logger.warning("upload into %s/%s ended: no data for %.0f s", claims.namespace,
                                claims.name, self.body_idle)
-                return await _closing(request, 408, f"no upload data for"
+                return await refused_closing(request, 408, f"no upload data for"
                                       f" {self.body_idle:.0f} s")
             if isinstance(err, aiohttp.ConnectionTimeoutError):  # connect or pool wait
                 return web.Response(status=503, text=f"the upload server could not be reached"
                                     f" in time ({err}); try again\n")
             return web.Response(status=502, text=f"forwarding to the upload server failed:"
                                 f" {err}\n")
-
-
-async def _closing(request: web.Request, status: int, text: str) -> web.StreamResponse:
-    """An answer to a client gone silent, then the connection closed at once (no lingering
-    read of a body that does not come)."""
-    resp = web.Response(status=status, text=f"{text}\n")
-    resp.force_close()
-    with contextlib.suppress(ConnectionError):
-        await resp.prepare(request)
-        await resp.write_eof()
-    if request.protocol is not None:
-        request.protocol.force_close()
-    return resp
 
 
 class _Body:

@@ -147,7 +147,7 @@ class UploadServer:
         except Exception as err:  # whatever the body did wrong: nothing was started yet
             text = f"reading the upload failed: {_why(err)}"
             if isinstance(err, _Idle):
-                return await _refused_closing(request, 400, text)
+                return await refused_closing(request, 400, text)
             return _refused(400, text)
         if not head:
             return _refused(400, "the upload is empty")
@@ -183,7 +183,7 @@ class UploadServer:
                 return self._end(outcome)  # the processor's reason (TooSmall, …) came first
             logger.warning("upload failed: %s; ready for another", received.why)
             if received.idle:
-                return await _refused_closing(request, 400, f"upload failed: {received.why}")
+                return await refused_closing(request, 400, f"upload failed: {received.why}")
             return _refused(400, f"upload failed: {received.why}")
         if not sync and not run.settled:
             run.answered = True  # _settled records the outcome
@@ -327,10 +327,11 @@ def _refused(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=f"{text}\n")
 
 
-async def _refused_closing(request: web.Request, status: int,
-                           text: str) -> web.StreamResponse:
+async def refused_closing(request: web.Request, status: int,
+                          text: str) -> web.StreamResponse:
     """A refusal to a client gone silent: answered, then the connection is closed at
-    once; what is left of its body is never waited for (no lingering close)."""
+    once; what is left of its body is never waited for (no lingering close). The upload
+    proxy answers its silent clients so too."""
     resp = web.Response(status=status, text=f"{text}\n")
     resp.force_close()
     with contextlib.suppress(ConnectionError):
