@@ -179,11 +179,8 @@ class UploadServer:
             # shielded: a cancelled handler must not cancel the future of a thread that
             # goes on running (busy would be released under it)
             outcome = await asyncio.shield(work)
-            if outcome.error is not None and (received.stopped
-                                              or upload.error is outcome.error):
-                # the processor's reason (TooSmall, …) came first, whichever side of the
-                # body noticed it (the feed may be the one to see the upload stopped)
-                return self._end(outcome)
+            if received.stopped and outcome.error is not None:
+                return self._end(outcome)  # the processor's reason (TooSmall, …) came first
             logger.warning("upload failed: %s; ready for another", received.why)
             if received.idle:
                 return await refused_closing(request, 400, f"upload failed: {received.why}")
