@@ -81,6 +81,12 @@ class Upload:
         return self._fd is not None
 
     @property
+    def error(self) -> BaseException | None:
+        """What stopped the upload first (None while nothing has)."""
+        with self._cond:
+            return self._error
+
+    @property
     def received(self) -> int:
         with self._cond:
             return self._received

@@ -16,7 +16,7 @@ import os
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -179,16 +179,21 @@ class UploadServer:
             # shielded: a cancelled handler must not cancel the future of a thread that
             # goes on running (busy would be released under it)
             outcome = await asyncio.shield(work)
-            if received.stopped and outcome.error is not None:
-                return self._end(outcome)  # the processor's reason (TooSmall, …) came first
+            await run.released.wait()  # nothing of it is left when the client hears
+            if outcome.error is not None and (received.stopped
+                                              or upload.error is outcome.error):
+                # the processor's reason (TooSmall, …) came first, whichever side of the
+                # body noticed it (the feed may be the one to see the upload stopped)
+                return self._end(outcome)
             logger.warning("upload failed: %s; ready for another", received.why)
             if received.idle:
                 return await refused_closing(request, 400, f"upload failed: {received.why}")
             return _refused(400, f"upload failed: {received.why}")
-        if not sync and not run.settled:
+        if not sync and not run.released.is_set():
             run.answered = True  # _settled records the outcome
             return web.Response(text="upload received; processing\n")
         outcome = await asyncio.shield(work)
+        await run.released.wait()
         return self._end(outcome)
 
     def end_at_deadline(self) -> bool:
@@ -208,15 +213,17 @@ class UploadServer:
         """The processor has ended (its thread is done): the upload's resources go, a
         success (or an answered async upload's failure) is recorded before anything
         else can happen, then the server takes another upload."""
-        run.settled = True
-        resources.close()
-        if not work.cancelled():
-            outcome = work.result()
-            if run.answered or outcome.error is None:
-                self._end(outcome, answered=run.answered)
-        self._work = None
-        self._active = None
-        self.busy = False
+        try:
+            resources.close()
+            if not work.cancelled():
+                outcome = work.result()
+                if run.answered or outcome.error is None:
+                    self._end(outcome, answered=run.answered)
+        finally:
+            self._work = None
+            self._active = None
+            self.busy = False
+            run.released.set()
 
     def _end(self, outcome: Outcome, *, answered: bool = False) -> web.Response:
         """Record the outcome. A failure the client is still waiting to hear about is
@@ -299,7 +306,9 @@ class _Run:
     """One processor run, as the handler and the run's end (``_settled``) share it."""
     answered: bool = False
     """An async upload was answered: the run's end records its outcome, whatever it is."""
-    settled: bool = False
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the run's resources are gone (its scratch directory removed): a
+    failure is answered only then, a done future's callbacks having not yet run."""
 
 
 class _Stop(Exception):
