@@ -6,9 +6,11 @@ Why it exists: what a user waits for on the cluster is the whole path (VM contro
 VMI → launcher pod → kubelet → launcher → QEMU), not the launcher alone. The disk comes
 from a DataVolume that has already Succeeded (created first and waited for, on the
 Immediate-binding class), so the import is not timed; each run creates a VM on it
-(runStrategy RerunOnFailure: the guest's power-off after its marker ends it), reads the
-launcher pod's ``guest-console-log`` container (what ``rootdisk console --log`` prints)
-until the marker, then deletes the VM and waits for its pod to go. The driver is switched
+(runStrategy Once: the guest's power-off after its marker ends it, and the final VMI and
+its pod stay until the VM is deleted, where RerunOnFailure would delete them at once and
+the pod's log with them, racing the reads), reads the launcher pod's
+``guest-console-log`` container (what ``rootdisk console --log`` prints) until the
+marker, then deletes the VM and waits for its pod to go. The driver is switched
 through the KubeVirt CR's ``spec.configuration.launcherDriver``.
 
 Memory: the peak of the summed RSS of the launcher pod's processes (every process tree
@@ -180,7 +182,7 @@ def datavolume(kube: Kube, name: str, url: str, *, size: str, timeout: float) ->
 def vm_manifest(name: str, dv: str, memory: int) -> dict[str, Any]:
     return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
             "metadata": {"name": name},
-            "spec": {"runStrategy": "RerunOnFailure",
+            "spec": {"runStrategy": "Once",
                      "template": {"spec": {
                          "terminationGracePeriodSeconds": 5,
                          "domain": {"resources": {"requests": {"memory": f"{memory // MIB}Mi"}},

@@ -5,14 +5,21 @@ the serial console, so ``kubectl logs <pod> -c guest-console-log`` shows it; tha
 container runs this with the launcher's image. It prints the log from its start (the
 rotated part first), then follows it across rotation, waiting for it to appear.
 ``--no-follow`` prints what is there and exits.
+
+SIGTERM (the pod going: a guest that powered off, a VM stopped) ends it cleanly, with
+exit code 0 as upstream's ``virt-tail``, after printing what the guest wrote since the
+last poll: a guest that prints and powers off at once must not lose its last lines to
+the poll interval.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
+from collections.abc import Callable
 
 DEFAULT = "/var/run/kubevirt-private/console.log"
 POLL = 0.2
@@ -26,7 +33,16 @@ def _copy(fd: int, out: int) -> int:
     return total
 
 
-def follow(path: str, *, out: int, follow: bool = True, stop_after: float | None = None) -> None:
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False
+
+
+def follow(path: str, *, out: int, follow: bool = True, stop_after: float | None = None,
+           wait: Callable[[float], bool] = _sleep) -> None:
+    """Copy the log (its rotated part first) to ``out``; with ``follow``, keep copying
+    across rotation until ``stop_after`` seconds or until ``wait`` (called between polls)
+    returns True, which ends it after one last pass over what is there."""
     deadline = None if stop_after is None else time.monotonic() + stop_after
     old = path + ".1"
     if os.path.exists(old) and os.path.exists(path):
@@ -42,23 +58,29 @@ def follow(path: str, *, out: int, follow: bool = True, stop_after: float | None
                     return
         if fd is not None:
             _copy(fd, out)
-            if not follow:
-                os.close(fd)
-                return
             try:
                 rotated = os.stat(path).st_ino != os.fstat(fd).st_ino
             except FileNotFoundError:
                 rotated = True
             if rotated:
-                _copy(fd, out)
+                _copy(fd, out)  # what was written before the rename
                 os.close(fd)
                 fd = None
                 continue
+            if not follow:
+                os.close(fd)
+                return
         if deadline is not None and time.monotonic() > deadline:
             if fd is not None:
                 os.close(fd)
             return
-        time.sleep(POLL)
+        if wait(POLL):
+            follow = False  # one last pass, then end
+
+
+def _until_sigterm(seconds: float) -> bool:
+    """Sleep, or return True at once when SIGTERM comes (blocked, so it waits here)."""
+    return signal.sigtimedwait({signal.SIGTERM}, seconds) is not None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path", nargs="?", default=DEFAULT)
     p.add_argument("--no-follow", action="store_true", help="print the log and exit")
     args = p.parse_args(argv)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
-        follow(args.path, out=sys.stdout.fileno(), follow=not args.no_follow)
+        follow(args.path, out=sys.stdout.fileno(), follow=not args.no_follow,
+               wait=_until_sigterm)
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:

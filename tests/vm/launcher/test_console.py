@@ -73,6 +73,30 @@ def test_console_log_command_no_follow(tmp_path: Path) -> None:
     assert out.stdout == b"hello from the guest\n"
 
 
+def test_sigterm_prints_what_the_guest_wrote_since_the_last_poll(tmp_path: Path) -> None:
+    """A guest that prints and powers off at once: its pod goes, and the sidecar gets
+    SIGTERM before its next poll. What the guest wrote last is printed, and the sidecar
+    ends with 0 (upstream's virt-tail ends cleanly on SIGTERM), not 143."""
+    import signal
+
+    log = tmp_path / "console.log"
+    log.write_bytes(b"booting\n")
+    proc = subprocess.Popen([sys.executable, "-m", "vm.launcher.console_log", str(log)],
+                            stdout=subprocess.PIPE, cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"booting\n"  # it follows the log now
+        with log.open("ab") as f:
+            f.write(b"MARKER and power off\n")
+        proc.send_signal(signal.SIGTERM)  # well within the 0.2 s poll
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert rest == b"MARKER and power off\n"
+    assert proc.returncode == 0
+
+
 def test_input_waits_for_a_guest_that_does_not_read(tmp_path: Path) -> None:
     """The attack: the guest stops reading COM1 (so QEMU stops reading the socket) and an
     attached client pastes without end. The hub reads the client's input only as fast
