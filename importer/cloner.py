@@ -36,10 +36,10 @@ import tenacity
 
 from importer import clonewire
 from importer.ahead import ahead
-from importer.errors import ConfigError, ImporterError, NotADiskImage, NotFound, TransferError
+from importer.errors import ConfigError, ImporterError, TransferError
 from importer.termination import EXIT_OK, failed
 from importer.tlsstream import TlsStream
-from importer.writers import data_runs
+from importer.writers import data_runs, open_disk
 
 logger = logging.getLogger(__name__)
 
@@ -148,48 +148,6 @@ class Source:
     @property
     def data_end(self) -> int:
         return max((o + n for o, n, d in self.runs if d), default=0)
-
-
-def describe(mode: int) -> str:
-    """What a file of this ``st_mode`` is, for an error message."""
-    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISREG, "a regular file")):
-        if test(mode):
-            return what
-    return f"a file of type {stat.S_IFMT(mode):#o}"
-
-
-def open_disk(path: Path, flags: int, *, what: str, block: bool = True) -> int:
-    """A descriptor on the disk at ``path``: a regular file, or a block device when
-    ``block``. Never follows a symbolic link (the last component is the volume's: a
-    clone copies whatever its user put there) and never waits on a FIFO (opened
-    non-blocking, blocking again once it is known to be a disk). Anything else is
-    ``NotADiskImage`` naming the path and what it is; a missing one is ``NotFound``."""
-    wanted = "a regular file or a block device" if block else "a regular file"
-    try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise NotFound(f"{what} {path} not found") from None
-    except OSError as err:
-        # ELOOP (a symlink), ENXIO (a FIFO with no reader, a socket), EISDIR…
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError:
-            raise err from None
-        if stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode)):
-            raise
-        raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not (stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode))):
-            raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}")
-        os.set_blocking(fd, True)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def open_source(path: Path) -> Source:

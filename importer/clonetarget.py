@@ -48,13 +48,12 @@ from pathlib import Path
 
 from importer import clonewire
 from importer.ahead import ahead
-from importer.cloner import describe, open_disk
 from importer.errors import ConfigError, ImporterError, NotADiskImage, TooSmall, TransferError
 from importer.plan import check_fits, usable_bytes
 from importer.progress import Listener, Progress
 from importer.termination import EXIT_OK, failed
 from importer.tlsstream import Handshake, TlsStream
-from importer.writers import SparseWriter, device_size, is_block_device
+from importer.writers import SparseWriter, describe, device_size, is_block_device, open_disk
 from sizes import parse_bytes, parse_overhead
 
 logger = logging.getLogger(__name__)

@@ -57,6 +57,7 @@ from importer.writers import (
     SparseWriter,
     device_size,
     is_block_device,
+    refuse_foreign,
     supports_direct_io,
     wipe,
     zero_device,
@@ -172,6 +173,8 @@ class Processor:
     def run(self) -> Result:
         started = time.monotonic()
         phase = Phase.INFO
+        for path in {self.config.dest, self.target}:
+            refuse_foreign(path, what="the destination")  # before anything is wiped
         try:
             phase, planned = self._enter(phase), self.info()
             phase = _ROUTE_PHASE[plan.Route(self.result.route)]

@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from importer.errors import NotADiskImage, NotFound
+
 logger = logging.getLogger(__name__)
 
 ZEROS = 1024 * 1024
@@ -38,6 +40,64 @@ _FALLOC_FL_PUNCH_HOLE = 0x02
 # `ldconfig -p` in a child at every importer start.
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+
+
+def describe(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for an error message."""
+    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return what
+    return f"a file of type {stat.S_IFMT(mode):#o}"
+
+
+def open_disk(path: Path, flags: int, *, what: str, block: bool = True,
+              mode: int = 0o660) -> int:
+    """A descriptor on the disk at ``path``: a regular file, or a block device when
+    ``block``. Never follows a symbolic link (the last component is the volume's: a
+    clone copies whatever its user put there) and never waits on a FIFO (opened
+    non-blocking, blocking again once it is known to be a disk). Anything else is
+    ``NotADiskImage`` naming the path and what it is; a missing one is ``NotFound``.
+    ``mode``: a file ``O_CREAT`` makes."""
+    wanted = "a regular file or a block device" if block else "a regular file"
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except FileNotFoundError:
+        raise NotFound(f"{what} {path} not found") from None
+    except OSError as err:
+        # ELOOP (a symlink), ENXIO (a FIFO with no reader, a socket), EISDIR…
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            raise err from None
+        if stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode)):
+            raise
+        raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode))):
+            raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}")
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def refuse_foreign(path: Path, *, what: str) -> None:
+    """Refuse a destination already there that no volume gives: a volume's own entry is a
+    regular file, a directory (an archive's root) or a block device. A symbolic link is
+    never followed (its target truncated, or wiped after a failure), a FIFO never waited
+    on; the refusal touches nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)):
+        raise NotADiskImage(f"{what} {path} is {describe(mode)}, not a regular file, a"
+                            " directory or a block device")
 
 
 def is_block_device(path: Path) -> bool:
@@ -171,13 +231,18 @@ class SparseWriter:
             self._zeroed = punch_hole(self._fd, 0, self.capacity)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o660)
+            # the volume's content is its user's: a disk.img there that is a symbolic
+            # link is not followed (its target truncated), a FIFO not waited on
+            self._fd = open_disk(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                 what="the destination", block=False)
             self.capacity = None
             self._zeroed = True
         self._direct = -1
         if direct:
             try:  # a second descriptor on the same file: only aligned writes use it
-                self._direct = os.open(path, os.O_WRONLY | os.O_DIRECT)
+                # through the first descriptor's inode, not the name again
+                self._direct = os.open(f"/proc/self/fd/{self._fd}",
+                                       os.O_WRONLY | os.O_DIRECT | os.O_CLOEXEC)
             except OSError as err:  # EINVAL: the filesystem does not do direct I/O
                 logger.info("writing %s through the page cache: %s", path, err)
 

@@ -4,6 +4,8 @@ every failure reason, and what a failure leaves behind (nothing that looks like 
 from __future__ import annotations
 
 import gc
+import os
+import stat
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from importer.errors import (
     BackingFileRejected,
     ChecksumMismatch,
     InvalidImage,
+    NotADiskImage,
     NotFound,
     TooSmall,
     TransferError,
@@ -338,3 +341,30 @@ def test_hostile_output_never_holds_the_secret(images: ImageFactory, http_server
         dest = tmp_path / f"{name}.img"
         do_import(http_server.publish(images.get(name).path), dest)
         assert not dest.exists() or SECRET_MARKER not in dest.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["raw", "qcow2"])  # the writer, qemu-img
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_destination_that_is_no_disk_is_refused_untouched(
+        images: ImageFactory, http_server: HttpServer, do_import: ImportFn, tmp_path: Path,
+        name: str, kind: str) -> None:
+    """The attack: a volume whose disk.img is a symbolic link to another file (truncated,
+    written, then wiped after a failure, by the importer) or a FIFO (the import hangs).
+    Refused before a byte is fetched; the link, its target and the FIFO stay as they were."""
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"victim\n")
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    dest = volume / "disk.img"
+    if kind == "symlink":
+        dest.symlink_to(outside)
+    else:
+        os.mkfifo(dest)
+    http_server.clear_requests()
+    outcome = do_import(http_server.publish(images.get(name).path), dest)
+    assert isinstance(outcome.error, NotADiskImage), outcome.error
+    what = "a symbolic link" if kind == "symlink" else "a FIFO"
+    assert f"the destination {dest} is {what}" in outcome.error.message
+    assert outside.read_bytes() == b"victim\n"
+    assert dest.is_symlink() if kind == "symlink" else stat.S_ISFIFO(os.lstat(dest).st_mode)
+    assert http_server.requests == []

@@ -178,3 +178,18 @@ def test_a_disk_that_refuses_direct_writes_gets_them_through_the_page_cache(
     assert refused == [0]
     assert path.read_bytes() == b"".join(pieces)
 
+
+
+def test_a_symbolic_link_is_not_followed_nor_its_target_truncated(tmp_path: Path) -> None:
+    """The processor refuses such a destination first; the writer's own open refuses it
+    too (a link swapped in after that check): no O_TRUNC through it."""
+    from importer.errors import NotADiskImage
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me\n")
+    dest = tmp_path / "disk.img"
+    dest.symlink_to(victim)
+    with pytest.raises(NotADiskImage, match="is a symbolic link"):
+        SparseWriter(dest, direct=True)
+    assert victim.read_bytes() == b"keep me\n"
+    assert dest.is_symlink()
