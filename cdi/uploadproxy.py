@@ -51,7 +51,7 @@ from cdi.kube import (
     cdi_namespace,
     load_configuration,
 )
-from importer.uploadserver.server import refused_closing
+from importer.uploadserver.answers import refused_closing
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
 

@@ -27,6 +27,7 @@ from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
 from importer.processor import Processor, Result
 from importer.progress import Progress
+from importer.uploadserver.answers import refused_closing
 from importer.uploadsource import Upload, spooled
 
 logger = logging.getLogger(__name__)
@@ -180,14 +181,16 @@ class UploadServer:
             # goes on running (busy would be released under it)
             outcome = await asyncio.shield(work)
             await run.released.wait()  # nothing of it is left when the client hears
-            if outcome.error is not None and (received.stopped
-                                              or upload.error is outcome.error):
-                # the processor's reason (TooSmall, …) came first, whichever side of the
-                # body noticed it (the feed may be the one to see the upload stopped)
+            if received.idle:  # whichever side's read timeout fired first
+                logger.warning("upload failed: %s; ready for another", received.why)
+                return await refused_closing(request, 400, f"upload failed: {received.why}")
+            first = upload.error  # what stopped the upload first
+            if outcome.error is not None and first is outcome.error \
+                    and first is not received.error:
+                # the processor's own failure (TooSmall, …) came first, whichever side
+                # of the body then noticed the upload stopped: its reason is the answer
                 return self._end(outcome)
             logger.warning("upload failed: %s; ready for another", received.why)
-            if received.idle:
-                return await refused_closing(request, 400, f"upload failed: {received.why}")
             return _refused(400, f"upload failed: {received.why}")
         if not sync and not run.released.is_set():
             run.answered = True  # _settled records the outcome
@@ -265,10 +268,10 @@ class UploadServer:
             return _Received(True, "")
         except _Stop as err:
             upload.abort(err)
-            return _Received(False, str(err), stopped=True)
+            return _Received(False, str(err), error=err)
         except Exception as err:  # every other failure too: never a running processor left
             upload.abort(err)
-            return _Received(False, _why(err), idle=isinstance(err, _Idle))
+            return _Received(False, _why(err), error=err, idle=isinstance(err, _Idle))
         except asyncio.CancelledError:
             upload.abort(TransferError("the client went away"))
             raise
@@ -295,8 +298,8 @@ class UploadServer:
 class _Received:
     ok: bool
     why: str
-    stopped: bool = False
-    """The processor failed first: its reason is the answer."""
+    error: BaseException | None = None
+    """What the feed aborted the upload with (no-op when something had already)."""
     idle: bool = False
     """The client went silent: the connection is closed after the answer."""
 
@@ -334,21 +337,6 @@ def _refused(status: int, text: str) -> web.Response:
     """A refusal before the body's end: aiohttp reads and drops the rest for a while
     (its lingering close), so that a client still sending hears the answer."""
     return web.Response(status=status, text=f"{text}\n")
-
-
-async def refused_closing(request: web.Request, status: int,
-                          text: str) -> web.StreamResponse:
-    """A refusal to a client gone silent: answered, then the connection is closed at
-    once; what is left of its body is never waited for (no lingering close). The upload
-    proxy answers its silent clients so too."""
-    resp = web.Response(status=status, text=f"{text}\n")
-    resp.force_close()
-    with contextlib.suppress(ConnectionError):
-        await resp.prepare(request)
-        await resp.write_eof()
-    if request.protocol is not None:
-        request.protocol.force_close()
-    return resp
 
 
 async def _bounded(step: Awaitable[T], idle: float) -> T:
