@@ -215,7 +215,10 @@ class Backend:
     # -- create -----------------------------------------------------------------------------
 
     async def create(self, rt: ResourceType, ns: str | None, body: Any,
-                     options: WriteOptions = _INTERNAL_WRITE) -> Obj:
+                     options: WriteOptions = _INTERNAL_WRITE, *,
+                     authorize: Callable[[], None] | None = None) -> Obj:
+        """``authorize``: a check run once the object is valid, before admission (a
+        create through PUT is authorized as ``create`` there, as upstream does)."""
         if "create" not in rt.verbs:
             raise method_not_allowed(f"create is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=None)
@@ -246,6 +249,8 @@ class Backend:
         if rt.kind == "PersistentVolumeClaim":
             self._default_storage_class(obj)
         obj = write_path.validate(rt, obj, old=None, options=options)
+        if authorize is not None:
+            authorize()
         if rt.group_resource == CRD_GR:
             obj["status"] = crds.crd_status(obj, now=meta.format_time(self.clock()))
         key = self._key(rt, ns, obj["metadata"]["name"])
@@ -261,6 +266,25 @@ class Backend:
             return obj
         stored = self._commit(*key, self._to_storage(rt, obj), None)
         return self.view(rt, stored)
+
+    async def create_on_update(self, rt: ResourceType, ns: str | None, name: str, body: Any,
+                               options: WriteOptions = _INTERNAL_WRITE, *,
+                               authorize: Callable[[], None] | None = None) -> Obj:
+        """A PUT of an object that does not exist, for a kind whose upstream registry
+        allows create on update (``rt.create_on_update``): created as by a POST. As
+        upstream's store does, a ``metadata.uid`` in the body is a precondition no absent
+        object meets (409), and a ``resourceVersion`` is ignored."""
+        body = self.check_body(rt, body, ns=ns, name=name)
+        metadata = dict(body.get("metadata") or {})
+        uid = metadata.get("uid")
+        if uid:
+            raise conflict(resource=rt.resource, group=rt.group, name=name,
+                           why=f"Precondition failed: UID in precondition: {uid}, UID in "
+                               "object meta: ")
+        metadata.pop("resourceVersion", None)
+        metadata["name"] = metadata.get("name") or name
+        return await self.create(rt, ns, {**body, "metadata": metadata}, options,
+                                 authorize=authorize)
 
     # -- update / patch ---------------------------------------------------------------------
 

@@ -84,6 +84,27 @@ class APIError(APIServerError):
         return status
 
 
+def go_quote(text: str) -> str:
+    """Go's ``%q`` of a string (strconv.Quote)."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch in "\a\b\f\n\r\t\v":
+            out.append("\\" + "abfnrtv"["\a\b\f\n\r\t\v".index(ch)])
+        elif ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
 def _qualified(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
 

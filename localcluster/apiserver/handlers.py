@@ -20,7 +20,7 @@ from aiohttp import web
 
 from . import identity, selectors, subresources
 from .aggregation.proxy import Aggregator
-from .auth import authz, escalation
+from .auth import authz, escalation, impersonation
 from .auth.authn import ANONYMOUS_USER, Authenticator, UserInfo, service_account_user
 from .backend import (
     APPLY_PATCH,
@@ -184,6 +184,14 @@ class Handlers:
             return error_response(APIError(500, "InternalError", f"internal error: {err}"))
 
     def _user(self, request: web.Request, path: str) -> UserInfo:
+        """Who the request acts as: the authenticated user, or whom it impersonates."""
+        user = self._authenticate(request, path)
+        wanted = impersonation.wanted_user(request.headers.items())  # 400 without a user
+        if wanted is None:
+            return user
+        return self._impersonate(user, wanted.name, list(wanted.groups))
+
+    def _authenticate(self, request: web.Request, path: str) -> UserInfo:
         header = request.headers.get("Authorization", "")
         if not header and request.method == "GET":
             # Anonymous requests get what RBAC grants system:unauthenticated on non-resource
@@ -198,10 +206,6 @@ class Handlers:
         user = identity.authenticate(self.auth, self.backend, token.strip())
         if user is None:
             raise unauthorized()
-        target = request.headers.get("Impersonate-User")
-        if target:
-            return self._impersonate(user, target, request.headers.getall("Impersonate-Group",
-                                                                           []))
         return user
 
     def _impersonate(self, user: UserInfo, target: str, groups: list[str]) -> UserInfo:
@@ -528,8 +532,12 @@ class Handlers:
             self._authorize(user, "update", t)
             body = await self._body(request)
             options = self._write_options(request, user)
+            creates = rt.create_on_update and not t.subresource
+            old = self._current_view(t) if creates or self._guarded(user, t) else None
+            if creates and old is None:
+                return await self._create_on_update(user, t, body, options)
             if self._guarded(user, t):
-                self._check_escalation(user, t, body, old=self._current_view(t))
+                self._check_escalation(user, t, body, old=old)
             obj = await self.backend.update(rt, t.namespace, t.name, body,
                                             subresource=t.subresource, options=options)
             return _with_warnings(_json_response(obj), options)
@@ -589,6 +597,17 @@ class Handlers:
             return _json_response(result, 201)
         self._check_escalation(user, t, body, old=None)
         obj = await self.backend.create(t.rt, t.namespace, body, options)
+        return _with_warnings(_json_response(obj, 201), options)
+
+    async def _create_on_update(self, user: UserInfo, t: Target, body: Any,
+                                options: WriteOptions) -> web.Response:
+        """A PUT that creates (upstream's AllowCreateOnUpdate kinds): the escalation
+        check of a create, then, once the object is valid, ``create`` must be allowed too
+        (upstream's withAuthorization on the create path of an update); 201."""
+        self._check_escalation(user, t, body, old=None)
+        obj = await self.backend.create_on_update(
+            t.rt, t.namespace, t.name, body, options,
+            authorize=lambda: self._authorize(user, "create", t))
         return _with_warnings(_json_response(obj, 201), options)
 
     async def _delete_options(self, request: web.Request) -> Obj:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import forbidden, not_found
+from ..errors import forbidden, go_quote, not_found
 from ..storage.store import Store
 from . import rbac
 
@@ -246,27 +246,6 @@ def covers(owner_rules: Sequence[Any], servant_rules: Sequence[Any]
 
 
 # -- the message ----------------------------------------------------------------------------
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` of a string (strconv.Quote)."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in "\a\b\f\n\r\t\v":
-            out.append("\\" + "abfnrtv"["\a\b\f\n\r\t\v".index(ch)])
-        elif ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
 
 def go_quote_list(values: Sequence[str]) -> str:
     """Go's ``%q`` of a []string: ``["a" "b"]``."""

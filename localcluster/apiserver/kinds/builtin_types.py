@@ -1,7 +1,9 @@
 """The built-in types the embedded server serves: what rootdisk and its operators use.
 
-Only the shape of each type lives here (scope, short names, subresources); behaviour that
-is specific to a kind (pod graceful deletion, namespace finalization, immutable fields)
+Only the shape of each type lives here (scope, short names, subresources, whether a PUT
+may create: upstream's AllowCreateOnUpdate, true for Events, Services, Endpoints,
+LimitRanges, Leases and the four RBAC kinds, false for every other kind here); behaviour
+that is specific to a kind (pod graceful deletion, namespace finalization, immutable fields)
 lives in ``rules/`` (``meta``, ``deletion``, ``immutability``).
 """
 
@@ -28,30 +30,32 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
                  "persistentvolumeclaim", ("pvc",), subresources=("status",)),
     ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False,
                  "persistentvolume", ("pv",), subresources=("status",)),
-    ResourceType("", "v1", "events", "Event", True, "event", ("ev",)),
+    ResourceType("", "v1", "events", "Event", True, "event", ("ev",), create_on_update=True),
     ResourceType("", "v1", "nodes", "Node", False, "node", ("no",), subresources=("status",)),
     ResourceType("", "v1", "services", "Service", True, "service", ("svc",), ("all",),
-                 subresources=("status",), name_rule="label",
+                 subresources=("status",), name_rule="label", create_on_update=True,
                  verbs=("create", "delete", "deletecollection", "get", "list", "patch",
                         "update", "watch")),
-    ResourceType("", "v1", "endpoints", "Endpoints", True, "endpoints", ("ep",)),
+    ResourceType("", "v1", "endpoints", "Endpoints", True, "endpoints", ("ep",),
+                 create_on_update=True),
     # events.k8s.io/v1: the same objects as core Events, other field names
     ResourceType("events.k8s.io", "v1", "events", "Event", True, "event", ("ev",),
                  storage_group="", storage_resource="events",
-                 to_storage=event_to_core, from_storage=event_from_core),
+                 to_storage=event_to_core, from_storage=event_from_core, create_on_update=True),
     # storage.k8s.io/v1
     ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False,
                  "storageclass", ("sc",)),
     ResourceType("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False, "csidriver"),
     # rbac.authorization.k8s.io/v1
     ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role",
-                 name_rule="path"),
+                 name_rule="path", create_on_update=True),
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True,
-                 "rolebinding", name_rule="path"),
+                 "rolebinding", name_rule="path", create_on_update=True),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False,
-                 "clusterrole", name_rule="path"),
+                 "clusterrole", name_rule="path", create_on_update=True),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
-                 "ClusterRoleBinding", False, "clusterrolebinding", name_rule="path"),
+                 "ClusterRoleBinding", False, "clusterrolebinding", name_rule="path",
+                 create_on_update=True),
     # authorization.k8s.io/v1: reviews are answered, never stored
     ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
                  False, "subjectaccessreview", verbs=_CREATE_ONLY),
@@ -72,7 +76,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
                  "apiservice", categories=("api-extensions",), subresources=("status",)),
     # coordination.k8s.io/v1
-    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease",
+                 create_on_update=True),
     # apps/v1
     ResourceType("apps", "v1", "deployments", "Deployment", True, "deployment", ("deploy",),
                  ("all",), subresources=("status", "scale")),
@@ -82,7 +87,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     # that controller), so manifests and kubectl commands that touch them still work.
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, "resourcequota",
                  ("quota",), subresources=("status",)),
-    ResourceType("", "v1", "limitranges", "LimitRange", True, "limitrange", ("limits",)),
+    ResourceType("", "v1", "limitranges", "LimitRange", True, "limitrange", ("limits",),
+                 create_on_update=True),
     ResourceType("", "v1", "podtemplates", "PodTemplate", True, "podtemplate"),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, "replicaset", ("rs",),
                  ("all",), subresources=("status", "scale")),

@@ -51,6 +51,9 @@ class ResourceType:
     deprecation_warning: str | None = None
     # Custom resources with a scale subresource: where replicas and the selector live.
     scale: ScalePaths | None = field(default=None, compare=False, hash=False)
+    # A PUT of an object that does not exist creates it (upstream's AllowCreateOnUpdate
+    # of the kind's registry strategy; custom resources: never).
+    create_on_update: bool = False
 
     @property
     def scale_paths(self) -> ScalePaths | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from . import bindings
+
 Obj = dict[str, Any]
 
 
@@ -80,13 +82,16 @@ def on_create(kind: str, obj: Obj, *, keep_status: bool) -> None:
 
 def normalize(kind: str, obj: Obj) -> None:
     """Applied on every write: write-only fields folded into stored ones; a Namespace
-    always carries ``kubernetes.io/metadata.name`` (webhooks select namespaces by it)."""
+    always carries ``kubernetes.io/metadata.name`` (webhooks select namespaces by it); a
+    binding's roleRef and subjects get their default apiGroup."""
     if kind == "Namespace":
         meta = obj.setdefault("metadata", {})
         if meta.get("name"):
             labels = meta.get("labels") or {}
             labels["kubernetes.io/metadata.name"] = meta["name"]
             meta["labels"] = labels
+    if kind in bindings.BINDING_KINDS:
+        bindings.set_defaults(obj)
     if kind == "Secret" and isinstance(obj.get("stringData"), dict):
         data = obj.setdefault("data", {}) or {}
         for key, value in obj.pop("stringData").items():

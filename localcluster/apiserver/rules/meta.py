@@ -57,14 +57,28 @@ def name_error(name: str, *, label: bool) -> str | None:
     return None if _DNS1123_SUBDOMAIN.fullmatch(name) else SUBDOMAIN_MSG
 
 
+def subdomain_errors(name: str) -> list[str]:
+    """upstream's IsDNS1123Subdomain: every reason (the length, then the form)."""
+    errors = []
+    if len(name) > 253:
+        errors.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.fullmatch(name):
+        errors.append(SUBDOMAIN_MSG)
+    return errors
+
+
+def path_segment_errors(name: str) -> list[str]:
+    """upstream's IsValidPathSegmentName (content.IsPathSegmentName)."""
+    if name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
+
+
 def object_name_error(name: str, *, rule: str) -> str | None:
     """Why ``name`` cannot name an object whose kind follows ``rule``: "subdomain" (most
     kinds), "label" (Namespace, Service) or "path" (RBAC kinds: any path segment)."""
     if rule == "path":
-        if name in (".", ".."):
-            return f'may not be "{name}"'
-        bad = [c for c in ("/", "%") if c in name]
-        return f"may not contain '{bad[0]}'" if bad else None
+        return next(iter(path_segment_errors(name)), None)
     return name_error(name, label=rule == "label")
 
 

@@ -2,9 +2,10 @@
 
 Custom resources are validated by their CRD schema (``schema/``); built-in kinds have
 no schema here, so the checks that catch real mistakes -- a Pod without containers or
-images, a claim without access modes or size, a binding without a role, a workload whose
-template does not match its selector, bad ConfigMap keys -- are written out, with
-kube-apiserver's field paths and wording. Anything a real cluster accepts is accepted.
+images, a claim without access modes or size, a workload whose template does not match
+its selector, bad ConfigMap keys, a binding's roleRef and subjects (``bindings``) -- are
+written out, with kube-apiserver's field paths and wording. Anything a real cluster
+accepts is accepted.
 
 Pod volume names are checked as upstream checks them (DNS-1123 labels, unique, and every
 volumeMount and volumeDevice naming one of them): the kubelet makes a directory or a
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..errors import Cause
 from ..selectors import SelectorError, label_selector_from_dict
+from . import bindings
 from .meta import name_error
 
 Obj = dict[str, Any]
@@ -163,28 +165,6 @@ def _data_keys(obj: Obj) -> list[Cause]:
     return causes
 
 
-def _binding(obj: Obj) -> list[Cause]:
-    ref = obj.get("roleRef")
-    if not isinstance(ref, dict):
-        return [_required("roleRef")]
-    causes = []
-    if not ref.get("name"):
-        causes.append(_required("roleRef.name"))
-    kinds = ("Role", "ClusterRole") if obj.get("kind") == "RoleBinding" else ("ClusterRole",)
-    if ref.get("kind") not in kinds:
-        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: "{ref.get("kind")}"'
-                            f": supported values: {', '.join(repr(k) for k in kinds)}",
-                            "roleRef.kind"))
-    for i, subject in enumerate(obj.get("subjects") or []):
-        if not isinstance(subject, dict) or not subject.get("name"):
-            causes.append(_required(f"subjects[{i}].name"))
-        elif subject.get("kind") not in ("User", "Group", "ServiceAccount"):
-            causes.append(Cause("FieldValueNotSupported", f'Unsupported value: '
-                                f'"{subject.get("kind")}": supported values: "User", '
-                                '"Group", "ServiceAccount"', f"subjects[{i}].kind"))
-    return causes
-
-
 def validate(kind: str, obj: Obj) -> list[Cause]:
     """What is wrong with a built-in object of ``kind`` (empty when it is acceptable)."""
     spec = obj.get("spec") or {}
@@ -214,8 +194,8 @@ def validate(kind: str, obj: Obj) -> list[Cause]:
                 or not 0 < p["port"] < 65536]
     if kind in ("ConfigMap", "Secret"):
         return _data_keys(obj)
-    if kind in ("RoleBinding", "ClusterRoleBinding"):
-        return _binding(obj)
+    if kind in bindings.BINDING_KINDS:
+        return bindings.validate({**obj, "kind": kind})
     if kind == "StorageClass" and not obj.get("provisioner"):
         return [_required("provisioner")]
     return []

@@ -317,7 +317,8 @@ def test_builtin_validation(kind, obj, field):
         "metadata": {"labels": {"a": "b", "x": "y"}}, "spec": {"containers": [_C]}}}}),
     ("ConfigMap", {"data": {"a.b-c_d": "v"}}),
     ("ClusterRoleBinding", {"kind": "ClusterRoleBinding", "roleRef": {
-        "kind": "ClusterRole", "name": "r"}, "subjects": [{"kind": "Group", "name": "g"}]}),
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+        "subjects": [{"kind": "Group", "name": "g", "apiGroup": "rbac.authorization.k8s.io"}]}),
     ("Namespace", {}),
 ])
 def test_builtin_validation_accepts_valid_objects(kind, obj):
