@@ -155,6 +155,21 @@ def test_a_users_metadata_changes_pass_but_not_reserved_labels(
             "on a VMI object is prohibited: kubevirt.io/nodeName") in text
 
 
+def test_a_user_may_not_create_a_vmi_carrying_a_reserved_label(
+        cluster: tuple[object, Kube, dict[str, Kube]], ns: str) -> None:
+    """The attack: a VMI created with ``kubevirt.io/nodeName`` set is served by that
+    node's handler before any scheduling decided so."""
+    kube, alice = cluster[1], cluster[2][USER]
+    spec = copy.deepcopy(example_vm()["spec"]["template"]["spec"])
+    text = refusal(alice.create, VMIS, {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "placed", "labels": {"kubevirt.io/nodeName": "node-b"}},
+        "spec": spec}, ns)
+    assert ("metadata.labels: creation of the following reserved kubevirt.io/ labels on a"
+            " VMI object is prohibited: kubevirt.io/nodeName") in text
+    assert kube.get(VMIS, "placed", ns) is None
+
+
 def test_the_controllers_patches_pass(cluster: tuple[object, Kube, dict[str, Kube]],
                                       ns: str) -> None:
     """vm.vmi.kube's: its finalizer, then the node label; and the handler's status."""

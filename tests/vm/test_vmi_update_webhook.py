@@ -234,3 +234,31 @@ def test_a_valid_vm_update_passes_for_a_user() -> None:
     new["spec"]["runStrategy"] = "Halted"
     new["spec"]["template"]["spec"]["domain"]["machine"]["type"] = "pc-q35-7.2"
     assert answer(old, new, resource="virtualmachines")["allowed"] is True
+
+
+@pytest.mark.parametrize("label", ["kubevirt.io/nodeName", "kubevirt.io/created-by"])
+def test_a_user_may_not_create_a_vmi_or_vm_template_with_a_reserved_label(
+        label: str) -> None:
+    """Upstream's ValidateVirtualMachineInstanceMetadata: on a VMI a user creates, and in
+    a VM's template (its VMIs are created by the controller, a KubeVirt account)."""
+    new = vmi()
+    new["metadata"]["labels"][label] = "node-b"
+    text = message(answer(None, new, operation="CREATE"))
+    assert text == ("metadata.labels: creation of the following reserved kubevirt.io/"
+                    f" labels on a VMI object is prohibited: {label}")
+    vm = example_vm()
+    vm["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})[label] = "x"
+    for operation in ("CREATE", "UPDATE"):
+        text = message(answer(example_vm(), vm, operation=operation,
+                              resource="virtualmachines"))
+        assert ("spec.template.metadata.labels: creation of the following reserved"
+                f" kubevirt.io/ labels on a VMI object is prohibited: {label}") in text
+    # KubeVirt's own accounts may: the VM controller creates VMIs carrying them
+    assert answer(None, new, operation="CREATE",
+                  user=SA.format("kubevirt-controller"))["allowed"] is True
+    assert answer(None, vm, operation="CREATE", resource="virtualmachines",
+                  user=SA.format("kubevirt-controller"))["allowed"] is True
+    # other kubevirt.io/ labels are not reserved
+    new = vmi()
+    new["metadata"]["labels"]["kubevirt.io/domain"] = "demo"
+    assert answer(None, new, operation="CREATE")["allowed"] is True

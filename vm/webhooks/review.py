@@ -18,7 +18,7 @@ from typing import Any
 from vm.api import names
 from vm.webhooks.vm_rules import validate_vm
 from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
-from vm.webhooks.vmi_update import validate_vmi_update
+from vm.webhooks.vmi_update import reserved_labels_created, validate_vmi_update
 
 DEFAULT_NAMESPACE = "kubevirt"
 
@@ -46,18 +46,25 @@ def respond(review: Any, *, namespace: str | None = None) -> dict[str, Any]:
     problems: tuple[Problem, ...] = ()
     warnings: tuple[str, ...] = ()
     if operation in ("CREATE", "UPDATE") and isinstance(obj, Mapping):
+        user = str((request.get("userInfo") or {}).get("username") or "")
+        kubevirt_ns = namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
         if resource == names.VM_PLURAL:
             obj = dict(obj)
             meta = dict(obj.get("metadata") or {})
             meta.setdefault("namespace", request.get("namespace") or "")
             obj["metadata"] = meta
             verdict = validate_vm(obj)
-            problems, warnings = verdict.problems, verdict.warnings
+            spec = obj.get("spec")
+            template = spec.get("template") if isinstance(spec, Mapping) else None
+            problems = verdict.problems + tuple(reserved_labels_created(
+                template.get("metadata") if isinstance(template, Mapping) else None,
+                username=user, namespace=kubevirt_ns, at="spec.template.metadata.labels"))
+            warnings = verdict.warnings
         elif resource == names.VMI_PLURAL and operation == "CREATE":
-            problems = tuple(validate_vmi_spec(obj.get("spec")))
+            problems = tuple(validate_vmi_spec(obj.get("spec"))) + tuple(
+                reserved_labels_created(obj.get("metadata"), username=user,
+                                        namespace=kubevirt_ns, at="metadata.labels"))
         elif resource == names.VMI_PLURAL:
-            user = str((request.get("userInfo") or {}).get("username") or "")
-            kubevirt_ns = namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE
             problems = tuple(validate_vmi_update(request.get("oldObject"), obj,
                                                  username=user, namespace=kubevirt_ns))
     response: dict[str, Any] = {"uid": request["uid"], "allowed": not problems}

@@ -5,7 +5,8 @@ it is then, so nobody but KubeVirt's own components may change it afterwards. A 
 update that changes ``spec`` is refused with upstream's message, naming each field that
 changed (``spec.domain.machine.type: update of VMI object is restricted``); one that
 changes only metadata passes, except for upstream's reserved ``kubevirt.io/`` labels
-(``kubevirt.io/nodeName`` decides which node's handler serves the VMI).
+(``kubevirt.io/nodeName`` decides which node's handler serves the VMI), which a user may
+not set on a VMI it creates, nor in a VM's template, either.
 
 KubeVirt's service accounts in its namespace (virt-api's, virt-controller's,
 virt-handler's) may change the labels, and the spec only where rootdisk's components
@@ -25,6 +26,8 @@ from vm.webhooks.vmi_rules import Problem
 RESTRICTED = "update of VMI object is restricted"
 RESERVED_LABELS_CHANGED = ("modification of the following reserved kubevirt.io/ labels on "
                            "a VMI object is prohibited")
+RESERVED_LABELS_CREATED = ("creation of the following reserved kubevirt.io/ labels on a VMI"
+                           " object is prohibited")
 # upstream's restrictedVmiLabels
 RESERVED_LABELS = ("kubevirt.io/created-by", "kubevirt.io/migrationJobUID",
                    "kubevirt.io/nodeName", "kubevirt.io/migrationTargetNodeName",
@@ -56,6 +59,21 @@ def changed_fields(old: Any, new: Any, at: str) -> Iterator[str]:
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     labels = (obj.get("metadata") or {}).get("labels")
     return labels if isinstance(labels, Mapping) else {}
+
+
+def reserved_labels_created(metadata: Any, *, username: str, namespace: str,
+                            at: str) -> list[Problem]:
+    """Upstream's ValidateVirtualMachineInstanceMetadata: only KubeVirt's service accounts
+    may create a VMI carrying a reserved label (a user's ``kubevirt.io/nodeName`` would
+    hand the VMI to that node's handler), nor a VM whose template carries one (the VM
+    controller, a KubeVirt account, creates its VMIs). ``at``: the labels' field path."""
+    if username in kubevirt_users(namespace):
+        return []
+    labels = _labels({"metadata": metadata})
+    present = [k for k in RESERVED_LABELS if k in labels]
+    if not present:
+        return []
+    return [Problem(at, f"{RESERVED_LABELS_CREATED}: {', '.join(present)}")]
 
 
 def validate_vmi_update(old: Any, new: Any, *, username: str,
