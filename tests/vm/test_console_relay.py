@@ -249,3 +249,67 @@ def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # 
                 asyncio.run(get(cert))
     finally:
         handler.stop()
+
+
+def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
+        cluster: tuple[Any, Kube, int], tmp_path: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: a launcher (its pod is the user's) accepts the handler's connection and
+    never answers. The whole handshake has one deadline: the handler answers 503 (which
+    virt-api passes on), instead of a 500 after its read timeout."""
+    import socket as socketlib
+
+    from vm.handler import console as handler_console
+
+    monkeypatch.setattr(handler_console, "HANDSHAKE_SECONDS", 1.0)
+    server, kube, _ = cluster
+    ns, name = "default", f"mute-{uuid.uuid4().hex[:6]}"
+    vmi = kube.create(VMIS, {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": name},
+        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
+                            "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+                 "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}},
+        ns)
+    import tempfile
+
+    socket_dir = Path(tempfile.mkdtemp(prefix="mute-", dir="/tmp"))  # sun_path is short
+    path = handler_kube.socket_of(vmi, str(socket_dir))
+    path.parent.mkdir(parents=True)
+    mute = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    mute.bind(str(path))
+    mute.listen(4)  # accepted by the kernel, never read nor answered
+    handler = HandlerThread(kube, socket_dir, tmp_path).start()
+    try:
+        kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},
+            "spec": {"nodeName": NODE, "containers": [{
+                "name": "h", "image": "rootdisk/operator",
+                "ports": [{"name": "console", "containerPort": handler.port}]}]}}, "kubevirt")
+        kube.patch(PODS, f"virt-handler-{name}", {"status": {
+            "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
+        kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": NODE}}, ns,
+                   sub="status")
+        base = (f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/"
+                f"virtualmachineinstances/{name}/console")
+
+        async def get() -> tuple[int, str]:
+            ctx = ssl.create_default_context(cafile=str(server.ca_path))
+            headers = {"Authorization": f"Bearer {server.admin_token}"}
+            try:
+                async with aiohttp.ClientSession() as s, s.get(
+                        server.url + base, ssl=ctx, headers=headers) as resp:
+                    return resp.status, await resp.text()
+            finally:
+                await asyncio.sleep(0.25)  # as in talk() above: let aiohttp close
+
+        started = time.monotonic()
+        status, text = asyncio.run(get())
+        waited = time.monotonic() - started
+        assert status == 503, (status, text)
+        assert "cannot reach the node handler: 503" in text  # the handler's own 503
+        assert waited < 6, waited
+    finally:
+        handler.stop()
+        mute.close()
+        shutil.rmtree(socket_dir, ignore_errors=True)

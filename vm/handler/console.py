@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 PROTOCOL = "plain.kubevirt.io"
 CHUNK = 64 * 1024
 ANSWER_LIMIT = 4096
+HANDSHAKE_SECONDS = 10.0
+"""Bound of the handshake with a launcher: connecting, asking for the console, its answer."""
 
 
 def server_context(ca_pem: bytes) -> ssl.SSLContext:
@@ -59,10 +61,12 @@ class ConsoleServer:
                 or (vmi.get("status") or {}).get("nodeName") != self.node):
             return web.json_response({"message": f"VMI {ns}/{name} ({uid}) is not on "
                                       f"node {self.node}"}, status=404)
+        # one deadline for the whole handshake with the launcher (connect, ask, answer)
+        deadline = asyncio.get_running_loop().time() + HANDSHAKE_SECONDS
         try:
             # connected without following a symlink the launcher may have put there
             sock = await asyncio.to_thread(launcher.connect, socket_of(vmi, self.socket_dir),
-                                           timeout=10)
+                                           timeout=HANDSHAKE_SECONDS)
         except launcher.ControlError as err:
             return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
         try:
@@ -71,9 +75,15 @@ class ConsoleServer:
             sock.close()
             return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
         try:
-            writer.write(b'{"cmd":"console"}\n')
-            await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), 10)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    writer.write(b'{"cmd":"console"}\n')
+                    await writer.drain()
+                    line = await reader.readline()
+            except (TimeoutError, OSError, ValueError) as err:  # ValueError: line too long
+                return web.json_response({"message": "launcher unreachable: no answer to"
+                                          f" the console request ({type(err).__name__})"},
+                                         status=503)
             try:
                 ok = json.loads(line).get("ok") is True
             except (ValueError, AttributeError):
