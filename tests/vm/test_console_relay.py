@@ -280,6 +280,8 @@ def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
     mute.bind(str(path))
     mute.listen(4)  # accepted by the kernel, never read nor answered
     handler = HandlerThread(kube, socket_dir, tmp_path).start()
+    for stale in kube.list(PODS, "kubevirt", labelSelector="kubevirt.io=virt-handler"):
+        kube.delete(PODS, stale["metadata"]["name"], "kubevirt")  # earlier tests' handlers
     try:
         kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},

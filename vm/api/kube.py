@@ -205,6 +205,8 @@ def handler_address(kube: Kube, namespace: str, node: str) -> tuple[str, int] | 
     for pod in kube.list(PODS, namespace, labelSelector=HANDLER_LABEL):
         spec: Mapping[str, Any] = pod.get("spec") or {}
         status: Mapping[str, Any] = pod.get("status") or {}
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue  # going away (a handler being replaced): never the one to use
         if spec.get("nodeName") == node and status.get("podIP") and status.get(
                 "phase") == "Running":
             port = next((int(p["containerPort"]) for c in spec.get("containers") or []
