@@ -3,6 +3,7 @@ clients configured from what it writes. Import the fixtures you use into the tes
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
 import time
@@ -58,6 +59,28 @@ class Raw:
             return status, json.loads(text)
         except ValueError:
             return status, text.decode()
+
+
+def exact_request(server: APIServer, path: str, authorization: bytes | str, *,
+                  method: str = "GET") -> tuple[int, Any]:
+    """One HTTPS request sent exactly as given, for what urllib would fix first: the
+    request line carries ``path`` unquoted and unnormalized (``..``, ``%2F``), and the
+    Authorization header's bytes go as they are (non-ASCII, control bytes)."""
+    conn = http.client.HTTPSConnection(
+        "127.0.0.1", server.port, timeout=30,
+        context=ssl.create_default_context(cafile=str(server.ca_path)))
+    try:
+        conn.putrequest(method, path)
+        conn.putheader("Authorization", authorization)
+        conn.endheaders()
+        resp = conn.getresponse()
+        data = resp.read()
+    finally:
+        conn.close()
+    try:
+        return resp.status, json.loads(data)
+    except ValueError:
+        return resp.status, data
 
 
 @pytest.fixture(scope="module")

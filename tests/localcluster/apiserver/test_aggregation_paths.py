@@ -15,8 +15,6 @@ raw path of every request that reaches it, routed or not.
 from __future__ import annotations
 
 import asyncio
-import http.client
-import json
 import ssl
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +27,7 @@ from aiohttp import web
 from localcluster.apiserver.threaded import ServerThread
 
 from .aggregated_backend import GROUP, VERSION, AggregatedBackend
-from .server_fixtures import make_client
+from .server_fixtures import exact_request, make_client
 from .test_aggregation import (
     NS,
     _apiservice,
@@ -106,21 +104,7 @@ def token(server, backend) -> str:
 
 
 def _get(server, raw_path: str, token: str, method: str = "GET") -> tuple[int, Any]:
-    """The request line carries ``raw_path`` exactly (http.client neither quotes nor
-    normalizes it)."""
-    conn = http.client.HTTPSConnection(
-        "127.0.0.1", server.port, timeout=30,
-        context=ssl.create_default_context(cafile=str(server.ca_path)))
-    try:
-        conn.request(method, raw_path, headers={"Authorization": f"Bearer {token}"})
-        resp = conn.getresponse()
-        data = resp.read()
-    finally:
-        conn.close()
-    try:
-        return resp.status, json.loads(data)
-    except ValueError:
-        return resp.status, data
+    return exact_request(server, raw_path, f"Bearer {token}", method=method)
 
 
 VICTIM = "/../../../../victim/things/vm1/echo"

@@ -7,15 +7,13 @@ client could flood the log."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import ssl
 from typing import Any
 
 import pytest
 
-from .server_fixtures import Raw
+from .server_fixtures import Raw, exact_request
 
 TOKENS = {
     "latin-1 é": b"\xe9",
@@ -29,21 +27,7 @@ TOKENS = {
 
 
 def _request(server, authorization: bytes) -> tuple[int, Any]:
-    conn = http.client.HTTPSConnection(
-        "127.0.0.1", server.port, timeout=30,
-        context=ssl.create_default_context(cafile=str(server.ca_path)))
-    try:
-        conn.putrequest("GET", "/api/v1/namespaces")
-        conn.putheader("Authorization", authorization)
-        conn.endheaders()
-        resp = conn.getresponse()
-        data = resp.read()
-    finally:
-        conn.close()
-    try:
-        return resp.status, json.loads(data)
-    except ValueError:
-        return resp.status, data
+    return exact_request(server, "/api/v1/namespaces", authorization)
 
 
 def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
