@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from apiservice.refusal import keep_refusal, last_refusal
 from vm.api import names
 from vm.kube import PODS, VMIS, Kube, KubeError
 
@@ -115,29 +116,34 @@ def attach(kube: Kube, ns: str, name: str, *, timeout: float) -> int:
         return 1
     ctx, headers, host = _ssl_and_headers(kube)
     url = f"{host}{SUB}/namespaces/{quote(ns)}/virtualmachineinstances/{quote(name)}/console"
-    print(f"Successfully connected to {name} console. The escape sequence is ^]",
-          file=sys.stderr)
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd) if os.isatty(fd) else None
     try:
         if saved is not None:
             tty.setraw(fd)
-        return asyncio.run(_session(url, ctx, headers, fd))
+        return asyncio.run(_session(name, url, ctx, headers, fd))
     finally:
         if saved is not None:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
         print("", file=sys.stderr)
 
 
-async def _session(url: str, ctx: ssl.SSLContext, headers: dict[str, str], fd: int) -> int:
+async def _session(name: str, url: str, ctx: ssl.SSLContext, headers: dict[str, str],
+                   fd: int) -> int:
+    """The console over its WebSocket (the terminal raw by now: lines end in CR LF)."""
     loop = asyncio.get_running_loop()
-    async with aiohttp.ClientSession() as session:
+    # keep_refusal: the API server's or virt-api's reason, which ws_connect drops
+    async with aiohttp.ClientSession(middlewares=(keep_refusal,)) as session:
         try:
             ws = await session.ws_connect(url, ssl=ctx, headers=headers,
                                           protocols=("plain.kubevirt.io",))
         except aiohttp.WSServerHandshakeError as err:
-            print(f"rootdisk console: {err.status} {err.message}", file=sys.stderr)
+            said = last_refusal()
+            print(f"rootdisk console: {err.status} {(said and said.reason) or err.message}",
+                  file=sys.stderr, end="\r\n")
             return 1
+        print(f"Successfully connected to {name} console. The escape sequence is ^]",
+              file=sys.stderr, end="\r\n")
         stdin_q: asyncio.Queue[bytes] = asyncio.Queue()
 
         def readable() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import os
 import shutil
 import ssl
@@ -20,11 +21,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from apiservice.refusal import reason_in
 from pki import certs, serving
 from tests.fixtures.appthread import AppThread
 from tests.fixtures.guests import GuestBuilder, LinuxGuest
 from tests.vm.launcher.harness import Launch
 from vm.api.certs import LEAF_LIFETIME, handler_server_name
+from vm.api.server import refused
 from vm.handler import kube as handler_kube
 from vm.handler.console import ConsoleServer, server_context
 from vm.handler.kube import console_identity
@@ -309,9 +312,101 @@ def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
         status, text = asyncio.run(get())
         waited = time.monotonic() - started
         assert status == 503, (status, text)
-        assert "cannot reach the node handler: 503" in text  # the handler's own 503
+        # the handler's own 503, with its reason (not aiohttp's "Invalid response status")
+        assert json.loads(text)["message"] == (
+            "the node handler refused the console: launcher unreachable: no answer to the "
+            "console request (TimeoutError)"), text
         assert waited < 6, waited
     finally:
         handler.stop()
         mute.close()
         shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def test_a_handler_that_has_not_the_vmi_on_its_node_gets_a_404_with_its_reason(
+        cluster: tuple[Any, Kube, int], tmp_path: Path) -> None:  # noqa: F811
+    """virt-api found the handler of the VMI's node, but that handler does not have the VMI
+    (here: a handler on another node than it says): the handler's 404 and its reason reach
+    the client."""
+    server, kube, _ = cluster
+    ns, name = "default", f"gone-{uuid.uuid4().hex[:6]}"
+    node = f"elsewhere-{uuid.uuid4().hex[:6]}"  # no other test's handler pod is there
+    vmi = kube.create(VMIS, {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": name},
+        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
+                            "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+                 "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}},
+        ns)
+    socket_dir = tmp_path / "sockets"
+    socket_dir.mkdir()
+    handler = HandlerThread(kube, socket_dir, tmp_path).start()  # it is on NODE
+    try:
+        kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},
+            "spec": {"nodeName": node, "containers": [{
+                "name": "h", "image": "rootdisk/operator",
+                "ports": [{"name": "console", "containerPort": handler.port}]}]}}, "kubevirt")
+        kube.patch(PODS, f"virt-handler-{name}", {"status": {
+            "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
+        kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": node}}, ns,
+                   sub="status")
+        base = (f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/"
+                f"virtualmachineinstances/{name}/console")
+
+        async def get() -> tuple[int, str]:
+            ctx = ssl.create_default_context(cafile=str(server.ca_path))
+            headers = {"Authorization": f"Bearer {server.admin_token}"}
+            try:
+                async with aiohttp.ClientSession() as s, s.get(
+                        server.url + base, ssl=ctx, headers=headers) as resp:
+                    return resp.status, await resp.text()
+            finally:
+                await asyncio.sleep(0.25)  # as in talk() above: let aiohttp close
+
+        code, text = asyncio.run(get())
+        assert code == 404, (code, text)
+        doc = json.loads(text)
+        assert (doc["kind"], doc["reason"], doc["code"]) == ("Status", "NotFound", 404), doc
+        assert doc["message"] == (
+            f"the node handler refused the console: VMI {ns}/{name} "
+            f"({vmi['metadata']['uid']}) is not on node {NODE}"), doc
+        # `rootdisk console` prints that reason, not aiohttp's "Invalid response status"
+        import subprocess
+        import sys
+        done = subprocess.run(
+            [sys.executable, "-m", "rootdisk", "console", name, "-n", ns, "--kubeconfig",
+             str(server.kubeconfig_path)], stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, timeout=60)
+        assert done.returncode == 1, done
+        assert done.stderr.strip() == (  # and no "Successfully connected" before it
+            f"rootdisk console: 404 {doc['message']}"), done.stderr
+    finally:
+        handler.stop()
+        kube.delete(PODS, f"virt-handler-{name}", "kubevirt")
+
+
+@pytest.mark.parametrize(("body", "content_type", "reason"), [
+    (b'{"message": "launcher unreachable: gone"}', "application/json",
+     "launcher unreachable: gone"),
+    (b'{"kind": "Status", "message": "a\\nb\\u0007 c"}', "application/json", "a b c"),
+    (b'{"message": 3}', "application/json", ""),
+    (b'["message"]', "application/json", ""),
+    (b'{"message": "cut', "application/json", ""),
+    (b"plain\r\nreason ", "text/plain", "plain reason"),
+    (b"<html>no</html>", "text/html", ""),
+    (b"x" * 4096, "text/plain", "x" * 297 + "..."),
+])
+def test_the_reason_of_a_refusal_is_one_bounded_line(body: bytes, content_type: str,
+                                                     reason: str) -> None:
+    assert reason_in(body, content_type) == reason
+
+
+@pytest.mark.parametrize(("code", "answer"), [(404, 404), (503, 503), (500, 503),
+                                              (401, 500), (400, 500)])
+def test_a_refusal_by_the_handler_keeps_its_class(code: int, answer: int) -> None:
+    resp = refused(code, "")
+    assert resp.status == answer
+    assert resp.text is not None
+    assert json.loads(resp.text)["message"] == (
+        f"the node handler refused the console with HTTP {code}")

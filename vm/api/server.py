@@ -7,7 +7,8 @@ Routes:
 - ``PUT …/namespaces/NS/virtualmachines/NAME/{start,stop,restart}``: the lifecycle
   subresources (202 Accepted, 409 with upstream's reasons, 400 for bad options);
 - ``GET …/namespaces/NS/virtualmachineinstances/NAME/console``: a WebSocket
-  (subprotocol ``plain.kubevirt.io``) relayed to the node handler of the VMI's node.
+  (subprotocol ``plain.kubevirt.io``) relayed to the node handler of the VMI's node; a
+  handler's refusal is passed on with its reason (see :func:`refused`).
 
 Subresource requests are accepted only from the API server's front proxy (its client
 certificate, see ``apiservice.frontproxy``) and only for users a SubjectAccessReview
@@ -27,6 +28,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 
 from apiservice import frontproxy
+from apiservice.refusal import keep_refusal, last_refusal
 from vm.api import kube as api_kube
 from vm.api import lifecycle
 from vm.api.certs import handler_server_name
@@ -156,12 +158,17 @@ class VirtAPI:
         url = (f"https://{where[0]}:{where[1]}/v1/namespaces/{ns}/virtualmachineinstances/"
                f"{name}/console?uid={vmi['metadata']['uid']}")
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
-            total=None, sock_connect=CONNECT_TIMEOUT))
+            total=None, sock_connect=CONNECT_TIMEOUT), middlewares=(keep_refusal,))
         try:
             try:
                 upstream = await session.ws_connect(
                     url, ssl=self.handler_ssl, protocols=(CONSOLE_PROTOCOL,), heartbeat=30,
                     server_hostname=handler_server_name(self.namespace))
+            except aiohttp.WSServerHandshakeError as err:
+                said = last_refusal()
+                if err.status == 101 or said is None:  # upgraded, but not as it should be
+                    return status(503, f"cannot reach the node handler: {err.message}")
+                return refused(err.status, said.reason)
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
                 return status(503, f"cannot reach the node handler: {err}")
             ws = web.WebSocketResponse(protocols=(CONSOLE_PROTOCOL,), heartbeat=30)
@@ -193,6 +200,18 @@ class VirtAPI:
         app.router.add_get(BASE + "/namespaces/{ns}/virtualmachineinstances/{name}/console",
                            self.console)
         return app
+
+
+def refused(code: int, reason: str) -> web.Response:
+    """virt-api's answer for a console the node handler refused (``code``, not 101), with
+    the handler's ``reason``: 404 if the VMI is not on that handler's node (it moved, or
+    is another one by now), 503 for the handler's 5xx (its launcher unreachable or mute,
+    a transient state), and 500 for anything else (say a 401 for virt-api's own client
+    certificate): a fault between virt-api and the handler, not the user's request, so
+    not passed on as a 4xx that would speak of the user's credentials."""
+    said = f": {reason}" if reason else f" with HTTP {code}"
+    answer = 404 if code == 404 else 503 if code >= 500 else 500
+    return status(answer, f"the node handler refused the console{said}")
 
 
 Sender = Callable[[bytes], Awaitable[None]]

@@ -37,6 +37,8 @@ import aiohttp
 import yarl
 from aiohttp import web
 
+from apiservice.refusal import keep_refusal, last_refusal
+
 from ..auth.authn import UserInfo
 from ..backend import Backend
 from ..errors import APIError
@@ -146,7 +148,7 @@ class Aggregator:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT),
-                auto_decompress=False)
+                auto_decompress=False, middlewares=(keep_refusal,))
         return self._session
 
     async def _address(self, route: Route) -> tuple[str, int]:
@@ -243,6 +245,12 @@ class Aggregator:
                 server_hostname=self._server_name(route), autoping=True,
                 max_msg_size=0)
         except aiohttp.WSServerHandshakeError as err:
+            said = last_refusal()
+            if err.status >= 400 and said is not None:
+                # passed on as it came, as kube-apiserver's upgrade-aware proxy does: the
+                # backend's status and its reason (its first BODY_LIMIT bytes)
+                return web.Response(status=said.status, body=said.body,
+                                    content_type=said.content_type or None)
             raise APIError(err.status if err.status >= 400 else 502, "BadGateway" if
                            err.status < 400 else "Unknown",
                            f"the backend refused the WebSocket upgrade: {err.message}") \

@@ -6,7 +6,8 @@ helper the VM and CDI API servers use), serving ``subresources.example.com/v1``:
 - ``* .../namespaces/NS/things/NAME/echo``: answers what it received (identity, method,
   body) as JSON;
 - ``GET .../namespaces/NS/things/NAME/console``: a WebSocket (subprotocol
-  ``plain.kubevirt.io``, as KubeVirt's console) that first sends the caller's username,
+  ``plain.kubevirt.io``, as KubeVirt's console) that first sends the caller's username
+  (the thing named ``stopped`` refuses the upgrade: 409 and a Status),
   then echoes every binary message.
 
 Every request it accepts or refuses is recorded in ``calls``.
@@ -86,6 +87,11 @@ class AggregatedBackend:
             who = self._identity(request)
             if who is None:
                 return web.json_response({"message": "unauthorized"}, status=401)
+            if request.match_info["name"] == "stopped":  # a refusal, before the upgrade
+                return web.json_response({"kind": "Status", "apiVersion": "v1",
+                                          "status": "Failure", "reason": "Conflict",
+                                          "message": "thing stopped is not running",
+                                          "code": 409}, status=409)
             ws = web.WebSocketResponse(protocols=["plain.kubevirt.io"])
             await ws.prepare(request)
             await ws.send_str(json.dumps({"user": who.username}))

@@ -236,6 +236,34 @@ def test_websocket_console_through_the_proxy(server, api, registered):
     assert echoed == b"echo:\x00\x01login:"
 
 
+def test_a_refused_websocket_upgrade_comes_back_as_the_backend_said(server, api, registered):
+    """As kube-apiserver's upgrade-aware proxy: the backend's status and body (its reason),
+    not the proxy's own "refused the WebSocket upgrade" without one."""
+    from apiservice.refusal import keep_refusal, last_refusal
+
+    _, token = _robot(server, api)
+
+    async def session():
+        ctx = ssl.create_default_context(cafile=str(server.ca_path))
+        url = (server.url.replace("https://", "wss://") +
+               f"{BASE}/namespaces/{NS}/things/stopped/console")
+        try:
+            async with aiohttp.ClientSession(middlewares=(keep_refusal,)) as http:
+                with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+                    await http.ws_connect(url, ssl=ctx, protocols=["plain.kubevirt.io"],
+                                          headers={"Authorization": f"Bearer {token}"})
+                return err.value.status, last_refusal()
+        finally:
+            await asyncio.sleep(0.25)
+
+    status, refused = asyncio.run(session())
+    assert status == 409
+    assert refused is not None and refused.status == 409
+    assert refused.content_type == "application/json"
+    assert json.loads(refused.body)["reason"] == "Conflict"
+    assert refused.reason == "thing stopped is not running"
+
+
 def test_an_unreachable_backend_is_unavailable_with_503(server, api, backend):
     _register(api, backend.port, _apiservice(ca_bundle=backend.ca_bundle))
     _wait_available(api)
