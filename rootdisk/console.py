@@ -48,12 +48,19 @@ def _ssl_and_headers(kube: Kube) -> tuple[ssl.SSLContext, dict[str, str], str]:
 
 
 def _wait_running(kube: Kube, ns: str, name: str, timeout: float) -> dict[str, Any]:
+    """The VMI once it is Running, as virtctl waits for it; said once on stderr, so a
+    misspelt name is not a silent wait."""
     deadline = time.monotonic() + timeout
+    said = False
     while True:
         vmi = kube.get(VMIS, name, ns)
         phase = ((vmi or {}).get("status") or {}).get("phase")
         if phase == "Running":
             return vmi  # type: ignore[return-value]
+        if not said:
+            print(f"waiting up to {timeout:.0f} s for VMI {ns}/{name} to be running (now:"
+                  f" {phase or 'no such VMI'}; --timeout sets the wait)", file=sys.stderr)
+            said = True
         if time.monotonic() > deadline:
             raise SystemExit(f"rootdisk console: VMI {ns}/{name} is not running "
                              f"(phase {phase or 'absent'}) after {timeout:.0f} s")

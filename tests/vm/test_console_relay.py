@@ -381,6 +381,17 @@ def test_a_handler_that_has_not_the_vmi_on_its_node_gets_a_404_with_its_reason(
         assert done.returncode == 1, done
         assert done.stderr.strip() == (  # and no "Successfully connected" before it
             f"rootdisk console: 404 {doc['message']}"), done.stderr
+        # a VMI that is not there: the wait is said, and bounded by --timeout
+        done = subprocess.run(
+            [sys.executable, "-m", "rootdisk", "console", "no-such-vmi", "-n", ns,
+             "--timeout", "1", "--kubeconfig", str(server.kubeconfig_path)],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0, done
+        assert done.stderr.splitlines() == [
+            f"waiting up to 1 s for VMI {ns}/no-such-vmi to be running (now: no such VMI;"
+            " --timeout sets the wait)",
+            f"rootdisk console: VMI {ns}/no-such-vmi is not running (phase absent) after"
+            " 1 s"], done.stderr
     finally:
         handler.stop()
         kube.delete(PODS, f"virt-handler-{name}", "kubevirt")
