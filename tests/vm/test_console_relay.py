@@ -76,13 +76,7 @@ def running_vmi(cluster: tuple[Any, Kube, int], guest: LinuxGuest,  # noqa: F811
     kube = cluster[1]
     ns = "default"
     name = f"c-{uuid.uuid4().hex[:6]}"
-    vmi = kube.create(VMIS, {
-        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-        "metadata": {"name": name},
-        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
-                            "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
-                 "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}},
-        ns)
+    vmi = _vmi(kube, ns, name)
     run = Launch({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
                   "metadata": {k: vmi["metadata"][k] for k in ("name", "namespace", "uid")},
                   "spec": vmi["spec"]})
@@ -254,6 +248,46 @@ def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # 
         handler.stop()
 
 
+def _vmi(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    """A VMI with one claim disk (no launcher: the tests put what they need in its place)."""
+    vmi: dict[str, Any] = kube.create(VMIS, {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": name},
+        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
+                            "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+                 "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}},
+        ns)
+    return vmi
+
+
+def _place(kube: Kube, ns: str, name: str, *, node: str, handler_port: int) -> None:
+    """The VMI Running on ``node``, whose handler pod (``virt-handler-NAME``) serves the
+    console on ``handler_port`` of 127.0.0.1."""
+    kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},
+        "spec": {"nodeName": node, "containers": [{
+            "name": "h", "image": "rootdisk/operator",
+            "ports": [{"name": "console", "containerPort": handler_port}]}]}}, "kubevirt")
+    kube.patch(PODS, f"virt-handler-{name}", {"status": {
+        "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
+    kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": node}}, ns,
+               sub="status")
+
+
+async def _get_console(server: Any, ns: str, name: str) -> tuple[int, str]:
+    """A plain GET of the VMI's console subresource (no upgrade): status and body."""
+    base = (f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/"
+            f"virtualmachineinstances/{name}/console")
+    ctx = ssl.create_default_context(cafile=str(server.ca_path))
+    headers = {"Authorization": f"Bearer {server.admin_token}"}
+    try:
+        async with aiohttp.ClientSession() as s, s.get(
+                server.url + base, ssl=ctx, headers=headers) as resp:
+            return resp.status, await resp.text()
+    finally:
+        await asyncio.sleep(0.25)  # as in talk() above: let aiohttp close
+
+
 def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
         cluster: tuple[Any, Kube, int], tmp_path: Path,  # noqa: F811
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -267,13 +301,7 @@ def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
     monkeypatch.setattr(handler_console, "HANDSHAKE_SECONDS", 1.0)
     server, kube, _ = cluster
     ns, name = "default", f"mute-{uuid.uuid4().hex[:6]}"
-    vmi = kube.create(VMIS, {
-        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-        "metadata": {"name": name},
-        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
-                            "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
-                 "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}},
-        ns)
+    vmi = _vmi(kube, ns, name)
     import tempfile
 
     socket_dir = Path(tempfile.mkdtemp(prefix="mute-", dir="/tmp"))  # sun_path is short
@@ -286,30 +314,9 @@ def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
     for stale in kube.list(PODS, "kubevirt", labelSelector="kubevirt.io=virt-handler"):
         kube.delete(PODS, stale["metadata"]["name"], "kubevirt")  # earlier tests' handlers
     try:
-        kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},
-            "spec": {"nodeName": NODE, "containers": [{
-                "name": "h", "image": "rootdisk/operator",
-                "ports": [{"name": "console", "containerPort": handler.port}]}]}}, "kubevirt")
-        kube.patch(PODS, f"virt-handler-{name}", {"status": {
-            "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
-        kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": NODE}}, ns,
-                   sub="status")
-        base = (f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/"
-                f"virtualmachineinstances/{name}/console")
-
-        async def get() -> tuple[int, str]:
-            ctx = ssl.create_default_context(cafile=str(server.ca_path))
-            headers = {"Authorization": f"Bearer {server.admin_token}"}
-            try:
-                async with aiohttp.ClientSession() as s, s.get(
-                        server.url + base, ssl=ctx, headers=headers) as resp:
-                    return resp.status, await resp.text()
-            finally:
-                await asyncio.sleep(0.25)  # as in talk() above: let aiohttp close
-
+        _place(kube, ns, name, node=NODE, handler_port=handler.port)
         started = time.monotonic()
-        status, text = asyncio.run(get())
+        status, text = asyncio.run(_get_console(server, ns, name))
         waited = time.monotonic() - started
         assert status == 503, (status, text)
         # the handler's own 503, with its reason (not aiohttp's "Invalid response status")
@@ -331,40 +338,13 @@ def test_a_handler_that_has_not_the_vmi_on_its_node_gets_a_404_with_its_reason(
     server, kube, _ = cluster
     ns, name = "default", f"gone-{uuid.uuid4().hex[:6]}"
     node = f"elsewhere-{uuid.uuid4().hex[:6]}"  # no other test's handler pod is there
-    vmi = kube.create(VMIS, {
-        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-        "metadata": {"name": name},
-        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}},
-                            "devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
-                 "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}},
-        ns)
+    vmi = _vmi(kube, ns, name)
     socket_dir = tmp_path / "sockets"
     socket_dir.mkdir()
     handler = HandlerThread(kube, socket_dir, tmp_path).start()  # it is on NODE
     try:
-        kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"virt-handler-{name}", "labels": {"kubevirt.io": "virt-handler"}},
-            "spec": {"nodeName": node, "containers": [{
-                "name": "h", "image": "rootdisk/operator",
-                "ports": [{"name": "console", "containerPort": handler.port}]}]}}, "kubevirt")
-        kube.patch(PODS, f"virt-handler-{name}", {"status": {
-            "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
-        kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": node}}, ns,
-                   sub="status")
-        base = (f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/"
-                f"virtualmachineinstances/{name}/console")
-
-        async def get() -> tuple[int, str]:
-            ctx = ssl.create_default_context(cafile=str(server.ca_path))
-            headers = {"Authorization": f"Bearer {server.admin_token}"}
-            try:
-                async with aiohttp.ClientSession() as s, s.get(
-                        server.url + base, ssl=ctx, headers=headers) as resp:
-                    return resp.status, await resp.text()
-            finally:
-                await asyncio.sleep(0.25)  # as in talk() above: let aiohttp close
-
-        code, text = asyncio.run(get())
+        _place(kube, ns, name, node=node, handler_port=handler.port)
+        code, text = asyncio.run(_get_console(server, ns, name))
         assert code == 404, (code, text)
         doc = json.loads(text)
         assert (doc["kind"], doc["reason"], doc["code"]) == ("Status", "NotFound", 404), doc

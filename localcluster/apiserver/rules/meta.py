@@ -52,9 +52,7 @@ def name_error(name: str, *, label: bool) -> str | None:
         if len(name) > 63:
             return "must be no more than 63 characters"
         return None if _DNS1123_LABEL.fullmatch(name) else LABEL_MSG
-    if len(name) > 253:
-        return "must be no more than 253 characters"
-    return None if _DNS1123_SUBDOMAIN.fullmatch(name) else SUBDOMAIN_MSG
+    return next(iter(subdomain_errors(name)), None)
 
 
 def subdomain_errors(name: str) -> list[str]:
