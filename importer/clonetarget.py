@@ -70,6 +70,9 @@ takes milliseconds): a client that sends nothing, or trickles, is dropped after 
 MAX_HANDSHAKES = 64
 """Handshakes under way at once; a connection beyond that pushes out the oldest."""
 BACKLOG = 64
+LOGGED_REFUSALS = 10
+"""Refused connections logged one by one; the rest are counted, and the count logged
+when the wait ends: any pod may connect, and the pod's log is bounded."""
 
 
 @dataclass(frozen=True)
@@ -268,12 +271,18 @@ def authenticated(server: socket.socket, ctx: ssl.SSLContext, *, deadline: float
     milliseconds."""
     pending: dict[int, _Pending] = {}  # by file descriptor, oldest first
     server.setblocking(False)
+    refused = 0
 
     def drop(fd: int, why: object) -> None:
+        nonlocal refused
         p = pending.pop(fd)
         selector.unregister(p.handshake.sock)
         p.handshake.close()
-        logger.warning("refused a connection from %s: %s", p.peer, why)
+        refused += 1
+        if refused <= LOGGED_REFUSALS:  # a flood of connections is no flood of lines
+            logger.warning("refused a connection from %s: %s", p.peer, why)
+            if refused == LOGGED_REFUSALS:
+                logger.warning("more refused connections are counted, not logged")
 
     with selectors.DefaultSelector() as selector:
         selector.register(server, selectors.EVENT_READ)
@@ -308,6 +317,8 @@ def authenticated(server: socket.socket, ctx: ssl.SSLContext, *, deadline: float
         finally:
             for p in pending.values():
                 p.handshake.close()
+            if refused > LOGGED_REFUSALS:
+                logger.warning("refused %d connections in all", refused)
 
 
 def _accept(server: socket.socket, ctx: ssl.SSLContext, pending: dict[int, _Pending],

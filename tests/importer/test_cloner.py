@@ -1035,3 +1035,29 @@ def test_a_target_disk_img_that_is_a_symlink_is_refused_unwritten(
     assert refused.value.reason == "NotADiskImage" and not refused.value.retryable
     assert isinstance(target.error, NotADiskImage)
     assert outside.read_bytes() == before
+
+
+def test_a_flood_of_refused_connections_is_counted_not_logged_line_by_line(
+        tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Any pod may connect to the target's port: 40 connections that hang up before
+    their handshake give LOGGED_REFUSALS (3 here) lines, one saying the rest are
+    counted, and their total when the wait ends; the source still gets through."""
+    import logging
+
+    monkeypatch.setattr(clonetarget, "LOGGED_REFUSALS", 3)
+    src = tmp_path / "src.img"
+    content = make_source(src, 4 * MiB, [(0, MiB)])
+    dst = tmp_path / "disk.img"
+    with caplog.at_level(logging.WARNING, logger="importer.clonetarget"), \
+            Target(target_config(dst, dirs[0], 4 * MiB)) as target:
+        for _ in range(40):
+            with socket.create_connection(target.addr) as s:
+                s.sendall(b"GET / HTTP/1.0\r\n\r\n")  # not TLS: refused at once
+                assert hung_up(s, 5)
+        cloner.clone(source_config(src, dirs[1], target.addr))
+    assert target.error is None and dst.read_bytes() == content
+    lines = [r.getMessage() for r in caplog.records if r.name == "importer.clonetarget"]
+    assert sum(line.startswith("refused a connection from") for line in lines) == 3, lines
+    assert "more refused connections are counted, not logged" in lines
+    assert lines[-1] == "refused 40 connections in all", lines
