@@ -95,6 +95,9 @@ class Options:
     reflink_pool_size: int = DEFAULT_REFLINK_POOL_SIZE
     heartbeat: float = 10.0
     shutdown_grace: float = 5.0
+    eviction_hard_memory: str | None = "100Mi"
+    """The kubelet's ``memory.available`` hard eviction threshold (``100Mi``, ``5%``);
+    None or "0": no node-pressure eviction."""
 
 
 DATA_DIR_MODE = 0o700
@@ -210,6 +213,7 @@ class Cluster:
             secrets=secrets, images=images.ImageTable.merged(opts.images, extras),
             backoff=opts.backoff, heartbeat=opts.heartbeat,
             shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes,
+            eviction_hard_memory=opts.eviction_hard_memory,
             pod_cidr=pod_cidr)
         store = SnapshotStore(self.volumes)
         storage = StorageController(kube, self.volumes, node=self.node.name, claims=pvcs,

@@ -9,6 +9,12 @@
 - Every pod bound here gets a :class:`~localcluster.kubelet.worker.PodWorker` unless it
   already finished (Succeeded/Failed).
 - Logs are served to the API server's log-provider hook from the workers' log files.
+- Node-pressure eviction (pressure.py decides, memstats.py measures): every
+  :data:`~localcluster.kubelet.pressure.CHECK_EVERY` seconds the node's available memory
+  is compared with the hard threshold (``eviction_hard_memory``, upstream's
+  ``memory.available<100Mi``); under it the Node gets MemoryPressure=True, one pod per
+  pass is evicted (the first of upstream's ranking), and new BestEffort pods are
+  refused while the condition holds.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import platform
 import shutil
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
@@ -31,7 +38,7 @@ from localcluster.kube.addresses import AddressPool, listening_addresses
 from localcluster.kube.client import Kube, KubeError, Obj
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
-from localcluster.kubelet import execs, logs, podvolumes, restarts
+from localcluster.kubelet import execs, logs, memstats, podvolumes, pressure, restarts
 from localcluster.kubelet.cgroups import CgroupManager
 from localcluster.kubelet.env import referenced_names
 from localcluster.kubelet.images import ImageTable
@@ -79,6 +86,8 @@ class Node:
         name: str = NODE_NAME, heartbeat: float = 10.0, shutdown_grace: float = 5.0,
         pod_cidr: str = POD_CIDR,
         volume_manager: OfflineResizes | None = None,
+        eviction_hard_memory: str | None = pressure.DEFAULT_HARD,
+        eviction_pressure_transition_period: float = pressure.DEFAULT_TRANSITION_PERIOD,
     ) -> None:
         self.kube = kube
         self.name = name
@@ -105,6 +114,13 @@ class Node:
         self.cgroups = CgroupManager(prefix=cgroup_prefix(data_dir))
         self.cpu_millis = (os.cpu_count() or 1) * 1000
         self.memory_bytes = _memory_bytes()
+        self.memory_threshold = pressure.parse_threshold(eviction_hard_memory,
+                                                         capacity=self.memory_bytes)
+        """The ``memory.available`` hard threshold (None: no node-pressure eviction)."""
+        self.memory_pressure = pressure.PressureState(eviction_pressure_transition_period)
+        self._pressure_since = times.now()
+        """lastTransitionTime of the MemoryPressure condition."""
+        self._under_pressure = False
         self.project_root = project_root()
         self.python = os.path.join(os.path.dirname(sys.executable), "python")
         if not os.path.exists(self.python):
@@ -121,6 +137,8 @@ class Node:
         self.loop = Loop("kubelet", self.reconcile, resync=2.0,
                          informers=(pods, claims, volumes))
         self._heartbeat = threading.Thread(target=self._beat, daemon=True, name="heartbeat")
+        self._pressure_thread = threading.Thread(target=self._watch_memory, daemon=True,
+                                                 name="eviction")
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -128,6 +146,7 @@ class Node:
         self.cgroups.cleanup()
         self._register()
         self._heartbeat.start()
+        self._pressure_thread.start()
         self.loop.start()
 
     def stop(self) -> None:
@@ -195,11 +214,13 @@ class Node:
 
     def _node_status(self, cap: Mapping[str, str] | None = None) -> Obj:
         now = times.now()
-        cond = [
+        cond = [{"type": pressure.MEMORY_PRESSURE,
+                 **pressure.condition_fields(self._under_pressure),
+                 "lastHeartbeatTime": now, "lastTransitionTime": self._pressure_since}]
+        cond += [
             {"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": m,
              "lastHeartbeatTime": now, "lastTransitionTime": now}
-            for t, r, m in (("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory"),
-                            ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
+            for t, r, m in (("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
                             ("PIDPressure", "SufficientPID", "kubelet has sufficient PID"))
         ]
         cond.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -242,6 +263,77 @@ class Node:
             except Exception as err:
                 logger.debug("heartbeat failed: %s", err)
 
+    # -- node-pressure eviction -------------------------------------------------------
+
+    def _watch_memory(self) -> None:
+        while not self._stop.wait(pressure.CHECK_EVERY):
+            try:
+                self.check_memory()
+            except Exception:
+                logger.exception("memory pressure check failed")
+
+    def check_memory(self) -> None:
+        """One pass of the eviction manager for ``memory.available``: the condition, and
+        one eviction while under the threshold."""
+        threshold = self.memory_threshold
+        available = memstats.available()
+        met = available is not None and pressure.under(threshold, available)
+        now = time.monotonic()
+        active = self.memory_pressure.observe(met=met, now=now)
+        if active != self._under_pressure:
+            self._under_pressure = active
+            self._pressure_since = times.now()
+            logger.warning("node %s: MemoryPressure=%s (available %s, threshold %s)",
+                           self.name, active, available,
+                           threshold.text if threshold is not None else None)
+            self._push_node_status()
+        if not met or threshold is None or available is None:
+            return
+        with self._lock:
+            workers = list(self._workers.values())
+        if any(w.eviction_pending for w in workers):
+            return  # upstream waits for the last evicted pod to be cleaned up
+        uses = {w.uid: pressure.pod_use(w.uid, w.pod, w.memory_use()) for w in workers
+                if not w.finished.is_set() and not w.stopping.is_set()}
+        ranked = pressure.rank([u for u in uses.values() if u.containers])
+        if not ranked:
+            logger.warning("node %s: under memory pressure (available %d bytes) with no pod"
+                           " to evict", self.name, available)
+            return
+        victim = ranked[0]
+        worker = next(w for w in workers if w.uid == victim.key)
+        worker.evict_for_pressure(pressure.eviction_message(threshold, available, victim))
+
+    def under_memory_pressure(self) -> bool:
+        return self._under_pressure
+
+    def _push_node_status(self) -> None:
+        try:
+            self.kube.patch(client.NODES, self.name, {"status": self._node_status()},
+                            subresource="status")
+        except Exception as err:
+            logger.debug("node status update failed: %s", err)
+
+    def _admit(self, pod: Obj) -> bool:
+        """Upstream's eviction admission: under MemoryPressure a new BestEffort pod fails
+        at once (Failed, reason Evicted, "Pod was rejected: ..."), never runs here."""
+        refusal = pressure.admit(pod, pressure=self._under_pressure)
+        if refusal is None:
+            return True
+        reason, message = refusal
+        meta = pod["metadata"]
+        logger.warning("pod %s/%s rejected: %s", meta["namespace"], meta["name"], message)
+        self.events.emit(pod, "Warning", reason, message, kind="Pod")
+        try:
+            self.kube.patch(client.PODS, meta["name"], {"status": {
+                "phase": "Failed", "reason": reason, "message": "Pod was rejected: " + message,
+                "qosClass": "BestEffort"}}, meta["namespace"], subresource="status")
+        except KubeError as err:
+            logger.debug("rejecting %s/%s: %s", meta["namespace"], meta["name"], err)
+            return False
+        self._completed.add(meta["uid"])
+        return False
+
     # -- scheduling and pods ---------------------------------------------------------
 
     def reconcile(self) -> None:
@@ -266,6 +358,8 @@ class Node:
                 if meta["uid"] in self._completed or self._stop.is_set():
                     continue
                 if phase in ("Succeeded", "Failed"):
+                    continue
+                if not meta.get("deletionTimestamp") and not self._admit(pod):
                     continue
                 if meta.get("deletionTimestamp") and not (pod.get("status") or {}).get(
                         "containerStatuses"):

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from localcluster.kubelet import eviction, logformat, seccomp
+from localcluster.kubelet import eviction, logformat, memstats, seccomp
 from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
 from localcluster.kubelet.security import Confinement, setpriv_argv
 
@@ -466,6 +466,21 @@ class Container:
             return 0
         return eviction.mounts_usage(self._init_pid, parent=self._proc.pid,
                                      paths=writable_tmpfs(self.spec))
+
+    def memory_usage(self) -> int:
+        """Bytes of the node's memory the running sandbox holds, for node-pressure
+        eviction: its cgroup's working set when it has a memory cgroup (which counts
+        the tmpfs pages its processes wrote, its writable layer), else its writable
+        layer plus the anonymous memory of its process tree; 0 before it reported its
+        pid and once it has exited."""
+        if self._proc is None or self._init_pid is None or self._proc.poll() is not None:
+            return 0
+        layer = self.writable_usage()
+        if self._cgroup is not None:
+            ws = memstats.cgroup_working_set(self._cgroup.dirs, self._cgroup.version)
+            if ws is not None:
+                return max(ws, layer)
+        return layer + memstats.tree_anon_rss(self._init_pid, parent=self._proc.pid)
 
     def main_pid(self) -> int | None:
         """The container's own process: the child of bwrap's init in the PID namespace."""

@@ -152,6 +152,9 @@ class PodWorker(threading.Thread):
                             if isinstance(v.get("emptyDir"), Mapping)}
         self._next_usage_check = 0.0
         self._evicted = False
+        self._pressure_eviction: str | None = None
+        """Set (by the node's pressure check, from its thread) to evict the pod with
+        this message at its next step."""
 
     @staticmethod
     def _slot(c: Mapping[str, Any], *, init: bool = False,
@@ -225,6 +228,9 @@ class PodWorker(threading.Thread):
 
     def _step(self) -> None:
         if self._evicted:
+            return
+        if self._pressure_eviction is not None:
+            self._evict(self._pressure_eviction)
             return
         if self._volumes is None and not self._prepare():
             return
@@ -317,6 +323,27 @@ class PodWorker(threading.Thread):
         for slot in self.init_slots + self.slots:
             if not slot.record.done:
                 slot.record = replace(slot.record, done=True)
+
+    def evict_for_pressure(self, message: str) -> None:
+        """Node-pressure eviction (called from the node's thread): the worker kills every
+        container at its next step, at once."""
+        self._pressure_eviction = message
+        self._wake.set()
+
+    @property
+    def eviction_pending(self) -> bool:
+        """Asked to be evicted for node pressure, or evicted and still stopping."""
+        return self._pressure_eviction is not None and not self.finished.is_set()
+
+    def memory_use(self) -> dict[str, int]:
+        """Bytes of the node's memory each running container holds (its writable layer
+        and its processes'), by container name."""
+        out = {}
+        for slot in self.init_slots + self.slots:
+            proc = slot.process
+            if proc is not None and not slot.record.done:
+                out[str(slot.spec.get("name"))] = proc.memory_usage()
+        return out
 
     def _set_waiting_all(self, reason: str, message: str) -> None:
         for slot in self.init_slots + self.slots:
