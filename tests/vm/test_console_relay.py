@@ -401,3 +401,60 @@ def test_a_refusal_by_the_handler_keeps_its_class(code: int, answer: int) -> Non
     assert resp.text is not None
     assert json.loads(resp.text)["message"] == (
         f"the node handler refused the console with HTTP {code}")
+
+
+class MuteHandler:
+    """A node handler (its real certificate and trust) that takes the console request
+    and never answers it."""
+
+    def __init__(self, kube: Kube) -> None:
+        first = console_identity(kube, "kubevirt")
+        self.ctx = server_context(first.bundle)
+        serving.Serving(lambda: first, lifetime=LEAF_LIFETIME, contexts=(self.ctx,),
+                        trusting=(self.ctx,)).load(first)
+        self._server = AppThread(self._app, name="mute node handler")
+
+    async def _app(self) -> tuple[web.Application, ssl.SSLContext]:
+        async def mute(_: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(5)  # well past virt-api's bound here; short for the stop
+            return web.Response(status=500)
+
+        app = web.Application()
+        app.router.add_get("/v1/namespaces/{ns}/virtualmachineinstances/{name}/console", mute)
+        return app, self.ctx
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    def __enter__(self) -> MuteHandler:
+        self._server.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.stop()
+
+
+def test_a_node_handler_that_never_answers_gets_a_503_in_time(
+        cluster: tuple[Any, Kube, int], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """virt-api bounds its whole handshake with the handler (HANDSHAKE_TIMEOUT, 1 s here):
+    before, only the connect was, and a handler that took the request and never answered
+    held the console request, and the client, for ever."""
+    from vm.api import server as virtapi_server
+
+    monkeypatch.setattr(virtapi_server, "HANDSHAKE_TIMEOUT", 1.0)
+    server, kube, _ = cluster
+    ns, name = "default", f"hang-{uuid.uuid4().hex[:6]}"
+    node = f"hanging-{uuid.uuid4().hex[:6]}"
+    _vmi(kube, ns, name)
+    with MuteHandler(kube) as handler:
+        try:
+            _place(kube, ns, name, node=node, handler_port=handler.port)
+            started = time.monotonic()
+            code, text = asyncio.run(_get_console(server, ns, name))
+            waited = time.monotonic() - started
+        finally:
+            kube.delete(PODS, f"virt-handler-{name}", "kubevirt")
+    assert code == 503, (code, text)
+    assert json.loads(text)["message"] == "cannot reach the node handler: no answer in 1 s"
+    assert waited < 10, waited

@@ -41,6 +41,9 @@ VERSION = "v1"
 BASE = f"/apis/{GROUP}/{VERSION}"
 CONSOLE_PROTOCOL = "plain.kubevirt.io"
 CONNECT_TIMEOUT = 10
+HANDSHAKE_TIMEOUT = 15.0
+"""Bound of the console's handshake with the node handler (connect, TLS, its answer,
+a refusal's body): the handler gives its launcher 10 s of it."""
 MAX_BODY = 64 * 1024
 
 RESOURCES = {
@@ -161,15 +164,21 @@ class VirtAPI:
             total=None, sock_connect=CONNECT_TIMEOUT), middlewares=(keep_refusal,))
         try:
             try:
-                upstream = await session.ws_connect(
-                    url, ssl=self.handler_ssl, protocols=(CONSOLE_PROTOCOL,), heartbeat=30,
-                    server_hostname=handler_server_name(self.namespace))
+                async with asyncio.timeout(HANDSHAKE_TIMEOUT):
+                    upstream = await session.ws_connect(
+                        url, ssl=self.handler_ssl, protocols=(CONSOLE_PROTOCOL,),
+                        heartbeat=30, server_hostname=handler_server_name(self.namespace))
             except aiohttp.WSServerHandshakeError as err:
                 said = last_refusal()
                 if err.status == 101 or said is None:  # upgraded, but not as it should be
                     return status(503, f"cannot reach the node handler: {err.message}")
                 return refused(err.status, said.reason)
-            except (aiohttp.ClientError, OSError, TimeoutError) as err:
+            except aiohttp.ClientError as err:  # a connect timeout too
+                return status(503, f"cannot reach the node handler: {err}")
+            except TimeoutError:  # before OSError, which it is
+                return status(503, "cannot reach the node handler: no answer in"
+                              f" {HANDSHAKE_TIMEOUT:g} s")
+            except OSError as err:
                 return status(503, f"cannot reach the node handler: {err}")
             ws = web.WebSocketResponse(protocols=(CONSOLE_PROTOCOL,), heartbeat=30)
             await ws.prepare(request)

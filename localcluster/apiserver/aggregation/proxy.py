@@ -54,6 +54,9 @@ Obj = dict[str, Any]
 CHECK_INTERVAL = 10.0
 CHECK_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 5.0
+UPGRADE_TIMEOUT = 30.0
+"""Bound of a WebSocket upgrade's handshake with the backend (its answer included): a
+backend that never answers does not hold the request for ever."""
 MIN_PAUSE = 0.1
 AGGREGATOR_USER = UserInfo("system:kube-aggregator", ("system:masters",))
 _HOP_BY_HOP = frozenset({
@@ -240,10 +243,11 @@ class Aggregator:
         protocols = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol",
                                                             "").split(",") if p.strip()]
         try:
-            upstream = await self._client().ws_connect(
-                url, headers=headers, protocols=protocols, ssl=self._ssl(route),
-                server_hostname=self._server_name(route), autoping=True,
-                max_msg_size=0)
+            async with asyncio.timeout(UPGRADE_TIMEOUT):
+                upstream = await self._client().ws_connect(
+                    url, headers=headers, protocols=protocols, ssl=self._ssl(route),
+                    server_hostname=self._server_name(route), autoping=True,
+                    max_msg_size=0)
         except aiohttp.WSServerHandshakeError as err:
             said = last_refusal()
             if err.status >= 400 and said is not None:
@@ -255,6 +259,10 @@ class Aggregator:
                            err.status < 400 else "Unknown",
                            f"the backend refused the WebSocket upgrade: {err.message}") \
                 from None
+        except TimeoutError as err:  # before OSError, which it is
+            why = str(err) if isinstance(err, aiohttp.ClientError) else (
+                f"no answer to the upgrade in {UPGRADE_TIMEOUT:g} s")
+            raise self._unavailable(route, f"error trying to reach service: {why}") from None
         except (aiohttp.ClientError, OSError) as err:
             raise self._unavailable(route, f"error trying to reach service: {err}") from None
         client = web.WebSocketResponse(protocols=[upstream.protocol] if upstream.protocol

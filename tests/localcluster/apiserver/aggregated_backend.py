@@ -7,7 +7,8 @@ helper the VM and CDI API servers use), serving ``subresources.example.com/v1``:
   body) as JSON;
 - ``GET .../namespaces/NS/things/NAME/console``: a WebSocket (subprotocol
   ``plain.kubevirt.io``, as KubeVirt's console) that first sends the caller's username
-  (the thing named ``stopped`` refuses the upgrade: 409 and a Status),
+  (the thing named ``stopped`` refuses the upgrade: 409 and a Status; ``hang`` answers
+  only after 5 s),
   then echoes every binary message.
 
 Every request it accepts or refuses is recorded in ``calls``.
@@ -15,6 +16,7 @@ Every request it accepts or refuses is recorded in ``calls``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import ssl
@@ -87,6 +89,9 @@ class AggregatedBackend:
             who = self._identity(request)
             if who is None:
                 return web.json_response({"message": "unauthorized"}, status=401)
+            if request.match_info["name"] == "hang":  # no answer (for a while)
+                await asyncio.sleep(5)
+                return web.Response(status=500)
             if request.match_info["name"] == "stopped":  # a refusal, before the upgrade
                 return web.json_response({"kind": "Status", "apiVersion": "v1",
                                           "status": "Failure", "reason": "Conflict",

@@ -264,6 +264,34 @@ def test_a_refused_websocket_upgrade_comes_back_as_the_backend_said(server, api,
     assert refused.reason == "thing stopped is not running"
 
 
+def test_a_backend_that_never_answers_an_upgrade_is_a_503_in_time(server, api, registered,
+                                                                  monkeypatch):
+    """The proxy bounds the upgrade's handshake (UPGRADE_TIMEOUT, 1 s here): before, only
+    the connect was, and a backend that took the request and never answered held it."""
+    from localcluster.apiserver.aggregation import proxy
+
+    monkeypatch.setattr(proxy, "UPGRADE_TIMEOUT", 1.0)
+    _, token = _robot(server, api)
+
+    async def session():
+        ctx = ssl.create_default_context(cafile=str(server.ca_path))
+        url = (server.url.replace("https://", "wss://") +
+               f"{BASE}/namespaces/{NS}/things/hang/console")
+        try:
+            async with aiohttp.ClientSession() as http:
+                with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+                    await http.ws_connect(url, ssl=ctx, protocols=["plain.kubevirt.io"],
+                                          headers={"Authorization": f"Bearer {token}"})
+                return err.value.status
+        finally:
+            await asyncio.sleep(0.25)
+
+    started = time.monotonic()
+    status = asyncio.run(session())
+    assert status == 503
+    assert time.monotonic() - started < 4
+
+
 def test_an_unreachable_backend_is_unavailable_with_503(server, api, backend):
     _register(api, backend.port, _apiservice(ca_bundle=backend.ca_bundle))
     _wait_available(api)
