@@ -84,6 +84,12 @@ class APIError(APIServerError):
         return status
 
 
+def required(path: str, detail: str = "") -> Cause:
+    """``path: Required value`` (field.Required), with upstream's detail if any."""
+    return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""),
+                 path)
+
+
 def go_quote(text: str) -> str:
     """Go's ``%q`` of a string (strconv.Quote)."""
     out = ['"']

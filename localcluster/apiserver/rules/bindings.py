@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import Cause, go_quote
+from ..errors import Cause, go_quote, required
 from .meta import path_segment_errors, subdomain_errors
 
 Obj = dict[str, Any]
@@ -58,10 +58,6 @@ def set_defaults(obj: Obj) -> None:
                 subject["apiGroup"] = ""
 
 
-def _required(path: str) -> Cause:
-    return Cause("FieldValueRequired", "Required value", path)
-
-
 def _invalid(path: str, value: str, detail: str) -> Cause:
     return Cause("FieldValueInvalid", f"Invalid value: {go_quote(value)}: {detail}", path)
 
@@ -79,7 +75,7 @@ def _role_ref(ref: Obj, kinds: Sequence[str]) -> list[Cause]:
     if kind not in kinds:
         causes.append(_not_supported("roleRef.kind", kind, kinds))
     if not name:
-        causes.append(_required("roleRef.name"))
+        causes.append(required("roleRef.name"))
     causes += [_invalid("roleRef.name", name, msg) for msg in path_segment_errors(name)]
     return causes
 
@@ -89,14 +85,14 @@ def _subject(subject: Obj, *, namespaced: bool, path: str) -> list[Cause]:
     causes = []
     name, kind, api_group = (_text(subject.get(k)) for k in ("name", "kind", "apiGroup"))
     if not name:
-        causes.append(_required(f"{path}.name"))
+        causes.append(required(f"{path}.name"))
     if kind == "ServiceAccount":
         if name:
             causes += [_invalid(f"{path}.name", name, msg) for msg in subdomain_errors(name)]
         if api_group:
             causes.append(_not_supported(f"{path}.apiGroup", api_group, [""]))
         if not namespaced and not _text(subject.get("namespace")):
-            causes.append(_required(f"{path}.namespace"))
+            causes.append(required(f"{path}.namespace"))
     elif kind in ("User", "Group"):
         if api_group != RBAC_GROUP:
             causes.append(_not_supported(f"{path}.apiGroup", api_group, [RBAC_GROUP]))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import Cause
+from ..errors import Cause, required
 from ..selectors import SelectorError, label_selector_from_dict
 from . import bindings
 from .meta import name_error
@@ -27,11 +27,6 @@ Obj = dict[str, Any]
 
 _KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
-
-
-def _required(path: str, detail: str = "") -> Cause:
-    return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""),
-                 path)
 
 
 def _volumes(spec: Obj, path: str, causes: list[Cause]) -> dict[str, bool]:
@@ -45,7 +40,7 @@ def _volumes(spec: Obj, path: str, causes: list[Cause]) -> dict[str, bool]:
         where = f"{path}.volumes[{i}].name"
         name = vol.get("name") if isinstance(vol, dict) else None
         if not name:
-            causes.append(_required(where))
+            causes.append(required(where))
         elif not isinstance(name, str) or name_error(name, label=True):
             causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": '
                                 f"{name_error(str(name), label=True)}", where))
@@ -65,7 +60,7 @@ def _volume_refs(c: Obj, where: str, volumes: dict[str, bool], causes: list[Caus
             at = f"{where}.{key}[{j}].name"
             name = ref.get("name") if isinstance(ref, dict) else None
             if not name:
-                causes.append(_required(at))
+                causes.append(required(at))
             if not isinstance(name, str) or name not in volumes:
                 causes.append(Cause("FieldValueNotFound", f'Not found: "{name or ""}"', at))
             elif key == "volumeDevices" and not volumes[name]:
@@ -76,12 +71,12 @@ def _volume_refs(c: Obj, where: str, volumes: dict[str, bool], causes: list[Caus
 
 def _pod_spec(spec: Any, path: str) -> list[Cause]:
     if not isinstance(spec, dict):
-        return [_required(path)]
+        return [required(path)]
     causes: list[Cause] = []
     volumes = _volumes(spec, path, causes)
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
-        causes.append(_required(f"{path}.containers"))
+        causes.append(required(f"{path}.containers"))
         containers = []
     seen: set[str] = set()
     for key, items in (("initContainers", spec.get("initContainers") or []),
@@ -94,7 +89,7 @@ def _pod_spec(spec: Any, path: str) -> list[Cause]:
                 continue
             name = c.get("name")
             if not name:
-                causes.append(_required(f"{where}.name"))
+                causes.append(required(f"{where}.name"))
             elif not isinstance(name, str) or name_error(name, label=True):
                 causes.append(Cause("FieldValueInvalid", f'Invalid value: "{name}": '
                                     f"{name_error(str(name), label=True)}", f"{where}.name"))
@@ -104,7 +99,7 @@ def _pod_spec(spec: Any, path: str) -> list[Cause]:
             else:
                 seen.add(name)
             if not c.get("image"):
-                causes.append(_required(f"{where}.image"))
+                causes.append(required(f"{where}.image"))
             _volume_refs(c, where, volumes, causes)
     policy = spec.get("restartPolicy")
     if policy is not None and policy not in _RESTART_POLICIES:
@@ -119,7 +114,7 @@ def _workload(obj: Obj) -> list[Cause]:
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels")
                                               or selector.get("matchExpressions")):
-        return [_required("spec.selector")]
+        return [required("spec.selector")]
     template = spec.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels") or {}
     causes: list[Cause] = []
@@ -175,16 +170,16 @@ def validate(kind: str, obj: Obj) -> list[Cause]:
     if kind == "PersistentVolumeClaim":
         causes = []
         if not spec.get("accessModes"):
-            causes.append(_required("spec.accessModes", "at least 1 access mode is required"))
+            causes.append(required("spec.accessModes", "at least 1 access mode is required"))
         if not ((spec.get("resources") or {}).get("requests") or {}).get("storage"):
-            causes.append(_required("spec.resources[storage]"))
+            causes.append(required("spec.resources[storage]"))
         return causes
     if kind == "PersistentVolume":
         causes = []
         if not (spec.get("capacity") or {}).get("storage"):
-            causes.append(_required("spec.capacity"))
+            causes.append(required("spec.capacity"))
         if not spec.get("accessModes"):
-            causes.append(_required("spec.accessModes"))
+            causes.append(required("spec.accessModes"))
         return causes
     if kind == "Service":
         return [Cause("FieldValueInvalid", f"Invalid value: {p.get('port')}: must be between 1 "
@@ -197,5 +192,5 @@ def validate(kind: str, obj: Obj) -> list[Cause]:
     if kind in bindings.BINDING_KINDS:
         return bindings.validate({**obj, "kind": kind})
     if kind == "StorageClass" and not obj.get("provisioner"):
-        return [_required("provisioner")]
+        return [required("provisioner")]
     return []
