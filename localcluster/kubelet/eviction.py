@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sizes
+from localcluster.kubelet import memstats
 
 CHECK_EVERY = 2.0
 """Seconds between two measurements of a pod's limited emptyDirs (upstream's housekeeping
@@ -199,9 +200,8 @@ def mounts_usage(pid: int, *, parent: int, paths: Sequence[str]) -> int:
         # for, or fail once it is gone: the pid is checked once, here.
         with open("stat", encoding="ascii", errors="replace",
                   opener=lambda name, flags: os.open(name, flags, dir_fd=proc)) as fh:
-            fields = fh.read().rpartition(")")[2].split()
-        if len(fields) < 2 or fields[1] != str(parent):
-            return 0
+            if memstats.parent_in_stat(fh.read()) != parent:
+                return 0
         root = os.open("root", os.O_PATH | os.O_DIRECTORY, dir_fd=proc)
     except OSError:
         return 0

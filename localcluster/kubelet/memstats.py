@@ -80,12 +80,21 @@ def _anon_rss(pid: int) -> int:
         return 0
 
 
+def parent_in_stat(text: str) -> int | None:
+    """The parent pid in the text of ``/proc/PID/stat`` (after the command's closing
+    parenthesis, which the command itself may contain), None if unreadable."""
+    fields = text.rpartition(")")[2].split()
+    try:
+        return int(fields[1])
+    except (ValueError, IndexError):
+        return None
+
+
 def _parent(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-        return int(fields[1])
-    except (OSError, ValueError, IndexError):
+            return parent_in_stat(fh.read())
+    except OSError:
         return None
 
 
