@@ -49,7 +49,7 @@ from localcluster.kube import client
 from localcluster.kube.addresses import networks_for
 from localcluster.kube.client import Kube
 from localcluster.kube.informer import Informer
-from localcluster.kubelet import images, restarts
+from localcluster.kubelet import images, pressure, restarts
 from localcluster.kubelet.node import Node
 from localcluster.services.controller import ServiceController
 from localcluster.storage import snapshot_api
@@ -95,7 +95,7 @@ class Options:
     reflink_pool_size: int = DEFAULT_REFLINK_POOL_SIZE
     heartbeat: float = 10.0
     shutdown_grace: float = 5.0
-    eviction_hard_memory: str | None = "100Mi"
+    eviction_hard_memory: str | None = pressure.DEFAULT_HARD
     """The kubelet's ``memory.available`` hard eviction threshold (``100Mi``, ``5%``);
     None or "0": no node-pressure eviction."""
 

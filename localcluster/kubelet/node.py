@@ -258,10 +258,9 @@ class Node:
             try:
                 self.kube.patch(client.LEASES, self.name,
                                 {"spec": {"renewTime": times.micro_now()}}, "kube-node-lease")
-                self.kube.patch(client.NODES, self.name, {"status": self._node_status()},
-                                subresource="status")
             except Exception as err:
                 logger.debug("heartbeat failed: %s", err)
+            self._push_node_status()
 
     # -- node-pressure eviction -------------------------------------------------------
 
@@ -303,9 +302,6 @@ class Node:
         victim = ranked[0]
         worker = next(w for w in workers if w.uid == victim.key)
         worker.evict_for_pressure(pressure.eviction_message(threshold, available, victim))
-
-    def under_memory_pressure(self) -> bool:
-        return self._under_pressure
 
     def _push_node_status(self) -> None:
         try:
