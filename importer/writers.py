@@ -69,16 +69,16 @@ def open_disk(path: Path, flags: int, *, what: str, block: bool = True,
     except OSError as err:
         # ELOOP (a symlink), ENXIO (a FIFO with no reader, a socket), EISDIR…
         try:
-            mode = os.lstat(path).st_mode
+            found = os.lstat(path).st_mode
         except OSError:
             raise err from None
-        if stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode)):
+        if stat.S_ISREG(found) or (block and stat.S_ISBLK(found)):
             raise
-        raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}") from None
+        raise NotADiskImage(f"{what} {path} is {describe(found)}, not {wanted}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not (stat.S_ISREG(mode) or (block and stat.S_ISBLK(mode))):
-            raise NotADiskImage(f"{what} {path} is {describe(mode)}, not {wanted}")
+        found = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(found) or (block and stat.S_ISBLK(found))):
+            raise NotADiskImage(f"{what} {path} is {describe(found)}, not {wanted}")
         os.set_blocking(fd, True)
         return fd
     except BaseException:
