@@ -37,6 +37,7 @@ from importer.errors import (
     NotADiskImage,
     Stalled,
     TooSmall,
+    TransferError,
 )
 from importer.formats import (
     HEAD_BYTES,
@@ -283,7 +284,7 @@ class Processor:
     def _fetched(self, probe: Probe) -> Iterator[bytes]:
         """The source's bytes in order, hashed and counted as fetched."""
         self.progress.stage(start=0, end=self._fetch_share(), total_bytes=probe.size)
-        chunks = resumable(self.source, self.config, size=probe.size)
+        chunks = resumable(self.source, self.config, size=probe.size, head=probe.head)
         if self.hasher is not None:
             chunks = observed(chunks, self.hasher.update)
         return observed(chunks, self._count)
@@ -349,20 +350,14 @@ class Processor:
 
         exporter = self.exporter or nbd.export
         with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
-                exporter(self.source, self.config, size=planned.probe.size,
-                              workdir=Path(workdir), on_fetch=self._fetched_by_proxy) as export:
-            # nbdkit's curl plugin fetches the direct route's bytes: its reads count.
-            counter = nbd.read_counter(export.reads_log) if export.reads_log else None
-            with (self.watchdog.watch(counter) if self.watchdog and counter
-                  else contextlib.nullcontext()):
-                try:
-                    self._convert(planned, export.uri, progress_from=0)
-                except (Interrupted, Stalled, DeadlineExceeded):
-                    raise  # the import's own verdict, not the source's
-                except ImporterError as err:
-                    raise (export.failure() or err) from err
-                if counter is not None:
-                    self.result.fetched_bytes += counter()
+                exporter(self.source, size=planned.probe.size, head=planned.probe.head,
+                         workdir=Path(workdir), on_fetch=self._fetched_by_proxy) as export:
+            try:
+                self._convert(planned, export.uri, progress_from=0)
+            except (Interrupted, Stalled, DeadlineExceeded):
+                raise  # the import's own verdict, not the source's
+            except ImporterError as err:
+                raise (export.failure() or err) from err
         return Phase.RESIZE
 
     def scratch_convert(self, planned: Planned) -> Phase:
@@ -403,13 +398,20 @@ class Processor:
         self.qemu.check(image, fmt)
         zeroed = zero_device(self.target) if self.block else False
         self.progress.stage(start=progress_from, end=100)
-        self.qemu.convert(
-            image, fmt, self.target,
-            virtual_size=info.virtual_size, dest_is_block=self.block, dest_is_zero=zeroed,
-            preallocate=self.config.preallocation,
-            direct_io=supports_direct_io(self.target),
-            progress=self.progress.stage_percent,
-        )
+        try:
+            self.qemu.convert(
+                image, fmt, self.target,
+                virtual_size=info.virtual_size, dest_is_block=self.block, dest_is_zero=zeroed,
+                preallocate=self.config.preallocation,
+                direct_io=supports_direct_io(self.target),
+                progress=self.progress.stage_percent,
+            )
+        except TransferError as err:
+            # qemu-img could not read part of the image. A local file, or an export whose
+            # reads all came back whole (the nbd route puts the proxy's own failure first):
+            # the image's data is bad, such as a corrupt compressed cluster, and reading it
+            # again gives the same answer. Permanent, not a retry.
+            raise InvalidImage(f"corrupt {fmt} image: {err}", cause=err) from err
         self.result.size = info.virtual_size if not self.block else device_size(self.target)
 
     def _scratch_dir(self) -> Path | None:

@@ -4,6 +4,14 @@ An image is untrusted input to a C program, so every call names the input format
 never probed), ``info`` runs under 1 GiB of address space and 30 s of CPU as upstream
 does, and ``convert`` under a bounded address space and a CPU budget that grows with the
 image. Progress comes from ``-p``.
+
+Every call opens the image as a ``json:`` filename that names the format driver, the one
+file or NBD export under it, and ``"backing": null``: even a header that names a backing
+file (one the importer's own checks missed, or that changed after them) makes qemu-img
+open nothing else. External data files and extents have no such switch in qemu 7.2;
+they are kept out by the header checks (``formats.sniff_image``, ``info``) and by what
+qemu-img reads: a local file only the importer writes, or an NBD export whose head is
+served from the very bytes those checks read (``rangeproxy``).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
+from urllib.parse import parse_qs, urlsplit
 
 from importer import children
 from importer.errors import BackingFileRejected, ImporterError, InvalidImage, TransferError
@@ -46,9 +55,26 @@ def _limited(argv: list[str], address_space: int, cpu_seconds: int) -> list[str]
     return ["prlimit", f"--as={address_space}", f"--cpu={cpu_seconds}", "--", *argv]
 
 
+def image_spec(image: str, fmt: ImageFormat) -> str:
+    """``image`` (a path, or an ``nbd+unix`` URI) as a ``json:`` filename for qemu-img:
+    the format driver over exactly that file or export, with backing files disabled."""
+    parts = urlsplit(image)
+    file: dict[str, Any]
+    if parts.scheme == "nbd+unix":
+        sockets = parse_qs(parts.query).get("socket", [])
+        if len(sockets) != 1 or parts.path.strip("/"):
+            raise ImporterError(f"unexpected NBD URI {image!r}")
+        file = {"driver": "nbd", "server": {"type": "unix", "path": sockets[0]}}
+    elif parts.scheme:
+        raise ImporterError(f"qemu-img is given only files and NBD sockets, not {image!r}")
+    else:
+        file = {"driver": "file", "filename": image}
+    return "json:" + json.dumps({"driver": fmt.value, "backing": None, "file": file})
+
+
 def info(image: str, fmt: ImageFormat) -> ImageInfo:
     """``qemu-img info`` of an image (a path or an NBD URI) of a known format."""
-    argv = ["qemu-img", "info", "--output=json", "-f", fmt.value, image]
+    argv = ["qemu-img", "info", "--output=json", image_spec(image, fmt)]
     done = children.run_bounded(_limited(argv, *INFO_LIMITS), timeout=60,
                                 stdout_limit=OUTPUT_LIMIT, stderr_limit=OUTPUT_LIMIT)
     if done.timed_out:
@@ -89,7 +115,7 @@ def check(image: str, fmt: ImageFormat) -> None:
     instead of converting into a disk with zeros where its data should be."""
     if fmt not in CHECKABLE:
         return
-    argv = ["qemu-img", "check", "--output=json", "-f", fmt.value, image]
+    argv = ["qemu-img", "check", "--output=json", image_spec(image, fmt)]
     done = children.run_bounded(_limited(argv, INFO_LIMITS[0], 60), timeout=120,
                                 stdout_limit=OUTPUT_LIMIT, stderr_limit=OUTPUT_LIMIT)
     if done.timed_out:
@@ -125,12 +151,12 @@ def convert(
     with O_DIRECT where the destination takes it, else through the page cache and
     flushed at the end: either way the disk is on stable storage when this returns."""
     argv = ["qemu-img", "convert", "-p", "-W", "-m", "4",
-            "-t", "none" if direct_io else "writeback", "-f", fmt.value, "-O", "raw"]
+            "-t", "none" if direct_io else "writeback", "-O", "raw"]
     if dest_is_block:
         argv += ["-n"] + (["--target-is-zero"] if dest_is_zero else [])
     elif preallocate:
         argv += ["-o", "preallocation=falloc"]
-    argv += [source, str(dest)]
+    argv += [image_spec(source, fmt), str(dest)]
     cpu = 120 + 60 * (virtual_size // GIB)
     logger.info("converting %s image: %s", fmt, " ".join(argv[:-2]))
     with children.running(_limited(argv, 4 * GIB, cpu), stdin=subprocess.DEVNULL,
@@ -149,7 +175,7 @@ def convert(
         stderr = errors.result()
     if returncode != 0:
         line = _last_line(stderr)
-        if "Input/output error" in line:  # the source went away mid-read: worth a retry
+        if "Input/output error" in line:  # a read failed: the caller knows whose fault
             raise TransferError(f"qemu-img convert could not read the image: {line}")
         raise ImporterError(f"qemu-img convert failed: {line}")
 

@@ -21,9 +21,14 @@ from importer.formats import Compression
 from importer.sources.base import CHUNK, Source, call_with_retries
 
 
-def resumable(source: Source, config: ImporterConfig, *, size: int | None) -> Iterator[bytes]:
+def resumable(source: Source, config: ImporterConfig, *, size: int | None,
+              head: bytes = b"") -> Iterator[bytes]:
     """The source's bytes in order; a dropped connection resumes at the last good offset
-    (the source re-reads from there with Range, or skips ahead where it can't)."""
+    (the source re-reads from there with Range, or skips ahead where it can't).
+
+    ``head`` is what the probe read first: the stream must start with the same bytes (the
+    route and the checks were decided on them), else ``SourceChanged``, whether or not
+    the server sends validators."""
     offset = 0
     chunks: Iterator[bytes] | None = None
 
@@ -46,6 +51,9 @@ def resumable(source: Source, config: ImporterConfig, *, size: int | None) -> It
             return
         if size is not None and offset + len(chunk) > size:
             raise SourceChanged(f"the source sent more than the {size} bytes it declared")
+        if offset < len(head) and chunk[:len(head) - offset] != head[offset:offset + len(chunk)]:
+            raise SourceChanged("the source changed during the import: its first"
+                                f" {len(head)} bytes are not those it sent when probed")
         offset += len(chunk)
         yield chunk
 

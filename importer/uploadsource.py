@@ -55,8 +55,6 @@ def spooled(*, head: bytes, size: int | None) -> bool:
 class Upload:
     """One request body, fed by the server, read by the processor (thread-safe)."""
 
-    thread_safe = True
-
     def __init__(self, *, head: bytes, size: int | None, scratch: Path | None,
                  read_timeout: float) -> None:
         self.head = head
@@ -223,6 +221,9 @@ class Upload:
             data = os.pread(self._fd, min(step, available - offset), offset)
             offset += len(data)
             yield data
+
+    def fork(self) -> Upload:
+        return self  # one body, read under its own lock from any thread
 
     def close(self) -> None:
         if self._fd is not None:

@@ -19,12 +19,34 @@ from typing import Protocol, TypeVar
 import tenacity
 
 from importer.config import ImporterConfig
-from importer.errors import TransferError
+from importer.errors import SourceChanged, TransferError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What names one version of an object (RFC 9110's validators): pinned at the probe
+    and compared with every later answer, so that every byte of one import comes from
+    one object. A validator the probe saw that is gone or different later is a change."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+    def check(self, now: Validators, what: str) -> None:
+        """SourceChanged when ``now`` (a later answer's) is not the pinned object."""
+        for name, before, after in (("ETag", self.etag, now.etag),
+                                    ("Last-Modified", self.last_modified, now.last_modified)):
+            if before is not None and before != after:
+                raise SourceChanged(f"{what} changed during the import: {name} was {before},"
+                                    f" is now {after if after is not None else 'absent'}")
+
+    @property
+    def present(self) -> bool:
+        return self.etag is not None or self.last_modified is not None
 
 
 @dataclass(frozen=True)
@@ -37,21 +59,28 @@ class Probe:
     """The first bytes of the object (up to formats.HEAD_BYTES)."""
     content_type: str | None = None
     """The media type the server declared, where it did (to name what came back)."""
+    validators: Validators = Validators()
+    """What identifies the object probed; every later read is checked against it."""
     spooled: bool = False
     """The object is being kept whole in a local file as it arrives (an upload): the
     source is a :class:`Spooled` and qemu-img can read that file itself."""
 
 
 class Source(Protocol):
-    """An image source. Implementations raise ``importer.errors`` types only. A source
-    whose ``read_range`` may be called from several threads at once says so with a class
-    attribute ``thread_safe = True``."""
+    """An image source. Implementations raise ``importer.errors`` types only. Readers on
+    other threads get their own ``fork`` (the source itself where it is thread-safe)."""
 
     def probe(self) -> Probe: ...
 
     def read_range(self, start: int, length: int) -> bytes: ...
 
     def stream(self, offset: int = 0) -> Iterator[bytes]: ...
+
+    def fork(self) -> Source:
+        """A reader of the same object for another thread, pinned to what this source's
+        probe saw (its answers are checked against the same validators and size). A
+        thread-safe source returns itself."""
+        ...
 
     def close(self) -> None:
         """Release the connections, including those of streams still open: a consumer that

@@ -22,5 +22,8 @@ class BlankSource:
     def stream(self, offset: int = 0) -> Iterator[bytes]:
         return iter(())
 
+    def fork(self) -> BlankSource:
+        return self
+
     def close(self) -> None:
         pass

@@ -33,7 +33,7 @@ from importer.errors import (
 )
 from importer.formats import HEAD_BYTES
 from importer.redact import redact_url
-from importer.sources.base import CHUNK, OpenStreams, Probe, call_with_retries
+from importer.sources.base import CHUNK, OpenStreams, Probe, Validators, call_with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,8 @@ class HTTPSource:
             self._bundle = ca_bundle(config.cert_dir)
             self.verify = self._bundle.name
         self._size: int | None = None
-        self._validators: tuple[str | None, str | None] | None = None  # (ETag, Last-Modified)
+        self._validators: Validators | None = None
+        """The probe's, pinned: every later answer must carry the same."""
         self._streams = OpenStreams()
 
     def probe(self) -> Probe:
@@ -73,10 +74,11 @@ class HTTPSource:
                     total = _total_from_content_range(response.headers.get("Content-Range", ""))
                     self._size = total
                     return Probe(size=total, ranged=total is not None, head=head,
-                                 content_type=kind)
+                                 content_type=kind, validators=self._validators)
                 length = response.headers.get("Content-Length")
                 self._size = int(length) if length and length.isdigit() else None
-                return Probe(size=self._size, ranged=False, head=head, content_type=kind)
+                return Probe(size=self._size, ranged=False, head=head, content_type=kind,
+                             validators=self._validators)
 
         return call_with_retries(self.config, f"probe {self._safe_url()}", attempt)
 
@@ -110,6 +112,15 @@ class HTTPSource:
                     yield chunk
             except requests.RequestException as err:
                 raise TransferError(f"reading {self._safe_url()}: {err}", cause=err) from err
+
+    def fork(self) -> HTTPSource:
+        """A second reader of the probed object (a requests session is not thread-safe):
+        same size and validators, so its answers are checked against the probe's."""
+        if self._validators is None:
+            raise ImporterError("an HTTP source is forked only once it has been probed")
+        other = HTTPSource(self.config)
+        other._size, other._validators = self._size, self._validators
+        return other
 
     def close(self) -> None:
         self._streams.close()
@@ -158,12 +169,7 @@ class HTTPSource:
         a resumed read from a cache that answers from byte 0 must not be written at the
         resume offset."""
         if self._validators is not None:
-            now = _validators(response)
-            for name, before, after in zip(("ETag", "Last-Modified"), self._validators, now,
-                                           strict=True):
-                if before is not None and after is not None and before != after:
-                    raise SourceChanged(f"{self._safe_url()} changed during the import:"
-                                        f" {name} was {before}, is now {after}")
+            self._validators.check(_validators(response), self._safe_url())
         if response.status_code == 200:
             length = response.headers.get("Content-Length")
             if self._size is not None and length and length.isdigit() \
@@ -233,11 +239,11 @@ def ca_bundle(cert_dir: Path) -> tempfile._TemporaryFileWrapper[bytes]:
     return bundle
 
 
-def _validators(response: requests.Response) -> tuple[str | None, str | None]:
+def _validators(response: requests.Response) -> Validators:
     etag = response.headers.get("ETag")
     if etag is not None and etag.startswith("W/"):
         etag = None  # a weak ETag says nothing about the bytes
-    return etag, response.headers.get("Last-Modified")
+    return Validators(etag=etag, last_modified=response.headers.get("Last-Modified"))
 
 
 def _total_from_content_range(value: str) -> int | None:

@@ -25,11 +25,12 @@ from importer.errors import (
     InvalidImage,
     InvalidResponse,
     NotFound,
+    SourceChanged,
     TransferError,
     Unauthorized,
 )
 from importer.formats import HEAD_BYTES
-from importer.sources.base import CHUNK, OpenStreams, Probe, call_with_retries
+from importer.sources.base import CHUNK, OpenStreams, Probe, Validators, call_with_retries
 from importer.sources.http import ca_bundle
 
 _REGION = re.compile(r"s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
@@ -68,7 +69,10 @@ def locate(url: str, *, endpoint: str | None = None) -> ObjectLocation:
 
 
 class S3Source:
-    thread_safe = True  # boto3 clients are; one serves every reader thread
+    """Every GET after the probe names the probed object (``If-Match`` its ETag) and its
+    answer is checked against the probe's ETag, Last-Modified and size: an object
+    replaced mid-import is ``SourceChanged``, whether or not the server honours If-Match.
+    """
 
     def __init__(self, config: ImporterConfig) -> None:
         self.config = config
@@ -99,11 +103,16 @@ class S3Source:
         )
         self._name = f"s3://{self.location.bucket}/{self.location.key}"
         self._streams = OpenStreams()
+        self._pinned: tuple[Validators, int | None] | None = None
+        """The probe's validators and size; every later answer must match them."""
 
     def probe(self) -> Probe:
         def attempt() -> Probe:
+            self._pinned = None
             body, total = self._get(f"bytes=0-{HEAD_BYTES - 1}")
-            return Probe(size=total, ranged=True, head=self._read(body))
+            assert self._pinned is not None
+            return Probe(size=total, ranged=True, head=self._read(body),
+                         validators=self._pinned[0])
 
         return call_with_retries(self.config, f"probe {self._name}", attempt)
 
@@ -122,6 +131,9 @@ class S3Source:
             except _TRANSIENT as err:
                 raise TransferError(f"reading {self._name}: {err}", cause=err) from err
 
+    def fork(self) -> S3Source:
+        return self  # a boto3 client is thread-safe: one serves every reader thread
+
     def close(self) -> None:
         self._streams.close()
         self.client.close()
@@ -132,6 +144,9 @@ class S3Source:
         args = {"Bucket": self.location.bucket, "Key": self.location.key}
         if byte_range:
             args["Range"] = byte_range
+        pinned = self._pinned
+        if pinned is not None and pinned[0].etag is not None:
+            args["IfMatch"] = pinned[0].etag
         try:
             response = self.client.get_object(**args)
         except botocore.exceptions.ClientError as err:
@@ -140,6 +155,13 @@ class S3Source:
             raise TransferError(f"connecting to {self._name}: {err}", cause=err) from err
         content_range = response.get("ContentRange", "")
         total = int(content_range.rsplit("/", 1)[1]) if "/" in content_range else None
+        if total is None and not byte_range:
+            total = response.get("ContentLength")
+        try:
+            self._pin_or_check(response, total)
+        except ImporterError:
+            response["Body"].close()
+            raise
         if byte_range and content_range:
             asked = byte_range.removeprefix("bytes=").split("-", 1)[0]
             given = content_range.removeprefix("bytes ").split("-", 1)[0]
@@ -147,9 +169,21 @@ class S3Source:
                 response["Body"].close()
                 raise InvalidResponse(f"{self._name}: asked for {byte_range}, the answer"
                                       f" holds {content_range}")
-        if total is None and not byte_range:
-            total = response.get("ContentLength")
         return response["Body"], total
+
+    def _pin_or_check(self, response: dict[str, Any], total: int | None) -> None:
+        """The first answer pins the object; each later one must be that object."""
+        modified = response.get("LastModified")
+        now = Validators(etag=response.get("ETag"),
+                         last_modified=modified.isoformat() if modified is not None else None)
+        if self._pinned is None:
+            self._pinned = (now, total)
+            return
+        validators, size = self._pinned
+        validators.check(now, self._name)
+        if size is not None and total is not None and total != size:
+            raise SourceChanged(f"{self._name} changed during the import: it was {size}"
+                                f" bytes, is now {total}")
 
     def _read(self, body: Any) -> bytes:
         try:
@@ -165,6 +199,9 @@ class S3Source:
         code = str(error.get("Code", ""))
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         message = f"S3 {self._name}: {code or status} {error.get('Message', '')}".strip()
+        if code == "PreconditionFailed" or status == 412:
+            return SourceChanged(f"{self._name} changed during the import: it no longer has"
+                                 f" the ETag {self._pinned[0].etag if self._pinned else ''}")
         if code in _NOT_FOUND or status == 404:
             return NotFound(message)
         if code in _DENIED or status in (401, 403):

@@ -267,11 +267,17 @@ def test_children_get_no_credentials_and_run_confined(images: ImageFactory,
             # Under prlimit (address space and CPU), and never without an input format.
             assert argv[3] == "prlimit" and any(a.startswith("--as=") for a in argv) \
                 and any(a.startswith("--cpu=") for a in argv), argv
-            assert "-f" in argv[argv.index("qemu-img"):], argv
+            # The input named as a json: filename: its format driver, the one export
+            # under it, and backing files disabled.
+            specs = [json.loads(a.removeprefix("json:")) for a in argv if a.startswith("json:")]
+            assert len(specs) == 1 and specs[0]["driver"] == "qcow2", argv
+            assert "backing" in specs[0] and specs[0]["backing"] is None, argv
     # One pass: qemu-img read the image through NBD (no scratch copy), and the server
     # sent about the image once (not a download plus the converter's reads).
     converts = [argv for argv, _ in children if "convert" in argv]
-    assert len(converts) == 1 and converts[0][-2].startswith("nbd+unix://"), converts
+    assert len(converts) == 1, converts
+    spec = json.loads(converts[0][-2].removeprefix("json:"))
+    assert spec["file"]["driver"] == "nbd", converts
     sent = sum(r.sent or 0 for r in http_server.requests_for("private.qcow2", "GET"))
     assert sent <= image.size + 256 * 1024, (sent, image.size)
     assert compare(images.reference, tmp_path / "disk.img")
