@@ -137,14 +137,3 @@ class Interrupted(ImporterError):
 
     reason = "Interrupted"
     retryable = True
-
-
-def from_reason(reason: str, message: str) -> ImporterError:
-    """Rebuild an error reported by another process (the NBD plugin) from its reason."""
-    kinds: list[type[ImporterError]] = [ImporterError]
-    while kinds:
-        kind = kinds.pop()
-        if kind.reason == reason:
-            return kind(message)
-        kinds.extend(kind.__subclasses__())
-    return ImporterError(message)

@@ -56,10 +56,6 @@ class WriteOptions:
     duplicates: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list)
 
-    @property
-    def strict_fields(self) -> bool:
-        return self.field_validation == decoding.STRICT
-
 
 def decode(rt: ResourceType, body: Obj, options: WriteOptions) -> None:
     """Step 1: the decoder's field checks on a request body (unknown fields dropped in

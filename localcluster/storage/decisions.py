@@ -205,11 +205,6 @@ def claim_finalizers(*, claim: Obj, pods: Sequence[Obj]) -> list[str] | None:
 # -- binding -------------------------------------------------------------------------
 
 
-def _claim_key(claim: Obj) -> tuple[str, str]:
-    m = _meta(claim)
-    return (str(m.get("namespace")), str(m.get("name")))
-
-
 def _ref_matches(ref: Mapping[str, Any], claim: Obj) -> bool:
     m = _meta(claim)
     if (ref.get("namespace"), ref.get("name")) != (m.get("namespace"), m.get("name")):

@@ -1,7 +1,6 @@
 """Controller sets: a name on the command line → the modules kopf loads, the webhooks served.
 
-A handler module that is not installed (a set whose package has not landed) is skipped
-with a log line only when it is marked optional; a required one missing is an error.
+Every handler module of a set is required: one that cannot be imported is an error.
 Each webhook is ``"module:function"``; the function takes the AdmissionReview body and a
 keyword ``exists(kind, name, namespace)`` lookup and returns the AdmissionReview answer.
 """
@@ -9,13 +8,10 @@ keyword ``exists(kind, name, namespace)`` lookup and returns the AdmissionReview
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-logger = logging.getLogger(__name__)
 
 Webhook = Callable[..., dict[str, Any]]
 
@@ -23,15 +19,13 @@ Webhook = Callable[..., dict[str, Any]]
 @dataclass(frozen=True)
 class ControllerSet:
     handlers: tuple[str, ...]
-    optional_handlers: tuple[str, ...] = ()
     webhooks: Mapping[str, str] = field(default_factory=dict)
     lease: str = ""
 
 
 SETS: dict[str, ControllerSet] = {
     "cdi": ControllerSet(
-        handlers=("cdi.handlers",),
-        optional_handlers=("populators.handlers",),
+        handlers=("cdi.handlers", "populators.handlers"),
         webhooks={"/validate-datavolumes": "cdi.admission:review",
                   "/mutate-datavolumes": "cdi.admission:mutate"},
         lease="rootdisk-cdi",
@@ -69,15 +63,6 @@ def load_handlers(sets: Sequence[ControllerSet]) -> list[str]:
     for cs in sets:
         for name in cs.handlers:
             importlib.import_module(name)
-            loaded.append(name)
-        for name in cs.optional_handlers:
-            try:
-                importlib.import_module(name)
-            except ModuleNotFoundError as err:
-                if err.name is None or not name.startswith(err.name):
-                    raise
-                logger.warning("optional handlers %s not installed; skipped", name)
-                continue
             loaded.append(name)
     return loaded
 

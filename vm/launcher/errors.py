@@ -42,7 +42,6 @@ class DriverError(LauncherError):
 # libvirt's virErrorNumber values (libvirt/virterror.h), stable across releases.
 VIR_ERR_OPERATION_INVALID = 55
 VIR_ERR_NO_DOMAIN = 42
-VIR_ERR_OPERATION_TIMEOUT = 68
 VIR_ERR_SYSTEM_ERROR = 38
 VIR_ERR_XML_ERROR = 27
 VIR_ERR_CONFIG_UNSUPPORTED = 67
@@ -63,10 +62,6 @@ def is_not_found(err: BaseException) -> bool:
 def is_invalid_operation(err: BaseException) -> bool:
     """e.g. destroying a domain that is not running any more."""
     return _code(err) == VIR_ERR_OPERATION_INVALID
-
-
-def is_timeout(err: BaseException) -> bool:
-    return _code(err) == VIR_ERR_OPERATION_TIMEOUT
 
 
 def is_bad_definition(err: BaseException) -> bool:

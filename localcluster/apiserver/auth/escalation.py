@@ -96,11 +96,6 @@ class _Rule:
             "apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs")))
 
 
-def url_covers(owner: str, url: str) -> bool:
-    """upstream's nonResourceURLCovers: the same URL, or a prefix ending in ``*``."""
-    return owner == url or (owner.endswith("*") and url.startswith(owner.rstrip("*")))
-
-
 # -- coverage -------------------------------------------------------------------------------
 
 _Sig = frozenset[int]  # the held rules (by index) that match a value in one dimension

@@ -10,7 +10,7 @@ objects, as with ``conversion: None`` upstream.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,10 +158,6 @@ class Registry:
         candidates.sort(key=lambda rt: versions.index(rt.version)
                         if rt.version in versions else 99)
         return candidates[0] if candidates else None
-
-    def by_group_resource(self, group_resource: str) -> Iterator[ResourceType]:
-        """Every served type stored under ``group/resource``."""
-        return (rt for rt in self.types() if rt.group_resource == group_resource)
 
 
 def _version_rank(version: str) -> tuple[int, int, int]:

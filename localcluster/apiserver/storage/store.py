@@ -157,9 +157,6 @@ class Store:
         objects = self._objects.get(gr, {})
         return len(objects) if ns is None else sum(1 for k in objects if k[0] == ns)
 
-    def group_resources(self) -> list[str]:
-        return [gr for gr, objs in self._objects.items() if objs]
-
     def all_in_namespace(self, ns: str) -> Iterator[tuple[str, Stored]]:
         for gr, objs in list(self._objects.items()):
             for (ons, _), stored in list(objs.items()):
