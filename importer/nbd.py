@@ -1,20 +1,31 @@
 """Serving a remote image over NBD for qemu-img to read while it streams.
 
-nbdkit's curl plugin (C) serves NBD; what it reads is always the importer's own loopback
-``RangeProxy``, never the source's URL. The proxy reads with the importer's sources
-(their retries, error reasons, and their check that every answer is the object the probe
-saw: same validators, same size), ahead of qemu-img through a block cache, and it serves
-the image's head (the bytes the importer sniffed and checked for backing files, data
-files and external extents) from the probe's own copy. So whatever a server sends later,
-qemu-img only ever sees the header the importer checked, and every byte comes from the
-one object the probe pinned, or the import fails with ``SourceChanged``.
+nbdkit's curl plugin (C, libcurl) does the serving, in one of two ways:
+- straight from the image's URL, for plain HTTP(S): headers, basic auth included, come
+  from a 0600 file read by ``header-script`` (never argv); nbdkit's retry filter
+  reconnects after drops;
+- through a ``RangeProxy`` in the importer's own process, where curl cannot read the
+  source itself: S3 (boto3), URLs with secrets in their query or userinfo (presigned),
+  servers that refuse HEAD. The proxy reads with the importer's sources, with their
+  retries and error reasons, ahead of qemu-img through a block cache.
 
-No credentials on any command line: the proxy's URL holds only a random token.
+Either way the export is pinned to the object the probe saw:
+- qemu-img sees the image's head (the bytes the importer sniffed and checked for backing
+  files, data files and external extents) from the probe's own copy, never fetched
+  again: on the direct route it is written into nbdkit's copy-on-write overlay before
+  qemu-img connects; the proxy serves it from memory;
+- every answer is the probed object: the direct route sends the probe's validators as
+  preconditions (``If-Match``, ``If-Unmodified-Since``: a server that honours them
+  answers 412 once the object changed), and the processor checks the object again after
+  the conversion and after any failure; the proxy's sources check every answer.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
+import re
+import shlex
 import socket
 import subprocess
 import threading
@@ -23,15 +34,59 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from importer import children
+from importer.config import ImporterConfig, SourceKind
 from importer.errors import ImporterError, TransferError
-from importer.rangeproxy import RangeProxy
-from importer.sources.base import Source
+from importer.sources.base import Probe, Source, Validators
+from importer.sources.http import USER_AGENT, ca_bundle
+
+if TYPE_CHECKING:
+    from importer.rangeproxy import RangeProxy
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT = 15.0
 _PROXY = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+READS_LOG = "reads.log"
+_READ = re.compile(rb" Read id=\d+ offset=0x[0-9a-f]+ count=0x([0-9a-f]+) \.\.\.$")
+
+
+def read_counter(log: Path) -> Callable[[], int]:
+    """The bytes nbdkit has served (and so its curl plugin fetched), from its log
+    filter's file: each call reads only what was appended since the last."""
+    total = 0
+    position = 0
+    pending = b""
+    busy = threading.Lock()  # a SIGALRM tick may call in while the main thread does
+
+    def counter() -> int:
+        if not busy.acquire(blocking=False):
+            return total
+        try:
+            return _advance()
+        finally:
+            busy.release()
+
+    def _advance() -> int:
+        nonlocal total, position, pending
+        try:
+            with log.open("rb") as f:
+                f.seek(position)
+                data = f.read(4 * 1024 * 1024)
+        except OSError:
+            return total
+        position += len(data)
+        *lines, pending = (pending + data).split(b"\n")
+        pending = pending[-4096:]
+        for line in lines:
+            match = _READ.search(line)
+            if match:
+                total += int(match.group(1), 16)
+        return total
+
+    return counter
 
 
 @dataclass(frozen=True)
@@ -39,6 +94,8 @@ class Export:
     uri: str
     pid: int
     proxy: RangeProxy | None = None
+    reads_log: Path | None = None
+    """Direct route: nbdkit's log of the reads it served (what its curl plugin fetched)."""
 
     def failure(self) -> ImporterError | None:
         """The source's own error behind a failed read, where the proxy saw it."""
@@ -50,17 +107,37 @@ class _StartFailed(Exception):
 
 
 @contextmanager
-def export(source: Source, *, size: int, head: bytes, workdir: Path,
+def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Path,
            on_fetch: Callable[[int], None] | None = None) -> Iterator[Export]:
-    """An NBD export of the probed object: nbdkit curl on the importer's range endpoint,
-    which serves ``head`` (the probe's bytes) as the object's first bytes."""
+    """An NBD export of the probed object: curl on its URL where it can, else on a proxy.
+    Either way its first bytes are ``probe.head``."""
+    assert probe.size is not None
+    size, head = probe.size, probe.head[:probe.size]
+    direct = _direct_argv(config, workdir, probe.validators)
+    if direct is not None:
+        # nbdkit's curl plugin takes a 206 at its word; the importer's own reader checks
+        # Content-Range. One read away from byte 0 shows a server (or cache) that answers
+        # every range from the start before qemu-img reads through it.
+        probe_at = min(size // 2, max(0, size - 4096)) // 512 * 512
+        source.read_range(probe_at, min(4096, size - probe_at))
+        try:
+            with _serve(direct, workdir, "direct", writable=True) as (uri, log, pid):
+                _check_opens(uri, size, log)
+                _pin_head(uri, head, workdir)
+                yield Export(uri, pid, reads_log=workdir / READS_LOG)
+                return
+        except _StartFailed as err:
+            logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
+                        " importer", err)
+    from importer.rangeproxy import RangeProxy  # its HTTP server: only this route needs it
+
     fetch, close_sources = _fetcher(source, on_fetch)
     try:
         with RangeProxy(fetch, size=size, head=head) as proxy:
             argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
                     "retries=2", "retry-delay=1"]
             try:
-                with _serve(argv, workdir, "proxy") as (uri, pid):
+                with _serve(argv, workdir, "proxy") as (uri, _, pid):
                     yield Export(uri, pid, proxy)
             except _StartFailed as err:
                 raise ImporterError(f"nbdkit could not serve the image: {err}") from err
@@ -68,10 +145,26 @@ def export(source: Source, *, size: int, head: bytes, workdir: Path,
         close_sources()
 
 
+def _pin_head(uri: str, head: bytes, workdir: Path) -> None:
+    """Write the probe's copy of the head into the export's copy-on-write overlay: every
+    later read of those bytes, by any connection, comes from the overlay."""
+    if not head:
+        return
+    copy = workdir / "head"
+    copy.touch(mode=0o600)
+    copy.write_bytes(head)
+    done = children.run_bounded(["nbdcopy", "--flush", str(copy), uri], timeout=60,
+                                stdout_limit=4096)
+    if done.returncode != 0:
+        stderr = done.stderr_tail.decode(errors="replace").strip()
+        raise ImporterError(f"could not pin the image's head in the NBD export: {stderr[-300:]}")
+
+
 def _fetcher(source: Source, on_fetch: Callable[[int], None] | None = None,
              ) -> tuple[Callable[[int, int], bytes], Callable[[], None]]:
     """``read_range`` callable from any thread: each thread reads through its own fork of
-    the probed source (the source itself where it is thread-safe)."""
+    the probed source (the source itself where it is thread-safe), so every answer is
+    checked against the probe's validators and size."""
     local = threading.local()
     forks: list[Source] = []
     lock = threading.Lock()
@@ -95,6 +188,70 @@ def _fetcher(source: Source, on_fetch: Callable[[int], None] | None = None,
     return fetch, close
 
 
+def _direct_argv(config: ImporterConfig, workdir: Path,
+                 validators: Validators) -> list[str] | None:
+    """nbdkit curl arguments for the URL itself, or None where it must not be on a
+    command line (a query may hold a signature, userinfo a password) or is not HTTP.
+    The probe's validators go with every request as preconditions."""
+    if config.source is not SourceKind.HTTP:
+        return None
+    parts = urlsplit(config.endpoint)
+    if parts.query or parts.username or parts.password:
+        return None
+    headers = [f"User-Agent: {USER_AGENT}"]
+    if config.access_key_id or config.secret_key:
+        token = f"{config.access_key_id or ''}:{config.secret_key or ''}".encode()
+        headers.append(f"Authorization: Basic {base64.b64encode(token).decode()}")
+    headers += [f"{name}: {value}" for name, value in config.extra_headers]
+    if validators.etag is not None:
+        headers.append(f"If-Match: {validators.etag}")
+    if validators.last_modified is not None:
+        headers.append(f"If-Unmodified-Since: {validators.last_modified}")
+    if any("\r" in h or "\n" in h for h in headers):
+        raise ImporterError("a header for the image's server holds a line break")
+    header_file = workdir / "headers"
+    header_file.touch(mode=0o600)
+    header_file.write_text("\n".join(headers) + "\n")
+    # The overlay only holds the pinned head; its smallest block keeps qemu-img's small
+    # metadata reads from growing to the default 64 KiB each (runs are read as one).
+    argv = ["--filter=cow", "--filter=log", "--filter=retry", "curl", "cow-block-size=4096",
+            f"logfile={workdir / READS_LOG}",
+            f"url={config.endpoint}",
+            f"header-script={_header_script(header_file)}",
+            "protocols=http,https", "timeout=60",
+            f"retries={config.retry_attempts - 1}",
+            f"retry-delay={max(1, round(config.retry_delay))}"]  # whole seconds, at least 1
+    if config.insecure_tls:
+        argv.append("sslverify=false")
+    elif config.cert_dir is not None:
+        bundle = workdir / "ca-bundle.pem"
+        with ca_bundle(config.cert_dir) as tmp:
+            tmp.seek(0)
+            bundle.write_bytes(tmp.read())
+        argv.append(f"cainfo={bundle}")
+    return argv
+
+
+def _header_script(header_file: Path) -> str:
+    """The script that prints the headers. nbdkit sends a script's stderr to a new
+    ``/tmp/errorsXXXXXX`` it never removes; the script removes its own (that file, found
+    through its stderr, and only if named so)."""
+    return (f"cat {shlex.quote(str(header_file))} && "
+            'e=$(readlink /proc/$$/fd/2); case "$e" in /tmp/errors??????) rm -f -- "$e";; esac')
+
+
+def _check_opens(uri: str, size: int, log: Path) -> None:
+    """nbdkit curl opens the URL only when a client connects: connect once, and see that
+    it serves the size the importer probed."""
+    done = children.run_bounded(["nbdinfo", "--size", uri], timeout=60, stdout_limit=4096)
+    stdout = done.stdout.decode(errors="replace").strip()
+    if done.returncode != 0:
+        stderr = done.stderr_tail.decode(errors="replace").strip()
+        raise _StartFailed(stderr[-300:] or _log_tail(log))
+    if not stdout.isdigit() or int(stdout) != size:
+        raise _StartFailed(f"served {stdout[:40]!r} bytes, expected {size}")
+
+
 def _log_tail(log: Path, size: int = 300) -> str:
     """The end of nbdkit's log (read from its end: the log may be large)."""
     with log.open("rb") as f:
@@ -103,20 +260,27 @@ def _log_tail(log: Path, size: int = 300) -> str:
 
 
 @contextmanager
-def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[tuple[str, int]]:
-    """nbdkit serving on a unix socket: (its NBD URI, its pid)."""
+def _serve(plugin_argv: list[str], workdir: Path, name: str, *,
+           writable: bool = False) -> Iterator[tuple[str, Path, int]]:
+    """nbdkit serving on a unix socket in ``workdir``: (its NBD URI, its log file, its
+    pid). Read-only unless ``writable`` (a copy-on-write overlay takes the writes); its
+    only client is this import (the socket's directory is private to it)."""
     sock = workdir / f"nbd-{name}.sock"
     log_path = workdir / f"nbdkit-{name}.log"
-    argv = ["nbdkit", "--exit-with-parent", "--foreground", "--readonly",
-            "--unix", str(sock), *plugin_argv]
-    # Its only URL is the proxy on loopback: a proxy from the environment would not reach it.
-    env = {k: v for k, v in children.child_environment().items() if k.lower() not in _PROXY}
+    argv = ["nbdkit", "--exit-with-parent", "--foreground",
+            *(() if writable else ("--readonly",)), "--unix", str(sock), *plugin_argv]
+    # The range endpoint is on loopback: no proxy from the environment would reach it (the
+    # direct route keeps them, as the importer's own requests do). The overlay's
+    # temporary file goes in the private work dir.
+    env = {k: v for k, v in children.child_environment().items()
+           if writable or k.lower() not in _PROXY}
+    env["TMPDIR"] = str(workdir)
     with log_path.open("wb") as log:
         proc = children.spawn(argv, stdin=subprocess.DEVNULL, env=env,
                               stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_for(sock, proc, log_path)
-        yield f"nbd+unix:///?socket={sock}", proc.pid
+        yield f"nbd+unix:///?socket={sock}", log_path, proc.pid
     finally:
         children.stop(proc, grace=10)
 

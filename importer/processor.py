@@ -35,6 +35,7 @@ from importer.errors import (
     Interrupted,
     InvalidImage,
     NotADiskImage,
+    SourceChanged,
     Stalled,
     TooSmall,
     TransferError,
@@ -350,15 +351,40 @@ class Processor:
 
         exporter = self.exporter or nbd.export
         with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
-                exporter(self.source, size=planned.probe.size, head=planned.probe.head,
-                         workdir=Path(workdir), on_fetch=self._fetched_by_proxy) as export:
-            try:
-                self._convert(planned, export.uri, progress_from=0)
-            except (Interrupted, Stalled, DeadlineExceeded):
-                raise  # the import's own verdict, not the source's
-            except ImporterError as err:
-                raise (export.failure() or err) from err
+                exporter(self.source, self.config, probe=planned.probe, workdir=Path(workdir),
+                         on_fetch=self._fetched_by_proxy) as export:
+            # nbdkit's curl plugin fetches the direct route's bytes: its reads count.
+            counter = nbd.read_counter(export.reads_log) if export.reads_log else None
+            with (self.watchdog.watch(counter) if self.watchdog and counter
+                  else contextlib.nullcontext()):
+                try:
+                    self._convert(planned, export.uri, progress_from=0)
+                except (Interrupted, Stalled, DeadlineExceeded):
+                    raise  # the import's own verdict, not the source's
+                except ImporterError as err:
+                    failure = export.failure()
+                    if failure is not None:
+                        raise failure from err
+                    self._still_the_object_probed(err)
+                    raise
+                if counter is not None:
+                    self.result.fetched_bytes += counter()
+            # nbdkit's own reads carried the validators as preconditions, which a server
+            # may ignore: one more checked read says the object is still the one probed.
+            self._still_the_object_probed()
         return Phase.RESIZE
+
+    def _still_the_object_probed(self, failure: ImporterError | None = None) -> None:
+        """SourceChanged if the source's object is no longer the one probed (its next
+        answer's validators or size differ). After a ``failure``, only that verdict
+        replaces it: the check's own trouble (the server gone) leaves the failure as is."""
+        try:
+            self.source.read_range(0, 1)
+        except SourceChanged:
+            raise
+        except ImporterError:
+            if failure is None:
+                raise
 
     def scratch_convert(self, planned: Planned) -> Phase:
         assert planned.image is not None and planned.probe is not None

@@ -77,7 +77,7 @@ class FakeQemuImg:
 
 
 @contextmanager
-def fake_exporter(source: Any, *, size: int, head: bytes, workdir: Path,
+def fake_exporter(source: Any, config: Any, *, probe: Probe, workdir: Path,
                   on_fetch: Any = None) -> Iterator[Export]:
     """An "NBD export" that is only a URI: FakeQemuImg never opens it."""
     yield Export(uri=f"nbd+unix:///?socket={workdir}/fake.sock", pid=0)

@@ -212,3 +212,21 @@ def test_an_s3_object_replaced_mid_import_is_source_changed(
                         secret_key=s3_server.secret_key, s3_endpoint=s3_server.endpoint)
     assert isinstance(outcome.error, SourceChanged), outcome.error
     assert not _disk_leaks(dest) and not dest.exists()
+
+
+def test_nbdkit_reads_carry_the_probed_validators_as_preconditions(
+        http_server: HttpServer, do_import: ImportFn, tmp_path: Path, clean: Path) -> None:
+    """On the direct route nbdkit's curl plugin reads the URL itself; each of its requests
+    names the probed object (If-Match, If-Unmodified-Since), so a server that honours
+    them answers 412 rather than another object's bytes."""
+    url = http_server.publish(clean, "pinned.qcow2")
+    http_server.set_faults("pinned.qcow2", Faults(swap_after=10**6, etag=ETAGS,
+                                                  last_modified=DATES))
+    outcome = do_import(url, tmp_path / "disk.img")
+    assert outcome.exit_code == 0, outcome.error
+    by_curl = [r for r in http_server.requests_for("pinned.qcow2")
+               if "Accept-Encoding" not in r.headers]  # the importer's own always send it
+    assert by_curl, "nbdkit did not read the URL itself"
+    for request in by_curl:
+        assert request.headers.get("If-Match") == ETAGS[0], request.headers
+        assert request.headers.get("If-Unmodified-Since") == DATES[0], request.headers

@@ -34,6 +34,11 @@ def test_a_blank_import_loads_no_http_client_nor_nbd() -> None:
         assert heavy not in loaded, f"{heavy} imported by a blank import"
 
 
+def test_the_nbd_route_loads_the_range_proxy_only_when_it_serves_one() -> None:
+    loaded = modules_after(PROBE.replace("importer.sources.blank", "importer.nbd"))
+    assert "importer.nbd" in loaded and "importer.rangeproxy" not in loaded
+
+
 def test_metrics_server_serves_then_frees_its_port() -> None:
     metric = ProgressMetric(owner_uid="u-1", port=0, addr="127.0.0.1")
     port = metric.server.server_address[1]
