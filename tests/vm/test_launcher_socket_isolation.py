@@ -29,7 +29,6 @@ from vm.vmi.pod import LauncherConfig, launcher_pod
 
 pytestmark = pytest.mark.skipif(not sandbox.available(), reason="needs root, bwrap and setpriv")
 
-REPO = Path(__file__).resolve().parents[2]
 A = "3f0c6a52-0d1e-4b8a-9c61-2b7d4e5f6a01"
 B = "8e2d1c40-7b6a-4f3e-8d2c-1a0b9c8d7e02"
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -50,13 +49,16 @@ def _host_mounts(pod: dict[str, Any]) -> dict[str, str]:
 
 
 def _as_handler(root: Path, *uids: str) -> None:
-    """sockets.ensure as the handler runs it: uid/gid 107, no other group, no capability."""
-    subprocess.run(
-        ["setpriv", "--reuid=107", "--regid=107", "--clear-groups", "--inh-caps=-all",
-         sys.executable, "-c",
+    """sockets.ensure as the handler runs it: uid/gid 107, no other group, no capability,
+    in a pod's sandbox (which binds the checkout, wherever it lives: under a 0700 home
+    uid 107 could not read it from the host)."""
+    pod = sandbox.Pod(root.parent / "handler-pod")
+    pod.binds[str(root)] = str(root)
+    subprocess.run(pod.argv(
+        [sys.executable, "-c",
          "import sys; from pathlib import Path; from vm.handler import sockets; "
-         "sockets.ensure(Path(sys.argv[1]), sys.argv[2:])", str(root), *uids],
-        cwd=REPO, check=True, timeout=60)
+         "sockets.ensure(Path(sys.argv[1]), sys.argv[2:])", str(root), *uids], env=ENV),
+        check=True, timeout=60)
 
 
 @pytest.fixture
