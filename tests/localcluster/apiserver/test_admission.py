@@ -22,7 +22,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from localcluster.apiserver.admission.review import AdmissionDenied, admit, matching_webhooks
+from localcluster.apiserver.admission.review import (
+    AdmissionDenied,
+    admit,
+    denial,
+    matching_webhooks,
+)
 
 # ------------------------------------------------------------------ PKI
 
@@ -322,11 +327,11 @@ async def test_no_reinvocation_by_default(pki: Pki, hooks: Hooks) -> None:
 
 DENIALS = [
     ("/deny", 403, 'admission webhook "deny.x.io" denied the request: pods named bad are '
-                   'not allowed', "Forbidden"),
+                   'not allowed', ""),
     ("/deny-422", 422, 'admission webhook "deny.x.io" denied the request: spec.size too small',
      "Invalid"),
-    ("/deny-silent", 403, 'admission webhook "deny.x.io" denied the request without '
-                          'explanation', "Forbidden"),
+    ("/deny-silent", 400, 'admission webhook "deny.x.io" denied the request without '
+                          'explanation', ""),
 ]
 
 
@@ -339,6 +344,46 @@ async def test_validating_denial(pki: Pki, hooks: Hooks, path: str, code: int, m
             "deny.x.io", path, pki, hooks))], request=_request(), obj=POD,
             resolve_service=_resolver(hooks))
     assert (err.value.code, err.value.message, err.value.reason) == (code, message, reason)
+
+
+DENIED_BY = 'admission webhook "foo" denied the request'
+# kube-apiserver's TestToStatusErr (pkg/admission/plugin/webhook/errors), case by case:
+# (name, the webhook's status, message, code, status).
+TO_STATUS_ERR = [
+    ("nil result", None, DENIED_BY + " without explanation", 400, "Failure"),
+    ("only message", {"message": "you shall not pass"}, DENIED_BY + ": you shall not pass",
+     400, "Failure"),
+    ("only reason", {"reason": "Forbidden"}, DENIED_BY + ": Forbidden", 400, "Failure"),
+    ("message and reason", {"message": "you shall not pass", "reason": "Forbidden"},
+     DENIED_BY + ": you shall not pass", 400, "Failure"),
+    ("no message, no reason", {}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("500 status code", {"code": 500}, DENIED_BY + " without explanation", 500, "Failure"),
+    ("200 status code", {"code": 200}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("300 status code", {"code": 300}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("399 status code", {"code": 399}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("missing status", {}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("success status overridden", {"status": "Success"}, DENIED_BY + " without explanation",
+     400, "Failure"),
+    ("failure status preserved", {"status": "Failure"}, DENIED_BY + " without explanation",
+     400, "Failure"),
+    ("custom status preserved", {"status": "custom"}, DENIED_BY + " without explanation", 400,
+     "custom"),
+]
+
+
+@pytest.mark.parametrize(("label", "status", "message", "code", "outcome"), TO_STATUS_ERR,
+                         ids=[c[0] for c in TO_STATUS_ERR])
+def test_to_status_err(label: str, status: dict[str, Any] | None, message: str, code: int,
+                       outcome: str) -> None:
+    err = denial("foo", status)
+    assert (err.message, err.code, err.status) == (message, code, outcome), label
+
+
+def test_a_denial_keeps_the_webhooks_reason_and_details() -> None:
+    causes = [{"reason": "FieldValueInvalid", "message": "bad", "field": "spec.x"}]
+    err = denial("v.io", {"code": 422, "reason": "Invalid", "message": "bad",
+                          "details": {"causes": causes}})
+    assert (err.reason, err.details, err.code) == ("Invalid", {"causes": causes}, 422)
 
 
 @pytest.mark.asyncio
