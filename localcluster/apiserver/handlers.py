@@ -36,13 +36,12 @@ from .errors import (
     conflict,
     forbidden,
     method_not_allowed,
-    not_acceptable,
     not_found,
     too_large,
     unauthorized,
     unsupported_media_type,
 )
-from .kinds import discovery, openapi
+from .kinds import discovery, openapi, openapi_proto
 from .kinds.apiservices import request_attributes
 from .kinds.registry import Registry, ResourceType
 from .storage.store import Stored
@@ -293,12 +292,14 @@ class Handlers:
             return _json_response(groups)
         if path.startswith("/openapi"):
             accept = request.headers.get("Accept", "")
-            if path == "/openapi/v2" and "protobuf" in accept and "json" not in accept \
-                    and "*/*" not in accept:
-                raise not_acceptable("only application/json is served for /openapi/v2")
-            spec = openapi.document(self.registry, path, request.query)
+            aggregated = self.aggregator.resource_lists() if self.aggregator else {}
+            spec = openapi.document(self.registry, path, request.query, aggregated)
             if spec is None:
                 raise not_found(resource="", group="", name=path)
+            if path == "/openapi/v2" and "protobuf" in accept and "json" not in accept \
+                    and "*/*" not in accept:
+                return web.Response(body=openapi_proto.document(spec), headers={
+                    "Content-Type": openapi_proto.CONTENT_TYPE})
             return _json_response(spec)
         return _json_response({"paths": sorted({"/api", "/apis", "/version", "/openapi/v3",
                                                 "/openapi/v2", "/healthz", "/livez", "/readyz"})})
