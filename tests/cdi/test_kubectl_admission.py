@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import socket
 import ssl
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ from pki import certs
 from rootdisk.operator import registry
 from rootdisk.operator.server import Server
 from tests.fixtures.appthread import AppThread
-from tests.localcluster.apiserver.kubectl_tool import kubectl_path, needs_kubectl
+from tests.localcluster.apiserver.kubectl_tool import Run, needs_kubectl, runner
 from tests.vm.conftest import kube_for, wait_served
 
 pytestmark = needs_kubectl
@@ -45,7 +43,6 @@ VALIDATING = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfig
                   namespaced=False)
 MUTATING = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                 namespaced=False)
-Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def _free_port() -> int:
@@ -146,12 +143,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Cli
 
 @pytest.fixture
 def kubectl(cluster: tuple[Any, Client], tmp_path: Path) -> Run:
-    env = {**os.environ, "KUBECONFIG": str(cluster[0].kubeconfig_path), "HOME": str(tmp_path)}
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([kubectl_path(), *args], env=env, capture_output=True,
-                              text=True, timeout=60, check=False)
-    return run
+    return runner(cluster[0].kubeconfig_path, tmp_path)
 
 
 def _dv(name: str, source: dict[str, Any]) -> str:

@@ -141,6 +141,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
                                                        "message": "spec.size too small"})
     if path == "/deny-silent":
         return _respond(review, allowed=False)
+    if path == "/bad-code":
+        return _respond(review, allowed=False, status={"code": "422"})
+    if path == "/bad-causes":
+        return _respond(review, allowed=False, status={"details": {"causes": [{"field": 1}]}})
+    if path == "/bad-warnings":
+        return _respond(review, allowed=True, warnings="not a list")
     if path == "/label":
         ops: list[dict[str, Any]] = []
         if labels is None:
@@ -415,6 +421,9 @@ FAILURES: list[tuple[str, dict[str, Any], str]] = [
     ("/allow", {"caBundle": "not-base64!"}, "invalid caBundle"),
     ("/allow", {"admissionReviewVersions": ["v1beta1"]},
      "does not accept known AdmissionReview versions"),
+    ("/bad-code", {}, "the response's status.code is not an integer"),
+    ("/bad-causes", {}, "the response's status.details.causes is not a list of causes"),
+    ("/bad-warnings", {}, "the response's warnings are not a list of strings"),
 ]
 
 

@@ -26,6 +26,17 @@ from .server_fixtures import WIDGET_CRD
 
 WIDGETS = "/apis/example.com/v1/namespaces/hooked/widgets"
 CONFIGMAPS = "/api/v1/namespaces/hooked/configmaps"
+GIZMOS = "/apis/example.com/v1alpha3/namespaces/hooked/gizmos"
+GIZMO_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gizmos.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "gizmos", "kind": "Gizmo"},
+             "versions": [{"name": name, "served": True, "storage": name == "v1",
+                           "deprecated": name == "v1alpha3",
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+                          for name in ("v1alpha3", "v1")]}}
 CAUSE = {"reason": "FieldValueInvalid", "message": "too big for the test", "field": "spec.size"}
 
 
@@ -63,6 +74,8 @@ def _app(hooks: Hooks) -> web.Application:
                      "patch": base64.b64encode(json.dumps(ops).encode()).decode()} \
                 if ops else {}
             return _answer(review, allowed=True, warnings=warnings, **extra)
+        if labels.get("deny-again") and request.path == "/again":
+            return _answer(review, allowed=False, warnings=warnings)
         if labels.get("deny") and request.path == "/validate":
             return _answer(review, allowed=False, warnings=warnings, status={
                 "code": 422, "reason": "Invalid", "message": "spec.size: too big for the test",
@@ -95,13 +108,13 @@ class Cluster:
 
 
 def _hook(name: str, path: str, port: int, bundle: str, resources: list[str],
-          group: str) -> dict[str, Any]:
+          group: str, version: str = "v1") -> dict[str, Any]:
     return {"name": name, "sideEffects": "None", "admissionReviewVersions": ["v1"],
             "timeoutSeconds": 5, "failurePolicy": "Fail",
             "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle},
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "hooked"}},
             "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [group],
-                       "apiVersions": ["v1"], "resources": resources}]}
+                       "apiVersions": [version], "resources": resources}]}
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +136,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         bundle = base64.b64encode(tls.ca_cert.read_bytes()).decode()
         assert cluster.request("POST", "/apis/apiextensions.k8s.io/v1/"
                                "customresourcedefinitions", WIDGET_CRD)[0] == 201
+        assert cluster.request("POST", "/apis/apiextensions.k8s.io/v1/"
+                               "customresourcedefinitions", GIZMO_CRD)[0] == 201
         assert cluster.request("POST", "/api/v1/namespaces",
                                {"metadata": {"name": "hooked"}})[0] == 201
         port = webhooks.port
@@ -137,10 +152,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 _hook("validate.test.io", "/validate", port, bundle, ["widgets"],
                       "example.com"),
                 _hook("validate-cm.test.io", "/validate", port, bundle, ["configmaps"], ""),
-                _hook("again.test.io", "/again", port, bundle, ["widgets", "configmaps"],
-                      "*")]})[0] == 201
-        for _ in range(200):  # the CRD is served once its status says so
-            if cluster.request("GET", WIDGETS)[0] == 200:
+                _hook("again.test.io", "/again", port, bundle,
+                      ["widgets", "configmaps", "gizmos"], "*", "*")]})[0] == 201
+        for _ in range(200):  # the CRDs are served once their status says so
+            if cluster.request("GET", WIDGETS)[0] == cluster.request("GET", GIZMOS)[0] == 200:
                 break
         yield cluster
     finally:
@@ -256,3 +271,13 @@ def test_null_metadata_is_empty_metadata(cluster: Cluster, path: str) -> None:
     assert status["details"]["causes"] == [{
         "reason": "FieldValueRequired", "field": "metadata.name",
         "message": "Required value: name or generateName is required"}]
+
+
+def test_a_deprecated_versions_warning_survives_a_refusal(cluster: Cluster) -> None:
+    gizmo = {"apiVersion": "example.com/v1alpha3", "kind": "Gizmo",
+             "metadata": {"name": "old", "labels": {"warn": "1", "deny-again": "1"}}}
+    code, status, warnings = cluster.request("POST", GIZMOS, gizmo)
+    assert code == 400 and status["message"] == (
+        'admission webhook "again.test.io" denied the request without explanation')
+    assert warnings == ['299 - "example.com/v1alpha3 Gizmo is deprecated"',
+                        '299 - "the test webhooks warn"', '299 - "/again saw it"']
