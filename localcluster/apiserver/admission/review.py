@@ -49,6 +49,8 @@ from ..selectors import SelectorError, label_selector_from_dict
 logger = logging.getLogger(__name__)
 
 ResolveService = Callable[[str, str, int], tuple[str, int]]
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""An AdmissionReview answer may carry a patch of an object (at most 3 MiB here), base64."""
 _SELF = {"validatingwebhookconfigurations", "mutatingwebhookconfigurations",
          "validatingadmissionpolicies", "validatingadmissionpolicybindings"}
 
@@ -211,7 +213,7 @@ async def _call(hook: _Hook, review: dict[str, Any], resolve_service: ResolveSer
             url, json=review, ssl=_ssl_context(hook), server_hostname=server_name,
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as reply:
-            body = await reply.read()
+            body = await _bounded_body(reply)
             if reply.status != 200:
                 raise _CallFailed(f'Post "{url}": HTTP {reply.status}: '
                                   f"{body[:200].decode(errors='replace')}")
@@ -241,6 +243,18 @@ async def _call(hook: _Hook, review: dict[str, Any], resolve_service: ResolveSer
     if problem:
         raise _CallFailed(problem)
     return response
+
+
+async def _bounded_body(reply: aiohttp.ClientResponse) -> bytes:
+    """The answer's body, refused past MAX_RESPONSE_BYTES (a webhook's answer is read
+    whole, warnings and patch included: a runaway one must not fill this server)."""
+    chunks, size = [], 0
+    async for chunk in reply.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise _CallFailed(f"the response is larger than {MAX_RESPONSE_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _status_problem(status: Any) -> str:

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from localcluster.apiserver.admission import review
 from localcluster.apiserver.admission.review import (
     AdmissionDenied,
     admit,
@@ -145,6 +146,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         return _respond(review, allowed=False, status={"code": "422"})
     if path == "/bad-causes":
         return _respond(review, allowed=False, status={"details": {"causes": [{"field": 1}]}})
+    if path == "/big":
+        return _respond(review, allowed=True, warnings=["w" * 5000])
     if path == "/bad-warnings":
         return _respond(review, allowed=True, warnings="not a list")
     if path == "/label":
@@ -439,6 +442,22 @@ async def test_failure_policy_fail(pki: Pki, hooks: Hooks, path: str, extra: dic
     assert err.value.message.startswith('Internal error occurred: failed calling webhook '
                                         '"broken.x.io": failed to call webhook: ')
     assert fragment in err.value.message
+
+
+@pytest.mark.asyncio
+async def test_an_answer_over_the_size_limit_is_a_failure(pki: Pki, hooks: Hooks,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    monkeypatch.setattr(review, "MAX_RESPONSE_BYTES", 4096)
+    hook = _webhook("big.x.io", "/big", pki, hooks)
+    with pytest.raises(AdmissionDenied) as err:
+        await admit(mutating=[], validating=[validating("v", hook)], request=_request(),
+                    obj=POD, resolve_service=_resolver(hooks))
+    assert err.value.code == 500
+    assert "the response is larger than 4096 bytes" in err.value.message
+    monkeypatch.setattr(review, "MAX_RESPONSE_BYTES", 8192)
+    await admit(mutating=[], validating=[validating("v", hook)], request=_request(),
+                obj=POD, resolve_service=_resolver(hooks))
 
 
 @pytest.mark.asyncio
