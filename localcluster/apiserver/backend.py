@@ -259,7 +259,7 @@ class Backend:
                                           options=options)
         before = obj
         mutated = await admission.mutate(obj, redefault=lambda patched: write_path.redefault(
-            rt, before, patched, creating=True))
+            rt, before, patched, old=None))
         obj = mutated if mutated is not None else obj
         write_path.validate(rt, obj, old=None)
         if authorize is not None:
@@ -308,9 +308,7 @@ class Backend:
     def _prepare_update(self, rt: ResourceType, current: Stored, body: Obj, *,
                         subresource: str, options: WriteOptions) -> Obj:
         old = self.view(rt, current)
-        new = meta.carry_over(old, body, has_status=rt.has_status, subresource=subresource,
-                              status_in_generation=rt.custom and not rt.has_status,
-                              generation=meta.tracks_generation(rt.kind, custom=rt.custom))
+        new = write_path.carry_over(rt, old, body, subresource=subresource)
         if subresource == "finalize":
             new = copy.deepcopy(old)
             new.setdefault("spec", {})["finalizers"] = list(
@@ -335,7 +333,7 @@ class Backend:
                                           old=old, options=options, subresource=subresource)
         before = new
         mutated = await admission.mutate(new, redefault=lambda patched: write_path.redefault(
-            rt, before, patched, creating=False))
+            rt, before, patched, old=old, subresource=subresource))
         new = mutated if mutated is not None else new
         write_path.validate(rt, new, old=old)
         if rt.group_resource == CRD_GR:

@@ -154,16 +154,31 @@ def keep_system_meta(before: Obj, after: Obj) -> Obj:
     return out
 
 
-def redefault(rt: ResourceType, before: Obj, patched: Obj, *, creating: bool) -> Obj:
+def carry_over(rt: ResourceType, old: Obj, new: Obj, *, subresource: str) -> Obj:
+    """Step 2 of an update (``rules.meta.carry_over`` with the kind's settings): system
+    metadata from the stored object, status or spec kept as the subresource wants, the
+    generation up by one when the spec changed."""
+    return meta.carry_over(old, new, has_status=rt.has_status, subresource=subresource,
+                           status_in_generation=rt.custom and not rt.has_status,
+                           generation=meta.tracks_generation(rt.kind, custom=rt.custom))
+
+
+def redefault(rt: ResourceType, before: Obj, patched: Obj, *, old: Obj | None,
+              subresource: str = "") -> Obj:
     """Step 3, after each webhook's patch: system metadata as before it, then the kind's
     defaults again (its schema's for a custom resource, fields it does not know pruned
-    silently), as kube-apiserver decodes and defaults a patched object."""
+    silently), as kube-apiserver decodes and defaults a patched object; on an update
+    (``old``, the stored object) the update's rules again, so a webhook's change of the
+    spec moves the generation, and one of the status through the main resource is undone,
+    as upstream's PrepareForUpdate after admission does."""
     out = keep_system_meta(before, patched)
-    if creating:
+    if old is None:
         keep_status = not rt.has_status or rt.kind == "Node"
         if not keep_status:
             out.pop("status", None)
         defaults.on_create(rt.kind, out, keep_status=keep_status)
     else:
+        if subresource != "finalize":
+            out = carry_over(rt, old, out, subresource=subresource)
         defaults.normalize(rt.kind, out)
     return schema_defaults(rt, out, WriteOptions())

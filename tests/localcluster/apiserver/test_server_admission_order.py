@@ -70,6 +70,9 @@ def _app(hooks: Hooks) -> web.Application:
                 ops.append({"op": "remove", "path": "/spec/color"})
             if labels.get("bad-color"):
                 ops.append({"op": "replace", "path": "/spec/color", "value": "green"})
+            if labels.get("resize") and req["operation"] == "UPDATE":
+                ops.append({"op": "replace", "path": "/spec/size", "value": 7})
+                ops.append({"op": "add", "path": "/status", "value": {"phase": "Forged"}})
             extra = {"patchType": "JSONPatch",
                      "patch": base64.b64encode(json.dumps(ops).encode()).decode()} \
                 if ops else {}
@@ -281,3 +284,15 @@ def test_a_deprecated_versions_warning_survives_a_refusal(cluster: Cluster) -> N
         'admission webhook "again.test.io" denied the request without explanation')
     assert warnings == ['299 - "example.com/v1alpha3 Gizmo is deprecated"',
                         '299 - "the test webhooks warn"', '299 - "/again saw it"']
+
+
+def test_a_webhooks_change_on_update_is_an_update_too(cluster: Cluster) -> None:
+    """The spec a webhook changed moves the generation; a status it wrote through the main
+    resource is undone (the status subresource owns it), as upstream's PrepareForUpdate."""
+    code, obj, _ = cluster.request("POST", WIDGETS, widget("resized"))
+    assert code == 201 and obj["metadata"]["generation"] == 1
+    code, obj, _ = cluster.request("PATCH", f"{WIDGETS}/resized",
+                                   {"metadata": {"labels": {"resize": "1"}}})
+    assert code == 200, obj
+    assert obj["spec"]["size"] == 7 and obj["metadata"]["generation"] == 2
+    assert "status" not in obj
