@@ -178,9 +178,5 @@ def unsupported_media_type(content_type: str) -> APIError:
                     f'(got "{content_type}")')
 
 
-def not_acceptable(message: str) -> APIError:
-    return APIError(406, "NotAcceptable", message)
-
-
 def internal(message: str) -> APIError:
     return APIError(500, "InternalError", message)
