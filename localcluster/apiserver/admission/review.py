@@ -1,6 +1,6 @@
 """Calling admission webhooks before a write, as kube-apiserver does.
 
-For a write the server builds an AdmissionReview ``request`` and calls :func:`admit`.
+For a write the server builds an AdmissionReview ``request`` (a :class:`Call`).
 Every webhook of the Mutating/ValidatingWebhookConfigurations whose rules,
 namespaceSelector and objectSelector match is POSTed an ``admission.k8s.io/v1``
 AdmissionReview over HTTPS (``clientConfig.url``, or ``clientConfig.service`` resolved by
@@ -17,10 +17,10 @@ carrying the webhook's ``status`` as kube-apiserver keeps it (``ToStatusErr``): 
 and details (``causes``…) untouched, a code under 400 made 400, the message
 ``admission webhook "<name>" denied the request: <message>`` (else its reason, else
 ``… without explanation``). ``warnings`` of every answer are collected before the allowed
-check, so they reach the client with a denial too. A webhook that cannot be
-called, times out or answers garbage is skipped under ``failurePolicy: Ignore`` and is a
-500 under ``Fail`` (the default). ``matchConditions`` (CEL) are not evaluated: a webhook
-whose rules match is called.
+check, so they reach the client with a denial too. A webhook that cannot be called,
+times out or answers garbage (or more than ``MAX_RESPONSE_BYTES``) is skipped under
+``failurePolicy: Ignore`` and is a 500 under ``Fail`` (the default). ``matchConditions``
+(CEL) are not evaluated: a webhook whose rules match is called.
 
 The namespace's labels, for ``namespaceSelector``, are passed as ``namespace_labels``
 (None for cluster-scoped objects, which every namespaceSelector matches; for a Namespace
