@@ -1,8 +1,12 @@
 """AdmissionReview in, AdmissionReview out, for the DataVolume validating webhook (pure).
 
 kube-apiserver sends ``admission.k8s.io/v1`` AdmissionReviews; the answer echoes the
-request's uid, allows or refuses, and on refusal carries every problem (each naming its
-field) in ``status.message`` with code 422, as the API server's own validation does.
+request's uid, allows or refuses. A refusal is what CDI's webhooks send
+(``toRejectedAdmissionResponse``): code 422 and no reason, one ``details.causes`` entry
+per problem (``field`` and ``message``), and the message every cause prefixed with a
+space (so kube-apiserver's ``denied the request:`` is followed by two spaces). Each cause
+is written there as ``field: message`` (upstream's texts leave the field out), since
+kubectl prints only that message for a refusal without a reason.
 """
 
 from __future__ import annotations
@@ -37,9 +41,20 @@ def review(body: Mapping[str, Any], *, exists: Exists) -> dict[str, Any]:
         problems = []
     response: dict[str, Any] = {"uid": uid, "allowed": not problems}
     if problems:
-        response["status"] = {"code": 422, "reason": "Invalid", "message": "; ".join(problems)}
+        response["status"] = rejection(problems)
     return {"apiVersion": body.get("apiVersion") or "admission.k8s.io/v1",
             "kind": "AdmissionReview", "response": response}
+
+
+def rejection(problems: list[str]) -> dict[str, Any]:
+    """The Status of a refusal, from problems written ``field: message``."""
+    causes = []
+    for problem in problems:
+        field, sep, message = problem.partition(": ")
+        causes.append({"reason": "FieldValueInvalid", "message": message if sep else problem,
+                       "field": field if sep else ""})
+    return {"code": 422, "message": "".join(f" {p}" for p in problems),
+            "details": {"causes": causes}}
 
 
 def mutate(body: Mapping[str, Any], *, exists: Exists) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import write_path
-from .admission.webhooks import WebhookCaller
+from .admission.webhooks import Admission, WebhookCaller
 from .errors import (
     STALE,
     APIError,
@@ -189,7 +189,9 @@ class Backend:
         if api_version is not None and api_version != rt.api_version:
             raise bad_request(f"the API version in the data ({api_version}) does not match the "
                               f"expected API version ({rt.api_version})")
-        metadata = body.get("metadata", {})
+        metadata = body.get("metadata")
+        if metadata is None:  # null is an empty ObjectMeta, as Go decodes it
+            metadata = {}
         if not isinstance(metadata, dict):
             raise bad_request("metadata must be an object")
         if rt.namespaced and ns is not None:
@@ -201,24 +203,27 @@ class Backend:
             raise bad_request(f"the name of the object ({metadata['name']}) does not match "
                               f"the name on the URL ({name})")
         out: Obj = dict(body)
+        if "metadata" in out:
+            out["metadata"] = metadata
         out["apiVersion"] = rt.api_version
         out["kind"] = rt.kind
         return out
 
-    async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
-                     obj: Obj | None, old: Obj | None, options: WriteOptions,
-                     subresource: str = "") -> Obj | None:
-        return await self.webhooks.admit(rt, operation, ns=ns, name=name, obj=obj, old=old,
+    async def _admission(self, rt: ResourceType, operation: str, *, ns: str | None,
+                         name: str, old: Obj | None, options: WriteOptions,
+                         subresource: str = "") -> Admission:
+        return await self.webhooks.start(rt, operation, ns=ns, name=name, old=old,
                                          user=options.user, dry_run=options.dry_run,
-                                         subresource=subresource)
+                                         subresource=subresource, warnings=options.warnings)
 
     # -- create -----------------------------------------------------------------------------
 
     async def create(self, rt: ResourceType, ns: str | None, body: Any,
                      options: WriteOptions = _INTERNAL_WRITE, *,
                      authorize: Callable[[], None] | None = None) -> Obj:
-        """``authorize``: a check run once the object is valid, before admission (a
-        create through PUT is authorized as ``create`` there, as upstream does)."""
+        """Steps as ``write_path`` lists them. ``authorize``: a check run once the object
+        is valid, before the validating webhooks (a create through PUT is authorized as
+        ``create`` there, as upstream does)."""
         if "create" not in rt.verbs:
             raise method_not_allowed(f"create is not supported on {rt.resource}")
         body = self.check_body(rt, body, ns=ns, name=None)
@@ -248,24 +253,36 @@ class Backend:
         defaults.on_create(rt.kind, obj, keep_status=keep_status)
         if rt.kind == "PersistentVolumeClaim":
             self._default_storage_class(obj)
-        obj = write_path.validate(rt, obj, old=None, options=options)
+        obj = write_path.schema_defaults(rt, obj, options)
+        key = self._key(rt, ns, obj["metadata"].get("name") or "")
+        admission = await self._admission(rt, "CREATE", ns=ns, name=key[2], old=None,
+                                          options=options)
+        before = obj
+        mutated = await admission.mutate(obj, redefault=lambda patched: write_path.redefault(
+            rt, before, patched, old=None))
+        obj = mutated if mutated is not None else obj
+        write_path.validate(rt, obj, old=None)
         if authorize is not None:
             authorize()
         if rt.group_resource == CRD_GR:
             obj["status"] = crds.crd_status(obj, now=meta.format_time(self.clock()))
-        key = self._key(rt, ns, obj["metadata"]["name"])
-        if self.store.get(*key) is not None:
-            raise already_exists(resource=rt.resource, group=rt.group, name=key[2])
-        admitted = await self._admit(rt, "CREATE", ns=ns, name=key[2], obj=obj, old=None,
-                                     options=options)
-        if admitted is not obj and admitted is not None:
-            obj = write_path.after_admission(rt, obj, admitted, old=None)
-        if self.store.get(*key) is not None:
-            raise already_exists(resource=rt.resource, group=rt.group, name=key[2])
+        await admission.validate(obj)
+        existing = self.store.get(*key)
+        if existing is not None:
+            raise self._exists(rt, key[2], existing)
         if options.dry_run:
             return obj
         stored = self._commit(*key, self._to_storage(rt, obj), None)
         return self.view(rt, stored)
+
+    @staticmethod
+    def _exists(rt: ResourceType, name: str, existing: Stored) -> APIError:
+        """409 AlreadyExists, prefixed as upstream's store does while the object there
+        is being deleted."""
+        err = already_exists(resource=rt.resource, group=rt.group, name=name)
+        if existing.obj.get("metadata", {}).get("deletionTimestamp"):
+            err.message = f"object is being deleted: {err.message}"
+        return err
 
     async def create_on_update(self, rt: ResourceType, ns: str | None, name: str, body: Any,
                                options: WriteOptions = _INTERNAL_WRITE, *,
@@ -291,18 +308,13 @@ class Backend:
     def _prepare_update(self, rt: ResourceType, current: Stored, body: Obj, *,
                         subresource: str, options: WriteOptions) -> Obj:
         old = self.view(rt, current)
-        new = meta.carry_over(old, body, has_status=rt.has_status, subresource=subresource,
-                              status_in_generation=rt.custom and not rt.has_status,
-                              generation=meta.tracks_generation(rt.kind, custom=rt.custom))
+        new = write_path.carry_over(rt, old, body, subresource=subresource)
         if subresource == "finalize":
             new = copy.deepcopy(old)
             new.setdefault("spec", {})["finalizers"] = list(
                 (body.get("spec") or {}).get("finalizers") or [])
         defaults.normalize(rt.kind, new)
-        new = write_path.validate(rt, new, old=old, options=options)
-        if rt.group_resource == CRD_GR:
-            new["status"] = crds.crd_status(new, now=meta.format_time(self.clock()))
-        return new
+        return write_path.schema_defaults(rt, new, options)
 
     @staticmethod
     def _same(a: Obj, b: Obj) -> bool:
@@ -314,12 +326,19 @@ class Backend:
     async def _write_update(self, rt: ResourceType, key: tuple[str, str, str],
                             current: Stored, new: Obj, *, subresource: str,
                             options: WriteOptions) -> Obj | None:
-        """Admission then commit; None when the object changed during admission."""
+        """Mutating admission, validation, validating admission, then commit; None when
+        the object changed during admission."""
         old = self.view(rt, current)
-        admitted = await self._admit(rt, "UPDATE", ns=key[1] or None, name=key[2], obj=new,
-                                     old=old, options=options, subresource=subresource)
-        if admitted is not None and admitted is not new:
-            new = write_path.after_admission(rt, new, admitted, old=old)
+        admission = await self._admission(rt, "UPDATE", ns=key[1] or None, name=key[2],
+                                          old=old, options=options, subresource=subresource)
+        before = new
+        mutated = await admission.mutate(new, redefault=lambda patched: write_path.redefault(
+            rt, before, patched, old=old, subresource=subresource))
+        new = mutated if mutated is not None else new
+        write_path.validate(rt, new, old=old)
+        if rt.group_resource == CRD_GR:
+            new["status"] = crds.crd_status(new, now=meta.format_time(self.clock()))
+        await admission.validate(new)
         latest = self.store.get(*key)
         if latest is None:
             raise not_found(resource=rt.resource, group=rt.group, name=key[2])
@@ -475,7 +494,9 @@ class Backend:
         if grace is not None and not isinstance(grace, int):
             raise bad_request("gracePeriodSeconds must be an integer")
         old = self.view(rt, current)
-        await self._admit(rt, "DELETE", ns=ns, name=name, obj=None, old=old, options=options)
+        await self.webhooks.admit(rt, "DELETE", ns=ns, name=name, obj=None, old=old,
+                                  user=options.user, dry_run=options.dry_run,
+                                  warnings=options.warnings)
         current = self.get_stored(rt, ns, name)
         plan = deletion.plan_delete(current.obj, propagation=propagation, grace_seconds=grace,
                                     now=self.clock())

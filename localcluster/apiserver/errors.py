@@ -33,10 +33,9 @@ class Cause:
     field: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        out = {"reason": self.reason, "message": self.message}
-        if self.field:
-            out["field"] = self.field
-        return out
+        """As Go's StatusCause serializes: empty members left out (omitempty)."""
+        out = {"reason": self.reason, "message": self.message, "field": self.field}
+        return {k: v for k, v in out.items() if v}
 
 
 @dataclass
@@ -51,6 +50,7 @@ class APIError(APIServerError):
     kind: str = ""
     causes: list[Cause] = field(default_factory=list)
     retry_after: int = 0
+    status: str = "Failure"  # a webhook's denial may name another
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -74,7 +74,7 @@ class APIError(APIServerError):
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
-            "status": "Failure",
+            "status": self.status,
             "message": self.message,
             "reason": self.reason,
             "code": self.code,
@@ -176,10 +176,6 @@ def unsupported_media_type(content_type: str) -> APIError:
                     f'types include: application/json, application/merge-patch+json, '
                     f'application/json-patch+json, application/strategic-merge-patch+json '
                     f'(got "{content_type}")')
-
-
-def not_acceptable(message: str) -> APIError:
-    return APIError(406, "NotAcceptable", message)
 
 
 def internal(message: str) -> APIError:

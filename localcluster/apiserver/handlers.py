@@ -36,13 +36,12 @@ from .errors import (
     conflict,
     forbidden,
     method_not_allowed,
-    not_acceptable,
     not_found,
     too_large,
     unauthorized,
     unsupported_media_type,
 )
-from .kinds import discovery, openapi
+from .kinds import discovery, openapi, openapi_proto
 from .kinds.apiservices import request_attributes
 from .kinds.registry import Registry, ResourceType
 from .storage.store import Stored
@@ -50,7 +49,7 @@ from .streams import portforward, remotecommand
 from .tables.convert import TableError, to_table
 from .watch import list_options
 from .watch.stream import WatchOptions, WatchStream, matches
-from .wire import decoding, protobuf
+from .wire import decoding, protobuf, warnings
 from .write_path import WriteOptions
 
 logger = logging.getLogger(__name__)
@@ -61,6 +60,8 @@ JSON_TYPE = "application/json"
 YAML_TYPE = "application/yaml"
 DUPLICATES = web.RequestKey("duplicates", tuple)  # keys a JSON body repeated
 TYPE_WARNINGS = web.RequestKey("type_warnings", list)  # e.g. a deprecated CRD version
+# what a write collected: unknown fields under fieldValidation=Warn, webhooks' warnings
+WRITE_WARNINGS = web.RequestKey("write_warnings", list)
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 DEFAULT_WATCH_TIMEOUT = 1800
 # Built-in kinds whose DELETE answers with the deleted object rather than a Status, as
@@ -100,13 +101,6 @@ def _raw_response(text: str, status: int = 200) -> web.Response:
 
 def error_response(err: APIError) -> web.Response:
     return _json_response(err.to_status(), err.code)
-
-
-def _with_warnings(response: web.Response, options: WriteOptions) -> web.Response:
-    """One ``Warning`` header per problem the decoder noticed under fieldValidation=Warn."""
-    for text in dict.fromkeys(options.warnings):
-        response.headers.add("Warning", decoding.warning_header(text))
-    return response
 
 
 def _wants_table(request: web.Request) -> bool:
@@ -162,10 +156,13 @@ class Handlers:
     # -- entry ------------------------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        """The answer, with one ``Warning`` header per warning the request collected
+        (an error answer too: a webhook's warnings survive its denial)."""
         response = await self._answer(request)
-        for text in request.get(TYPE_WARNINGS, ()):
-            if not response.prepared:
-                response.headers.add("Warning", decoding.warning_header(text))
+        if not response.prepared:
+            for value in warnings.headers([*request.get(TYPE_WARNINGS, ()),
+                                           *request.get(WRITE_WARNINGS, ())]):
+                response.headers.add("Warning", value)
         return response
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
@@ -295,12 +292,14 @@ class Handlers:
             return _json_response(groups)
         if path.startswith("/openapi"):
             accept = request.headers.get("Accept", "")
-            if path == "/openapi/v2" and "protobuf" in accept and "json" not in accept \
-                    and "*/*" not in accept:
-                raise not_acceptable("only application/json is served for /openapi/v2")
-            spec = openapi.document(self.registry, path, request.query)
+            aggregated = self.aggregator.resource_lists() if self.aggregator else {}
+            spec = openapi.document(self.registry, path, request.query, aggregated)
             if spec is None:
                 raise not_found(resource="", group="", name=path)
+            if path == "/openapi/v2" and "protobuf" in accept and "json" not in accept \
+                    and "*/*" not in accept:
+                return web.Response(body=openapi_proto.document(spec), headers={
+                    "Content-Type": openapi_proto.CONTENT_TYPE})
             return _json_response(spec)
         return _json_response({"paths": sorted({"/api", "/apis", "/version", "/openapi/v3",
                                                 "/openapi/v2", "/healthz", "/livez", "/readyz"})})
@@ -464,8 +463,10 @@ class Handlers:
         if validation not in decoding.FIELD_VALIDATIONS:
             raise bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
                               'values: "Ignore", "Strict", "Warn"')
-        return WriteOptions(user=user, dry_run=bool(dry), field_validation=validation,
-                            duplicates=request.get(DUPLICATES, ()))
+        options = WriteOptions(user=user, dry_run=bool(dry), field_validation=validation,
+                               duplicates=request.get(DUPLICATES, ()))
+        request[WRITE_WARNINGS] = options.warnings
+        return options
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -540,7 +541,7 @@ class Handlers:
                 self._check_escalation(user, t, body, old=old)
             obj = await self.backend.update(rt, t.namespace, t.name, body,
                                             subresource=t.subresource, options=options)
-            return _with_warnings(_json_response(obj), options)
+            return _json_response(obj)
         if method == "PATCH":
             self._authorize(user, "patch", t)
             content_type = request.content_type
@@ -554,10 +555,10 @@ class Handlers:
             options = self._write_options(request, user)
             if self._guarded(user, t):
                 obj = await self._patch_guarded(user, t, content_type, body, options)
-                return _with_warnings(_json_response(obj), options)
+                return _json_response(obj)
             obj = await self.backend.patch(rt, t.namespace, t.name, content_type, body,
                                            subresource=t.subresource, options=options)
-            return _with_warnings(_json_response(obj), options)
+            return _json_response(obj)
         if method == "DELETE":
             if t.subresource:
                 raise method_not_allowed(f"DELETE is not allowed on {rt.resource}/"
@@ -597,7 +598,7 @@ class Handlers:
             return _json_response(result, 201)
         self._check_escalation(user, t, body, old=None)
         obj = await self.backend.create(t.rt, t.namespace, body, options)
-        return _with_warnings(_json_response(obj, 201), options)
+        return _json_response(obj, 201)
 
     async def _create_on_update(self, user: UserInfo, t: Target, body: Any,
                                 options: WriteOptions) -> web.Response:
@@ -608,7 +609,7 @@ class Handlers:
         obj = await self.backend.create_on_update(
             t.rt, t.namespace, t.name, body, options,
             authorize=lambda: self._authorize(user, "create", t))
-        return _with_warnings(_json_response(obj, 201), options)
+        return _json_response(obj, 201)
 
     async def _delete_options(self, request: web.Request) -> Obj:
         opts: Obj = {}

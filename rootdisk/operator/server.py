@@ -47,11 +47,12 @@ class Server:
         self.ready.set()
 
     def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        if not self._loop.is_running() and not self._loop.is_closed():
+            self._loop.close()  # its self-pipe sockets with it
 
     async def _start(self) -> None:
         health = web.Application()

@@ -37,3 +37,17 @@ def test_allowed_and_refused() -> None:
     assert changed["response"]["allowed"] is False
     other = review(req("CREATE", {}, kind="Pod"), exists=exists)
     assert other["response"]["allowed"] is True
+
+
+def test_a_refusal_is_shaped_as_cdis() -> None:
+    """CDI's toRejectedAdmissionResponse: 422, no reason, every cause in details and in
+    the message, each after a space."""
+    bad = dv(storage={"resources": {"requests": {"storage": "1Gi"}}},
+             source={"http": {"url": "ftp://x/y"}, "registry": {"url": "docker://x"}})
+    status = review(req("CREATE", bad), exists=lambda *a: False)["response"]["status"]
+    assert "reason" not in status and status["code"] == 422
+    causes = status["details"]["causes"]
+    assert (causes[0]["reason"], causes[0]["field"]) == ("FieldValueInvalid", "spec.source")
+    assert causes[0]["message"].startswith("Data volume source contains more than one source")
+    assert status["message"] == "".join(f" {c['field']}: {c['message']}" for c in causes)
+    assert status["message"].startswith(" spec.source: ")

@@ -17,12 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster.apiserver.threaded import ServerThread
-from vm.api import kube as api_kube
 from vm.kube import VMS, Kube, KubeError, Res
 
-from .conftest import CRD_FILES, CRDS, ROOT, kube_for, wait_served
-from .virtapi_harness import NAMESPACES, VirtAPIThread, register
+from .conftest import ROOT
+from .virtapi_harness import NAMESPACES, running
 
 EXAMPLE = ROOT / "manifests" / "examples" / "vm-datavolume.yaml"
 BASE = "/apis/subresources.kubevirt.io/v1"
@@ -30,27 +28,8 @@ BASE = "/apis/subresources.kubevirt.io/v1"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, Kube, int]]:
-    thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5,
-                          aggregation_check_interval=0.3)
-    server = thread.start()
-    kube = kube_for(server)
-    virtapi = None
-    try:
-        for name in CRD_FILES:
-            kube.create(CRDS, yaml.safe_load((ROOT / "manifests" / "crds" / name).read_text()))
-        wait_served(kube, "/apis/kubevirt.io/v1/virtualmachines")
-        kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                 "metadata": {"name": "kubevirt"}})
-        virtapi = VirtAPIThread(kube).start()
-        register(kube, virtapi.port)
-        api_kube.publish_ca(kube, virtapi.bundle)  # they came after its start
-        wait_served(kube, BASE)
-        yield server, kube, virtapi.port
-    finally:
-        if virtapi is not None:
-            virtapi.stop()
-        kube.api.close()
-        thread.stop()
+    with running(tmp_path_factory.mktemp("apiserver")) as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -97,8 +76,8 @@ def test_running_is_accepted_with_a_warning(cluster: tuple[object, Kube, int], n
     del vm["spec"]["runStrategy"]
     vm["spec"]["running"] = False
     assert kube.create(VMS, vm, ns)["spec"]["running"] is False
-    # localcluster does not pass webhook warnings on to its clients (kube-apiserver sends
-    # them as Warning headers), so ask the webhook itself what it answers
+    # what the webhook itself answers (test_kubectl_webhooks checks the Warning header
+    # the API server makes of it, as kubectl shows it)
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u", "operation": "CREATE", "namespace": ns, "object": vm,
         "resource": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"}}}

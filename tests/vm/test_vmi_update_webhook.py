@@ -77,7 +77,7 @@ def test_a_users_volume_rename_is_refused_naming_each_field() -> None:
     new["spec"]["volumes"][0]["name"] = "private"
     new["spec"]["domain"]["devices"]["disks"][0]["name"] = "private"
     assert message(answer(old, new)) == (
-        f"spec.domain.devices.disks[0].name: {RESTRICTED}; "
+        f"spec.domain.devices.disks[0].name: {RESTRICTED}, "
         f"spec.volumes[0].name: {RESTRICTED}")
 
 
@@ -86,7 +86,7 @@ def test_a_user_adding_a_volume_or_removing_a_field_is_refused() -> None:
     new = copy.deepcopy(old)
     new["spec"]["volumes"].append({"name": "b", "emptyDisk": {"capacity": "1Gi"}})
     del new["spec"]["domain"]["features"]
-    assert message(answer(old, new)) == (f"spec.domain.features: {RESTRICTED}; "
+    assert message(answer(old, new)) == (f"spec.domain.features: {RESTRICTED}, "
                                          f"spec.volumes: {RESTRICTED}")
 
 
@@ -207,9 +207,16 @@ def test_more_than_ten_changes_are_cut_short() -> None:
     new = copy.deepcopy(old)
     new["spec"]["nodeSelector"] = {}
     old["spec"]["nodeSelector"] = {f"k{i:02}": "v" for i in range(12)}
-    text = message(answer(old, new))
-    assert text.count(RESTRICTED) == 11
-    assert text.endswith(f"spec: {RESTRICTED} (and more fields)")
+    out = answer(old, new)
+    text = message(out)
+    # the message holds the first 10 causes (KubeVirt's ToAdmissionResponse), the
+    # details every one
+    assert text.count(RESTRICTED) == 10
+    assert text.endswith(f"spec.nodeSelector.k09: {RESTRICTED}, and 1 more validation errors")
+    causes = out["status"]["details"]["causes"]
+    assert len(causes) == 11 and causes[-1] == {
+        "reason": "FieldValueInvalid", "message": f"{RESTRICTED} (and more fields)",
+        "field": "spec"}
 
 
 # -- a VM's UPDATE runs the same checks as its CREATE ----------------------------------

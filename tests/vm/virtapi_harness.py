@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import yaml
 from aiohttp import web
 
+from localcluster.apiserver.threaded import ServerThread
 from pki import certs as pki_certs
 from pki import rotation, serving
 from tests.fixtures.appthread import AppThread
@@ -19,6 +23,8 @@ from vm.api import certs
 from vm.api import kube as api_kube
 from vm.api.server import VirtAPI
 from vm.kube import Kube, Res
+
+from .conftest import CRD_FILES, CRDS, kube_for, wait_served
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kubevirt"
@@ -93,3 +99,29 @@ def read_ca(kube: Kube, namespace: str) -> tuple[pki_certs.KeyPair, bytes] | Non
         return None
     current, _next, bundle = parsed
     return current, b"".join(bundle) or current.cert_pem
+
+
+@contextmanager
+def running(data_dir: Path) -> Iterator[tuple[Any, Kube, int]]:
+    """(the API server, a client, virt-api's port): a fresh API server with the CRDs and
+    virt-api running behind it, registered, its subresources served."""
+    thread = ServerThread(data_dir, bookmark_interval=0.5, aggregation_check_interval=0.3)
+    server = thread.start()
+    kube = kube_for(server)
+    virtapi = None
+    try:
+        for name in CRD_FILES:
+            kube.create(CRDS, yaml.safe_load((ROOT / "manifests" / "crds" / name).read_text()))
+        wait_served(kube, "/apis/kubevirt.io/v1/virtualmachines")
+        kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": NS}})
+        virtapi = VirtAPIThread(kube).start()
+        register(kube, virtapi.port)
+        api_kube.publish_ca(kube, virtapi.bundle)  # they came after its start
+        wait_served(kube, "/apis/subresources.kubevirt.io/v1")
+        yield server, kube, virtapi.port
+    finally:
+        if virtapi is not None:
+            virtapi.stop()
+        kube.api.close()
+        thread.stop()

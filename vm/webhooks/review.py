@@ -1,8 +1,13 @@
 """AdmissionReview in, AdmissionReview out, for the VM and VMI validating webhooks.
 
-A refusal is a 422 whose message lists every problem with its field, as
-kube-apiserver shows it (``admission webhook "…" denied the request: spec.runStrategy:
-Invalid RunStrategy 'Sometimes'``); warnings travel in ``response.warnings``.
+A refusal is what KubeVirt's webhooks send (``pkg/util/webhooks``
+``ToAdmissionResponse``): 422, reason ``Invalid``, one ``details.causes`` entry per
+problem (``field``, ``message``), and a message joining the first 10 causes with ``, ``
+(``, and N more validation errors`` after them), each written ``field: message`` here, as
+kubectl prints a cause, so the message names the field too (``admission webhook "…"
+denied the request: spec.runStrategy: Invalid RunStrategy 'Sometimes'``). kubectl shows
+the causes (``The request is invalid: spec.runStrategy: …``). Warnings travel in
+``response.warnings``, refused or not.
 
 VirtualMachines are checked whole on CREATE and UPDATE alike; a VMI's spec on CREATE,
 and a VMI's UPDATE against the object it replaces (``vmi_update``: only KubeVirt's
@@ -21,6 +26,17 @@ from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
 from vm.webhooks.vmi_update import reserved_labels_created, validate_vmi_update
 
 DEFAULT_NAMESPACE = "kubevirt"
+MESSAGE_CAUSES = 10
+
+
+def rejection(problems: tuple[Problem, ...]) -> dict[str, Any]:
+    """The Status of a refusal: every problem a cause, the first 10 in the message."""
+    message = ", ".join(str(p) for p in problems[:MESSAGE_CAUSES])
+    if len(problems) > MESSAGE_CAUSES:
+        message += f", and {len(problems) - MESSAGE_CAUSES} more validation errors"
+    return {"code": 422, "reason": "Invalid", "message": message, "details": {"causes": [
+        {"reason": "FieldValueInvalid", "message": p.message, "field": p.field}
+        for p in problems]}}
 
 
 class BadReview(ValueError):
@@ -69,8 +85,7 @@ def respond(review: Any, *, namespace: str | None = None) -> dict[str, Any]:
                                                  username=user, namespace=kubevirt_ns))
     response: dict[str, Any] = {"uid": request["uid"], "allowed": not problems}
     if problems:
-        response["status"] = {"code": 422, "reason": "Invalid", "status": "Failure",
-                              "message": "; ".join(str(p) for p in problems)}
+        response["status"] = rejection(problems)
     if warnings:
         response["warnings"] = list(warnings)
     return {"apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),

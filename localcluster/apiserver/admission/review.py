@@ -1,6 +1,6 @@
 """Calling admission webhooks before a write, as kube-apiserver does.
 
-For a write the server builds an AdmissionReview ``request`` and calls :func:`admit`.
+For a write the server builds an AdmissionReview ``request`` (a :class:`Call`).
 Every webhook of the Mutating/ValidatingWebhookConfigurations whose rules,
 namespaceSelector and objectSelector match is POSTed an ``admission.k8s.io/v1``
 AdmissionReview over HTTPS (``clientConfig.url``, or ``clientConfig.service`` resolved by
@@ -11,11 +11,16 @@ each seeing the object patched by the previous ones (base64 JSONPatch responses)
 ``reinvocationPolicy: IfNeeded`` webhooks are called once more if a later webhook changed
 the object; validating webhooks then run concurrently.
 
-A denial raises :class:`AdmissionDenied` with kube-apiserver's text
-(``admission webhook "<name>" denied the request: <message>``). A webhook that cannot be
-called, times out or answers garbage is skipped under ``failurePolicy: Ignore`` and is a
-500 under ``Fail`` (the default). ``matchConditions`` (CEL) are not evaluated: a webhook
-whose rules match is called.
+A write runs :func:`mutate` (before the object is validated) and :func:`validate` (after;
+:func:`admit` runs both, as for a DELETE). A denial raises :class:`AdmissionDenied`
+carrying the webhook's ``status`` as kube-apiserver keeps it (``ToStatusErr``): its reason
+and details (``causes``…) untouched, a code under 400 made 400, the message
+``admission webhook "<name>" denied the request: <message>`` (else its reason, else
+``… without explanation``). ``warnings`` of every answer are collected before the allowed
+check, so they reach the client with a denial too. A webhook that cannot be called,
+times out or answers garbage (or more than ``MAX_RESPONSE_BYTES``) is skipped under
+``failurePolicy: Ignore`` and is a 500 under ``Fail`` (the default). ``matchConditions``
+(CEL) are not evaluated: a webhook whose rules match is called.
 
 The namespace's labels, for ``namespaceSelector``, are passed as ``namespace_labels``
 (None for cluster-scoped objects, which every namespaceSelector matches; for a Namespace
@@ -33,7 +38,7 @@ import logging
 import ssl
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -44,21 +49,27 @@ from ..selectors import SelectorError, label_selector_from_dict
 logger = logging.getLogger(__name__)
 
 ResolveService = Callable[[str, str, int], tuple[str, int]]
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""An AdmissionReview answer may carry a patch of an object (at most 3 MiB here), base64."""
 _SELF = {"validatingwebhookconfigurations", "mutatingwebhookconfigurations",
          "validatingadmissionpolicies", "validatingadmissionpolicybindings"}
 
 
 class AdmissionDenied(Exception):
-    """The write is refused: by a webhook (its code, 403 by default) or because a
-    ``failurePolicy: Fail`` webhook could not be called (500)."""
+    """The write is refused: by a webhook (``details`` is then its Status's details, kept
+    as sent, and ``reason`` its reason, possibly empty) or by this server because a
+    ``failurePolicy: Fail`` webhook could not be called (500) or does not support a dry
+    run (400); ``details`` is None for those."""
 
-    def __init__(self, code: int, message: str, *, reason: str = "") -> None:
+    def __init__(self, code: int, message: str, *, reason: str = "",
+                 details: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason or {400: "BadRequest", 403: "Forbidden", 404: "NotFound",
-                                 409: "Conflict", 422: "Invalid",
-                                 500: "InternalError"}.get(code, "")
+        self.details = details
+        self.status = "Failure"
+        self.reason = reason if details is not None else reason or {
+            400: "BadRequest", 500: "InternalError"}.get(code, "")
 
 
 class _CallFailed(Exception):
@@ -202,7 +213,7 @@ async def _call(hook: _Hook, review: dict[str, Any], resolve_service: ResolveSer
             url, json=review, ssl=_ssl_context(hook), server_hostname=server_name,
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as reply:
-            body = await reply.read()
+            body = await _bounded_body(reply)
             if reply.status != 200:
                 raise _CallFailed(f'Post "{url}": HTTP {reply.status}: '
                                   f"{body[:200].decode(errors='replace')}")
@@ -227,18 +238,74 @@ async def _call(hook: _Hook, review: dict[str, Any], resolve_service: ResolveSer
                           f"{response.get('uid')!r}")
     if not isinstance(response.get("allowed"), bool):
         raise _CallFailed("the response has no boolean 'allowed'")
+    problem = _status_problem(response.get("status")) or _warnings_problem(
+        response.get("warnings"))
+    if problem:
+        raise _CallFailed(problem)
     return response
 
 
-def _denial(hook: _Hook, response: Mapping[str, Any]) -> AdmissionDenied:
-    status = response.get("status") or {}
-    message = str(status.get("message") or "")
-    text = (f'admission webhook "{hook.name}" denied the request: {message}' if message
-            else f'admission webhook "{hook.name}" denied the request without explanation')
-    code = int(status.get("code") or 403)
+async def _bounded_body(reply: aiohttp.ClientResponse) -> bytes:
+    """The answer's body, refused past MAX_RESPONSE_BYTES (a webhook's answer is read
+    whole, warnings and patch included: a runaway one must not fill this server)."""
+    chunks, size = [], 0
+    async for chunk in reply.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise _CallFailed(f"the response is larger than {MAX_RESPONSE_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _status_problem(status: Any) -> str:
+    """Why ``response.status`` is not a Status (upstream's decoder would refuse it); ""."""
+    if status is None:
+        return ""
+    if not isinstance(status, dict):
+        return "the response's status is not an object"
+    for key in ("message", "reason", "status"):
+        if not isinstance(status.get(key, ""), str):
+            return f"the response's status.{key} is not a string"
+    code = status.get("code", 0)
+    if isinstance(code, bool) or not isinstance(code, int):
+        return "the response's status.code is not an integer"
+    details = status.get("details")
+    if details is None:
+        return ""
+    if not isinstance(details, dict):
+        return "the response's status.details is not an object"
+    causes = details.get("causes")
+    if causes is not None and (not isinstance(causes, list) or not all(
+            isinstance(c, dict) and all(isinstance(c.get(k, ""), str)
+                                        for k in ("reason", "message", "field"))
+            for c in causes)):
+        return "the response's status.details.causes is not a list of causes"
+    return ""
+
+
+def _warnings_problem(warnings: Any) -> str:
+    if warnings is None or (isinstance(warnings, list) and all(
+            isinstance(w, str) for w in warnings)):
+        return ""
+    return "the response's warnings are not a list of strings"
+
+
+def denial(webhook: str, status: Mapping[str, Any] | None) -> AdmissionDenied:
+    """kube-apiserver's ToStatusErr: the webhook's ``status`` kept (reason, details, a
+    status other than Success), a code under 400 made 400 (and, here only, one over 599:
+    it could not be sent as an HTTP status)."""
+    status = status or {}
+    message, reason = status.get("message") or "", status.get("reason") or ""
+    denied = f'admission webhook "{webhook}" denied the request'
+    text = (f"{denied}: {message}" if message else f"{denied}: {reason}" if reason
+            else f"{denied} without explanation")
+    code = status.get("code") or 0
     if code < 400 or code > 599:
         code = 400
-    return AdmissionDenied(code, text, reason=str(status.get("reason") or ""))
+    outcome = status.get("status") or "Failure"
+    err = AdmissionDenied(code, text, reason=reason, details=status.get("details") or {})
+    err.status = "Failure" if outcome == "Success" else outcome
+    return err
 
 
 def _failure(hook: _Hook, err: Exception) -> AdmissionDenied:
@@ -267,7 +334,7 @@ async def _ask(hook: _Hook, request: Mapping[str, Any], obj: Any,
     if warnings is not None:
         warnings.extend(str(w) for w in response.get("warnings") or [])
     if not response["allowed"]:
-        raise _denial(hook, response)
+        raise denial(hook.name, response.get("status"))
     return response
 
 
@@ -290,6 +357,58 @@ def _apply_patch(obj: dict[str, Any] | None,
         raise _CallFailed(f"the patch does not apply: {err.message}") from None
 
 
+Redefault = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One write's webhook call: the configurations, the AdmissionReview v1 ``request``
+    without ``object`` (a missing ``uid`` is generated), how Services resolve, the
+    namespace's labels and where the webhooks' warnings go."""
+
+    mutating: Sequence[Mapping[str, Any]]
+    validating: Sequence[Mapping[str, Any]]
+    request: Mapping[str, Any]
+    resolve_service: ResolveService
+    namespace_labels: Mapping[str, str] | None = None
+    warnings: list[str] | None = None
+
+    def with_uid(self) -> Call:
+        if self.request.get("uid"):
+            return self
+        return replace(self, request={**self.request, "uid": str(uuid.uuid4())})
+
+
+async def mutate(call: Call, obj: dict[str, Any] | None, *,
+                 redefault: Redefault | None = None) -> dict[str, Any] | None:
+    """The mutating webhooks, one by one: the object they leave (``obj`` untouched).
+    ``redefault`` runs after every patch, as kube-apiserver defaults a patched object
+    again. Raises :class:`AdmissionDenied`."""
+    current: dict[str, Any] | None = copy.deepcopy(obj)
+    hooks = matching_webhooks(call.mutating, call.request, obj=current,
+                              namespace_labels=call.namespace_labels)
+    if not hooks:
+        return current
+    async with aiohttp.ClientSession() as session:
+        return await _mutate(hooks, call, current, session, redefault)
+
+
+async def validate(call: Call, obj: dict[str, Any] | None) -> None:
+    """The validating webhooks, concurrently; the first denial (in configuration order)
+    wins. Raises :class:`AdmissionDenied`."""
+    hooks = matching_webhooks(call.validating, call.request, obj=obj,
+                              namespace_labels=call.namespace_labels)
+    if not hooks:
+        return
+    async with aiohttp.ClientSession() as session:
+        results = await asyncio.gather(
+            *(_ask(h, call.request, obj, call.resolve_service, session, call.warnings)
+              for h in hooks), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
 async def admit(
     *,
     mutating: Sequence[Mapping[str, Any]],
@@ -300,63 +419,44 @@ async def admit(
     namespace_labels: Mapping[str, str] | None = None,
     warnings: list[str] | None = None,
 ) -> dict[str, Any] | None:
-    """Run the webhooks for one write; return the object to store (mutated or not).
-
-    ``request`` is the AdmissionReview v1 request without ``object`` (given as ``obj``);
-    a missing ``uid`` is generated. Webhook warnings are appended to ``warnings``.
-    Raises :class:`AdmissionDenied`.
-    """
-    full_request = dict(request)
-    full_request.setdefault("uid", str(uuid.uuid4()))
-    current: dict[str, Any] | None = copy.deepcopy(obj)
-    mutators = matching_webhooks(mutating, full_request, obj=current,
-                                 namespace_labels=namespace_labels)
-    validators = matching_webhooks(validating, full_request, obj=current,
-                                   namespace_labels=namespace_labels)
-    if not mutators and not validators:
-        return current
-    async with aiohttp.ClientSession() as session:
-        if mutators:
-            current = await _mutate(mutators, full_request, current, resolve_service, session,
-                                    warnings)
-        if validators:
-            results = await asyncio.gather(
-                *(_ask(h, full_request, current, resolve_service, session, warnings)
-                  for h in validators), return_exceptions=True)
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
+    """:func:`mutate` then :func:`validate` with nothing in between; return the object to
+    store (mutated or not). Raises :class:`AdmissionDenied`."""
+    call = Call(mutating, validating, request, resolve_service, namespace_labels,
+                warnings).with_uid()
+    current = await mutate(call, obj)
+    await validate(call, current)
     return current
 
 
-async def _mutate(hooks: list[_Hook], request: Mapping[str, Any],
-                  current: dict[str, Any] | None, resolve_service: ResolveService,
+async def _mutate(hooks: list[_Hook], call: Call, current: dict[str, Any] | None,
                   session: aiohttp.ClientSession,
-                  warnings: list[str] | None) -> dict[str, Any] | None:
+                  redefault: Redefault | None) -> dict[str, Any] | None:
     changed_after: dict[int, bool] = {}
     for i, hook in enumerate(hooks):
         before = current
-        current = await _mutate_one(hook, request, current, resolve_service, session, warnings)
+        current = await _mutate_one(hook, call, current, session, redefault)
         if current != before:
             for j in range(i):
                 changed_after[j] = True
     # reinvocationPolicy IfNeeded: once more for webhooks that ran before a later change.
     for i, hook in enumerate(hooks):
         if changed_after.get(i) and hook.spec.get("reinvocationPolicy") == "IfNeeded":
-            current = await _mutate_one(hook, request, current, resolve_service, session,
-                                        warnings)
+            current = await _mutate_one(hook, call, current, session, redefault)
     return current
 
 
-async def _mutate_one(hook: _Hook, request: Mapping[str, Any],
-                      current: dict[str, Any] | None, resolve_service: ResolveService,
+async def _mutate_one(hook: _Hook, call: Call, current: dict[str, Any] | None,
                       session: aiohttp.ClientSession,
-                      warnings: list[str] | None) -> dict[str, Any] | None:
-    response = await _ask(hook, request, current, resolve_service, session, warnings)
+                      redefault: Redefault | None) -> dict[str, Any] | None:
+    response = await _ask(hook, call.request, current, call.resolve_service, session,
+                          call.warnings)
     if response is None:
         return current
     try:
-        return _apply_patch(current, response)
+        patched = _apply_patch(current, response)
+        if patched is not current and patched is not None and redefault is not None:
+            patched = redefault(patched)
+        return patched
     except _CallFailed as err:
         if hook.fail_closed:
             raise _failure(hook, err) from None

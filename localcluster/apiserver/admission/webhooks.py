@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ..auth.authn import UserInfo
-from ..errors import APIError, not_found
+from ..errors import APIError, Cause, not_found
 from ..kinds.registry import ResourceType
 from ..storage.store import Store
 from . import review
@@ -79,7 +80,7 @@ class WebhookCaller:
                 out[key] = err
         return out
 
-    def _namespace_labels(self, rt: ResourceType, ns: str | None, name: str,
+    def namespace_labels(self, rt: ResourceType, ns: str | None, name: str,
                           obj: Obj | None, old: Obj | None) -> dict[str, str] | None:
         if ns:
             stored = self.store.get(NS_GR, "", ns)
@@ -93,17 +94,17 @@ class WebhookCaller:
             return labels
         return None
 
-    async def admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
-                    obj: Obj | None, old: Obj | None, user: UserInfo, dry_run: bool,
-                    subresource: str = "") -> Obj | None:
-        """The object to store after the webhooks (mutated or not); raises APIError when
-        one denies the write or a ``Fail`` webhook cannot be reached."""
+    async def start(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
+                    old: Obj | None, user: UserInfo, dry_run: bool, subresource: str = "",
+                    warnings: list[str] | None = None) -> Admission:
+        """One write's admission: :meth:`Admission.mutate` before the object is
+        validated, :meth:`Admission.validate` after, as kube-apiserver orders them."""
         if rt.group == "admissionregistration.k8s.io":
-            return obj  # webhooks never intercept their own configuration
+            return Admission(self, rt, None, ns=ns, name=name, old=old)  # never intercepted
         mutating = [s.obj for _, s in self.store.items(MUTATING_GR)]
         validating = [s.obj for _, s in self.store.items(VALIDATING_GR)]
         if not mutating and not validating:
-            return obj
+            return Admission(self, rt, None, ns=ns, name=name, old=old)
         gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
         gvr = {"group": rt.group, "version": rt.version, "resource": rt.resource}
         request: Obj = {
@@ -125,11 +126,66 @@ class WebhookCaller:
                 raise answer
             return answer
 
+        call = review.Call(mutating, validating, request, resolve, warnings=warnings)
+        return Admission(self, rt, call, ns=ns, name=name, old=old)
+
+    async def admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
+                    obj: Obj | None, old: Obj | None, user: UserInfo, dry_run: bool,
+                    subresource: str = "", warnings: list[str] | None = None) -> Obj | None:
+        """Both phases with nothing between them (a DELETE); the object to store."""
+        admission = await self.start(rt, operation, ns=ns, name=name, old=old, user=user,
+                                     dry_run=dry_run, subresource=subresource,
+                                     warnings=warnings)
+        obj = await admission.mutate(obj)
+        await admission.validate(obj)
+        return obj
+
+
+class Admission:
+    """The webhooks of one write, in two phases; a denial raises :class:`APIError` with
+    the webhook's Status (``denial_error``)."""
+
+    def __init__(self, caller: WebhookCaller, rt: ResourceType, call: review.Call | None, *,
+                 ns: str | None, name: str, old: Obj | None) -> None:
+        self.caller, self.rt, self.call = caller, rt, call
+        self.ns, self.name, self.old = ns, name, old
+
+    def _call(self, obj: Obj | None) -> review.Call:
+        assert self.call is not None
+        labels = self.caller.namespace_labels(self.rt, self.ns, self.name, obj, self.old)
+        return replace(self.call, namespace_labels=labels)
+
+    async def mutate(self, obj: Obj | None, *,
+                     redefault: review.Redefault | None = None) -> Obj | None:
+        if self.call is None:
+            return obj
         try:
-            return await review.admit(
-                mutating=mutating, validating=validating, request=request, obj=obj,
-                resolve_service=resolve,
-                namespace_labels=self._namespace_labels(rt, ns, name, obj, old))
+            return await review.mutate(self._call(obj), obj, redefault=redefault)
         except review.AdmissionDenied as err:
-            raise APIError(err.code, err.reason or "InternalError", err.message, name=name,
-                           group=rt.group, kind=rt.resource) from err
+            raise denial_error(err, self.rt, self.name) from err
+
+    async def validate(self, obj: Obj | None) -> None:
+        if self.call is None:
+            return
+        try:
+            await review.validate(self._call(obj), obj)
+        except review.AdmissionDenied as err:
+            raise denial_error(err, self.rt, self.name) from err
+
+
+def denial_error(err: review.AdmissionDenied, rt: ResourceType, name: str) -> APIError:
+    """The Status a client gets: a webhook's denial with the details it sent (causes,
+    name, kind…, nothing of this server's), this server's own refusals naming the
+    object."""
+    if err.details is None:
+        return APIError(err.code, err.reason or "InternalError", err.message, name=name,
+                        group=rt.group, kind=rt.resource)
+    details = err.details
+    retry = details.get("retryAfterSeconds")
+    return APIError(
+        err.code, err.reason, err.message, name=str(details.get("name") or ""),
+        group=str(details.get("group") or ""), kind=str(details.get("kind") or ""),
+        causes=[Cause(c.get("reason", ""), c.get("message", ""), c.get("field", ""))
+                for c in details.get("causes") or []],
+        retry_after=retry if isinstance(retry, int) and not isinstance(retry, bool) else 0,
+        status=err.status)

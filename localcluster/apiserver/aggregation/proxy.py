@@ -125,6 +125,11 @@ class Aggregator:
         return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs,
                 "preferredVersion": gvs[0]}
 
+    def resource_lists(self) -> dict[tuple[str, str], Obj]:
+        """(group, version) -> the APIResourceList its backend last answered, for every
+        APIService that has answered one (the OpenAPI documents describe their kinds)."""
+        return {gv: doc for gv, doc in self._discovery.items() if gv in self._routes}
+
     def merge_aggregated(self, doc: Obj) -> Obj:
         for group, versions in sorted(self.group_versions().items()):
             docs = {v: self._discovery[(group, v)] for v in versions

@@ -8,7 +8,11 @@ prunes/validates custom resources against theirs, rejecting unknown fields under
 ``fieldValidation=Strict``). So every served type gets its paths with that parameter.
 Built-in kinds are described by Kubernetes' own definitions for the release this server
 stands for (``builtin_schemas``), with everything they reference; custom resources by
-their structural schema, their ``metadata`` by ObjectMeta. Strategic merge patch is
+their structural schema, their ``metadata`` by ObjectMeta; an aggregated API's kinds (an
+APIService's group/version, from the APIResourceList its backend serves, as the
+aggregator keeps it) by an object of any fields, with the paths its verbs allow, since
+the backends here publish no OpenAPI of their own (kube-aggregator merges theirs).
+Strategic merge patch is
 deliberately not advertised: kubectl then builds it from its own compiled-in types, which
 know the merge keys. Documents are cached per group/version until its types change.
 """
@@ -25,10 +29,42 @@ from . import builtin_schemas
 from .registry import Registry, ResourceType
 
 Obj = dict[str, Any]
+Aggregated = Mapping[tuple[str, str], Obj]
+"""(group, version) of an APIService -> the APIResourceList its backend serves."""
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                 "application/apply-patch+yaml")
 _QUERY = ("dryRun", "fieldManager", "fieldValidation")
+
+
+def aggregated_types(group: str, version: str, resources: Obj) -> tuple[ResourceType, ...]:
+    """The kinds of an aggregated group/version's APIResourceList (subresources left
+    out), as types without a schema."""
+    out = []
+    for item in resources.get("resources") or []:
+        if not isinstance(item, Mapping):
+            continue
+        name, kind = item.get("name"), item.get("kind")
+        if not isinstance(name, str) or not name or "/" in name or not isinstance(kind, str) \
+                or not kind:
+            continue
+        verbs = tuple(v for v in item.get("verbs") or [] if isinstance(v, str))
+        out.append(ResourceType(group, version, name, kind, bool(item.get("namespaced")),
+                                verbs=verbs, custom=True))
+    return tuple(sorted(out, key=lambda r: r.resource))
+
+
+def _types(registry: Registry, aggregated: Aggregated, group: str,
+           version: str) -> tuple[ResourceType, ...]:
+    served = tuple(sorted(registry.in_group_version(group, version), key=lambda r: r.resource))
+    if served or (group, version) not in aggregated:
+        return served
+    return aggregated_types(group, version, aggregated[(group, version)])
+
+
+def _group_versions(registry: Registry, aggregated: Aggregated) -> list[tuple[str, str]]:
+    out = [(g, v) for g, versions in registry.groups().items() for v in versions]
+    return out + sorted(gv for gv in aggregated if gv not in set(out))
 
 
 def _gv_path(group: str, version: str) -> str:
@@ -135,14 +171,16 @@ def _schemas(types: list[ResourceType], *, v2: bool) -> dict[str, Obj]:
 _cache: dict[tuple[str, str], tuple[tuple[ResourceType, ...], Obj, str]] = {}
 
 
-def _cached(registry: Registry, group: str, version: str) -> tuple[Obj, str] | None:
-    types = tuple(sorted(registry.in_group_version(group, version), key=lambda r: r.resource))
+def _cached(registry: Registry, group: str, version: str,
+            aggregated: Aggregated) -> tuple[Obj, str] | None:
+    types = _types(registry, aggregated, group, version)
     if not types:
         _cache.pop((group, version), None)
         return None
     hit = _cache.get((group, version))
     if hit is not None and len(hit[0]) == len(types) and all(
-            a is b for a, b in zip(hit[0], types, strict=True)):
+            a is b or (a == b and a.schema is None and b.schema is None)
+            for a, b in zip(hit[0], types, strict=True)):
         return hit[1], hit[2]
     paths: dict[str, Obj] = {}
     for rt in types:
@@ -154,9 +192,10 @@ def _cached(registry: Registry, group: str, version: str) -> tuple[Obj, str] | N
     return doc, digest
 
 
-def group_version_document(registry: Registry, group: str, version: str) -> Obj | None:
+def group_version_document(registry: Registry, group: str, version: str,
+                           aggregated: Aggregated | None = None) -> Obj | None:
     """The v3 document of one group/version (shared: callers must not modify it)."""
-    hit = _cached(registry, group, version)
+    hit = _cached(registry, group, version, aggregated or {})
     return hit[0] if hit is not None else None
 
 
@@ -177,41 +216,41 @@ def _v2_operation(op: Obj, rt: ResourceType) -> Obj:
     return out
 
 
-def swagger_v2(registry: Registry) -> Obj:
+def swagger_v2(registry: Registry, aggregated: Aggregated | None = None) -> Obj:
     """``/openapi/v2``: every served type, in the Swagger 2.0 form older clients read."""
     paths: dict[str, Obj] = {}
     types: list[ResourceType] = []
-    for group, versions in registry.groups().items():
-        for version in versions:
-            for rt in sorted(registry.in_group_version(group, version),
-                             key=lambda r: r.resource):
-                types.append(rt)
-                for path, ops in _paths(rt).items():
-                    paths[path] = {verb: _v2_operation(op, rt) for verb, op in ops.items()}
+    for group, version in _group_versions(registry, aggregated or {}):
+        for rt in _types(registry, aggregated or {}, group, version):
+            types.append(rt)
+            for path, ops in _paths(rt).items():
+                paths[path] = {verb: _v2_operation(op, rt) for verb, op in ops.items()}
     return {"swagger": "2.0", "info": dict(_TITLE), "paths": paths,
             "definitions": _schemas(types, v2=True)}
 
 
-def document(registry: Registry, path: str, query: Mapping[str, str]) -> Obj | None:
+def document(registry: Registry, path: str, query: Mapping[str, str],
+             aggregated: Aggregated | None = None) -> Obj | None:
     """The document at ``path`` (``/openapi/v3`` or ``/openapi/v3/<gv>``), or None."""
+    del query
+    aggregated = aggregated or {}
     parts = path.strip("/").split("/")
     if parts == ["openapi", "v2"]:
-        return swagger_v2(registry)
+        return swagger_v2(registry, aggregated)
     if parts[:2] != ["openapi", "v3"]:
         return None
     if len(parts) == 2:
         index: dict[str, Obj] = {}
-        for group, versions in registry.groups().items():
-            for version in versions:
-                hit = _cached(registry, group, version)
-                if hit is None:
-                    continue
-                gv = _gv_path(group, version)
-                index[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={hit[1]}"}
+        for group, version in _group_versions(registry, aggregated):
+            hit = _cached(registry, group, version, aggregated)
+            if hit is None:
+                continue
+            gv = _gv_path(group, version)
+            index[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={hit[1]}"}
         return {"paths": index}
     rest = parts[2:]
     if rest[0] == "api" and len(rest) == 2:
-        return group_version_document(registry, "", rest[1])
+        return group_version_document(registry, "", rest[1], aggregated)
     if rest[0] == "apis" and len(rest) == 3:
-        return group_version_document(registry, rest[1], rest[2])
+        return group_version_document(registry, rest[1], rest[2], aggregated)
     return None

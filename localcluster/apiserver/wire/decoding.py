@@ -23,6 +23,7 @@ import yaml
 
 from ..errors import APIError, bad_request
 from ..kinds import builtin_schemas
+from . import warnings
 
 Obj = dict[str, Any]
 
@@ -171,5 +172,4 @@ def unknown_fields_outcome(paths: list[str], *, validation: str) -> list[str]:
 
 def warning_header(text: str) -> str:
     """An RFC 7234 ``Warning`` header value, as kube-apiserver writes them (code 299)."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f'299 - "{escaped}"'
+    return warnings.header(text)

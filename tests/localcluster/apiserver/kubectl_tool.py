@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +26,16 @@ def kubectl_path() -> str:
         pytest.fail("kubectl is not installed: `make setup` installs the kubectl apt "
                     "package, and CI runs the kubectl tests")
     return KUBECTL
+
+
+Run = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def runner(kubeconfig: Path, home: Path, *, timeout: float = 60) -> Run:
+    """``run(*args)``: kubectl with ``kubeconfig``, its cache under ``home``, bounded."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kubectl_path(), *args], env=env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    return run

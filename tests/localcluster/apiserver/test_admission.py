@@ -22,7 +22,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from localcluster.apiserver.admission.review import AdmissionDenied, admit, matching_webhooks
+from localcluster.apiserver.admission import review
+from localcluster.apiserver.admission.review import (
+    AdmissionDenied,
+    admit,
+    denial,
+    matching_webhooks,
+)
 
 # ------------------------------------------------------------------ PKI
 
@@ -136,6 +142,14 @@ async def _handle(request: web.Request) -> web.StreamResponse:
                                                        "message": "spec.size too small"})
     if path == "/deny-silent":
         return _respond(review, allowed=False)
+    if path == "/bad-code":
+        return _respond(review, allowed=False, status={"code": "422"})
+    if path == "/bad-causes":
+        return _respond(review, allowed=False, status={"details": {"causes": [{"field": 1}]}})
+    if path == "/big":
+        return _respond(review, allowed=True, warnings=["w" * 5000])
+    if path == "/bad-warnings":
+        return _respond(review, allowed=True, warnings="not a list")
     if path == "/label":
         ops: list[dict[str, Any]] = []
         if labels is None:
@@ -322,11 +336,11 @@ async def test_no_reinvocation_by_default(pki: Pki, hooks: Hooks) -> None:
 
 DENIALS = [
     ("/deny", 403, 'admission webhook "deny.x.io" denied the request: pods named bad are '
-                   'not allowed', "Forbidden"),
+                   'not allowed', ""),
     ("/deny-422", 422, 'admission webhook "deny.x.io" denied the request: spec.size too small',
      "Invalid"),
-    ("/deny-silent", 403, 'admission webhook "deny.x.io" denied the request without '
-                          'explanation', "Forbidden"),
+    ("/deny-silent", 400, 'admission webhook "deny.x.io" denied the request without '
+                          'explanation', ""),
 ]
 
 
@@ -339,6 +353,46 @@ async def test_validating_denial(pki: Pki, hooks: Hooks, path: str, code: int, m
             "deny.x.io", path, pki, hooks))], request=_request(), obj=POD,
             resolve_service=_resolver(hooks))
     assert (err.value.code, err.value.message, err.value.reason) == (code, message, reason)
+
+
+DENIED_BY = 'admission webhook "foo" denied the request'
+# kube-apiserver's TestToStatusErr (pkg/admission/plugin/webhook/errors), case by case:
+# (name, the webhook's status, message, code, status).
+TO_STATUS_ERR = [
+    ("nil result", None, DENIED_BY + " without explanation", 400, "Failure"),
+    ("only message", {"message": "you shall not pass"}, DENIED_BY + ": you shall not pass",
+     400, "Failure"),
+    ("only reason", {"reason": "Forbidden"}, DENIED_BY + ": Forbidden", 400, "Failure"),
+    ("message and reason", {"message": "you shall not pass", "reason": "Forbidden"},
+     DENIED_BY + ": you shall not pass", 400, "Failure"),
+    ("no message, no reason", {}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("500 status code", {"code": 500}, DENIED_BY + " without explanation", 500, "Failure"),
+    ("200 status code", {"code": 200}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("300 status code", {"code": 300}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("399 status code", {"code": 399}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("missing status", {}, DENIED_BY + " without explanation", 400, "Failure"),
+    ("success status overridden", {"status": "Success"}, DENIED_BY + " without explanation",
+     400, "Failure"),
+    ("failure status preserved", {"status": "Failure"}, DENIED_BY + " without explanation",
+     400, "Failure"),
+    ("custom status preserved", {"status": "custom"}, DENIED_BY + " without explanation", 400,
+     "custom"),
+]
+
+
+@pytest.mark.parametrize(("label", "status", "message", "code", "outcome"), TO_STATUS_ERR,
+                         ids=[c[0] for c in TO_STATUS_ERR])
+def test_to_status_err(label: str, status: dict[str, Any] | None, message: str, code: int,
+                       outcome: str) -> None:
+    err = denial("foo", status)
+    assert (err.message, err.code, err.status) == (message, code, outcome), label
+
+
+def test_a_denial_keeps_the_webhooks_reason_and_details() -> None:
+    causes = [{"reason": "FieldValueInvalid", "message": "bad", "field": "spec.x"}]
+    err = denial("v.io", {"code": 422, "reason": "Invalid", "message": "bad",
+                          "details": {"causes": causes}})
+    assert (err.reason, err.details, err.code) == ("Invalid", {"causes": causes}, 422)
 
 
 @pytest.mark.asyncio
@@ -370,6 +424,9 @@ FAILURES: list[tuple[str, dict[str, Any], str]] = [
     ("/allow", {"caBundle": "not-base64!"}, "invalid caBundle"),
     ("/allow", {"admissionReviewVersions": ["v1beta1"]},
      "does not accept known AdmissionReview versions"),
+    ("/bad-code", {}, "the response's status.code is not an integer"),
+    ("/bad-causes", {}, "the response's status.details.causes is not a list of causes"),
+    ("/bad-warnings", {}, "the response's warnings are not a list of strings"),
 ]
 
 
@@ -385,6 +442,22 @@ async def test_failure_policy_fail(pki: Pki, hooks: Hooks, path: str, extra: dic
     assert err.value.message.startswith('Internal error occurred: failed calling webhook '
                                         '"broken.x.io": failed to call webhook: ')
     assert fragment in err.value.message
+
+
+@pytest.mark.asyncio
+async def test_an_answer_over_the_size_limit_is_a_failure(pki: Pki, hooks: Hooks,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    monkeypatch.setattr(review, "MAX_RESPONSE_BYTES", 4096)
+    hook = _webhook("big.x.io", "/big", pki, hooks)
+    with pytest.raises(AdmissionDenied) as err:
+        await admit(mutating=[], validating=[validating("v", hook)], request=_request(),
+                    obj=POD, resolve_service=_resolver(hooks))
+    assert err.value.code == 500
+    assert "the response is larger than 4096 bytes" in err.value.message
+    monkeypatch.setattr(review, "MAX_RESPONSE_BYTES", 8192)
+    await admit(mutating=[], validating=[validating("v", hook)], request=_request(),
+                obj=POD, resolve_service=_resolver(hooks))
 
 
 @pytest.mark.asyncio

@@ -149,3 +149,45 @@ def test_third_party_crds_apply_and_cel_rejects_with_its_message(kubectl, namesp
     rule.write_text(PROMRULE.format(ns=namespace, strategy="WARN"))
     proc = kubectl("apply", "-f", str(rule))
     assert proc.returncode == 0, proc.stderr
+
+
+def test_explain_from_the_protobuf_openapi_v2(kubectl):
+    proc = kubectl("explain", "pods.spec.containers", "--output=plaintext-openapiv2")
+    assert proc.returncode == 0, proc.stderr
+    assert "imagePullPolicy\t<string>" in proc.stdout
+
+
+def test_a_list_is_validated_on_the_client_and_an_unknown_kind_is_no_match(
+        kubectl, namespace, tmp_path):
+    """kubectl validates a List (and a kind whose PATCH takes no fieldValidation) itself,
+    from the protobuf /openapi/v2; an unknown kind then reaches its usual mapping error."""
+    manifest = tmp_path / "list.yaml"
+    manifest.write_text(f"""apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {{name: listed, namespace: {namespace}}}
+  data: {{a: b}}
+""")
+    proc = kubectl("create", "-f", str(manifest))
+    assert proc.returncode == 0, proc.stderr
+    assert "configmap/listed created" in proc.stdout
+    manifest.write_text(f"""apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {{name: listed2, namespace: {namespace}}}
+  dta: {{a: b}}
+""")
+    proc = kubectl("create", "-f", str(manifest))
+    assert proc.returncode != 0
+    assert 'unknown field "dta"' in proc.stderr, proc.stderr
+    manifest.write_text(f"""apiVersion: v1
+kind: Nonesuch
+metadata: {{name: x, namespace: {namespace}}}
+""")
+    proc = kubectl("create", "-f", str(manifest))
+    assert proc.returncode != 0
+    assert 'no matches for kind "Nonesuch" in version "v1"' in proc.stderr, proc.stderr

@@ -3,7 +3,11 @@ with every definition they reference, and custom resources' schemas with ObjectM
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.request
+
+from localcluster.apiserver.wire.protobuf import fields
 
 
 def _resolve(doc, ref):
@@ -74,10 +78,42 @@ def test_v2_is_swagger_with_definitions(raw):
     assert body["schema"] == {"$ref": "#/definitions/io.k8s.api.core.v1.Pod"}
 
 
-def test_v2_protobuf_only_is_not_acceptable(raw):
-    code, status = raw.request("GET", "/openapi/v2", headers={
-        "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"})
-    assert code == 406 and status["reason"] == "NotAcceptable"
+def _message(data: bytes) -> dict[int, list]:
+    out: dict[int, list] = {}
+    for number, value in fields(data):
+        out.setdefault(number, []).append(value)
+    return out
+
+
+def _named(data: bytes, number: int = 1) -> dict[str, bytes]:
+    """gnostic's Named* pairs (name 1, value 2) of a map message."""
+    pairs = (_message(entry) for entry in _message(data).get(number, []))
+    return {pair[1][0].decode(): pair[2][0] for pair in pairs}
+
+
+def test_v2_in_protobuf_is_the_same_document(raw):
+    """What kubectl reads to validate on the client (gnostic's openapi.v2.Document)."""
+    req = urllib.request.Request(raw.base + "/openapi/v2", headers={
+        "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        "Authorization": f"Bearer {raw.token}"})
+    with urllib.request.urlopen(req, context=raw.ctx, timeout=30) as resp:
+        assert resp.headers["Content-Type"] == \
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+        doc = _message(resp.read())
+    assert doc[1] == [b"2.0"]
+    definitions = _named(doc[9][0])
+    pod = _message(definitions["io.k8s.api.core.v1.Pod"])
+    assert _message(pod[22][0])[1] == [b"object"]  # type
+    extensions = {k: _message(v) for k, v in (
+        (_message(e)[1][0].decode(), _message(e)[2][0]) for e in pod[31])}
+    assert json.loads(extensions["x-kubernetes-group-version-kind"][2][0]) == [
+        {"group": "", "kind": "Pod", "version": "v1"}]
+    spec = _message(_named(pod[25][0])["spec"])
+    ref = spec[1] if 1 in spec else _message(spec[24][0])[1]  # $ref, or allOf's
+    assert ref == [b"#/definitions/io.k8s.api.core.v1.PodSpec"]
+    paths = _named(doc[8][0], 2)  # Paths.path: NamedPathItem
+    post = _message(_message(paths["/api/v1/namespaces/{namespace}/pods"])[4][0])  # .post
+    assert post[5] == [b"postPod"]  # operationId
 
 
 def test_unknown_document_is_404(raw):
