@@ -174,8 +174,20 @@ def answers(kubeconfig: str) -> bool:
         kube.api.close()
 
 
+def no_stuck_pods(kube: Any, namespaces: tuple[str, ...]) -> None:
+    """DemoError naming each pod of ``namespaces`` that crash-loops or cannot start, with
+    its reason and last log lines: waiting longer would not help."""
+    from rootdisk import podhealth
+    from vm.kube import PODS
+    found = [item for ns in namespaces for item in podhealth.stuck(kube.list(PODS, ns))]
+    if found:
+        raise DemoError("these pods will not come up:\n"
+                        + "\n".join(podhealth.describe(kube, item) for item in found))
+
+
 def components_ready(kube: Any) -> bool:
     from vm.kube import PODS, Res
+    no_stuck_pods(kube, ("kubevirt", "rootdisk"))
     ready = set()
     for ns in ("kubevirt", "rootdisk"):
         for pod in kube.list(PODS, ns):

@@ -150,3 +150,31 @@ def test_console_on_a_terminal_shows_output_and_passes_input(
             proc.kill()
             proc.wait(30)
         os.close(master)
+
+
+def test_a_crash_looping_pod_is_named_with_its_reason_and_last_lines(
+        cluster: Cluster, kube: Kube, ns: str) -> None:
+    """What `make demo` prints instead of waiting out its timeout: the stuck pod, its
+    reason and the last lines its container logged (from its previous run once it waits
+    in CrashLoopBackOff)."""
+    from rootdisk import podhealth
+    from vm.kube import PODS, load_config
+    from vm.kube import Kube as ClientKube
+
+    kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crashy"},
+                       "spec": {"restartPolicy": "Always", "containers": [{
+                           "name": "main", "image": "rootdisk/testbox:test",
+                           "args": ["print", "opening-the-config", "print",
+                                    "config-is-missing", "exit", "3"]}]}}, ns)
+    client = ClientKube(load_config(cluster.kubeconfig))
+    try:
+        found = wait_for(lambda: podhealth.stuck(client.list(PODS, ns)), timeout=120,
+                         what="the pod to be seen crash-looping")
+        [item] = found
+        assert (item.pod, item.container) == ("crashy", "main")
+        assert item.reason in ("CrashLoopBackOff", "Error"), item
+        text = podhealth.describe(client, item)
+        assert text.startswith(f"pod {ns}/crashy container main: ")
+        assert "   | config-is-missing" in text, text
+    finally:
+        client.close()
