@@ -82,8 +82,8 @@ def prepare(*, spec: VmiSpec, vmi: dict[str, Any], private_dir: str, dev_dir: st
     block, direct, prealloc, created, tolerated = set(), set(), set(), [], []
     disk_names = {d.name for d in spec.disks}
     for index, volume in enumerate(spec.volumes):
-        if volume.name not in disk_names:
-            continue
+        if volume.name not in disk_names or volume.kind != "claim":
+            continue  # the others are images the launcher makes (scratch, cloudinit)
         field = f"spec.volumes[{index}]"
         dev = os.path.join(dev_dir, volume.name)
         try:
