@@ -213,3 +213,15 @@ def test_review_message_is_upstreams_text() -> None:
     assert out["allowed"] is False
     assert out["status"]["message"] == (
         f"{NC} must have at least one userdatasource or one networkdatasource set.")
+
+
+def test_secret_pod_volume_names_are_checked() -> None:
+    s = spec({"cloudInitNoCloud": {"secretRef": {"name": "s"}}})
+    s["volumes"].append({"name": "ci-udata", "emptyDisk": {"capacity": "1Mi"}})
+    assert messages(s) == ["spec.volumes: volume 'ci-udata' collides with the launcher pod's "
+                           "volume for a Secret of the same name"]
+    long = spec()
+    long["volumes"].append({"name": "v" * 60, "cloudInitNoCloud": {"secretRef": {"name": "s"}}})
+    [msg] = messages(long)
+    assert msg.startswith(f"spec.volumes: the launcher pod mounts a Secret as volume "
+                          f"'{'v' * 60}-udata': ")

@@ -20,6 +20,7 @@ from sizes import parse_bytes
 from vm.domain.configurators.disks import SATA_PORTS
 from vm.domain.vmi import machine_type_problem
 from vm.vmi.claims import volume_name_problem
+from vm.vmi.secret_volumes import secret_volumes
 from vm.webhooks.problem import Problem
 from vm.webhooks.volume_rules import (
     CLOUD_INIT_SOURCES,
@@ -156,6 +157,21 @@ def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
                            f"(the default), at most {SATA_PORTS} fit on q35's controller"))
 
 
+def _secret_pod_volumes(spec: Mapping[str, Any], at: str, volume_names: set[str],
+                        out: list[Problem]) -> None:
+    """The launcher pod mounts each referenced Secret as a volume named after the VMI
+    volume (``<volume>-udata``, ``-ndata``) or the Secret (``<secret>-access-cred``):
+    that name must be a valid pod volume name and not one of the VMI's own volumes."""
+    for pod_volume, _secret, _path in secret_volumes(spec):
+        if pod_volume in volume_names:
+            out.append(Problem(f"{at}.volumes", f"volume {pod_volume!r} collides with the "
+                               "launcher pod's volume for a Secret of the same name"))
+        elif not pod_volume.endswith("-access-cred") and (
+                problem := volume_name_problem(pod_volume)) is not None:
+            out.append(Problem(f"{at}.volumes", f"the launcher pod mounts a Secret as volume "
+                               f"{pod_volume!r}: {problem}"))
+
+
 def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
     out: list[Problem] = []
     if not isinstance(spec, Mapping):
@@ -192,6 +208,7 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
             cloud_init = cloud_init or name
     _disks(spec, at, volume_names, out)
     out.extend(access_credential_problems(spec, at))
+    _secret_pod_volumes(spec, at, volume_names, out)
     machine = domain.get("machine")
     mtype = machine.get("type") if isinstance(machine, Mapping) else None
     if mtype not in (None, ""):  # unset: upstream's default (q35)
