@@ -1,0 +1,108 @@
+"""A VM with a cloud-init NoCloud volume whose user data is a Secret, SSH keys from
+another Secret and an emptyDisk, on `rootdisk up`: it runs, the ISO is attached to its
+QEMU and holds the Secret's data, the Secrets reach the launcher only as files (0440,
+group 107, not world-readable), and the webhook refuses a bad cloud-init volume with
+upstream's message."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from tests.e2e import kit, vmkit
+from tests.fixtures.guests import write_boot_sector_disk
+from tests.fixtures.httpserver import HttpServer
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+USER_DATA = "#cloud-config\nrootdisk-e2e: SECRET-USER-DATA-91c2\n"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2e e2e"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vm_side(kube: Kube) -> None:
+    vmkit.wait_vm_side_ready(kube)
+
+
+@pytest.fixture
+def guest_url(http_server: HttpServer, tmp_path: Path) -> str:
+    disk = write_boot_sector_disk(tmp_path / "guest.img", poweroff=False)
+    return http_server.publish(disk, "guest.img")
+
+
+def cloud_vm(name: str, url: str) -> dict[str, Any]:
+    vm = vmkit.vm(name, url)
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["disks"] += [{"name": "ci", "cdrom": {"bus": "sata"}},
+                                           {"name": "scratch", "disk": {"bus": "virtio"}}]
+    spec["volumes"] += [{"name": "ci", "cloudInitNoCloud": {"secretRef": {"name": "ud"}}},
+                        {"name": "scratch", "emptyDisk": {"capacity": "8Mi"}}]
+    spec["accessCredentials"] = [{"sshPublicKey": {
+        "source": {"secret": {"secretName": "keys"}}, "propagationMethod": {"noCloud": {}}}}]
+    return vm
+
+
+def qemu_of(ns: str, name: str) -> int | None:
+    """The pid of the guest's QEMU on this host (pods are host processes here)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]).startswith(b"qemu-system") and any(
+                f"guest={ns}_{name}".encode() in a for a in argv):
+            return int(entry)
+    return None
+
+
+@pytest.mark.timeout(900)
+def test_cloud_init_secret_vm_runs_with_its_iso(kube: Kube, ns: str, guest_url: str,
+                                                tmp_path: Path) -> None:
+    kit.secret(kube, ns, "ud", {"userdata": USER_DATA})
+    kit.secret(kube, ns, "keys", {"key1": KEY})
+    kube.create(vmkit.VMS, cloud_vm("ci", guest_url), ns)
+    try:
+        vmkit.wait_printable(kube, ns, "ci", "Running", timeout=400)
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    pid = wait_for(lambda: qemu_of(ns, "ci"), timeout=60, what="the guest's QEMU")
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    iso_in_pod = "/var/run/kubevirt-ephemeral-disks/cloud-init-data/" + ns + "/ci/noCloud.iso"
+    assert iso_in_pod in argv and "/var/run/libvirt/empty-disks/scratch.qcow2" in argv
+    root = Path(f"/proc/{pid}/root")  # the launcher pod's view of its files
+    out = tmp_path / "iso"
+    subprocess.run(["xorriso", "-osirrox", "on", "-indev", str(root) + iso_in_pod,
+                    "-extract", "/", str(out)], check=True, capture_output=True, timeout=60)
+    assert (out / "user-data").read_text() == USER_DATA
+    meta = json.loads((out / "meta-data").read_text())
+    assert meta["local-hostname"] == "ci" and meta["public-keys"] == {"0": KEY}
+    # the Secrets are files of the pod, readable by its group (fsGroup 107) only
+    for path in ("var/run/kubevirt-private/secret/ci/userdata",
+                 "var/run/kubevirt-private/secret/keys-access-cred/key1"):
+        st = (root / path).stat()
+        assert stat.S_IMODE(st.st_mode) == 0o440 and st.st_gid == 107, path
+    # and their content is in no pod spec, Event or VMI
+    for res in (client.PODS, vmkit.VMIS, client.Resource("", "v1", "events")):
+        text = json.dumps(kube.list(res, ns)["items"])
+        assert "SECRET-USER-DATA" not in text and "E2eE2e" not in text, res.plural
+
+
+def test_bad_cloud_init_volume_is_refused_with_upstreams_message(kube: Kube, ns: str) -> None:
+    vm = cloud_vm("bad", "http://127.0.0.1:1/x.img")
+    vm["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"] = {}
+    with pytest.raises(client.KubeError) as err:
+        kube.create(vmkit.VMS, vm, ns)
+    assert err.value.status == 422
+    assert ("spec.template.spec.volumes[1].cloudInitNoCloud must have at least one "
+            "userdatasource or one networkdatasource set.") in str(err.value)
