@@ -106,3 +106,25 @@ def test_bad_cloud_init_volume_is_refused_with_upstreams_message(kube: Kube, ns:
     assert err.value.status == 422
     assert ("spec.template.spec.volumes[1].cloudInitNoCloud must have at least one "
             "userdatasource or one networkdatasource set.") in str(err.value)
+
+
+@pytest.mark.timeout(900)
+def test_missing_secret_is_shown_then_the_vm_runs_once_it_exists(
+        kube: Kube, ns: str, guest_url: str) -> None:
+    kube.create(vmkit.VMS, cloud_vm("late", guest_url), ns)
+    kit.secret(kube, ns, "keys", {"key1": KEY})
+
+    def sync_condition() -> dict[str, Any] | None:
+        vmi = kube.get_or_none(vmkit.VMIS, "late", ns) or {}
+        return next((c for c in (vmi.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "Synchronized" and c.get("status") == "False"), None)
+    try:
+        cond = wait_for(sync_condition, timeout=400, what="the VMI's Synchronized=False")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    assert cond["reason"] == "CreateContainerConfigError"
+    assert 'secret "ud" not found' in cond["message"]
+    kit.secret(kube, ns, "ud", {"userData": USER_DATA})  # upstream's other key name
+    vmkit.wait_printable(kube, ns, "late", "Running", timeout=300)
+    pid = wait_for(lambda: qemu_of(ns, "late"), timeout=60, what="the guest's QEMU")
+    assert "noCloud.iso" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
