@@ -128,3 +128,42 @@ def test_missing_secret_is_shown_then_the_vm_runs_once_it_exists(
     vmkit.wait_printable(kube, ns, "late", "Running", timeout=300)
     pid = wait_for(lambda: qemu_of(ns, "late"), timeout=60, what="the guest's QEMU")
     assert "noCloud.iso" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+
+
+def ephemeral_vm(name: str, claim: str) -> dict[str, Any]:
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": name},
+            "spec": {"runStrategy": "Always", "template": {"spec": {
+                "terminationGracePeriodSeconds": 5,
+                "domain": {"resources": {"requests": {"memory": "64Mi"}},
+                           "devices": {"disks": [{"name": "root", "bootOrder": 1,
+                                                  "disk": {"bus": "virtio"}}]}},
+                "volumes": [{"name": "root", "ephemeral": {
+                    "persistentVolumeClaim": {"claimName": claim}}}]}}}}
+
+
+@pytest.mark.timeout(900)
+def test_two_vms_share_one_golden_claim_through_overlays(kube: Kube, ns: str,
+                                                         guest_url: str) -> None:
+    kube.create(kit.DVS, kit.datavolume("golden", {"http": {"url": guest_url}},
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    kit.wait_dv(kube, ns, "golden", ("Succeeded",), timeout=300)
+    image = kit.volume_path(kube, kube.get(client.PVCS, "golden", ns))
+    before = Path(image).read_bytes()
+    for name in ("eph-a", "eph-b"):
+        kube.create(vmkit.VMS, ephemeral_vm(name, "golden"), ns)
+    try:
+        for name in ("eph-a", "eph-b"):
+            vmkit.wait_printable(kube, ns, name, "Running", timeout=300)
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    for name in ("eph-a", "eph-b"):
+        pid = wait_for(lambda n=name: qemu_of(ns, n), timeout=60, what=f"{name}'s QEMU")
+        argv = Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+        assert "/var/run/kubevirt-ephemeral-disks/disk-data/root/disk.qcow2" in argv
+        # the golden claim is mounted read-only in each launcher pod
+        mounts = Path(f"/proc/{pid}/mounts").read_text()
+        line = next(m for m in mounts.splitlines()
+                    if " /var/run/kubevirt-private/vmi-disks/root " in m)
+        assert " ro," in line or " ro " in line, line
+    assert Path(image).read_bytes() == before
