@@ -22,7 +22,7 @@ CONTENT = "#cloud-config\npassword: SECRET-CONTENT-7f3a\n"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAISECRETKEY user@host"
 
 
-def spec(network_secret: str | None = "net") -> dict:
+def spec(network_secret: str | None = "net") -> dict:  # noqa: S107 - a Secret name
     ci: dict = {"secretRef": {"name": "ud"}}
     if network_secret:
         ci["networkDataSecretRef"] = {"name": network_secret}

@@ -44,12 +44,13 @@ LABELS: Mapping[DataSource, str] = {"noCloud": "cidata", "configDrive": "config-
 @dataclass(frozen=True)
 class CloudInitSpec:
     """One cloud-init volume. ``user_data``/``network_data`` are the inline values
-    (decoded); a Secret reference leaves them None until :func:`resolve`."""
+    (base64 decoded; bytes, as cloud-init also takes gzipped data); a Secret reference
+    leaves them None until :func:`resolve`."""
 
     volume: str
     source: DataSource
-    user_data: str | None
-    network_data: str | None
+    user_data: bytes | None
+    network_data: bytes | None
     user_data_secret: bool
     network_data_secret: bool
 
@@ -79,12 +80,12 @@ def _text(body: Mapping[str, Any], key: str, field: str) -> str:
     return value
 
 
-def _decoded(body: Mapping[str, Any], key: str, field: str) -> str:
+def _decoded(body: Mapping[str, Any], key: str, field: str) -> bytes:
     text = _text(body, key, field)
     if not text:
-        return ""
+        return b""
     try:
-        return base64.b64decode(text, validate=True).decode()
+        return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as err:
         raise DomainError(f"{field}.{key}", "is not a valid base64 value") from err
 
@@ -94,8 +95,10 @@ def parse_source(volume: str, kind: str, body: Any, field: str) -> CloudInitSpec
     if not isinstance(body, Mapping):
         raise DomainError(field, "must be an object")
     source = SOURCE_KEYS[kind]
-    user = _text(body, "userData", field) or _decoded(body, "userDataBase64", field)
-    network = _text(body, "networkData", field) or _decoded(body, "networkDataBase64", field)
+    user = (_text(body, "userData", field).encode()
+            or _decoded(body, "userDataBase64", field))
+    network = (_text(body, "networkData", field).encode()
+               or _decoded(body, "networkDataBase64", field))
     user_secret = isinstance(body.get("secretRef"), Mapping) and bool(
         body["secretRef"].get("name"))
     net_secret = isinstance(body.get("networkDataSecretRef"), Mapping) and bool(
@@ -136,8 +139,8 @@ def parse_ssh_keys(raw: Any) -> tuple[SshKeySource, ...]:
     return tuple(out)
 
 
-def resolve(spec: CloudInitSpec, *, user_data: str | None,
-            network_data: str | None) -> CloudInitSpec:
+def resolve(spec: CloudInitSpec, *, user_data: bytes | None,
+            network_data: bytes | None) -> CloudInitSpec:
     """The spec with the data read from its Secrets (None: that Secret gave nothing)."""
     return replace(spec,
                    user_data=user_data if spec.user_data_secret and user_data else spec.user_data,
@@ -190,8 +193,8 @@ def meta_data(*, source: DataSource, name: str, namespace: str, uuid: str, host:
 
 def files(spec: CloudInitSpec, meta: bytes) -> dict[str, bytes]:
     """The ISO's files, by path inside it."""
-    user = (spec.user_data or "").encode()
-    network = (spec.network_data or "").encode()
+    user = spec.user_data or b""
+    network = spec.network_data or b""
     if not user and not network:
         raise DomainError(f"volume {spec.volume}", "UserData or NetworkData is required for "
                           "cloud-init data source")

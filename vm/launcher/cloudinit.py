@@ -37,22 +37,22 @@ class CloudInitError(DiskError):
     reason = "CloudInitError"
 
 
-def _read(path: str) -> str:
+def _read(path: str) -> bytes:
     """A Secret file (a kubelet's is a symlink into ``..data``), at most 16 MiB."""
     with open(path, "rb") as fh:
         data = fh.read(MAX_SECRET_FILE + 1)
     if len(data) > MAX_SECRET_FILE:
         raise CloudInitError(f"{path} is larger than {MAX_SECRET_FILE} bytes")
-    return data.decode()
+    return data
 
 
-def _first(directory: str, names: tuple[str, ...]) -> str | None:
+def _first(directory: str, names: tuple[str, ...]) -> bytes | None:
     for name in names:
         path = os.path.join(directory, name)
         if os.path.isfile(path):
             try:
                 return _read(path)
-            except (OSError, UnicodeDecodeError) as err:
+            except OSError as err:
                 logger.warning("could not read %s: %s", path, type(err).__name__)
     return None
 
@@ -92,8 +92,8 @@ def ssh_keys(vmi: VmiSpec, method: DataSource, secret_dir: str) -> list[str]:
             if name.startswith("..") or os.path.isdir(path):
                 continue
             try:
-                data = _read(path)
-            except (OSError, UnicodeDecodeError) as err:
+                data = _read(path).decode(errors="replace")  # as Go's JSON would
+            except OSError as err:
                 raise CloudInitError(f"Unable to read public keys found at volume: {base}/"
                                      f"{name} error: {type(err).__name__}") from err
             if data:

@@ -1,8 +1,9 @@
 """Which PVCs a VMI's disks need, and whether the launcher pod can be made yet.
 
 ``persistentVolumeClaim``, ``dataVolume`` and ``ephemeral`` volumes are claims (a
-DataVolume's PVC has its name; an ephemeral volume's claim is mounted read-only). Before the launcher pod exists every claim must be usable: a DataVolume
-still importing means wait, a Failed one fails the VMI, a claim that does not exist is
+DataVolume's PVC has its name; an ephemeral volume's claim is mounted read-only).
+Before the launcher pod exists every claim must be usable: a DataVolume still
+importing means wait, a Failed one fails the VMI, a claim that does not exist is
 ``FailedPvcNotFound`` (the VM shows ErrorPvcNotFound), and a DataVolume waiting for its
 first consumer (WaitForFirstConsumer, PendingPopulation) gets upstream's temporary pod
 that makes the scheduler bind it.

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 SECRET_DIR = "/var/run/kubevirt-private/secret"  # noqa: S105 - a directory
-SECRET_MOUNTS_VOLUME = "secret-mounts"
+SECRET_MOUNTS_VOLUME = "secret-mounts"  # noqa: S105 - a volume name
 SECRET_FILE_MODE = 0o440
 CLOUD_INIT_SOURCES = ("cloudInitNoCloud", "cloudInitConfigDrive")
 

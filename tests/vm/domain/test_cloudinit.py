@@ -5,6 +5,7 @@ images (an overlay's backing) and the read-only ISO."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -57,6 +58,13 @@ def test_files_nocloud_always_has_user_data() -> None:
                                             "network-config": b"version: 2\n"}
 
 
+def test_binary_user_data_is_kept_as_bytes() -> None:
+    """cloud-init takes gzipped user data: base64 of any bytes is fine."""
+    data = gzip.compress(b"#cloud-config\n")
+    spec = source("cloudInitNoCloud", userDataBase64=base64.b64encode(data).decode())
+    assert cloudinit.files(spec, b"{}")["user-data"] == data
+
+
 def test_files_configdrive_layout() -> None:
     b64 = base64.b64encode(b"#cloud-config\n").decode()
     spec = source("cloudInitConfigDrive", userDataBase64=b64)
@@ -67,8 +75,8 @@ def test_files_configdrive_layout() -> None:
 def test_secret_data_is_merged_and_never_in_repr() -> None:
     spec = source("cloudInitNoCloud", secretRef={"name": "s"})
     assert spec.user_data is None and spec.user_data_secret
-    resolved = cloudinit.resolve(spec, user_data="SECRET-ud", network_data="SECRET-nd")
-    assert resolved.user_data == "SECRET-ud"
+    resolved = cloudinit.resolve(spec, user_data=b"SECRET-ud", network_data=b"SECRET-nd")
+    assert resolved.user_data == b"SECRET-ud"
     assert resolved.network_data is None  # no networkDataSecretRef: not taken
     assert "SECRET" not in repr(resolved)
 

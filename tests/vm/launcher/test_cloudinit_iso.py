@@ -54,6 +54,7 @@ def ssh_secret(secret_dir: Path, name: str, files: dict[str, str]) -> None:
     for key, value in files.items():
         (data / key).write_text(value)
     (d / "..data").symlink_to(data.name)
+    (d / "..stray").write_text("ssh-rsa STRAY")  # the kubelet's names are skipped
     for key in files:
         (d / key).symlink_to(f"..data/{key}")
 
@@ -61,7 +62,7 @@ def ssh_secret(secret_dir: Path, name: str, files: dict[str, str]) -> None:
 def test_nocloud_iso_with_secret_user_data_and_ssh_keys(tmp_path: Path) -> None:
     secrets, eph = tmp_path / "secret", tmp_path / "eph"
     (secrets / "ci").mkdir(parents=True)
-    (secrets / "ci" / "userData").write_text("#cloud-config\nSECRET: 1\n")
+    (secrets / "ci" / "userData").write_bytes(b"#cloud-config\nSECRET: 1\n\xff")
     ssh_secret(secrets, "keys", {"b": "ssh-ed25519 BBB", "a": "ssh-ed25519 AAA", "empty": ""})
     spec = parse_vmi(vmi({"cloudInitNoCloud": {"secretRef": {"name": "s"},
                                                "networkData": "version: 2\n"}},
@@ -78,7 +79,7 @@ def test_nocloud_iso_with_secret_user_data_and_ssh_keys(tmp_path: Path) -> None:
     label, files = read_iso(iso, tmp_path / "out")
     assert label == "cidata"
     assert set(files) == {"meta-data", "user-data", "network-config"}
-    assert files["user-data"] == b"#cloud-config\nSECRET: 1\n"
+    assert files["user-data"] == b"#cloud-config\nSECRET: 1\n\xff"  # bytes as they are
     assert files["network-config"] == b"version: 2\n"
     assert json.loads(files["meta-data"]) == {
         "instance-type": "u1.small", "instance-id": FW, "local-hostname": "web",
@@ -114,7 +115,7 @@ def test_missing_secret_data_is_upstreams_error(tmp_path: Path) -> None:
     (tmp_path / "secret" / "ci").mkdir(parents=True)
     (tmp_path / "secret" / "ci" / "other").write_text("x")
     spec = parse_vmi(vmi({"cloudInitNoCloud": {"secretRef": {"name": "s"}}}))
-    with pytest.raises(CloudInitError, match="^no cloud-init data-source found at volume: ci$"):
+    with pytest.raises(CloudInitError, match=r"^no cloud-init data-source found at volume: ci$"):
         cloudinit.prepare(spec, secret_dir=str(tmp_path / "secret"),
                           ephemeral_dir=str(tmp_path / "e"))
 
