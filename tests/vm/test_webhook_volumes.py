@@ -225,3 +225,27 @@ def test_secret_pod_volume_names_are_checked() -> None:
     [msg] = messages(long)
     assert msg.startswith(f"spec.volumes: the launcher pod mounts a Secret as volume "
                           f"'{'v' * 60}-udata': ")
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("watchdog", {"name": "w", "i6300esb": {}}), ("inputs", [{"name": "t", "type": "tablet"}]),
+    ("gpus", [{"name": "g", "deviceName": "x"}]), ("hostDevices", [{"name": "h"}]),
+    ("filesystems", [{"name": "f", "virtiofs": {}}]), ("downwardMetrics", {}),
+    ("panicDevices", [{"model": "isa"}]), ("clientPassthrough", {}), ("sound", {"name": "s"}),
+    ("tpm", {}),
+])
+def test_devices_the_launcher_does_not_build_are_refused(key: str, value: Any) -> None:
+    s = spec()
+    s["domain"]["devices"][key] = value
+    assert messages(s) == [f"spec.domain.devices.{key}: this device is not supported by "
+                           "rootdisk's VM runtime"]
+
+
+def test_device_switches() -> None:
+    s = spec()
+    s["domain"]["devices"].update(autoattachVSOCK=True, useVirtioTransitional=True,
+                                  autoattachGraphicsDevice=False, inputs=[])
+    assert messages(s) == [
+        "spec.domain.devices.autoattachVSOCK: VSOCK is not supported by rootdisk's VM runtime",
+        "spec.domain.devices.useVirtioTransitional: rootdisk's VM runtime attaches "
+        "virtio-non-transitional devices only"]

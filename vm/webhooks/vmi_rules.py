@@ -21,6 +21,7 @@ from vm.domain.configurators.disks import SATA_PORTS
 from vm.domain.vmi import machine_type_problem
 from vm.vmi.claims import volume_name_problem
 from vm.vmi.secret_volumes import secret_volumes
+from vm.webhooks.device_rules import device_problems
 from vm.webhooks.problem import Problem
 from vm.webhooks.volume_rules import (
     CLOUD_INIT_SOURCES,
@@ -207,6 +208,7 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
                                    f"{cloud_init!r}): the runtime builds one cloud-init disk"))
             cloud_init = cloud_init or name
     _disks(spec, at, volume_names, out)
+    out.extend(device_problems(domain.get("devices"), f"{at}.domain.devices"))
     out.extend(access_credential_problems(spec, at))
     _secret_pod_volumes(spec, at, volume_names, out)
     machine = domain.get("machine")
