@@ -249,3 +249,16 @@ def test_device_switches() -> None:
         "spec.domain.devices.autoattachVSOCK: VSOCK is not supported by rootdisk's VM runtime",
         "spec.domain.devices.useVirtioTransitional: rootdisk's VM runtime attaches "
         "virtio-non-transitional devices only"]
+
+
+def test_read_only_on_sata_is_refused_also_on_the_default_bus() -> None:
+    assert messages(spec(disks=[{"name": "root", "disk": {"readonly": True}}])) == [
+        "spec.domain.devices.disks[0].disk.readonly: a SATA disk cannot be read-only"]
+    s = spec(disks=[{"name": "root", "disk": {}}])
+    s["volumes"][0]["persistentVolumeClaim"]["readOnly"] = True
+    assert messages(s) == [
+        "spec.domain.devices.disks[0].disk.bus: volume 'root' is a read-only claim "
+        "(persistentVolumeClaim.readOnly) and a SATA disk cannot be read-only: use the "
+        "virtio or scsi bus, or a cdrom"]
+    s["domain"]["devices"]["disks"][0]["disk"]["bus"] = "virtio"
+    assert messages(s) == []

@@ -58,6 +58,8 @@ class VolumeSpec:
     capacity: int = 0
     """emptyDisk: the size in bytes, rounded down to 1 MiB as upstream."""
     cloud_init: CloudInitSpec | None = None
+    read_only: bool = False
+    """A ``persistentVolumeClaim`` with ``readOnly``: mounted read-only, attached so."""
 
 
 @dataclass(frozen=True)
@@ -316,7 +318,9 @@ def _volume(raw: Any, index: int) -> VolumeSpec:
         return VolumeSpec(name=name, kind="ephemeral",
                           claim_name=_str(claim.get("claimName"), f"{at}.claimName"))
     key = "claimName" if source == "persistentVolumeClaim" else "name"
-    return VolumeSpec(name=name, claim_name=_str(body.get(key), f"{field}.{source}.{key}"))
+    read_only = source == "persistentVolumeClaim" and body.get("readOnly") is True
+    return VolumeSpec(name=name, claim_name=_str(body.get(key), f"{field}.{source}.{key}"),
+                      read_only=read_only)
 
 
 def _interfaces(spec: dict[str, Any], devices: dict[str, Any]) -> tuple[InterfaceSpec, ...]:

@@ -96,6 +96,10 @@ def _firmware(domain: Mapping[str, Any], at: str, out: list[Problem]) -> None:
 
 def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
            out: list[Problem]) -> None:
+    read_only_volumes = {
+        str(v.get("name")) for v in spec.get("volumes") or []
+        if isinstance(v, Mapping) and isinstance(v.get("persistentVolumeClaim"), Mapping)
+        and v["persistentVolumeClaim"].get("readOnly") is True}
     seen: dict[str, int] = {}
     boot: dict[int, str] = {}
     sata = 0
@@ -133,6 +137,15 @@ def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
         for t in targets:
             target = disk.get(t) or {}
             bus = target.get("bus")
+            if t == "disk" and bus in (None, "sata") and (
+                    target.get("readonly") or name in read_only_volumes):
+                # QEMU's ide-hd refuses a read-only drive (the empty bus is sata)
+                why = ("a SATA disk cannot be read-only" if target.get("readonly") else
+                       f"volume {name!r} is a read-only claim (persistentVolumeClaim."
+                       "readOnly) and a SATA disk cannot be read-only: use the virtio or "
+                       "scsi bus, or a cdrom")
+                out.append(Problem(f"{f}.disk.readonly" if target.get("readonly") else
+                                   f"{f}.disk.bus", why))
             if bus is None:
                 continue
             if bus == "ide":
@@ -140,8 +153,6 @@ def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
             elif bus not in BUSES[t]:
                 out.append(Problem(f"{f}.{t}.bus", f"{bus!r} is not one of "
                                    f"{', '.join(BUSES[t])}"))
-            if t == "disk" and bus == "sata" and target.get("readonly"):
-                out.append(Problem(f"{f}.disk.readonly", "a SATA disk cannot be read-only"))
         order = disk.get("bootOrder")
         if order is not None:
             if not isinstance(order, int) or order < 1:

@@ -191,3 +191,13 @@ def test_libvirt_spells_the_overlay_backing_store() -> None:
     ci = disks["ua-ci"]
     assert ci.find("driver").get("type") == "raw"  # type: ignore[union-attr]
     assert ci.find("backingStore") is None
+
+
+def test_a_read_only_claim_is_attached_read_only() -> None:
+    raw = vmi([{"name": "root", "persistentVolumeClaim": {"claimName": "c", "readOnly": True}}],
+              [{"name": "root", "disk": {"bus": "virtio"}}])
+    d = build(vmi=raw, options=BuildOptions(private_dir="/p"))
+    assert d.disks[0].read_only is True
+    raw["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "sata"
+    with pytest.raises(DomainError, match="a SATA disk cannot be read-only"):
+        build(vmi=raw, options=BuildOptions(private_dir="/p"))

@@ -62,6 +62,7 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
     counters: dict[str, int] = {}
     disks: list[Disk] = []
     cloud_init_volumes = {v.name for v in vmi.volumes if v.kind == "cloudInit"}
+    read_only_claims = {v.name for v in vmi.volumes if v.read_only}
     for i, spec in enumerate(vmi.disks):
         field = f"spec.domain.devices.disks[{i}]"
         prefix = "vd" if spec.bus == "virtio" else "sd"
@@ -77,8 +78,11 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
             volume=spec.name, block=block, private_dir=options.private_dir, dev_dir=options.dev_dir
         )
         cloud_init = spec.name in cloud_init_volumes
-        read_only = spec.read_only or (
+        read_only = spec.read_only or spec.name in read_only_claims or (
             cloud_init and (spec.kind == "cdrom" or spec.bus != "sata"))
+        if read_only and spec.kind == "disk" and spec.bus == "sata" and not cloud_init:
+            raise DomainError(f"{field}.disk.bus", "a SATA disk cannot be read-only "
+                              "(a read-only claim needs virtio, scsi or a cdrom)")
         cache = _cache(
             spec, direct=spec.name in options.direct_io, path=path, field=f"{field}.cache"
         )
