@@ -95,3 +95,24 @@ def test_missing_secret_fails_the_vmi_with_the_reason(
     term = run.termination()
     assert term["phase"] == "Failed" and term["reason"] == "CloudInitError"
     assert term["message"] == "no cloud-init data-source found at volume: ci"
+
+
+@pytest.mark.parametrize("driver", ["qemu", "libvirt"])
+def test_guest_boots_from_an_overlay_over_a_block_claim(
+    launch: Factory, loop_with_boot_sector: str, driver: str
+) -> None:
+    dev = loop_with_boot_sector
+    os.chown(dev, UID, UID)
+    before = Path(dev).read_bytes()[:4096]
+    run = launch(make_vmi(memory="128Mi", disks=[DISKS[0]], volumes=[VOLUMES[0]]),
+                 driver=driver, sandbox=True)
+    assert run.pod is not None
+    run.pod.dev_binds[dev] = "/dev/root"
+    assert run.start().wait(180) == 0, run.log()  # the guest powers off
+    assert MARKER in run.console_text()
+    info = json.loads(subprocess.run(
+        ["qemu-img", "info", "-U", "--output=json",
+         str(run.ephemeral / "disk-data" / "root" / "disk.qcow2")],
+        capture_output=True, check=True, timeout=30).stdout)
+    assert info["backing-filename"] == "/dev/root"
+    assert Path(dev).read_bytes()[:4096] == before

@@ -105,3 +105,32 @@ def test_a_failing_qemu_img_is_reported(tmp_path: Path) -> None:
     with pytest.raises(DiskError, match=r"spec.volumes\[0\] \(scratch\): cannot run"):
         scratch.prepare(spec, **{**dirs(tmp_path), "runtime_dir": str(tmp_path / "r2")},
                         qemu_img=str(tmp_path / "no-qemu-img"))
+
+
+def test_ephemeral_over_a_block_claim(tmp_path: Path) -> None:
+    """A Block golden claim is /dev/<volume>: the overlay's backing is the device."""
+    image = tmp_path / "golden.raw"
+    image.write_bytes(b"\x22" * (4 * MIB))
+    try:
+        loop = subprocess.run(["losetup", "--find", "--show", "--read-only", str(image)],
+                              check=True, capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"no loop device: {err}")
+    try:
+        (tmp_path / "dev").mkdir()
+        (tmp_path / "dev" / "root").symlink_to(loop)
+        spec = vmi([{"name": "root",
+                     "ephemeral": {"persistentVolumeClaim": {"claimName": "g"}}}])
+        [disk] = scratch.prepare(spec, **dirs(tmp_path))
+        assert disk.backing == Backing(str(tmp_path / "dev" / "root"), "block")
+        overlay = Path(disk.path)
+        subprocess.run(["qemu-io", "-f", "qcow2", "-c", "write -P 0xcd 0 64k", str(overlay)],
+                       check=True, capture_output=True, timeout=30)
+        read = subprocess.run(["qemu-io", "-f", "qcow2", "-r", "-c", "read -P 0xcd 0 64k",
+                               "-c", "read -P 0x22 64k 64k", str(overlay)],
+                              capture_output=True, text=True, check=True, timeout=30).stdout
+        assert "Pattern verification failed" not in read
+        assert image.read_bytes() == b"\x22" * (4 * MIB)
+    finally:
+        subprocess.run(["losetup", "-d", loop], check=False, timeout=30)
