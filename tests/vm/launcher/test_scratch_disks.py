@@ -63,6 +63,17 @@ def test_empty_disk_is_a_sparse_qcow2_rounded_down_to_a_mib(tmp_path: Path) -> N
     assert path.read_bytes() == written
 
 
+def write_through(overlay: Path, *, new: int, old: int) -> None:
+    """Write ``new`` over the first 64 KiB through the overlay (as the guest would); the
+    overlay then reads ``new`` there and the backing's ``old`` after it."""
+    subprocess.run(["qemu-io", "-f", "qcow2", "-c", f"write -P {new} 0 64k", str(overlay)],
+                   check=True, capture_output=True, timeout=30)
+    read = subprocess.run(["qemu-io", "-f", "qcow2", "-r", "-c", f"read -P {new} 0 64k",
+                           "-c", f"read -P {old} 64k 64k", str(overlay)],
+                          capture_output=True, text=True, check=True, timeout=30).stdout
+    assert "Pattern verification failed" not in read, read
+
+
 def test_ephemeral_overlay_leaves_the_golden_image_unchanged(tmp_path: Path) -> None:
     golden = tmp_path / "priv" / "vmi-disks" / "root" / "disk.img"
     golden.parent.mkdir(parents=True)
@@ -77,14 +88,7 @@ def test_ephemeral_overlay_leaves_the_golden_image_unchanged(tmp_path: Path) -> 
     assert meta["backing-filename"] == str(golden)
     assert meta["backing-filename-format"] == "raw"
     assert meta["virtual-size"] == 4 * MIB
-    golden.chmod(0o444)
-    # the guest writes through the overlay; the backing is opened read-only
-    subprocess.run(["qemu-io", "-f", "qcow2", "-c", "write -P 0xab 0 64k", str(overlay)],
-                   check=True, capture_output=True, timeout=30)
-    read = subprocess.run(["qemu-io", "-f", "qcow2", "-r", "-c", "read -P 0xab 0 64k",
-                           "-c", "read -P 0x11 64k 64k", str(overlay)],
-                          capture_output=True, text=True, check=True, timeout=30).stdout
-    assert "Pattern verification failed" not in read
+    write_through(overlay, new=0xAB, old=0x11)
     assert hashlib.sha256(golden.read_bytes()).hexdigest() == digest
 
 
@@ -124,13 +128,7 @@ def test_ephemeral_over_a_block_claim(tmp_path: Path) -> None:
                      "ephemeral": {"persistentVolumeClaim": {"claimName": "g"}}}])
         [disk] = scratch.prepare(spec, **dirs(tmp_path))
         assert disk.backing == Backing(str(tmp_path / "dev" / "root"), "block")
-        overlay = Path(disk.path)
-        subprocess.run(["qemu-io", "-f", "qcow2", "-c", "write -P 0xcd 0 64k", str(overlay)],
-                       check=True, capture_output=True, timeout=30)
-        read = subprocess.run(["qemu-io", "-f", "qcow2", "-r", "-c", "read -P 0xcd 0 64k",
-                               "-c", "read -P 0x22 64k 64k", str(overlay)],
-                              capture_output=True, text=True, check=True, timeout=30).stdout
-        assert "Pattern verification failed" not in read
+        write_through(Path(disk.path), new=0xCD, old=0x22)
         assert image.read_bytes() == b"\x22" * (4 * MIB)
     finally:
         subprocess.run(["losetup", "-d", loop], check=False, timeout=30)
