@@ -21,6 +21,7 @@ from tests.e2e import kit, vmkit
 from tests.fixtures.guests import write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer
 from tests.localcluster.clusterkit import needs_root, wait_for
+from vm.controller.instance import legacy_uuid
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
@@ -87,6 +88,7 @@ def test_cloud_init_secret_vm_runs_with_its_iso(kube: Kube, ns: str, guest_url: 
     assert (out / "user-data").read_text() == USER_DATA
     meta = json.loads((out / "meta-data").read_text())
     assert meta["local-hostname"] == "ci" and meta["public-keys"] == {"0": KEY}
+    assert meta["instance-id"] == legacy_uuid("ci")  # stable across the VM's restarts
     # the Secrets are files of the pod, readable by its group (fsGroup 107) only
     for path in ("var/run/kubevirt-private/secret/ci/userdata",
                  "var/run/kubevirt-private/secret/keys-access-cred/key1"):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -39,6 +40,7 @@ ANN_INSTANCETYPE = "kubevirt.io/instancetype-name"
 ISO_NAMES: Mapping[DataSource, str] = {"noCloud": "noCloud.iso",
                                        "configDrive": "configdrive.iso"}
 LABELS: Mapping[DataSource, str] = {"noCloud": "cidata", "configDrive": "config-2"}
+_SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,10 @@ def parse_ssh_keys(raw: Any) -> tuple[SshKeySource, ...]:
         secret = ((ssh.get("source") or {}).get("secret") or {}).get("secretName")
         if not isinstance(secret, str) or not secret:
             raise DomainError(f"{field}.sshPublicKey.source.secret.secretName", "required")
+        if not _SECRET_NAME.fullmatch(secret) or len(secret) > 253:
+            # it becomes a directory name under the secret directory
+            raise DomainError(f"{field}.sshPublicKey.source.secret.secretName",
+                              f"{secret[:80]!r} is not a DNS-1123 subdomain")
         if method.get("noCloud") is not None:
             out.append(SshKeySource(secret, "noCloud"))
         elif method.get("configDrive") is not None:

@@ -201,3 +201,12 @@ def test_a_read_only_claim_is_attached_read_only() -> None:
     raw["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "sata"
     with pytest.raises(DomainError, match="a SATA disk cannot be read-only"):
         build(vmi=raw, options=BuildOptions(private_dir="/p"))
+
+
+@pytest.mark.parametrize("name", ["../../etc", "a/b", "UPPER", ".."])
+def test_an_ssh_key_secret_name_must_be_a_subdomain(name: str) -> None:
+    """It becomes a directory name in the launcher (webhook bypassed or not)."""
+    with pytest.raises(DomainError, match="is not a DNS-1123 subdomain"):
+        parse_vmi(vmi(VOLUMES, [], accessCredentials=[{"sshPublicKey": {
+            "source": {"secret": {"secretName": name}},
+            "propagationMethod": {"noCloud": {}}}}]))
