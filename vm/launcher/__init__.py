@@ -74,8 +74,8 @@ Exit and termination message
 - Reasons: ``GuestShutdown`` (Succeeded); ``Destroyed`` (Failed with ACPI on, Succeeded
   without), ``Crashed``, ``LaunchFailed`` (QEMU/libvirt could not start it), ``DriverError``,
   ``InvalidVMI`` (message ``<field path>: <what is wrong>``), ``VolumeNotFound``,
-  ``InsufficientSpace``, ``InvalidDisk``, ``DiskError``, ``CloudInitError``; exit code 1. ``InvalidConfiguration``
-  (the environment is wrong: message ``<VARIABLE>: …``) exits 2.
+  ``InsufficientSpace``, ``InvalidDisk``, ``DiskError``, ``CloudInitError``; exit code 1.
+  ``InvalidConfiguration`` (the environment is wrong: message ``<VARIABLE>: …``) exits 2.
 - SIGTERM: graceful shutdown with the VMI's ``terminationGracePeriodSeconds`` (default 30).
 - QEMU (and libvirtd) get a parent-death signal: they never outlive the launcher.
 """
