@@ -101,3 +101,12 @@ def test_pod_network_interface_gets_the_pod_ip() -> None:
                                                    ip="10.0.0.7"),
                  binding=None, volumes=READY)
     assert out.ip == "10.0.0.7"
+
+
+def test_a_missing_secret_is_shown_on_the_vmi() -> None:
+    out = decide(phase="Scheduling", launcher=PodView(
+        "p", "Pending", node="n1", waiting_reason="CreateContainerConfigError",
+        waiting_message='secret "ud" not found'), binding=None, volumes=READY)
+    [sync] = [c for c in out.conditions if c.type == "Synchronized"]
+    assert (sync.status, sync.reason, sync.message) == (
+        "False", "CreateContainerConfigError", 'secret "ud" not found')

@@ -78,15 +78,17 @@ def test_a_vm_template_is_checked_under_its_prefix() -> None:
 
 def test_launcher_volumes_are_the_launcher_pods_own() -> None:
     """LAUNCHER_VOLUMES must list every volume vm/vmi/pod.py adds of its own, so a VMI
-    volume can never collide with one: a Filesystem and a Block claim, both rendered."""
+    volume can never collide with one: a Filesystem and a Block claim and a cloud-init
+    Secret, all rendered."""
     spec = {"domain": {"resources": {"requests": {"memory": "1Gi"}}},
             "volumes": [{"name": "fs", "persistentVolumeClaim": {"claimName": "fs-pvc"}},
-                        {"name": "blk", "persistentVolumeClaim": {"claimName": "blk-pvc"}}]}
+                        {"name": "blk", "persistentVolumeClaim": {"claimName": "blk-pvc"}},
+                        {"name": "ci", "cloudInitNoCloud": {"secretRef": {"name": "s"}}}]}
     vmi = {"metadata": {"name": "v", "namespace": "ns", "uid": "u"}, "spec": spec}
     views = {"fs-pvc": ClaimView(exists=True, phase="Bound"),
              "blk-pvc": ClaimView(exists=True, phase="Bound", volume_mode="Block")}
     pod = launcher_pod(vmi=vmi, claims=disk_claims(spec), views=views, config=LauncherConfig())
-    own = {v["name"] for v in pod["spec"]["volumes"]} - {"fs", "blk"}
+    own = {v["name"] for v in pod["spec"]["volumes"]} - {"fs", "blk", "ci-udata"}
     assert own == LAUNCHER_VOLUMES
 
 

@@ -1,12 +1,26 @@
-"""The VMI a VirtualMachine starts: its template, named after the VM and owned by it."""
+"""The VMI a VirtualMachine starts: its template, named after the VM and owned by it.
+
+Its firmware UUID is stable across the VM's restarts, as upstream's
+``setupStableFirmwareUUID``: the template's ``spec.domain.firmware.uuid``, else a SHA-1
+name-based UUID of the VM's name (upstream's ``CalculateLegacyUUID``). It is the
+domain's SMBIOS UUID and cloud-init's instance-id, so a guest restarted by its VM is the
+same instance to cloud-init.
+"""
 
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from vm.api import names
+
+FIRMWARE_UUID_NAMESPACE = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
+
+
+def legacy_uuid(name: str) -> str:
+    return str(uuid.uuid5(FIRMWARE_UUID_NAMESPACE, name))
 
 
 def vmi_from_vm(*, vm: Mapping[str, Any], paused: bool) -> dict[str, Any]:
@@ -18,6 +32,13 @@ def vmi_from_vm(*, vm: Mapping[str, Any], paused: bool) -> dict[str, Any]:
     spec = copy.deepcopy(dict(template.get("spec") or {}))
     if paused:
         spec["startStrategy"] = "Paused"
+    domain = spec.setdefault("domain", {})
+    if isinstance(domain, dict):
+        firmware = domain.get("firmware")
+        if not isinstance(firmware, dict):
+            firmware = domain["firmware"] = {}
+        if not firmware.get("uuid"):
+            firmware["uuid"] = legacy_uuid(str(meta["name"]))
     out_meta: dict[str, Any] = {
         "name": meta["name"],
         "namespace": meta["namespace"],

@@ -28,6 +28,13 @@ class Cpu:
 
 
 @dataclass(frozen=True)
+class Backing:
+    path: str
+    source_kind: SourceKind = "file"
+    format: Literal["raw"] = "raw"
+
+
+@dataclass(frozen=True)
 class Disk:
     alias: str  # "ua-<disk name>"
     device: Literal["disk", "cdrom"]
@@ -35,7 +42,7 @@ class Disk:
     target: str  # vda, sda…
     source_kind: SourceKind
     path: str
-    format: Literal["raw"] = "raw"
+    format: Literal["raw", "qcow2"] = "raw"
     cache: Literal["none", "writethrough", "writeback"] = "none"
     io: Literal["native"] | None = None
     boot_order: int | None = None
@@ -44,6 +51,8 @@ class Disk:
     unit: int = 0  # SATA port or SCSI unit on controller 0
     discard: Literal["unmap"] | None = "unmap"
     error_policy: Literal["stop"] | None = "stop"
+    backing: Backing | None = None
+    """A qcow2 overlay's backing image (ephemeral volumes), opened read-only."""
 
 
 @dataclass(frozen=True)

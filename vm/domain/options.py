@@ -8,8 +8,9 @@ accelerator works) is found by the launcher first and handed over in this one va
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
-from vm.domain.model import Accelerator
+from vm.domain.model import Accelerator, Backing
 
 PRIVATE_DIR = "/var/run/kubevirt-private"
 
@@ -21,6 +22,17 @@ class Ovmf:
     code: str
     secure_code: str | None
     vars_template: str
+
+
+@dataclass(frozen=True)
+class PreparedDisk:
+    """An image the launcher made for a volume that is not a claim: an emptyDisk's qcow2,
+    an ephemeral volume's qcow2 overlay (with its backing claim), a cloud-init ISO."""
+
+    volume: str
+    path: str
+    format: Literal["raw", "qcow2"]
+    backing: Backing | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,8 @@ class BuildOptions:
     preallocated: frozenset[str] = frozenset()
     """Filesystem volumes whose disk.img is fully allocated (io=native applies)."""
     ovmf: Ovmf | None = None
+    prepared: tuple[PreparedDisk, ...] = ()
+    """The images made for emptyDisk, ephemeral and cloud-init volumes."""
     serial_socket: str = field(default="")
     """Where the launcher listens for the serial console; default <private-dir>/virt-serial0."""
     mac_seed: str = ""

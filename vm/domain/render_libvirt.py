@@ -74,6 +74,14 @@ def _disk(devices: ET.Element, disk: Disk) -> None:
         _sub(el, "source", dev=disk.path)
     else:
         _sub(el, "source", file=disk.path)
+    if disk.backing is not None:
+        b = disk.backing
+        store = _sub(el, "backingStore", type=b.source_kind)
+        _sub(store, "format", type=b.format)
+        if b.source_kind == "block":
+            _sub(store, "source", dev=b.path)
+        else:
+            _sub(store, "source", file=b.path)
     _sub(el, "target", dev=disk.target, bus=_BUS[disk.bus])
     if disk.read_only:
         _sub(el, "readonly")

@@ -30,12 +30,26 @@ def _memory_kib(size: int) -> int:
     return (size + mib - 1) // mib * 1024
 
 
+def _backing(disk: Disk) -> list[str]:
+    """An overlay's backing image, spelled out (not left to the qcow2 header), so a block
+    device gets host_device and the format is never probed."""
+    if disk.backing is None:
+        return []
+    b = disk.backing
+    return [
+        f"backing.driver={b.format}",
+        f"backing.file.driver={'host_device' if b.source_kind == 'block' else 'file'}",
+        f"backing.file.filename={opt(b.path)}",
+    ]
+
+
 def _drive(disk: Disk) -> list[str]:
     driver = "host_device" if disk.source_kind == "block" else "file"
     drive = _join(
         f"file.driver={driver}",
         f"file.filename={opt(disk.path)}",
         f"format={disk.format}",
+        *_backing(disk),
         "if=none",
         f"id=drive-{disk.alias}",
         f"cache={disk.cache}",

@@ -14,6 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sizes import parse_bytes
+from vm.domain.cloudinit import (
+    SOURCE_KEYS,
+    CloudInitSpec,
+    SshKeySource,
+    instance_type,
+    parse_source,
+    parse_ssh_keys,
+)
 from vm.domain.errors import DomainError, UnsupportedError
 
 Bus = Literal["virtio", "sata", "scsi"]
@@ -36,10 +44,22 @@ class DiskSpec:
     serial: str | None
 
 
+VolumeKind = Literal["claim", "ephemeral", "emptyDisk", "cloudInit"]
+MIB = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class VolumeSpec:
     name: str
-    claim_name: str  # the PVC (for a dataVolume: the DataVolume's name, as upstream)
+    claim_name: str = ""
+    """The PVC (for a dataVolume: the DataVolume's name, as upstream; for ephemeral: the
+    golden claim under the overlay); empty for the other kinds."""
+    kind: VolumeKind = "claim"
+    capacity: int = 0
+    """emptyDisk: the size in bytes, rounded down to 1 MiB as upstream."""
+    cloud_init: CloudInitSpec | None = None
+    read_only: bool = False
+    """A ``persistentVolumeClaim`` with ``readOnly``: mounted read-only, attached so."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +91,16 @@ class VmiSpec:
     rng: bool
     serial_console: bool
     grace_period_seconds: int
+    hostname: str | None = None
+    instance_type: str = ""
+    ssh_keys: tuple[SshKeySource, ...] = ()
+
+    @property
+    def cloud_init(self) -> CloudInitSpec | None:
+        for volume in self.volumes:
+            if volume.cloud_init is not None:
+                return volume.cloud_init
+        return None
 
     @property
     def domain_name(self) -> str:
@@ -238,15 +268,12 @@ def _disk(raw: Any, index: int) -> DiskSpec:
     )
 
 
-_SOURCES_SUPPORTED = ("persistentVolumeClaim", "dataVolume")
+_SOURCES_SUPPORTED = ("persistentVolumeClaim", "dataVolume", "ephemeral", "emptyDisk",
+                      "cloudInitNoCloud", "cloudInitConfigDrive")
 _SOURCES_KNOWN = (
     *_SOURCES_SUPPORTED,
     "containerDisk",
-    "emptyDisk",
-    "ephemeral",
     "hostDisk",
-    "cloudInitNoCloud",
-    "cloudInitConfigDrive",
     "configMap",
     "secret",
     "serviceAccount",
@@ -254,6 +281,7 @@ _SOURCES_KNOWN = (
     "downwardMetrics",
     "sysprep",
     "memoryDump",
+    "containerPath",
 )
 
 
@@ -271,8 +299,28 @@ def _volume(raw: Any, index: int) -> VolumeSpec:
             f"this volume source is not supported (supported: {', '.join(_SOURCES_SUPPORTED)})",
         )
     body = _obj(vol[source], f"{field}.{source}")
+    if source in SOURCE_KEYS:
+        return VolumeSpec(name=name, kind="cloudInit",
+                          cloud_init=parse_source(name, source, body, f"{field}.{source}"))
+    if source == "emptyDisk":
+        capacity = body.get("capacity")
+        try:
+            size = parse_bytes(str(capacity)) // MIB * MIB
+        except ValueError as err:
+            raise DomainError(f"{field}.emptyDisk.capacity", str(err)) from err
+        if size == 0:
+            raise DomainError(f"{field}.emptyDisk.capacity",
+                              f"the size for volume {name} is too low")
+        return VolumeSpec(name=name, kind="emptyDisk", capacity=size)
+    if source == "ephemeral":
+        at = f"{field}.ephemeral.persistentVolumeClaim"
+        claim = _obj(body.get("persistentVolumeClaim"), at)
+        return VolumeSpec(name=name, kind="ephemeral",
+                          claim_name=_str(claim.get("claimName"), f"{at}.claimName"))
     key = "claimName" if source == "persistentVolumeClaim" else "name"
-    return VolumeSpec(name=name, claim_name=_str(body.get(key), f"{field}.{source}.{key}"))
+    read_only = source == "persistentVolumeClaim" and body.get("readOnly") is True
+    return VolumeSpec(name=name, claim_name=_str(body.get(key), f"{field}.{source}.{key}"),
+                      read_only=read_only)
 
 
 def _interfaces(spec: dict[str, Any], devices: dict[str, Any]) -> tuple[InterfaceSpec, ...]:
@@ -359,6 +407,13 @@ def parse_vmi(vmi: Any) -> VmiSpec:
         _disk(d, i) for i, d in enumerate(_list(devices.get("disks"), "spec.domain.devices.disks"))
     )
     volumes = tuple(_volume(v, i) for i, v in enumerate(_list(spec.get("volumes"), "spec.volumes")))
+    if sum(v.kind == "cloudInit" for v in volumes) > 1:
+        raise UnsupportedError("spec.volumes", "only one cloud-init volume is supported")
+    # upstream's defaults: a volume without a disk is attached as a disk on the default bus
+    named = {d.name for d in disks}
+    disks += tuple(DiskSpec(name=v.name, kind="disk", bus=DEFAULT_BUS, boot_order=None,
+                            cache=None, read_only=False, serial=None)
+                   for v in volumes if v.name not in named)
     _check_names(disks, volumes)
     interfaces = _interfaces(spec, devices)
     boots = [d.boot_order for d in disks if d.boot_order]
@@ -366,6 +421,9 @@ def parse_vmi(vmi: Any) -> VmiSpec:
         raise DomainError(
             "spec.domain.devices.disks", f"duplicate bootOrder values {sorted(boots)}"
         )
+    spec_hostname = spec.get("hostname")
+    if spec_hostname is not None and not isinstance(spec_hostname, str):
+        raise DomainError("spec.hostname", "must be a string")
     uuid = firmware.get("uuid")
     if uuid is not None and not isinstance(uuid, str):
         raise DomainError("spec.domain.firmware.uuid", "must be a string")
@@ -396,6 +454,9 @@ def parse_vmi(vmi: Any) -> VmiSpec:
             low=0,
             high=24 * 3600,
         ),
+        hostname=spec_hostname or None,
+        instance_type=instance_type(_obj(meta.get("annotations"), "metadata.annotations")),
+        ssh_keys=parse_ssh_keys(spec.get("accessCredentials")),
     )
 
 

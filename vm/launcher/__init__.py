@@ -23,10 +23,16 @@ Input
   under /usr/share/rootdisk/kvm-probe); the verdict is cached in
   ``<private-dir>/accelerator.json``.
 - ``--socket-dir`` (default ``/var/run/kubevirt/sockets``), ``--private-dir`` (default
-  ``/var/run/kubevirt-private``), ``--termination-log`` (default ``/dev/termination-log``).
+  ``/var/run/kubevirt-private``), ``--termination-log`` (default ``/dev/termination-log``),
+  ``--secret-dir`` (default ``<private-dir>/secret``: the Secret volumes),
+  ``--ephemeral-dir`` (default ``/var/run/kubevirt-ephemeral-disks``: cloud-init ISOs and
+  ephemeral overlays), ``--runtime-dir`` (default ``/var/run/libvirt``: emptyDisks).
 - Disks: a Filesystem PVC volume is mounted at ``<private-dir>/vmi-disks/<volume>`` and
   holds ``disk.img`` (raw); the launcher creates a missing ``disk.img`` as a sparse file
-  sized like upstream's HostDisk. A Block PVC volume is the device ``/dev/<volume>``.
+  sized like upstream's HostDisk (not on a ``readOnly`` claim). A Block PVC volume is the
+  device ``/dev/<volume>``. An ``ephemeral`` volume's claim is found the same way and
+  gets a qcow2 overlay, an ``emptyDisk`` a qcow2 (:mod:`vm.launcher.scratch`); a
+  cloud-init volume becomes an ISO (:mod:`vm.launcher.cloudinit`, ``xorrisofs``).
 
 Serial console
 --------------
@@ -68,8 +74,8 @@ Exit and termination message
 - Reasons: ``GuestShutdown`` (Succeeded); ``Destroyed`` (Failed with ACPI on, Succeeded
   without), ``Crashed``, ``LaunchFailed`` (QEMU/libvirt could not start it), ``DriverError``,
   ``InvalidVMI`` (message ``<field path>: <what is wrong>``), ``VolumeNotFound``,
-  ``InsufficientSpace``, ``InvalidDisk``, ``DiskError``; exit code 1. ``InvalidConfiguration``
-  (the environment is wrong: message ``<VARIABLE>: …``) exits 2.
+  ``InsufficientSpace``, ``InvalidDisk``, ``DiskError``, ``CloudInitError``; exit code 1.
+  ``InvalidConfiguration`` (the environment is wrong: message ``<VARIABLE>: …``) exits 2.
 - SIGTERM: graceful shutdown with the VMI's ``terminationGracePeriodSeconds`` (default 30).
 - QEMU (and libvirtd) get a parent-death signal: they never outlive the launcher.
 """

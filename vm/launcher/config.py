@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +27,9 @@ class LauncherConfig:
     use_emulation: bool = False
     socket_dir: str = "/var/run/kubevirt/sockets"
     private_dir: str = "/var/run/kubevirt-private"
+    secret_dir: str = "/var/run/kubevirt-private/secret"  # noqa: S105 - a directory
+    ephemeral_dir: str = "/var/run/kubevirt-ephemeral-disks"
+    runtime_dir: str = "/var/run/libvirt"
     termination_log: str = "/dev/termination-log"
     dev_dir: str = "/dev"
     qemu_binary: str = "qemu-system-x86_64"
@@ -41,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--socket-dir", default=LauncherConfig.socket_dir)
     p.add_argument("--private-dir", default=LauncherConfig.private_dir)
     p.add_argument("--termination-log", default=LauncherConfig.termination_log)
+    p.add_argument("--secret-dir", default=None,
+                   help="the Secret volumes (default: <private-dir>/secret)")
+    p.add_argument("--ephemeral-dir", default=LauncherConfig.ephemeral_dir,
+                   help="cloud-init ISOs and ephemeral overlays (an emptyDir)")
+    p.add_argument("--runtime-dir", default=LauncherConfig.runtime_dir,
+                   help="emptyDisk images (an emptyDir)")
     p.add_argument(
         "--dev-dir",
         default=LauncherConfig.dev_dir,
@@ -77,6 +87,9 @@ def parse(*, env: Mapping[str, str], argv: Sequence[str]) -> LauncherConfig:
         use_emulation=emulation == "true",
         socket_dir=args.socket_dir,
         private_dir=args.private_dir,
+        secret_dir=args.secret_dir or os.path.join(args.private_dir, "secret"),
+        ephemeral_dir=args.ephemeral_dir,
+        runtime_dir=args.runtime_dir,
         termination_log=args.termination_log,
         dev_dir=args.dev_dir,
         qemu_binary=args.qemu_binary,

@@ -82,8 +82,8 @@ def prepare(*, spec: VmiSpec, vmi: dict[str, Any], private_dir: str, dev_dir: st
     block, direct, prealloc, created, tolerated = set(), set(), set(), [], []
     disk_names = {d.name for d in spec.disks}
     for index, volume in enumerate(spec.volumes):
-        if volume.name not in disk_names:
-            continue
+        if volume.name not in disk_names or volume.kind != "claim":
+            continue  # the others are images the launcher makes (scratch, cloudinit)
         field = f"spec.volumes[{index}]"
         dev = os.path.join(dev_dir, volume.name)
         try:
@@ -95,11 +95,14 @@ def prepare(*, spec: VmiSpec, vmi: dict[str, Any], private_dir: str, dev_dir: st
             try:
                 if supports_direct_io(dev):
                     direct.add(volume.name)
-                os.close(os.open(dev, os.O_RDWR | os.O_CLOEXEC))
+                mode = os.O_RDONLY if volume.read_only else os.O_RDWR
+                os.close(os.open(dev, mode | os.O_CLOEXEC))
             except OSError as err:
                 raise DiskError(
                     f"{field}: cannot open the block device {dev} of claim "
-                    f"{volume.claim_name!r} for writing: {err.strerror} (uid {os.geteuid()})",
+                    f"{volume.claim_name!r} for "
+                    f"{'reading' if volume.read_only else 'writing'}: {err.strerror} "
+                    f"(uid {os.geteuid()})",
                     reason="DiskError",
                 ) from err
             continue
@@ -112,6 +115,9 @@ def prepare(*, spec: VmiSpec, vmi: dict[str, Any], private_dir: str, dev_dir: st
                 reason="VolumeNotFound",
             )
         try:
+            if not os.path.lexists(image) and volume.read_only:
+                raise DiskError(f"{field}: the read-only claim {volume.claim_name!r} has "
+                                f"no disk image ({image})", reason="VolumeNotFound")
             if not os.path.lexists(image):
                 vfs = os.statvfs(directory)
                 requested, capacity = _claim_sizes(vmi, volume.name)

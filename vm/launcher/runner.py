@@ -22,7 +22,7 @@ from vm.domain.errors import DomainError
 from vm.domain.model import Domain
 from vm.domain.options import BuildOptions, Ovmf
 from vm.domain.vmi import VmiSpec, parse_vmi
-from vm.launcher import accel, disks, protocol
+from vm.launcher import accel, cloudinit, disks, protocol, scratch
 from vm.launcher.config import LauncherConfig
 from vm.launcher.console import ConsoleHub, RotatingLog
 from vm.launcher.control import ControlServer
@@ -134,14 +134,31 @@ def build_domain(config: LauncherConfig, spec: VmiSpec, accelerator: str) -> Dom
     facts = disks.prepare(
         spec=spec, vmi=config.vmi, private_dir=config.private_dir, dev_dir=config.dev_dir
     )
+    prepared = scratch.prepare(
+        spec,
+        private_dir=config.private_dir,
+        dev_dir=config.dev_dir,
+        runtime_dir=config.runtime_dir,
+        ephemeral_dir=config.ephemeral_dir,
+    )
+    iso = cloudinit.prepare(
+        spec, secret_dir=config.secret_dir, ephemeral_dir=config.ephemeral_dir
+    )
+    if iso is not None:
+        prepared += (iso,)
+    direct = set(facts.direct_io)
+    for image in prepared:
+        if disks.supports_direct_io(image.path):
+            direct.add(image.volume)
     options = BuildOptions(
         accelerator=accelerator,  # type: ignore[arg-type]
         private_dir=config.private_dir,
         dev_dir=config.dev_dir,
         block_volumes=facts.block_volumes,
-        direct_io=facts.direct_io,
+        direct_io=frozenset(direct),
         preallocated=facts.preallocated,
         ovmf=find_ovmf(),
+        prepared=prepared,
     )
     domain = build_spec(spec=spec, options=options)
     fw = domain.firmware

@@ -1,8 +1,9 @@
 """Which PVCs a VMI's disks need, and whether the launcher pod can be made yet.
 
-``persistentVolumeClaim`` and ``dataVolume`` volumes are claims (a DataVolume's PVC has
-its name). Before the launcher pod exists every claim must be usable: a DataVolume
-still importing means wait, a Failed one fails the VMI, a claim that does not exist is
+``persistentVolumeClaim``, ``dataVolume`` and ``ephemeral`` volumes are claims (a
+DataVolume's PVC has its name; an ephemeral volume's claim is mounted read-only).
+Before the launcher pod exists every claim must be usable: a DataVolume still
+importing means wait, a Failed one fails the VMI, a claim that does not exist is
 ``FailedPvcNotFound`` (the VM shows ErrorPvcNotFound), and a DataVolume waiting for its
 first consumer (WaitForFirstConsumer, PendingPopulation) gets upstream's temporary pod
 that makes the scheduler bind it.
@@ -22,6 +23,7 @@ from typing import Any, Literal
 # name in that pod, so a VMI volume may not be called one of these.
 LAUNCHER_VOLUMES = frozenset({
     "private", "public", "sockets", "libvirt-runtime", "ephemeral-disks", "vmi-disks",
+    "secret-mounts",
 })
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_LABEL_MSG = (
@@ -71,6 +73,12 @@ def disk_claims(spec: Mapping[str, Any]) -> list[DiskClaim]:
             pvc = v["persistentVolumeClaim"]
             out.append(DiskClaim(volume=str(v.get("name")), claim=str(pvc.get("claimName")),
                                  read_only=bool(pvc.get("readOnly"))))
+        elif isinstance(v.get("ephemeral"), Mapping):
+            # the golden claim under a qcow2 overlay: mounted read-only, so several VMs
+            # can share it and none writes it
+            pvc = v["ephemeral"].get("persistentVolumeClaim") or {}
+            out.append(DiskClaim(volume=str(v.get("name")), claim=str(pvc.get("claimName")),
+                                 read_only=True))
         elif isinstance(v.get("dataVolume"), Mapping):
             out.append(DiskClaim(volume=str(v.get("name")), claim=str(v["dataVolume"]["name"]),
                                  from_dv=True))

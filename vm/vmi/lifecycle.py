@@ -23,6 +23,10 @@ ORDER = {"": 0, "Pending": 1, "Scheduling": 2, "Scheduled": 3, "Running": 4,
          "Succeeded": 5, "Failed": 5, "Unknown": 0}
 FINAL = frozenset({"Succeeded", "Failed"})
 PULL_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
+# why the kubelet cannot start the launcher (a Secret for cloud-init or SSH keys that does
+# not exist: 'secret "x" not found'); shown on the VMI's Synchronized condition, as pull
+# errors are (upstream shows only the latter, on the pod)
+START_ERRORS = PULL_ERRORS | {"CreateContainerConfigError"}
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ def decide(*, phase: str, launcher: PodView | None, binding: PodView | None,
                                launcher.unschedulable))
     elif launcher.node:
         conds.append(Condition("PodScheduled", "True"))
-    if launcher.waiting_reason in PULL_ERRORS:
+    if launcher.waiting_reason in START_ERRORS:
         conds.append(Condition("Synchronized", "False", launcher.waiting_reason,
                                launcher.waiting_message))
     if launcher.phase == "Running" and launcher.ready:

@@ -11,6 +11,8 @@ directory ``/var/run/kubevirt/sockets`` is the VMI's own directory on the node,
 ``/var/run/kubevirt/sockets/<vmi uid>`` (hostPath, made by the node handler: the pod
 waits for it), where the handler finds ``<vmi uid>.sock``; no other VMI's socket is in
 the pod's reach (see docs/vm.md). The grace period is the VMI's + 30 s, as upstream.
+Secrets for cloud-init and SSH keys are Secret volumes (``vm.vmi.secret_volumes``): their
+content is never in the pod spec (the ``VMI`` variable holds only their names).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from vm.api import names
 from vm.vmi.claims import ClaimView, DiskClaim
 from vm.vmi.overhead import pod_resources
+from vm.vmi.secret_volumes import render as render_secrets
 
 PRIVATE = "/var/run/kubevirt-private"
 PUBLIC = "/var/run/kubevirt"
@@ -54,11 +57,20 @@ def grace_seconds(spec: Mapping[str, Any]) -> int:
     return DEFAULT_GRACE if value is None else max(0, int(value))
 
 
+# the annotations the launcher reads (cloud-init meta-data's instance type)
+ENV_ANNOTATIONS = ("kubevirt.io/cluster-instancetype-name", "kubevirt.io/instancetype-name")
+
+
 def vmi_env(vmi: Mapping[str, Any]) -> str:
     meta = vmi.get("metadata") or {}
+    out = {k: meta[k] for k in ("name", "namespace", "uid") if k in meta}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k in ENV_ANNOTATIONS}
+    if annotations:
+        out["annotations"] = annotations
     return json.dumps({
         "apiVersion": names.API_VERSION, "kind": names.VMI_KIND,
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta},
+        "metadata": out,
         "spec": vmi.get("spec") or {},
     }, separators=(",", ":"), sort_keys=True)
 
@@ -115,6 +127,9 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
         else:
             mounts.append({"name": c.volume, "mountPath": f"{DISKS}/{c.volume}",
                            "readOnly": c.read_only})
+    secret_vols, secret_mounts = render_secrets(spec)
+    volumes += secret_vols
+    mounts += secret_mounts
     compute: dict[str, Any] = {
         "name": "compute",
         "image": config.image,

@@ -14,31 +14,33 @@ same rules check a VM's ``spec.template.spec`` under that prefix.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sizes import parse_bytes
+from vm.domain.configurators.disks import SATA_PORTS
 from vm.domain.vmi import machine_type_problem
 from vm.vmi.claims import volume_name_problem
+from vm.vmi.secret_volumes import secret_volumes
+from vm.webhooks.device_rules import device_problems
+from vm.webhooks.problem import Problem
+from vm.webhooks.volume_rules import (
+    CLOUD_INIT_SOURCES,
+    access_credential_problems,
+    volume_source_problems,
+)
+
+__all__ = ["Problem", "validate_vmi_spec"]
 
 VOLUME_SOURCES = (
     "persistentVolumeClaim", "dataVolume", "containerDisk", "cloudInitNoCloud",
     "cloudInitConfigDrive", "emptyDisk", "ephemeral", "hostDisk", "configMap", "secret",
-    "serviceAccount", "downwardAPI", "downwardMetrics", "sysprep", "memoryDump",
+    "serviceAccount", "downwardAPI", "downwardMetrics", "sysprep", "memoryDump", "containerPath",
 )
 DISK_TARGETS = ("disk", "cdrom", "lun")
-BUSES = {"disk": ("virtio", "sata", "scsi", "usb"), "cdrom": ("sata", "scsi", "usb"),
-         "lun": ("scsi",)}
+# the buses the launcher attaches (upstream also has usb, which rootdisk does not)
+BUSES = {"disk": ("virtio", "sata", "scsi"), "cdrom": ("sata", "scsi"), "lun": ("scsi",)}
+CACHES = ("none", "writethrough", "writeback")
 MIN_MEMORY = 1_000_000
-
-
-@dataclass(frozen=True)
-class Problem:
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 def _quantity(value: Any, field: str, out: list[Problem]) -> int | None:
@@ -94,8 +96,13 @@ def _firmware(domain: Mapping[str, Any], at: str, out: list[Problem]) -> None:
 
 def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
            out: list[Problem]) -> None:
+    read_only_volumes = {
+        str(v.get("name")) for v in spec.get("volumes") or []
+        if isinstance(v, Mapping) and isinstance(v.get("persistentVolumeClaim"), Mapping)
+        and v["persistentVolumeClaim"].get("readOnly") is True}
     seen: dict[str, int] = {}
     boot: dict[int, str] = {}
+    sata = 0
     disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
     for i, disk in enumerate(disks):
         f = f"{at}.domain.devices.disks[{i}]"
@@ -113,9 +120,32 @@ def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
         if len(targets) > 1:
             out.append(Problem(f, f"only one of {', '.join(DISK_TARGETS)} may be set, "
                                f"got {', '.join(targets)}"))
+        if "lun" in disk:
+            out.append(Problem(f"{f}.lun", "LUN pass-through is not supported by rootdisk's "
+                               "VM runtime (use disk or cdrom)"))
+        if not targets or all((disk.get(t) or {}).get("bus") in (None, "sata")
+                              for t in targets):
+            sata += 1  # the bus left empty is sata, as upstream's defaults on amd64
+        cache = disk.get("cache")
+        if cache is not None and cache not in CACHES:
+            out.append(Problem(f"{f}.cache", f"{cache!r} is not one of {', '.join(CACHES)}"))
+        serial = disk.get("serial")
+        if serial is not None and (not isinstance(serial, str) or not serial.isprintable()
+                                   or len(serial) > 20):
+            out.append(Problem(f"{f}.serial", "must be printable text of at most 20 "
+                               "characters"))
         for t in targets:
             target = disk.get(t) or {}
             bus = target.get("bus")
+            if t == "disk" and bus in (None, "sata") and (
+                    target.get("readonly") or name in read_only_volumes):
+                # QEMU's ide-hd refuses a read-only drive (the empty bus is sata)
+                why = ("a SATA disk cannot be read-only" if target.get("readonly") else
+                       f"volume {name!r} is a read-only claim (persistentVolumeClaim."
+                       "readOnly) and a SATA disk cannot be read-only: use the virtio or "
+                       "scsi bus, or a cdrom")
+                out.append(Problem(f"{f}.disk.readonly" if target.get("readonly") else
+                                   f"{f}.disk.bus", why))
             if bus is None:
                 continue
             if bus == "ide":
@@ -123,8 +153,6 @@ def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
             elif bus not in BUSES[t]:
                 out.append(Problem(f"{f}.{t}.bus", f"{bus!r} is not one of "
                                    f"{', '.join(BUSES[t])}"))
-            if t == "disk" and bus == "sata" and target.get("readonly"):
-                out.append(Problem(f"{f}.disk.readonly", "a SATA disk cannot be read-only"))
         order = disk.get("bootOrder")
         if order is not None:
             if not isinstance(order, int) or order < 1:
@@ -134,6 +162,26 @@ def _disks(spec: Mapping[str, Any], at: str, volume_names: set[str],
                                    f"for disk {boot[order]!r}"))
             else:
                 boot[order] = name
+    # a volume without a disk is attached as a disk on the default bus (sata)
+    sata += len(volume_names - set(seen))
+    if sata > SATA_PORTS:
+        out.append(Problem(f"{at}.domain.devices.disks", f"{sata} disks on the sata bus "
+                           f"(the default), at most {SATA_PORTS} fit on q35's controller"))
+
+
+def _secret_pod_volumes(spec: Mapping[str, Any], at: str, volume_names: set[str],
+                        out: list[Problem]) -> None:
+    """The launcher pod mounts each referenced Secret as a volume named after the VMI
+    volume (``<volume>-udata``, ``-ndata``) or the Secret (``<secret>-access-cred``):
+    that name must be a valid pod volume name and not one of the VMI's own volumes."""
+    for pod_volume, _secret, _path in secret_volumes(spec):
+        if pod_volume in volume_names:
+            out.append(Problem(f"{at}.volumes", f"volume {pod_volume!r} collides with the "
+                               "launcher pod's volume for a Secret of the same name"))
+        elif not pod_volume.endswith("-access-cred") and (
+                problem := volume_name_problem(pod_volume)) is not None:
+            out.append(Problem(f"{at}.volumes", f"the launcher pod mounts a Secret as volume "
+                               f"{pod_volume!r}: {problem}"))
 
 
 def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
@@ -144,6 +192,7 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
     if not isinstance(domain, Mapping):
         return [Problem(f"{at}.domain", "required")]
     volume_names: set[str] = set()
+    cloud_init: str | None = None
     for i, vol in enumerate(spec.get("volumes") or []):
         f = f"{at}.volumes[{i}]"
         if not isinstance(vol, Mapping):
@@ -163,7 +212,16 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
         if len(sources) != 1:
             got = ", ".join(sources) if sources else "none"
             out.append(Problem(f, f"must have exactly one source type set, got {got}"))
+        out.extend(volume_source_problems(vol, f))
+        if any(vol.get(s) is not None for s in CLOUD_INIT_SOURCES):
+            if cloud_init is not None:
+                out.append(Problem(f, f"a second cloud-init volume (the first is "
+                                   f"{cloud_init!r}): the runtime builds one cloud-init disk"))
+            cloud_init = cloud_init or name
     _disks(spec, at, volume_names, out)
+    out.extend(device_problems(domain.get("devices"), f"{at}.domain.devices"))
+    out.extend(access_credential_problems(spec, at))
+    _secret_pod_volumes(spec, at, volume_names, out)
     machine = domain.get("machine")
     mtype = machine.get("type") if isinstance(machine, Mapping) else None
     if mtype not in (None, ""):  # unset: upstream's default (q35)

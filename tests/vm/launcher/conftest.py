@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,3 +48,26 @@ def linux_guest() -> LinuxGuest:
 @pytest.fixture(scope="session")
 def linux_guest_wait() -> LinuxGuest:
     return GuestBuilder().linux(mode="wait")
+
+
+@pytest.fixture
+def loop_with_boot_sector(boot_sectors: dict[str, Path], tmp_path: Path) -> Iterator[str]:
+    backing = tmp_path / "block.img"
+    shutil.copyfile(boot_sectors["poweroff"], backing)
+    try:
+        dev = subprocess.run(
+            ["losetup", "--find", "--show", str(backing)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"no loop device: {err}")
+    st = os.stat(dev)
+    try:
+        yield dev
+    finally:
+        os.chown(dev, st.st_uid, st.st_gid)
+        os.chmod(dev, st.st_mode & 0o7777)
+        subprocess.run(["losetup", "-d", dev], check=False, timeout=30)

@@ -112,11 +112,17 @@ class Launch:
         if sandbox:
             self.pod = Pod(self.base)
             self.private = self.pod.empty_dir("priv", "/var/run/kubevirt-private")
+            self.ephemeral = self.pod.empty_dir("eph", "/var/run/kubevirt-ephemeral-disks")
+            self.runtime = self.pod.empty_dir("run", "/var/run/libvirt")
             self.sockets = self.pod.empty_dir(f"sock/{uid}", "/var/run/kubevirt/sockets")
             self.term = self.pod.file("term", "/dev/termination-log")
         else:
             self.private, self.sockets = self.base / "priv", self.socket_root / uid
             self.private.mkdir()
+            # the pod's ephemeral-disks and libvirt-runtime emptyDirs
+            self.ephemeral, self.runtime = self.base / "eph", self.base / "run"
+            self.ephemeral.mkdir()
+            self.runtime.mkdir()
             self.sockets.mkdir(parents=True)
             self.term = self.base / "term"
         self.output = self.base / "launcher.out"
@@ -166,6 +172,10 @@ class Launch:
                 str(self.sockets),
                 "--termination-log",
                 str(self.term),
+                "--ephemeral-dir",
+                str(self.ephemeral),
+                "--runtime-dir",
+                str(self.runtime),
             ]
             env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
         with open(self.output, "wb") as out:

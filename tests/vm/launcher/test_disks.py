@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 from pathlib import Path
@@ -96,3 +97,14 @@ def test_block_device_is_found_at_dev_volume(tmp_path: Path) -> None:
         assert "blk" in facts.direct_io  # a loop device takes O_DIRECT
     finally:
         subprocess.run(["losetup", "-d", dev], check=False, timeout=30)
+
+
+def test_a_read_only_claim_gets_no_image_made(tmp_path: Path) -> None:
+    vmi = copy.deepcopy(MINIMAL)
+    vmi["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] = True
+    vmi["spec"]["domain"]["devices"]["disks"][0]["disk"] = {"bus": "virtio"}
+    (tmp_path / "vmi-disks" / "root").mkdir(parents=True)
+    with pytest.raises(DiskError, match="the read-only claim 'pvc-root' has no disk image"):
+        disks.prepare(spec=parse_vmi(vmi), vmi=vmi, private_dir=str(tmp_path),
+                      dev_dir=str(tmp_path / "dev"))
+    assert not (tmp_path / "vmi-disks" / "root" / "disk.img").exists()

@@ -4,9 +4,7 @@ capabilities, no_new_privs; the pod's emptyDirs bound at upstream's paths."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -88,29 +86,6 @@ def test_libvirt_driver_kill_is_failed(launch: Factory, boot_sectors: dict[str, 
     assert run.request({"cmd": "kill"}) == {"ok": True}
     assert run.wait() == 1
     assert run.termination()["reason"] == "Destroyed"
-
-
-@pytest.fixture
-def loop_with_boot_sector(boot_sectors: dict[str, Path], tmp_path: Path) -> Iterator[str]:
-    backing = tmp_path / "block.img"
-    shutil.copyfile(boot_sectors["poweroff"], backing)
-    try:
-        dev = subprocess.run(
-            ["losetup", "--find", "--show", str(backing)],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError) as err:
-        pytest.skip(f"no loop device: {err}")
-    st = os.stat(dev)
-    try:
-        yield dev
-    finally:
-        os.chown(dev, st.st_uid, st.st_gid)
-        os.chmod(dev, st.st_mode & 0o7777)
-        subprocess.run(["losetup", "-d", dev], check=False, timeout=30)
 
 
 def test_block_volume_needs_the_pods_access_and_then_boots(

@@ -23,15 +23,18 @@ def _uuid(text: str, field: str) -> str:
         raise DomainError(field, f"not a UUID: {text[:60]!r}") from err
 
 
-def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
+def domain_uuid(vmi: VmiSpec) -> str:
+    """The domain's (and SMBIOS') UUID: ``spec.domain.firmware.uuid``, else the VMI's uid."""
     if vmi.firmware_uuid is not None:
-        ident = _uuid(vmi.firmware_uuid, "spec.domain.firmware.uuid")
-    else:
-        ident = _uuid(vmi.uid, "metadata.uid")
+        return _uuid(vmi.firmware_uuid, "spec.domain.firmware.uuid")
+    return _uuid(vmi.uid, "metadata.uid")
+
+
+def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
     return dataclasses.replace(
         domain,
         name=vmi.domain_name,
-        uuid=ident,
+        uuid=domain_uuid(vmi),
         accelerator=options.accelerator,
         machine=vmi.machine,
         acpi=vmi.acpi,

@@ -9,7 +9,11 @@ Upstream's rules, followed here:
 - cache ``none`` where the storage takes O_DIRECT, else ``writethrough``; asking for
   ``none`` where it cannot work is an error, as upstream; ``io=native`` only with
   cache ``none`` on a block device or a preallocated image;
-- aliases are ``ua-<disk name>`` (libvirt keeps user aliases only with that prefix).
+- aliases are ``ua-<disk name>`` (libvirt keeps user aliases only with that prefix);
+- emptyDisk and ephemeral volumes are qcow2 files the launcher made (the latter an
+  overlay whose backing is the claim's raw image, opened read-only); a cloud-init volume
+  is its raw ISO, read-only (a SATA ``disk`` cannot be, QEMU's ide-hd refuses a
+  read-only drive: the guest then writes its own copy, made anew at each start).
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ def _cache(spec: DiskSpec, *, direct: bool, path: str, field: str) -> str:
 def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
     counters: dict[str, int] = {}
     disks: list[Disk] = []
+    cloud_init_volumes = {v.name for v in vmi.volumes if v.kind == "cloudInit"}
+    read_only_claims = {v.name for v in vmi.volumes if v.read_only}
     for i, spec in enumerate(vmi.disks):
         field = f"spec.domain.devices.disks[{i}]"
         prefix = "vd" if spec.bus == "virtio" else "sd"
@@ -66,10 +72,17 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
         counters[spec.bus + "-unit"] = unit + 1
         if spec.bus == "sata" and unit >= SATA_PORTS:
             raise DomainError(f"{field}.{spec.kind}.bus", f"at most {SATA_PORTS} SATA disks fit")
-        block = spec.name in options.block_volumes
-        path = disk_path(
+        prepared = next((p for p in options.prepared if p.volume == spec.name), None)
+        block = prepared is None and spec.name in options.block_volumes
+        path = prepared.path if prepared is not None else disk_path(
             volume=spec.name, block=block, private_dir=options.private_dir, dev_dir=options.dev_dir
         )
+        cloud_init = spec.name in cloud_init_volumes
+        read_only = spec.read_only or spec.name in read_only_claims or (
+            cloud_init and (spec.kind == "cdrom" or spec.bus != "sata"))
+        if read_only and spec.kind == "disk" and spec.bus == "sata" and not cloud_init:
+            raise DomainError(f"{field}.disk.bus", "a SATA disk cannot be read-only "
+                              "(a read-only claim needs virtio, scsi or a cdrom)")
         cache = _cache(
             spec, direct=spec.name in options.direct_io, path=path, field=f"{field}.cache"
         )
@@ -85,10 +98,12 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
                 cache=cache,  # type: ignore[arg-type]
                 io="native" if native else None,
                 boot_order=spec.boot_order,
-                read_only=spec.read_only,
+                read_only=read_only,
                 serial=spec.serial,
                 unit=unit,
-                discard=None if spec.kind == "cdrom" else "unmap",
+                discard=None if spec.kind == "cdrom" or cloud_init else "unmap",
+                format=prepared.format if prepared is not None else "raw",
+                backing=prepared.backing if prepared is not None else None,
             )
         )
     controllers = (ScsiController(),) if any(d.bus == "scsi" for d in disks) else ()
