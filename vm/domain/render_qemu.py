@@ -9,7 +9,7 @@ every option string is a separate argv entry, so nothing reaches a shell.
 
 from __future__ import annotations
 
-from vm.domain.model import Disk, Domain
+from vm.domain.model import Disk, Domain, Interface
 
 QEMU = "qemu-system-x86_64"
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
@@ -64,6 +64,32 @@ def _drive(disk: Disk) -> list[str]:
         f"serial={opt(disk.serial)}" if disk.serial else None,
     )
     return ["-drive", drive, "-device", dev]
+
+
+def interface_args(iface: Interface) -> list[str]:
+    """One NIC on a user-mode (libslirp) network with the masquerade addresses and the
+    port forwards; the libvirt driver passes the same arguments (see render_libvirt)."""
+    netdev = f"host{iface.alias}"
+    model = "virtio-net-pci-non-transitional" if iface.model.startswith("virtio") else iface.model
+    user = _join(
+        "user",
+        f"id={netdev}",
+        f"net={iface.network}",
+        f"host={iface.gateway}",
+        f"dhcpstart={iface.guest}",
+        *(
+            f"hostfwd={f.protocol}:{f.address}:{f.port}-{iface.guest}:{f.port}"
+            for f in iface.forwards
+        ),
+    )
+    device = _join(
+        model,
+        f"netdev={netdev}",
+        f"id={iface.alias}",
+        f"mac={iface.mac}" if iface.mac else None,
+        "romfile=",
+    )
+    return ["-netdev", user, "-device", device]
 
 
 def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
@@ -121,22 +147,7 @@ def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
     for disk in domain.disks:
         argv += _drive(disk)
     for iface in domain.interfaces:
-        netdev = f"host{iface.alias}"
-        model = (
-            "virtio-net-pci-non-transitional" if iface.model.startswith("virtio") else iface.model
-        )
-        argv += [
-            "-netdev",
-            f"user,id={netdev}",
-            "-device",
-            _join(
-                model,
-                f"netdev={netdev}",
-                f"id={iface.alias}",
-                f"mac={iface.mac}" if iface.mac else None,
-                "romfile=",
-            ),
-        ]
+        argv += interface_args(iface)
     if domain.serial is not None:
         argv += [
             "-chardev",
