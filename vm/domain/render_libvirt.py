@@ -115,8 +115,8 @@ def _interfaces(root: ET.Element, domain: Domain) -> None:
     if not domain.interfaces:
         return
     cmdline = _sub(root, f"{{{QEMU_NS}}}commandline")
-    for iface in domain.interfaces:
-        for arg in render_qemu.interface_args(iface):
+    for index, iface in enumerate(domain.interfaces):
+        for arg in render_qemu.interface_args(iface, index):
             _sub(cmdline, f"{{{QEMU_NS}}}arg", value=arg)
 
 

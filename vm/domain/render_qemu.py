@@ -66,7 +66,13 @@ def _drive(disk: Disk) -> list[str]:
     return ["-drive", drive, "-device", dev]
 
 
-def interface_args(iface: Interface) -> list[str]:
+NIC_SLOT = 0x1B
+"""The first interface's slot on pcie.0, counting down: libvirt fills pcie.0 from slot 1
+with its own root ports and QEMU's q35 has its chipset at 0x1f, so a NIC that libvirt does
+not know of (see render_libvirt) must be placed where neither puts anything."""
+
+
+def interface_args(iface: Interface, index: int = 0) -> list[str]:
     """One NIC on a user-mode (libslirp) network with the masquerade addresses and the
     port forwards; the libvirt driver passes the same arguments (see render_libvirt)."""
     netdev = f"host{iface.alias}"
@@ -86,6 +92,8 @@ def interface_args(iface: Interface) -> list[str]:
         model,
         f"netdev={netdev}",
         f"id={iface.alias}",
+        "bus=pcie.0",
+        f"addr={NIC_SLOT - index:#x}",
         f"mac={iface.mac}" if iface.mac else None,
         "romfile=",
     )
@@ -146,8 +154,8 @@ def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
         argv += ["-device", f"virtio-scsi-pci-non-transitional,id=scsi{ctrl.index}"]
     for disk in domain.disks:
         argv += _drive(disk)
-    for iface in domain.interfaces:
-        argv += interface_args(iface)
+    for index, iface in enumerate(domain.interfaces):
+        argv += interface_args(iface, index)
     if domain.serial is not None:
         argv += [
             "-chardev",

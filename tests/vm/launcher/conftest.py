@@ -46,3 +46,8 @@ def linux_guest() -> LinuxGuest:
 @pytest.fixture(scope="session")
 def linux_guest_wait() -> LinuxGuest:
     return GuestBuilder().linux(mode="wait")
+
+
+@pytest.fixture(scope="session")
+def linux_guest_net() -> LinuxGuest:
+    return GuestBuilder().linux(mode="net")

@@ -61,7 +61,13 @@ def _forwards(
     return tuple(result)
 
 
+MAX_INTERFACES = 4  # each takes a pcie.0 slot of its own (render_qemu.NIC_SLOT)
+
+
 def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
+    if len(vmi.interfaces) > MAX_INTERFACES:
+        raise DomainError("spec.domain.devices.interfaces",
+                          f"at most {MAX_INTERFACES} interfaces on the pod network are supported")
     seed = options.mac_seed or vmi.uid
     taken: set[tuple[str, int]] = set()
     interfaces = tuple(
