@@ -194,9 +194,9 @@ def _apply_edit_role(kube: Kube) -> None:
     import yaml
     roles = Res("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
     for doc in yaml.safe_load_all((ROOT / "manifests/rbac/kubevirt.yaml").read_text()):
-        if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "kubevirt.io:edit":
-            if kube.get(roles, "kubevirt.io:edit") is None:
-                kube.create(roles, doc)
+        if (doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "kubevirt.io:edit"
+                and kube.get(roles, "kubevirt.io:edit") is None):
+            kube.create(roles, doc)
 
 
 def test_rootdisk_port_forward_listening_and_stdio(cluster: tuple[Any, Kube, int],  # noqa: F811
