@@ -159,6 +159,14 @@ def build_domain(config: LauncherConfig, spec: VmiSpec, accelerator: str) -> Dom
         unprivileged_port_start=unprivileged_port_start(),
     )
     domain = build_spec(spec=spec, options=options)
+    for iface in domain.interfaces:
+        if iface.forwards:
+            logger.info("interface %s: %s forwarded from the pod IP to %s", iface.alias,
+                        ", ".join(f"{f.protocol}/{f.port}" for f in iface.forwards), iface.guest)
+        else:
+            logger.warning("interface %s lists no ports: no inbound traffic reaches the guest "
+                           "(KubeVirt would forward every port; list them in its ports)",
+                           iface.alias)
     fw = domain.firmware
     if config.driver == "qemu" and fw.kind == "efi" and fw.nvram and fw.nvram_template:
         # libvirt copies the variables template itself; for QEMU the launcher does
