@@ -249,3 +249,74 @@ def test_rootdisk_port_forward_listening_and_stdio(cluster: tuple[Any, Kube, int
                              stdin=subprocess.DEVNULL, capture_output=True, timeout=60, cwd=ROOT)
     assert refused.returncode == 1
     assert b"rootdisk port-forward: 500 Internal error occurred: dialing VM:" in refused.stderr
+
+
+class UdpEcho:
+    """A UDP server on its own loopback address (a pod IP, as far as virt-api can tell)
+    that answers each datagram with ``UDP-ECHO:`` and the datagram."""
+
+    def __init__(self) -> None:
+        import threading
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((f"127.205.{random.randint(0, 255)}.{random.randint(2, 254)}", 0))
+        self.sock.settimeout(0.2)
+        self.address, self.port = self.sock.getsockname()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                data, peer = self.sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            self.sock.sendto(b"UDP-ECHO:" + data, peer)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def test_udp_through_the_subresource_and_rootdisk_port_forward(
+        cluster: tuple[Any, Kube, int]) -> None:  # noqa: F811
+    server, kube, _ = cluster
+    ns, name = "default", f"udp-{uuid.uuid4().hex[:6]}"
+    _vm_and_vmi(kube, ns, name)
+    echo = UdpEcho()
+    try:
+        kube.patch(VMIS, name, {"status": {"phase": "Running", "interfaces": [
+            {"name": "default", "ipAddress": echo.address}]}}, ns, sub="status")
+        path = f"{BASE}/namespaces/{ns}/virtualmachineinstances/{name}/portforward/{echo.port}/udp"
+        code, got = asyncio.run(_ws(server, path, send=b"one datagram", until=b"datagram"))
+        assert (code, got) == (101, b"UDP-ECHO:one datagram")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            local = probe.getsockname()[1]
+        proc = subprocess.Popen([sys.executable, "-m", "rootdisk", "port-forward",
+                                 "--kubeconfig", str(server.kubeconfig_path),
+                                 f"vm/{name}/{ns}", f"udp/{local}:{echo.port}"],
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT)
+        try:
+            assert proc.stderr is not None
+            assert proc.stderr.readline().decode() == (
+                f"Forwarding from 127.0.0.1:{local} -> {echo.port}/udp\n")
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+                client.settimeout(1)
+                got_back = b""
+                deadline = time.monotonic() + 30
+                while not got_back and time.monotonic() < deadline:
+                    client.sendto(b"via the cli", ("127.0.0.1", local))  # UDP: may be lost
+                    try:
+                        got_back = client.recv(65535)
+                    except TimeoutError:
+                        continue
+                assert got_back == b"UDP-ECHO:via the cli"
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            if proc.stderr is not None:
+                proc.stderr.close()
+    finally:
+        echo.close()
