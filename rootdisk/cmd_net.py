@@ -148,7 +148,7 @@ def cmd_ssh(args: argparse.Namespace) -> int:
         from localcluster.cluster import default_data_dir
         try:
             identity = vmkeys.find_key(default_data_dir(), ns, target.name)
-        except vmkeys.KeyError_ as err:
+        except vmkeys.UnusableKey as err:
             return _fail("ssh", str(err))
     ssh = shutil.which("ssh")
     if ssh is None:

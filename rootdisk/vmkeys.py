@@ -13,7 +13,7 @@ import os
 import stat
 
 
-class KeyError_(Exception):
+class UnusableKey(Exception):
     """The key is there but cannot be used; the message says why and what to do."""
 
 
@@ -28,10 +28,10 @@ def find_key(data_dir: str, namespace: str, name: str) -> str | None:
     except FileNotFoundError:
         return None
     if not stat.S_ISREG(st.st_mode):
-        raise KeyError_(f"{path}: not a regular file (a symlink or other); not used")
+        raise UnusableKey(f"{path}: not a regular file (a symlink or other); not used")
     if st.st_uid != os.geteuid():
-        raise KeyError_(f"{path}: owned by uid {st.st_uid}, not by you; not used")
+        raise UnusableKey(f"{path}: owned by uid {st.st_uid}, not by you; not used")
     if st.st_mode & 0o077:
-        raise KeyError_(f"{path}: others may read it (mode {stat.S_IMODE(st.st_mode):04o}); "
+        raise UnusableKey(f"{path}: others may read it (mode {stat.S_IMODE(st.st_mode):04o}); "
                         "run chmod 600 on it")
     return path
