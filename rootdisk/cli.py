@@ -19,6 +19,7 @@ COMMANDS = (
     "rootdisk.cmd_cluster",
     "rootdisk.cmd_wait",
     "rootdisk.cmd_vm",
+    "rootdisk.cmd_net",
     "rootdisk.cmd_upload",
 )
 

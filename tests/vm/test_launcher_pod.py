@@ -87,7 +87,8 @@ def test_launcher_pod() -> None:
     meta, ps = pod["metadata"], pod["spec"]
     assert meta["generateName"] == "virt-launcher-vm1-"
     assert meta["labels"] == {"app": "x", "kubevirt.io": "virt-launcher",
-                              "kubevirt.io/created-by": "uid-1", "vm.kubevirt.io/name": "vm1"}
+                              "kubevirt.io/created-by": "uid-1", "vm.kubevirt.io/name": "vm1",
+                              "vmi.kubevirt.io/id": "vm1"}
     assert meta["ownerReferences"][0]["uid"] == "uid-1"
     assert ps["restartPolicy"] == "Never" and ps["terminationGracePeriodSeconds"] == 40
     assert ps["securityContext"]["fsGroup"] == 107 and ps["automountServiceAccountToken"] is False
@@ -95,7 +96,8 @@ def test_launcher_pod() -> None:
     assert compute["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert compute["securityContext"]["runAsUser"] == 107
     assert compute["securityContext"]["allowPrivilegeEscalation"] is False
-    env = {e["name"]: e["value"] for e in compute["env"]}
+    env = {e["name"]: e.get("value") or e["valueFrom"] for e in compute["env"]}
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert env["LAUNCHER_DRIVER"] == "libvirt" and env["USE_EMULATION"] == "true"
     sent = json.loads(env["VMI"])
     assert sent["metadata"] == {"name": "vm1", "namespace": "ns", "uid": "uid-1"}
@@ -154,3 +156,11 @@ def test_binding_pod() -> None:
     assert [x["persistentVolumeClaim"]["claimName"] for x in pod["spec"]["volumes"]] == [
         "root-dv", "data-pvc"]
     assert pod["spec"]["containers"][0]["command"][-1] == "echo bound PVCs"
+
+
+def test_vmi_id_label_is_the_name_or_a_hashed_prefix_when_too_long() -> None:
+    from vm.api.names import vmi_id_label
+    assert vmi_id_label("vm1") == "vm1"
+    long = "a" * 70
+    got = vmi_id_label(long)
+    assert len(got) == 63 and got.startswith("a" * 54 + "-") and got != vmi_id_label("a" * 71)

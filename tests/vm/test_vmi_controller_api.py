@@ -67,7 +67,9 @@ def test_launcher_pod_and_phases(api: Kube, ns: str) -> None:
     [pod] = pods(api, ns)
     assert pod["metadata"]["labels"]["kubevirt.io/created-by"] == vmi["metadata"]["uid"]
     compute = pod["spec"]["containers"][0]
-    env = {e["name"]: e["value"] for e in compute["env"]}
+    env = {e["name"]: e.get("value") for e in compute["env"]}
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in \
+        compute["env"]
     assert env["LAUNCHER_DRIVER"] == "libvirt"
     assert env["USE_EMULATION"] == "true"  # no node advertises devices.kubevirt.io/kvm
     assert json.loads(env["VMI"])["metadata"]["uid"] == vmi["metadata"]["uid"]

@@ -97,6 +97,10 @@ def test_pod_network_interface_gets_the_pod_ip() -> None:
                                              "ipAddresses": ["10.0.0.7"],
                                              "infoSource": "domain"}]
     assert interfaces(spec, "") == []
+    # upstream's defaulting: no networks, no interfaces -> the pod network "default"
+    assert interfaces({}, "10.0.0.7")[0]["ipAddress"] == "10.0.0.7"
+    assert interfaces({"domain": {"devices": {"autoattachPodInterface": False}}},
+                      "10.0.0.7") == []
     out = decide(phase="Running", launcher=PodView("p", "Running", node="n", ready=True,
                                                    ip="10.0.0.7"),
                  binding=None, volumes=READY)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vm.webhooks.net_rules import NO_PORTS, network_warnings
 from vm.webhooks.review import BadReview, respond
 from vm.webhooks.vm_rules import RUNNING_DEPRECATED, validate_vm
 from vm.webhooks.vmi_rules import validate_vmi_spec
@@ -159,7 +160,9 @@ def test_review_denies_with_all_problems_and_warns() -> None:
     assert "spec.running: Running and RunStrategy are mutually exclusive" in out["status"][
         "message"]
     assert "disks[0].disk.bus: IDE bus is not supported" in out["status"]["message"]
-    assert out["warnings"] == [RUNNING_DEPRECATED]
+    assert out["warnings"] == [
+        RUNNING_DEPRECATED,
+        f"spec.template.spec.domain.devices.interfaces[0].ports: {NO_PORTS}"]
 
 
 def test_review_allows_a_good_vmi() -> None:
@@ -171,3 +174,44 @@ def test_review_allows_a_good_vmi() -> None:
 def test_bad_review_body() -> None:
     with pytest.raises(BadReview):
         respond({"kind": "AdmissionReview"})
+
+
+@pytest.mark.parametrize(("ports", "cidr", "field", "text"), [
+    ([{"port": 0}], None, "spec.template.spec.domain.devices.interfaces[0].ports[0].port",
+     "must be between 1 and 65535, got 0"),
+    ([{"port": 22, "protocol": "SCTP"}], None,
+     "spec.template.spec.domain.devices.interfaces[0].ports[0].protocol", "must be TCP or UDP"),
+    ([{"port": 22}, {"port": 22}], None,
+     "spec.template.spec.domain.devices.interfaces[0].ports[1].port",
+     "TCP port 22 is listed twice"),
+    ([], "10.0.2.0/30", "spec.template.spec.networks[0].pod.vmNetworkCIDR",
+     "10.0.2.0/30 is too small: the prefix must be at most /29"),
+])
+def test_review_refuses_bad_ports_and_cidrs_naming_the_field(
+        ports: list[dict], cidr: str | None, field: str, text: str) -> None:
+    v = vm()
+    spec = tspec(v)
+    spec["networks"] = [{"name": "default", "pod": {"vmNetworkCIDR": cidr} if cidr else {}}]
+    spec["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}, "ports": ports}]
+    out = respond(review(v, "virtualmachines"))["response"]
+    assert out["allowed"] is False
+    assert f"{field}: {text}" in out["status"]["message"]
+    vmi = {"metadata": {"name": "x"}, "spec": spec}
+    out = respond(review(vmi, "virtualmachineinstances"))["response"]
+    assert out["allowed"] is False
+    assert f"{field.replace('spec.template.spec', 'spec')}: {text}" in out["status"]["message"]
+
+
+def test_no_ports_is_a_warning_not_a_refusal() -> None:
+    listed = {"domain": {"devices": {"interfaces": [
+        {"name": "default", "masquerade": {}, "ports": [{"port": 8080}]}]}},
+        "networks": [{"name": "default", "pod": {}}]}
+    assert network_warnings(listed) == []
+    assert network_warnings({"domain": {}}) == [
+        f"spec.domain.devices.interfaces: the default pod interface: {NO_PORTS}"]
+    assert network_warnings({"domain": {"devices": {"autoattachPodInterface": False}}}) == []
+    vmi = {"metadata": {"name": "x"}, "spec": tspec(vm())}
+    out = respond(review(vmi, "virtualmachineinstances"))["response"]
+    assert out["allowed"] is True
+    assert out["warnings"] == [f"spec.domain.devices.interfaces[0].ports: {NO_PORTS}"]

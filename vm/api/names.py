@@ -6,6 +6,7 @@ tools that know KubeVirt (and a user's labels and selectors keep working).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final
 
 GROUP: Final = "kubevirt.io"
@@ -32,6 +33,9 @@ LABEL_APP: Final = "kubevirt.io"
 """``kubevirt.io=virt-launcher`` marks launcher pods."""
 LABEL_VM_NAME: Final = "vm.kubevirt.io/name"
 LABEL_NODE_NAME: Final = "kubevirt.io/nodeName"
+LABEL_VMI_ID: Final = "vmi.kubevirt.io/id"
+"""On a launcher pod: the VMI's name (hashed when too long for a label), what
+``virtctl expose`` selects."""
 ANN_DOMAIN: Final = "kubevirt.io/domain"
 ANN_ALLOW_CLAIM_ADOPTION: Final = "cdi.kubevirt.io/allowClaimAdoption"
 ANN_IMMEDIATE_DV_CREATION: Final = "kubevirt.io/immediate-data-volume-creation"
@@ -41,3 +45,11 @@ KVM_RESOURCE: Final = "devices.kubevirt.io/kvm"
 LAUNCHER_IMAGE: Final = "rootdisk/launcher"
 LAUNCHER_UID: Final = 107
 """Upstream's non-root qemu user; the launcher pod's runAsUser, runAsGroup and fsGroup."""
+
+
+def vmi_id_label(name: str) -> str:
+    """``vmi.kubevirt.io/id``'s value: the name, or when it is longer than a label value
+    may be, its first 54 characters, a dash and 8 hex digits of its SHA-1 (upstream)."""
+    if len(name) <= 63:
+        return name
+    return f"{name[:54]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"  # noqa: S324 - a name, not a secret

@@ -8,7 +8,10 @@ Routes:
   subresources (202 Accepted, 409 with upstream's reasons, 400 for bad options);
 - ``GET …/namespaces/NS/virtualmachineinstances/NAME/console``: a WebSocket
   (subprotocol ``plain.kubevirt.io``) relayed to the node handler of the VMI's node; a
-  handler's refusal is passed on with its reason (see :func:`refused`).
+  handler's refusal is passed on with its reason (see :func:`refused`);
+- ``GET …/namespaces/NS/{virtualmachineinstances,virtualmachines}/NAME/portforward/PORT[/PROTO]``:
+  a WebSocket (``plain.kubevirt.io``) carrying one connection to the VMI's pod IP and
+  port (:mod:`vm.api.portforward`).
 
 Subresource requests are accepted only from the API server's front proxy (its client
 certificate, see ``apiservice.frontproxy``) and only for users a SubjectAccessReview
@@ -30,7 +33,7 @@ from aiohttp import WSMsgType, web
 from apiservice import frontproxy
 from apiservice.refusal import keep_refusal, last_refusal
 from vm.api import kube as api_kube
-from vm.api import lifecycle
+from vm.api import lifecycle, portforward
 from vm.api.certs import handler_server_name
 from vm.kube import Kube, KubeError
 from vm.webhooks.review import BadReview, respond
@@ -52,7 +55,10 @@ RESOURCES = {
         {"name": f"virtualmachines/{a}", "singularName": "", "namespaced": True,
          "kind": "VirtualMachine", "verbs": ["update"]} for a in ("start", "stop", "restart")
     ] + [{"name": "virtualmachineinstances/console", "singularName": "", "namespaced": True,
-          "kind": "VirtualMachineInstance", "verbs": ["get"]}],
+          "kind": "VirtualMachineInstance", "verbs": ["get"]}]
+    + [{"name": f"{r}/portforward", "singularName": "", "namespaced": True, "kind": k,
+        "verbs": ["get"]} for r, k in (("virtualmachineinstances", "VirtualMachineInstance"),
+                                       ("virtualmachines", "VirtualMachine"))],
 }
 GROUP_DOC = {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP,
              "versions": [{"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}],
@@ -187,6 +193,30 @@ class VirtAPI:
         finally:
             await session.close()
 
+    # -- portforward ----------------------------------------------------------------
+    async def portforward(self, request: web.Request) -> web.StreamResponse:
+        resource = request.match_info["resource"]
+        denied = await self._authorize(request, verb="get", resource=resource,
+                                       sub="portforward")
+        if denied is not None:
+            return denied
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        try:
+            vmi = await self._call(api_kube.get_vmi, self.kube, ns, name)
+            if resource == "virtualmachines":
+                vm = await self._call(api_kube.get_vm, self.kube, ns, name)
+                vmi = portforward.vmi_for_vm(name, vm, vmi)
+            target = portforward.target_of(name, vmi, request.match_info["port"],
+                                           request.match_info.get("protocol"))
+            if target.protocol == "udp":
+                return await portforward.serve_udp(request, target)
+            return await portforward.serve_tcp(request, target)
+        except portforward.Refused as err:
+            return status(err.code, err.message)
+        except KubeError as err:
+            return status(500, f"Internal error occurred: unable to retrieve {name}: "
+                          f"{err.message}")
+
     # -- discovery ----------------------------------------------------------------
     async def resources(self, request: web.Request) -> web.Response:
         return web.json_response(RESOURCES)
@@ -208,6 +238,10 @@ class VirtAPI:
                            "{action:start|stop|restart}", self.lifecycle)
         app.router.add_get(BASE + "/namespaces/{ns}/virtualmachineinstances/{name}/console",
                            self.console)
+        pf = (BASE + "/namespaces/{ns}/{resource:virtualmachineinstances|virtualmachines}/"
+              "{name}/portforward/{port}")
+        app.router.add_get(pf, self.portforward)
+        app.router.add_get(pf + "/{protocol}", self.portforward)
         return app
 
 

@@ -79,11 +79,25 @@ class Firmware:
 
 
 @dataclass(frozen=True)
+class PortForward:
+    """Inbound ``protocol`` traffic to ``address:port`` (the pod IP) goes to the guest's
+    same port."""
+
+    protocol: Literal["tcp", "udp"]
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
 class Interface:
     alias: str  # "ua-<interface name>"
     model: str  # "virtio-non-transitional", "e1000e"…
     mac: str | None = None
     backend: Literal["user"] = "user"
+    network: str = "10.0.2.0/24"  # the guest's side of the NAT
+    gateway: str = "10.0.2.1"
+    guest: str = "10.0.2.2"  # what DHCP gives the guest
+    forwards: tuple[PortForward, ...] = ()
 
 
 @dataclass(frozen=True)

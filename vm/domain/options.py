@@ -53,3 +53,8 @@ class BuildOptions:
     serial_socket: str = field(default="")
     """Where the launcher listens for the serial console; default <private-dir>/virt-serial0."""
     mac_seed: str = ""
+    pod_ip: str | None = None
+    """The pod's IP, where an interface's ``ports`` are forwarded from (``POD_IP``)."""
+    unprivileged_port_start: int = 0
+    """The node's ``net.ipv4.ip_unprivileged_port_start``: the launcher (uid 107, no
+    capabilities, on the node's network) cannot bind a port below it."""

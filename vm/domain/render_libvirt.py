@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from vm.domain import render_qemu
 from vm.domain.model import Disk, Domain
+
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+ET.register_namespace("qemu", QEMU_NS)
 
 _BUS = {"virtio": "virtio", "sata": "sata", "scsi": "scsi"}
 
@@ -100,13 +104,6 @@ def _devices(root: ET.Element, domain: Domain) -> None:
         _disk(devices, disk)
     for ctrl in domain.controllers:
         _sub(devices, "controller", type="scsi", index=str(ctrl.index), model=ctrl.model)
-    for iface in domain.interfaces:
-        el = _sub(devices, "interface", type=iface.backend)
-        if iface.mac:
-            _sub(el, "mac", address=iface.mac)
-        _sub(el, "model", type=iface.model)
-        _sub(el, "rom", enabled="no")
-        _sub(el, "alias", name=iface.alias)
     if domain.serial is not None:
         serial = _sub(devices, "serial", type="unix")
         _sub(serial, "source", mode="connect", path=domain.serial.socket_path)
@@ -116,6 +113,19 @@ def _devices(root: ET.Element, domain: Domain) -> None:
         rng = _sub(devices, "rng", model=domain.rng.model)
         _sub(rng, "backend", domain.rng.backend, model="random")
     _sub(devices, "memballoon", model="none")
+
+
+def _interfaces(root: ET.Element, domain: Domain) -> None:
+    """The NICs as QEMU arguments: libvirt 9.0 forwards ports only for its passt backend
+    (``<portForward>``), and its user-mode ``<interface>`` cannot set the gateway and the
+    DHCP address, so both drivers give QEMU the same ``-netdev user`` (libvirt then marks
+    the domain tainted by custom arguments, and does not list these NICs)."""
+    if not domain.interfaces:
+        return
+    cmdline = _sub(root, f"{{{QEMU_NS}}}commandline")
+    for index, iface in enumerate(domain.interfaces):
+        for arg in render_qemu.interface_args(iface, index):
+            _sub(cmdline, f"{{{QEMU_NS}}}arg", value=arg)
 
 
 def render(domain: Domain) -> ET.Element:
@@ -135,6 +145,7 @@ def render(domain: Domain) -> ET.Element:
     _sub(root, "on_reboot", "restart")
     _sub(root, "on_crash", "destroy")
     _devices(root, domain)
+    _interfaces(root, domain)
     return root
 
 

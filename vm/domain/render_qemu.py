@@ -9,7 +9,7 @@ every option string is a separate argv entry, so nothing reaches a shell.
 
 from __future__ import annotations
 
-from vm.domain.model import Disk, Domain
+from vm.domain.model import Disk, Domain, Interface
 
 QEMU = "qemu-system-x86_64"
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
@@ -80,6 +80,40 @@ def _drive(disk: Disk) -> list[str]:
     return ["-drive", drive, "-device", dev]
 
 
+NIC_SLOT = 0x1B
+"""The first interface's slot on pcie.0, counting down: libvirt fills pcie.0 from slot 1
+with its own root ports and QEMU's q35 has its chipset at 0x1f, so a NIC that libvirt does
+not know of (see render_libvirt) must be placed where neither puts anything."""
+
+
+def interface_args(iface: Interface, index: int = 0) -> list[str]:
+    """One NIC on a user-mode (libslirp) network with the masquerade addresses and the
+    port forwards; the libvirt driver passes the same arguments (see render_libvirt)."""
+    netdev = f"host{iface.alias}"
+    model = "virtio-net-pci-non-transitional" if iface.model.startswith("virtio") else iface.model
+    user = _join(
+        "user",
+        f"id={netdev}",
+        f"net={iface.network}",
+        f"host={iface.gateway}",
+        f"dhcpstart={iface.guest}",
+        *(
+            f"hostfwd={f.protocol}:{f.address}:{f.port}-{iface.guest}:{f.port}"
+            for f in iface.forwards
+        ),
+    )
+    device = _join(
+        model,
+        f"netdev={netdev}",
+        f"id={iface.alias}",
+        "bus=pcie.0",
+        f"addr={NIC_SLOT - index:#x}",
+        f"mac={iface.mac}" if iface.mac else None,
+        "romfile=",
+    )
+    return ["-netdev", user, "-device", device]
+
+
 def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
     """The argv; QEMU connects to ``qmp_socket`` (and to the serial socket) at start."""
     cpu = domain.cpu
@@ -134,23 +168,8 @@ def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
         argv += ["-device", f"virtio-scsi-pci-non-transitional,id=scsi{ctrl.index}"]
     for disk in domain.disks:
         argv += _drive(disk)
-    for iface in domain.interfaces:
-        netdev = f"host{iface.alias}"
-        model = (
-            "virtio-net-pci-non-transitional" if iface.model.startswith("virtio") else iface.model
-        )
-        argv += [
-            "-netdev",
-            f"user,id={netdev}",
-            "-device",
-            _join(
-                model,
-                f"netdev={netdev}",
-                f"id={iface.alias}",
-                f"mac={iface.mac}" if iface.mac else None,
-                "romfile=",
-            ),
-        ]
+    for index, iface in enumerate(domain.interfaces):
+        argv += interface_args(iface, index)
     if domain.serial is not None:
         argv += [
             "-chardev",

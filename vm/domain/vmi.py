@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sizes import parse_bytes
+from vm.domain import podnet
 from vm.domain.cloudinit import (
     SOURCE_KEYS,
     CloudInitSpec,
@@ -67,6 +68,8 @@ class InterfaceSpec:
     name: str
     model: str
     mac: str | None
+    ports: tuple[podnet.PortSpec, ...] = ()
+    subnet: podnet.Subnet = podnet.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -330,6 +333,7 @@ def _interfaces(spec: dict[str, Any], devices: dict[str, Any]) -> tuple[Interfac
     if not raw and not networks and auto is not False:
         # upstream's defaulting: one masquerade interface on the pod network
         return (InterfaceSpec(name="default", model="virtio", mac=None),)
+    cidrs = {}
     by_name = {}
     for i, net in enumerate(networks):
         net = _obj(net, f"spec.networks[{i}]")
@@ -337,6 +341,10 @@ def _interfaces(spec: dict[str, Any], devices: dict[str, Any]) -> tuple[Interfac
         if "pod" not in net:
             raise UnsupportedError(f"spec.networks[{i}]", "only the pod network is supported")
         by_name[nname] = net
+        pod = _obj(net["pod"], f"spec.networks[{i}].pod")
+        cidrs[nname] = podnet.subnet(
+            pod.get("vmNetworkCIDR"), f"spec.networks[{i}].pod.vmNetworkCIDR"
+        )
     result = []
     for i, iface in enumerate(raw):
         field = f"spec.domain.devices.interfaces[{i}]"
@@ -366,7 +374,10 @@ def _interfaces(spec: dict[str, Any], devices: dict[str, Any]) -> tuple[Interfac
             raise DomainError(f"{field}.macAddress", f"not a MAC address: {mac!r}")
         if iface.get("bootOrder") is not None:
             raise UnsupportedError(f"{field}.bootOrder", "network (PXE) boot is not supported")
-        result.append(InterfaceSpec(name=name, model=model, mac=mac))
+        result.append(InterfaceSpec(
+            name=name, model=model, mac=mac,
+            ports=podnet.ports(iface.get("ports"), f"{field}.ports"), subnet=cidrs[name],
+        ))
     return tuple(result)
 
 

@@ -19,6 +19,9 @@ Input
 - env ``USE_EMULATION``: ``"true"`` forces TCG (the KubeVirt CR's
   ``developerConfiguration.useEmulation``); otherwise KVM is used only where a probe shows
   it really runs guests (see :mod:`vm.launcher.accel`).
+- env ``POD_IP``: the pod's IPv4 address (downward API ``status.podIP``), where each
+  interface's listed ``ports`` are forwarded to the guest (user-mode network, see
+  docs/vm.md); a VMI listing ports without it fails ``InvalidVMI``.
 - env ``KVM_PROBE_KERNEL``/``KVM_PROBE_INITRD``: the probe guest (the image installs one
   under /usr/share/rootdisk/kvm-probe); the verdict is cached in
   ``<private-dir>/accelerator.json``.

@@ -8,6 +8,7 @@ variable's name, so the rest of the launcher never reads ``os.environ``.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,7 @@ class LauncherConfig:
     libvirtd_binary: str = "libvirtd"
     kvm_probe_kernel: str | None = "/usr/share/rootdisk/kvm-probe/vmlinuz"
     kvm_probe_initrd: str | None = "/usr/share/rootdisk/kvm-probe/initrd.gz"
+    pod_ip: str | None = None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,8 +83,17 @@ def parse(*, env: Mapping[str, str], argv: Sequence[str]) -> LauncherConfig:
     emulation = env.get("USE_EMULATION", "false").strip().lower()
     if emulation not in ("true", "false", ""):
         raise ConfigError(f"USE_EMULATION: must be true or false, got {emulation[:40]!r}")
+    pod_ip = env.get("POD_IP") or None
+    if pod_ip is not None:
+        try:
+            addr = ipaddress.ip_address(pod_ip)
+        except ValueError as err:
+            raise ConfigError(f"POD_IP: not an IP address: {pod_ip[:40]!r}") from err
+        if not isinstance(addr, ipaddress.IPv4Address) or addr.is_unspecified:
+            raise ConfigError(f"POD_IP: must be the pod's IPv4 address, got {pod_ip[:40]!r}")
     return LauncherConfig(
         vmi=vmi,
+        pod_ip=pod_ip,
         driver=driver,  # type: ignore[arg-type]
         use_emulation=emulation == "true",
         socket_dir=args.socket_dir,

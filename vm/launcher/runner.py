@@ -33,6 +33,19 @@ from vm.launcher.termination import Outcome
 logger = logging.getLogger(__name__)
 
 OVMF_DIR = "/usr/share/OVMF"
+UNPRIVILEGED_PORT_START = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+
+
+def unprivileged_port_start(path: str = UNPRIVILEGED_PORT_START) -> int:
+    """The lowest port this process may listen on: 0 for root, else the node's sysctl
+    (the pod shares the node's network; 1024, the kernel's default, when unreadable)."""
+    if os.geteuid() == 0:
+        return 0
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return 1024
 
 
 def find_ovmf(directory: str = OVMF_DIR) -> Ovmf | None:
@@ -159,8 +172,18 @@ def build_domain(config: LauncherConfig, spec: VmiSpec, accelerator: str) -> Dom
         preallocated=facts.preallocated,
         ovmf=find_ovmf(),
         prepared=prepared,
+        pod_ip=config.pod_ip,
+        unprivileged_port_start=unprivileged_port_start(),
     )
     domain = build_spec(spec=spec, options=options)
+    for iface in domain.interfaces:
+        if iface.forwards:
+            logger.info("interface %s: %s forwarded from the pod IP to %s", iface.alias,
+                        ", ".join(f"{f.protocol}/{f.port}" for f in iface.forwards), iface.guest)
+        else:
+            logger.warning("interface %s lists no ports: no inbound traffic reaches the guest "
+                           "(KubeVirt would forward every port; list them in its ports)",
+                           iface.alias)
     fw = domain.firmware
     if config.driver == "qemu" and fw.kind == "efi" and fw.nvram and fw.nvram_template:
         # libvirt copies the variables template itself; for QEMU the launcher does

@@ -167,9 +167,16 @@ def decide(*, phase: str, launcher: PodView | None, binding: PodView | None,
 
 def interfaces(spec: Mapping[str, Any], pod_ip: str) -> list[dict[str, Any]]:
     """``status.interfaces``: a pod-network interface has the launcher pod's address
-    (masquerade, upstream's default binding); other networks are not reported."""
+    (masquerade, upstream's default binding); other networks are not reported. A VMI
+    with neither networks nor interfaces gets upstream's defaulted pod network
+    ``default`` unless ``autoattachPodInterface`` is false."""
     out = []
-    for net in spec.get("networks") or []:
+    devices = (spec.get("domain") or {}).get("devices") or {}
+    networks = spec.get("networks") or []
+    if (not networks and not devices.get("interfaces")
+            and devices.get("autoattachPodInterface", True) is not False):
+        networks = [{"name": "default", "pod": {}}]
+    for net in networks:
         if isinstance(net, Mapping) and "pod" in net and pod_ip:
             out.append({"name": str(net.get("name") or "default"), "ipAddress": pod_ip,
                         "ipAddresses": [pod_ip], "infoSource": "domain"})

@@ -137,6 +137,7 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
             {"name": "VMI", "value": vmi_env(vmi)},
             {"name": "LAUNCHER_DRIVER", "value": config.driver},
             {"name": "USE_EMULATION", "value": "true" if config.emulation else "false"},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         "resources": {"requests": res.requests, **({"limits": res.limits} if res.limits else {})},
         "securityContext": dict(CONTAINER_SECURITY),
@@ -173,7 +174,7 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
             pod_spec[key] = spec[key]
     labels = {k: v for k, v in ((meta.get("labels") or {}).items())}
     labels.update({names.LABEL_APP: "virt-launcher", names.LABEL_CREATED_BY: str(meta["uid"]),
-                   names.LABEL_VM_NAME: name})
+                   names.LABEL_VM_NAME: name, names.LABEL_VMI_ID: names.vmi_id_label(name)})
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {

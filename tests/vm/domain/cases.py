@@ -53,9 +53,17 @@ FULL = vmi(
         {"name": "iso", "cdrom": {"bus": "sata"}, "bootOrder": 2},
         {"name": "blk", "disk": {"bus": "scsi"}},
     ],
-    domain={"cpu": {"sockets": 2, "cores": 2, "threads": 1}, "devices": {"rng": {}}},
+    domain={"cpu": {"sockets": 2, "cores": 2, "threads": 1}, "devices": {
+        "rng": {},
+        "interfaces": [{"name": "default", "masquerade": {}, "macAddress": "02:00:00:00:00:01",
+                        "ports": [{"name": "ssh", "port": 2222},
+                                  {"port": 5353, "protocol": "UDP"}]}],
+    }},
+    networks=[{"name": "default", "pod": {"vmNetworkCIDR": "10.11.12.0/24"}}],
 )
 FULL_OPTIONS = dict(
+    pod_ip="127.1.0.9",
+    unprivileged_port_start=1024,
     block_volumes=frozenset({"blk"}),
     direct_io=frozenset({"root", "blk"}),
     preallocated=frozenset({"root"}),

@@ -60,6 +60,14 @@ def _disk(v: dict[str, Any]) -> dict[str, Any]:
     return v["spec"]["domain"]["devices"]["disks"][0]
 
 
+def _with_ports(ports: Any, cidr: str | None) -> Mutation:
+    def mutate(v: dict[str, Any]) -> None:
+        v["spec"].update(networks=[{"name": "n", "pod": {"vmNetworkCIDR": cidr}}])
+        v["spec"]["domain"]["devices"].update(
+            interfaces=[{"name": "n", "masquerade": {}, "ports": ports}])
+    return mutate
+
+
 BAD: list[tuple[str, Mutation, str, type[DomainError]]] = [
     (
         "no memory",
@@ -207,6 +215,32 @@ BAD: list[tuple[str, Mutation, str, type[DomainError]]] = [
         ),
         "spec.domain.devices.interfaces[0].macAddress",
         DomainError,
+    ),
+    *(
+        (
+            case,
+            _with_ports(ports, cidr),
+            field,
+            DomainError,
+        )
+        for case, ports, cidr, field in (
+            ("port zero", [{"port": 0}], None, "spec.domain.devices.interfaces[0].ports[0].port"),
+            ("port too big", [{"port": 70000}], None,
+             "spec.domain.devices.interfaces[0].ports[0].port"),
+            ("port missing", [{"name": "x"}], None,
+             "spec.domain.devices.interfaces[0].ports[0].port"),
+            ("port as string", [{"port": "22"}], None,
+             "spec.domain.devices.interfaces[0].ports[0].port"),
+            ("sctp port", [{"port": 22, "protocol": "SCTP"}], None,
+             "spec.domain.devices.interfaces[0].ports[0].protocol"),
+            ("port twice", [{"port": 8080}, {"port": 8080, "protocol": "TCP"}], None,
+             "spec.domain.devices.interfaces[0].ports[1].port"),
+            ("ports not a list", {"port": 22}, None, "spec.domain.devices.interfaces[0].ports"),
+            ("cidr not cidr", [], "10.0.2.0/33", "spec.networks[0].pod.vmNetworkCIDR"),
+            ("cidr host bits", [], "10.0.2.1/24", "spec.networks[0].pod.vmNetworkCIDR"),
+            ("cidr ipv6", [], "fd10::/120", "spec.networks[0].pod.vmNetworkCIDR"),
+            ("cidr too small", [], "10.0.2.0/30", "spec.networks[0].pod.vmNetworkCIDR"),
+        )
     ),
     (
         "bad namespace",

@@ -71,3 +71,8 @@ def loop_with_boot_sector(boot_sectors: dict[str, Path], tmp_path: Path) -> Iter
         os.chown(dev, st.st_uid, st.st_gid)
         os.chmod(dev, st.st_mode & 0o7777)
         subprocess.run(["losetup", "-d", dev], check=False, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def linux_guest_net() -> LinuxGuest:
+    return GuestBuilder().linux(mode="net")

@@ -25,14 +25,16 @@ def test_defaults() -> None:
 
 def test_values() -> None:
     cfg = parse(
-        env={"VMI": VMI, "LAUNCHER_DRIVER": "libvirt", "USE_EMULATION": "True"},
+        env={"VMI": VMI, "LAUNCHER_DRIVER": "libvirt", "USE_EMULATION": "True",
+             "POD_IP": "127.1.0.7"},
         argv=["--socket-dir", "/s", "--private-dir", "/p"],
     )
-    assert (cfg.driver, cfg.use_emulation, cfg.socket_dir, cfg.private_dir) == (
+    assert (cfg.driver, cfg.use_emulation, cfg.socket_dir, cfg.private_dir, cfg.pod_ip) == (
         "libvirt",
         True,
         "/s",
         "/p",
+        "127.1.0.7",
     )
 
 
@@ -45,6 +47,9 @@ def test_values() -> None:
         ({"VMI": "x" * (1024 * 1024 + 1)}, "VMI"),
         ({"VMI": VMI, "LAUNCHER_DRIVER": "xen"}, "LAUNCHER_DRIVER"),
         ({"VMI": VMI, "USE_EMULATION": "maybe"}, "USE_EMULATION"),
+        ({"VMI": VMI, "POD_IP": "127.1.0.7,hostfwd=tcp::22-:22"}, "POD_IP"),
+        ({"VMI": VMI, "POD_IP": "0.0.0.0"}, "POD_IP"),
+        ({"VMI": VMI, "POD_IP": "::1"}, "POD_IP"),
     ],
 )
 def test_errors_name_the_variable(env: dict[str, str], name: str) -> None:

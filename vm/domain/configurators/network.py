@@ -1,9 +1,14 @@
 """Interfaces on the pod network.
 
 Upstream binds the pod network with masquerade (NAT behind the pod's IP) through a tap
-device; that needs CAP_NET_ADMIN in the pod. This runtime gives the same guest view (one
-NIC, outbound NAT, DHCP) with QEMU's user-mode network, which needs no privilege. Option ROMs are
-left out (no PXE boot: a ``bootOrder`` on an interface is refused when the VMI is parsed).
+device; that needs CAP_NET_ADMIN in the pod. This runtime gives the same guest view with
+QEMU's user-mode network (libslirp), which needs no privilege: one NIC, outbound NAT,
+DHCP giving upstream's addresses (``vmNetworkCIDR``'s second host, default 10.0.2.2/24,
+gateway 10.0.2.1), and the interface's listed ``ports`` forwarded from the pod IP to the
+guest's same port. Upstream forwards every port when none are listed; libslirp can only
+forward single ports it listens on, so here an interface without ``ports`` gets no
+inbound traffic (see docs/vm.md). Option ROMs are left out (no PXE boot: a ``bootOrder``
+on an interface is refused when the VMI is parsed).
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from vm.domain.model import Domain, Interface
+from vm.domain.errors import DomainError
+from vm.domain.model import Domain, Interface, PortForward
 from vm.domain.options import BuildOptions
-from vm.domain.vmi import VmiSpec
+from vm.domain.vmi import InterfaceSpec, VmiSpec
 
 MODELS = {
     "virtio": "virtio-non-transitional",
@@ -29,14 +35,51 @@ def default_mac(*, seed: str, name: str) -> str:
     return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
 
 
+def _forwards(
+    spec: InterfaceSpec, index: int, options: BuildOptions, taken: set[tuple[str, int]]
+) -> tuple[PortForward, ...]:
+    field = f"spec.domain.devices.interfaces[{index}].ports"
+    pod_ip = options.pod_ip or ""
+    if spec.ports and not pod_ip:
+        raise DomainError(field, "the pod IP is not known (POD_IP is not set): nowhere to "
+                          "forward the ports from")
+    result = []
+    for i, port in enumerate(spec.ports):
+        if port.port < options.unprivileged_port_start:
+            raise DomainError(
+                f"{field}[{i}].port",
+                f"{port.port} is below this node's net.ipv4.ip_unprivileged_port_start "
+                f"({options.unprivileged_port_start}): the launcher (uid 107, no capabilities, "
+                "on the node's network) cannot listen on it at the pod IP",
+            )
+        if (port.protocol, port.port) in taken:
+            raise DomainError(f"{field}[{i}].port",
+                              f"{port.protocol.upper()} port {port.port} is forwarded by "
+                              "another interface already")
+        taken.add((port.protocol, port.port))
+        result.append(PortForward(protocol=port.protocol, address=pod_ip, port=port.port))
+    return tuple(result)
+
+
+MAX_INTERFACES = 4  # each takes a pcie.0 slot of its own (render_qemu.NIC_SLOT)
+
+
 def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
+    if len(vmi.interfaces) > MAX_INTERFACES:
+        raise DomainError("spec.domain.devices.interfaces",
+                          f"at most {MAX_INTERFACES} interfaces on the pod network are supported")
     seed = options.mac_seed or vmi.uid
+    taken: set[tuple[str, int]] = set()
     interfaces = tuple(
         Interface(
             alias=f"ua-{spec.name}",
             model=MODELS[spec.model],
             mac=(spec.mac or default_mac(seed=seed, name=spec.name)).lower(),
+            network=spec.subnet.network,
+            gateway=spec.subnet.gateway,
+            guest=spec.subnet.guest,
+            forwards=_forwards(spec, i, options, taken),
         )
-        for spec in vmi.interfaces
+        for i, spec in enumerate(vmi.interfaces)
     )
     return dataclasses.replace(domain, interfaces=interfaces)

@@ -1,0 +1,91 @@
+"""The pod network as a launcher pod sees it (uid 107, no capabilities, the node's
+network): the guest gets upstream's masquerade addresses by DHCP, and inbound TCP on the
+pod IP reaches it for the interface's listed ports only, with either driver."""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.guests import NET_HELLO, NET_MARKER, LinuxGuest
+from tests.vm.launcher import sandbox
+from tests.vm.launcher.harness import Launch, make_vmi
+
+Factory = Callable[..., Launch]
+
+pytestmark = pytest.mark.skipif(not sandbox.available(), reason="needs root, bwrap and setpriv")
+
+
+def _pod_ip() -> str:
+    # a loopback address of its own, as localcluster gives each pod
+    return f"127.203.{random.randint(0, 255)}.{random.randint(2, 254)}"
+
+
+def _vmi(ports: list[dict[str, object]]) -> dict[str, object]:
+    return make_vmi(
+        memory="256Mi",
+        networks=[{"name": "default", "pod": {}}],
+        domain={"resources": {"requests": {"memory": "256Mi"}}, "devices": {
+            "disks": [{"name": "root", "disk": {"bus": "virtio"}}],
+            "interfaces": [{"name": "default", "masquerade": {}, "ports": ports}]}},
+    )
+
+
+def _talk(address: str, port: int) -> bytes:
+    with socket.create_connection((address, port), timeout=20) as conn:
+        conn.settimeout(20)
+        conn.sendall(b"ping from the host\n")
+        data = b""
+        while b"GUEST-ECHO:" not in data or not data.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+@pytest.mark.parametrize("driver", ["qemu", "libvirt"])
+def test_listed_port_reaches_the_guest_on_the_pod_ip_and_unlisted_does_not(
+    launch: Factory, linux_guest_net: LinuxGuest, driver: str
+) -> None:
+    pod_ip = _pod_ip()
+    run = launch(_vmi([{"name": "echo", "port": 8080}]), driver=driver, sandbox=True,
+                 env={"POD_IP": pod_ip})
+    run.add_disk("root", linux_guest_net.raw)
+    run.start()
+    run.wait_for_console(NET_MARKER, timeout=180)
+    # upstream's masquerade addresses, given by DHCP
+    assert f"{NET_MARKER} addr=10.0.2.2/24 gw=10.0.2.1" in run.console_text()
+    got = _talk(pod_ip, 8080)
+    assert got.startswith(f"{NET_HELLO} port=8080\n".encode()), got
+    assert b"GUEST-ECHO:ping from the host\n" in got
+    # the guest serves 8081 too, but it is not listed: nothing listens for it
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((pod_ip, 8081), timeout=10).close()
+    # and the listed port is bound on the pod IP only, not on the node's other addresses
+    other = next(ip for ip in iter(_pod_ip, None) if ip != pod_ip)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((other, 8080), timeout=10).close()
+    assert run.request({"cmd": "kill"}) == {"ok": True}
+    run.wait()
+
+
+def test_a_privileged_port_fails_the_vmi_naming_the_port(
+    launch: Factory, boot_sectors: dict[str, Path]
+) -> None:
+    start = int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text())
+    if start == 0:
+        pytest.skip("this node lets anyone listen on any port")
+    run = launch(_vmi([{"port": 8080}, {"name": "ssh", "port": start - 1}]), sandbox=True,
+                 env={"POD_IP": _pod_ip()})
+    run.add_disk("root", boot_sectors["halt"])
+    assert run.start().wait(60) != 0
+    term = run.termination()
+    assert term["reason"] == "InvalidVMI"
+    assert term["message"].startswith(
+        f"spec.domain.devices.interfaces[0].ports[1].port: {start - 1} is below this node's "
+        f"net.ipv4.ip_unprivileged_port_start ({start})"), term
