@@ -320,3 +320,13 @@ def test_udp_through_the_subresource_and_rootdisk_port_forward(
                 proc.stderr.close()
     finally:
         echo.close()
+
+
+def test_a_privileged_port_is_dialled_where_the_launcher_took_it() -> None:
+    """localcluster's launcher takes the guest's port 22 at its pod IP's 30022 (it cannot
+    listen on the node's 22): virt-api dials there for `portforward/22`."""
+    from vm.api.portforward import target_of
+    vmi = {"status": {"interfaces": [{"ipAddress": "127.1.0.9"}]}}
+    assert (target_of("a", vmi, "22", None, unprivileged_start=1024).port,
+            target_of("a", vmi, "22", None, unprivileged_start=0).port,
+            target_of("a", vmi, "8080", "udp", unprivileged_start=1024).port) == (30022, 22, 8080)

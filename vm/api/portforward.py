@@ -19,6 +19,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from vm.domain import podnet
+
 PROTOCOL = "plain.kubevirt.io"
 DIAL_TIMEOUT = 10.0
 CHUNK = 32 * 1024
@@ -60,8 +62,10 @@ def vmi_for_vm(name: str, vm: Mapping[str, Any] | None,
 
 
 def target_of(name: str, vmi: Mapping[str, Any] | None, port: str,
-              protocol: str | None) -> Target:
-    """Where to dial for ``…/portforward/{port}[/{protocol}]``, or upstream's refusal."""
+              protocol: str | None, *, unprivileged_start: int = 0) -> Target:
+    """Where to dial for ``…/portforward/{port}[/{protocol}]``, or upstream's refusal.
+    A port below the node's ``unprivileged_start`` is where the launcher took it
+    (``podnet.node_port``)."""
     if vmi is None:
         raise Refused(404, f'virtualmachineinstance.kubevirt.io "{name}" not found')
     status = vmi.get("status") or {}
@@ -79,7 +83,8 @@ def target_of(name: str, vmi: Mapping[str, Any] | None, port: str,
     proto = protocol or "tcp"
     if proto not in ("tcp", "udp"):
         raise Refused(400, f"protocol must be tcp or udp, got {proto[:20]!r}")
-    return Target(host=host, port=int(port), protocol=proto)
+    return Target(host=host, port=podnet.node_port(int(port), unprivileged_start),
+                  protocol=proto)
 
 
 def _dial_error(target: Target, err: OSError) -> Refused:

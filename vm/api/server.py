@@ -32,6 +32,7 @@ from aiohttp import WSMsgType, web
 
 from apiservice import frontproxy
 from apiservice.refusal import keep_refusal, last_refusal
+from vm import nodeports
 from vm.api import kube as api_kube
 from vm.api import lifecycle, portforward
 from vm.api.certs import handler_server_name
@@ -206,8 +207,9 @@ class VirtAPI:
             if resource == "virtualmachines":
                 vm = await self._call(api_kube.get_vm, self.kube, ns, name)
                 vmi = portforward.vmi_for_vm(name, vm, vmi)
-            target = portforward.target_of(name, vmi, request.match_info["port"],
-                                           request.match_info.get("protocol"))
+            target = portforward.target_of(
+                name, vmi, request.match_info["port"], request.match_info.get("protocol"),
+                unprivileged_start=nodeports.unprivileged_port_start())
             if target.protocol == "udp":
                 return await portforward.serve_udp(request, target)
             return await portforward.serve_tcp(request, target)

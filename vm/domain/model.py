@@ -81,11 +81,12 @@ class Firmware:
 @dataclass(frozen=True)
 class PortForward:
     """Inbound ``protocol`` traffic to ``address:port`` (the pod IP) goes to the guest's
-    same port."""
+    ``guest_port`` (the same port, unless ``podnet.node_port`` moved a privileged one)."""
 
     protocol: Literal["tcp", "udp"]
     address: str
     port: int
+    guest_port: int
 
 
 @dataclass(frozen=True)

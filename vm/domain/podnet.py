@@ -39,6 +39,23 @@ class Subnet:
 
 DEFAULT = Subnet(network=DEFAULT_CIDR, gateway="10.0.2.1", guest="10.0.2.2")
 
+PRIVILEGED_PORT_BASE = 30000
+"""A guest port the node keeps for privileged programs is taken at the pod IP on this
+base plus the port (22 at 30022)."""
+
+
+def node_port(port: int, unprivileged_start: int) -> int:
+    """Where the pod IP takes the guest's ``port``: that port, or one below the node's
+    ``net.ipv4.ip_unprivileged_port_start`` moved to ``PRIVILEGED_PORT_BASE + port``.
+
+    On a real cluster each pod has a network namespace of its own, where the container
+    runtime lets any user listen on any port (containerd's ``enable_unprivileged_ports``)
+    and a DNAT sends the pod IP's port 22 to the guest's. localcluster's pods share the
+    node's network: its launcher (uid 107, no capabilities) can listen on the pod IP's
+    unprivileged ports only. virt-api's port-forward (``rootdisk ssh``) dials the moved
+    port, so users still ask for port 22."""
+    return port if port >= unprivileged_start else PRIVILEGED_PORT_BASE + port
+
 
 def subnet(cidr: Any, field: str) -> Subnet:
     if cidr is None or cidr == "":

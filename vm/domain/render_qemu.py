@@ -98,7 +98,7 @@ def interface_args(iface: Interface, index: int = 0) -> list[str]:
         f"host={iface.gateway}",
         f"dhcpstart={iface.guest}",
         *(
-            f"hostfwd={f.protocol}:{f.address}:{f.port}-{iface.guest}:{f.port}"
+            f"hostfwd={f.protocol}:{f.address}:{f.port}-{iface.guest}:{f.guest_port}"
             for f in iface.forwards
         ),
     )

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 
+from vm import nodeports
 from vm.domain.builder import build_spec
 from vm.domain.errors import DomainError
 from vm.domain.model import Domain
@@ -33,19 +34,6 @@ from vm.launcher.termination import Outcome
 logger = logging.getLogger(__name__)
 
 OVMF_DIR = "/usr/share/OVMF"
-UNPRIVILEGED_PORT_START = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
-
-
-def unprivileged_port_start(path: str = UNPRIVILEGED_PORT_START) -> int:
-    """The lowest port this process may listen on: 0 for root, else the node's sysctl
-    (the pod shares the node's network; 1024, the kernel's default, when unreadable)."""
-    if os.geteuid() == 0:
-        return 0
-    try:
-        with open(path, encoding="ascii") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return 1024
 
 
 def find_ovmf(directory: str = OVMF_DIR) -> Ovmf | None:
@@ -173,7 +161,7 @@ def build_domain(config: LauncherConfig, spec: VmiSpec, accelerator: str) -> Dom
         ovmf=find_ovmf(),
         prepared=prepared,
         pod_ip=config.pod_ip,
-        unprivileged_port_start=unprivileged_port_start(),
+        unprivileged_port_start=nodeports.unprivileged_port_start(),
     )
     domain = build_spec(spec=spec, options=options)
     for iface in domain.interfaces:

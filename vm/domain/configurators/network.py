@@ -5,7 +5,8 @@ device; that needs CAP_NET_ADMIN in the pod. This runtime gives the same guest v
 QEMU's user-mode network (libslirp), which needs no privilege: one NIC, outbound NAT,
 DHCP giving upstream's addresses (``vmNetworkCIDR``'s second host, default 10.0.2.2/24,
 gateway 10.0.2.1), and the interface's listed ``ports`` forwarded from the pod IP to the
-guest's same port. Upstream forwards every port when none are listed; libslirp can only
+guest's same port (a port below the node's unprivileged start at ``podnet.node_port``).
+Upstream forwards every port when none are listed; libslirp can only
 forward single ports it listens on, so here an interface without ``ports`` gets no
 inbound traffic (see docs/vm.md). Option ROMs are left out (no PXE boot: a ``bootOrder``
 on an interface is refused when the VMI is parsed).
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from vm.domain import podnet
 from vm.domain.errors import DomainError
 from vm.domain.model import Domain, Interface, PortForward
 from vm.domain.options import BuildOptions
@@ -45,19 +47,22 @@ def _forwards(
                           "forward the ports from")
     result = []
     for i, port in enumerate(spec.ports):
-        if port.port < options.unprivileged_port_start:
+        at = podnet.node_port(port.port, options.unprivileged_port_start)
+        if at < options.unprivileged_port_start or at > 65535:
             raise DomainError(
                 f"{field}[{i}].port",
                 f"{port.port} is below this node's net.ipv4.ip_unprivileged_port_start "
-                f"({options.unprivileged_port_start}): the launcher (uid 107, no capabilities, "
-                "on the node's network) cannot listen on it at the pod IP",
+                f"({options.unprivileged_port_start}) and cannot be moved to a port the "
+                "launcher (uid 107, no capabilities, on the node's network) may listen on",
             )
-        if (port.protocol, port.port) in taken:
+        if (port.protocol, at) in taken:
+            moved = f" (taken at {at})" if at != port.port else ""
             raise DomainError(f"{field}[{i}].port",
-                              f"{port.protocol.upper()} port {port.port} is forwarded by "
-                              "another interface already")
-        taken.add((port.protocol, port.port))
-        result.append(PortForward(protocol=port.protocol, address=pod_ip, port=port.port))
+                              f"{port.protocol.upper()} port {port.port}{moved} is forwarded "
+                              "by another port or interface already")
+        taken.add((port.protocol, at))
+        result.append(PortForward(protocol=port.protocol, address=pod_ip, port=at,
+                                  guest_port=port.port))
     return tuple(result)
 
 
