@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vm.api import names
-from vm.webhooks.net_rules import network_problems, network_warnings
+from vm.webhooks.net_rules import network_problems
 from vm.webhooks.vm_rules import validate_vm
 from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
 from vm.webhooks.vmi_update import reserved_labels_created, validate_vmi_update
@@ -79,13 +79,11 @@ def respond(review: Any, *, namespace: str | None = None) -> dict[str, Any]:
             warnings = verdict.warnings
             tspec = template.get("spec") if isinstance(template, Mapping) else None
             problems += tuple(network_problems(tspec, at="spec.template.spec"))
-            warnings += tuple(network_warnings(tspec, at="spec.template.spec"))
         elif resource == names.VMI_PLURAL and operation == "CREATE":
             problems = tuple(validate_vmi_spec(obj.get("spec"))) + tuple(
                 reserved_labels_created(obj.get("metadata"), username=user,
                                         namespace=kubevirt_ns, at="metadata.labels"))
             problems += tuple(network_problems(obj.get("spec")))
-            warnings = tuple(network_warnings(obj.get("spec")))
         elif resource == names.VMI_PLURAL:
             problems = tuple(validate_vmi_update(request.get("oldObject"), obj,
                                                  username=user, namespace=kubevirt_ns))
