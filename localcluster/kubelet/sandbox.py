@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from localcluster.kubelet import eviction, logformat, memstats, seccomp
+from localcluster.kubelet import eviction, logformat, memstats, seccomp, userns
 from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
 from localcluster.kubelet.security import Confinement, setpriv_argv
 
@@ -171,8 +171,12 @@ def _proc_confinement() -> list[str]:
 
 
 def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
-               seccomp_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None, userns_fd: int | None = None) -> list[str]:
     """The bubblewrap command line for ``spec``.
+
+    With ``userns_fd`` (every container but a privileged one) bubblewrap enters that user
+    namespace once the mounts are made, before the command runs (userns.py: the
+    container then holds no capability over its mounts).
 
     Every writable mount in the sandbox is ``nodev`` (bubblewrap mounts its tmpfs and
     plain binds so); /dev itself is read-only once the pod's devices are in it, so no
@@ -241,6 +245,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
         argv += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if userns_fd is not None:
+        argv += ["--userns2", str(userns_fd)]
     argv += ["--", *setpriv_argv(conf, setpriv=SETPRIV), *spec.argv]
     return argv
 
@@ -366,10 +372,16 @@ class Container:
             filter_fd = seccomp.filter_fd(conf.caps) if conf.seccomp else None
         except (OSError, ImportError) as err:
             raise SandboxError(f"cannot build the seccomp filter: {err}") from err
+        try:
+            userns_fd = None if conf.privileged else userns.identity_userns()
+        except userns.UsernsError as err:
+            if filter_fd is not None:
+                os.close(filter_fd)
+            raise SandboxError(str(err)) from err
         log_r, log_w = os.pipe()
         info_r, info_w = os.pipe()
         cgroup = self._cgroup
-        extra_fds = (info_w,) if filter_fd is None else (info_w, filter_fd)
+        extra_fds = tuple(fd for fd in (info_w, filter_fd, userns_fd) if fd is not None)
 
         def child_setup() -> None:
             if cgroup is not None:
@@ -378,7 +390,8 @@ class Container:
         os.makedirs(os.path.dirname(self.spec.log_path), exist_ok=True)
         try:
             self._proc = subprocess.Popen(
-                bwrap_argv(self.spec, info_fd=info_w, seccomp_fd=filter_fd),
+                bwrap_argv(self.spec, info_fd=info_w, seccomp_fd=filter_fd,
+                           userns_fd=userns_fd),
                 stdin=subprocess.DEVNULL, stdout=log_w, stderr=log_w,
                 env=dict(self.spec.env), pass_fds=extra_fds,
                 preexec_fn=child_setup if cgroup is not None else None,
@@ -391,7 +404,7 @@ class Container:
                 os.close(fd)
             raise SandboxError(f"cannot start bwrap: {err}") from err
         finally:
-            for end in (log_w, info_w, filter_fd):
+            for end in (log_w, info_w, filter_fd, userns_fd):
                 if end is not None:
                     with contextlib.suppress(OSError):
                         os.close(end)
