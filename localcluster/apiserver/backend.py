@@ -19,7 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import write_path
+from . import audit, write_path
+from .admission import podsecurity
 from .admission.webhooks import WebhookCaller
 from .errors import (
     STALE,
@@ -72,6 +73,8 @@ class Backend:
         self.watchcache = watchcache
         self.clock: Callable[[], datetime.datetime] = _now
         self.webhooks = WebhookCaller(store)
+        self.audit: audit.AuditLog | None = None
+        """Where admission's audit annotations go (the server's audit.log)."""
         # ownerReference index: owner uid -> keys of its dependents; uid -> key.
         self._dependents: dict[str, set[tuple[str, str, str]]] = {}
         self._uids: dict[str, tuple[str, str, str]] = {}
@@ -208,9 +211,62 @@ class Backend:
     async def _admit(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
                      obj: Obj | None, old: Obj | None, options: WriteOptions,
                      subresource: str = "") -> Obj | None:
-        return await self.webhooks.admit(rt, operation, ns=ns, name=name, obj=obj, old=old,
-                                         user=options.user, dry_run=options.dry_run,
-                                         subresource=subresource)
+        admitted = await self.webhooks.admit(rt, operation, ns=ns, name=name, obj=obj,
+                                             old=old, user=options.user,
+                                             dry_run=options.dry_run, subresource=subresource)
+        if operation in ("CREATE", "UPDATE"):
+            self._pod_security(rt, operation, ns=ns, name=name,
+                               obj=admitted if admitted is not None else obj, old=old,
+                               options=options, subresource=subresource)
+        return admitted
+
+    def _pod_security(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
+                      obj: Obj | None, old: Obj | None, options: WriteOptions,
+                      subresource: str) -> None:
+        """The PodSecurity admission plugin (admission/podsecurity.py), after the mutating
+        and validating webhooks: namespaces' labels, pods, pod templates."""
+        if obj is None:
+            return
+        gr = rt.group_resource
+        if gr == "/namespaces":
+            if subresource:
+                return
+            labels = (obj.get("metadata") or {}).get("labels")
+            old_labels = ((old or {}).get("metadata") or {}).get("labels")
+            causes = podsecurity.namespace_causes(labels, old_labels,
+                                                  creating=operation == "CREATE")
+            if causes:
+                raise invalid(kind="Namespace", group="", name=name, causes=causes)
+            if operation == "UPDATE":
+                pods = [stored.obj for _, stored in self.store.items("/pods", name)]
+                options.warnings.extend(
+                    podsecurity.namespace_warnings(name, labels, old_labels, pods))
+            return
+        if (gr != "/pods" and gr not in podsecurity.POD_TEMPLATE_RESOURCES) or not ns:
+            return
+        stored_ns = self.store.get("/namespaces", "", ns)
+        labels = (stored_ns.obj.get("metadata") or {}).get("labels") if stored_ns else None
+        if gr == "/pods":
+            decision = podsecurity.admit_pod(labels, obj,
+                                             old=old if operation == "UPDATE" else None,
+                                             subresource=subresource)
+        else:
+            decision = podsecurity.admit_workload(labels, gr, obj, subresource)
+        refusal = None if decision.refusal is None else \
+            f'{rt.resource} "{name}" is forbidden: {decision.refusal}'
+        if decision.audit_annotations and self.audit is not None:
+            ref = {"resource": rt.resource, "namespace": ns, "name": name,
+                   "apiVersion": rt.version}
+            if rt.group:
+                ref["apiGroup"] = rt.group
+            if subresource:
+                ref["subresource"] = subresource
+            self.audit.write(audit.event(verb=operation.lower(), user=options.user,
+                                         object_ref=ref, annotations=decision.audit_annotations,
+                                         refused=refusal))
+        if refusal is not None:
+            raise forbidden(refusal, resource=rt.resource, group=rt.group, name=name)
+        options.warnings.extend(decision.warnings)
 
     # -- create -----------------------------------------------------------------------------
 
