@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from localcluster.kubelet import eviction, logformat, memstats, seccomp, userns
-from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
+from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits, PodCgroup
 from localcluster.kubelet.security import Confinement, setpriv_argv
 
 logger = logging.getLogger(__name__)
@@ -348,12 +348,15 @@ class Container:
     """A started sandbox. ``wait``/``poll`` give the exit code; ``stop`` ends it."""
 
     def __init__(self, spec: SandboxSpec, *, cgroups: CgroupManager | None = None,
-                 name: str = "container", on_exit: Callable[[], None] | None = None) -> None:
+                 name: str = "container", on_exit: Callable[[], None] | None = None,
+                 pod_cgroup: PodCgroup | None = None) -> None:
         self.spec = spec
         self.name = name
         self._on_exit = on_exit
         """Called (from a thread of its own) once the container's process has exited."""
         self._cgroups = cgroups
+        self._pod_cgroup = pod_cgroup
+        """The pod's pids cgroup (podPidsLimit), joined with the container's own."""
         self._cgroup: Cgroup | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: LogWriter | None = None
@@ -364,7 +367,8 @@ class Container:
         if shutil.which(BWRAP) is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         if self._cgroups is not None:
-            self._cgroup = self._cgroups.create(self.name, self.spec.limits)
+            self._cgroup = self._cgroups.create(self.name, self.spec.limits,
+                                                pod=self._pod_cgroup)
         if not os.path.exists(SETPRIV):
             raise SandboxError(f"{SETPRIV} (util-linux) is not installed")
         conf = self.spec.confinement
