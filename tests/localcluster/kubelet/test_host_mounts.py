@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
-from localcluster.kubelet.sandbox import Container, SandboxSpec, read_log
+from localcluster.kubelet.sandbox import Container, Mount, SandboxSpec, read_log
 from localcluster.kubelet.security import DEFAULT_CAPS, Confinement
 
 pytestmark = pytest.mark.skipif(
@@ -91,3 +92,67 @@ def test_privileged_keeps_full_power_over_its_mounts(tmp_path) -> None:
     assert c.wait(60) is not None
     got = attempts(read_log(spec.log_path).decode())
     assert got[:4] == ["mount: OK"] * 3 + ["umount: OK"]
+
+
+def test_other_loop_devices_backing_files_are_hidden(tmp_path) -> None:
+    """/sys shows the container its own Block volume's loop device, and no other's
+    backing file (the host path of another pod's volume)."""
+    devices = []
+    try:
+        for name in ("mine.img", "theirs.img"):
+            img = tmp_path / name
+            img.write_bytes(b"\0" * 1024 * 1024)
+            devices.append(subprocess.check_output(
+                ["losetup", "--find", "--show", str(img)], text=True).strip())
+        mine, theirs = (os.path.basename(d) for d in devices)
+        paths = [f"/sys/devices/virtual/block/{mine}/loop/backing_file",
+                 f"/sys/devices/virtual/block/{theirs}/loop/backing_file",
+                 f"/sys/block/{theirs}/loop/backing_file",
+                 f"/sys/class/block/{theirs}/loop/backing_file"]
+        env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"}
+        words = [w for p in paths for w in ("try-open", p)]
+        spec = SandboxSpec(argv=["python", TESTBOX, *words], env=env,
+                           log_path=str(tmp_path / "c.log"),
+                           mounts=[Mount(devices[0], "/dev/xvda", device=True)])
+        c = Container(spec)
+        c.start()
+        assert c.wait(60) is not None
+        out = read_log(spec.log_path).decode()
+    finally:
+        for d in devices:
+            subprocess.run(["losetup", "-d", d], check=False)
+    got = [line.split()[1] for line in out.splitlines() if line.startswith("open:")]
+    assert got == ["OK", "ENOENT", "ENOENT", "ENOENT"], out
+
+
+ETC_PROBES = ("/etc/passwd", "/etc/group", "/etc/machine-id", "/etc/pip.conf",
+              "/etc/gitconfig", "/etc/ssh", "/etc/hostname", "/etc/ld.so.cache",
+              "/etc/resolv.conf", "/etc/ssl/certs", "/etc/nsswitch.conf")
+
+
+def etc_listing(tmp_path, conf: Confinement) -> dict[str, bool]:
+    script = ("import os, sys\nfor p in sys.argv[1:]:\n"
+              "    print(p, os.path.lexists(p))\n")
+    env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"}
+    spec = SandboxSpec(argv=["python", "-c", script, *ETC_PROBES], env=env,
+                       log_path=str(tmp_path / f"etc-{conf.privileged}.log"), confinement=conf)
+    c = Container(spec)
+    c.start()
+    assert c.wait(60) is not None and c.exit_code() == 0
+    out = read_log(spec.log_path).decode()
+    return {line.split()[0]: line.split()[1] == "True" for line in out.splitlines()}
+
+
+def test_etc_holds_what_programs_need_and_not_the_nodes_accounts_or_keys(tmp_path) -> None:
+    """The importer (every non-privileged container) sees no host passwd, SSH keys,
+    machine-id or tools' credentials; the loader cache, resolver and CA certificates
+    are there. A privileged container keeps the node's /etc (secrets still masked)."""
+    seen = etc_listing(tmp_path, Confinement(uid=107, gid=107, caps=frozenset()))
+    for path in ("/etc/passwd", "/etc/group", "/etc/machine-id", "/etc/pip.conf",
+                 "/etc/gitconfig", "/etc/hostname"):
+        assert not seen[path], path
+    for path in ("/etc/ld.so.cache", "/etc/resolv.conf", "/etc/ssl/certs",
+                 "/etc/nsswitch.conf"):
+        assert seen[path] == os.path.lexists(path), path
+    host = etc_listing(tmp_path, Confinement(privileged=True, seccomp=False))
+    assert host == {p: os.path.lexists(p) for p in ETC_PROBES}
