@@ -42,9 +42,15 @@ def event(*, verb: str, user: UserInfo, object_ref: Mapping[str, str],
     return ev
 
 
+MAX_BYTES = 10 * 1024 * 1024
+"""The log rotates once past this (one previous file is kept, as ``.1``), as
+kube-apiserver's ``--audit-log-maxsize``."""
+
+
 class AuditLog:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], max_bytes: int = MAX_BYTES) -> None:
         self.path = os.fspath(path)
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
 
     def write(self, ev: Mapping[str, Any]) -> None:
@@ -54,8 +60,11 @@ class AuditLog:
                          0o600)
             try:
                 os.write(fd, line.encode())
+                full = os.fstat(fd).st_size > self.max_bytes
             finally:
                 os.close(fd)
+            if full:
+                os.replace(self.path, self.path + ".1")
 
     def read(self) -> list[dict[str, Any]]:
         """Every event so far (tests, debugging)."""

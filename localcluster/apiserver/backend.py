@@ -62,6 +62,13 @@ APPLY_PATCH = "application/apply-patch+yaml"
 _INTERNAL_WRITE = WriteOptions()
 
 
+def _warn(options: WriteOptions, texts: list[str]) -> None:
+    """Warnings for the request's answer; an internal write (the shared default options)
+    has no answer to carry them, and must not collect them."""
+    if options is not _INTERNAL_WRITE:
+        options.warnings.extend(texts)
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -239,8 +246,7 @@ class Backend:
                 raise invalid(kind="Namespace", group="", name=name, causes=causes)
             if operation == "UPDATE":
                 pods = [stored.obj for _, stored in self.store.items("/pods", name)]
-                options.warnings.extend(
-                    podsecurity.namespace_warnings(name, labels, old_labels, pods))
+                _warn(options, podsecurity.namespace_warnings(name, labels, old_labels, pods))
             return
         if (gr != "/pods" and gr not in podsecurity.POD_TEMPLATE_RESOURCES) or not ns:
             return
@@ -266,7 +272,7 @@ class Backend:
                                          refused=refusal))
         if refusal is not None:
             raise forbidden(refusal, resource=rt.resource, group=rt.group, name=name)
-        options.warnings.extend(decision.warnings)
+        _warn(options, decision.warnings)
 
     # -- create -----------------------------------------------------------------------------
 

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from localcluster.apiserver.audit import AuditLog
+from localcluster.apiserver.errors import APIError
 from localcluster.apiserver.server import APIServer
+from localcluster.apiserver.threaded import ServerThread
 
 from .server_fixtures import Raw
 
@@ -230,3 +232,30 @@ def test_raising_enforce_warns_about_existing_pods(shared_server: APIServer,
     status, body, _ = request(shared_server, "PATCH", f"/api/v1/namespaces/{ns}/pods/a-pod",
                               {"spec": {"activeDeadlineSeconds": 60}})
     assert status == 200, body
+
+
+def test_the_audit_log_rotates_and_is_private(tmp_path) -> None:
+    log = AuditLog(tmp_path / "audit.log", max_bytes=300)
+    for i in range(3):
+        log.write({"n": i, "pad": "x" * 150})
+    assert (tmp_path / "audit.log.1").exists()
+    assert [e["n"] for e in log.read()] == [2]
+    assert (tmp_path / "audit.log").stat().st_mode & 0o777 == 0o600
+
+
+def test_internal_writes_collect_no_warnings(fresh_server: ServerThread) -> None:
+    """A pod written by the server's own controllers (no request to answer) is checked
+    like any other, and leaves no warning behind in the shared internal options."""
+    from localcluster.apiserver import backend as backend_module
+
+    server = fresh_server.server
+    ns = make_ns(Raw(server), warn="restricted", enforce="baseline")
+    backend = server.backend
+    assert backend is not None
+    rt = server.registry.get("", "v1", "pods")
+    assert rt is not None
+    fresh_server.call(backend.create(rt, ns, pod("internal")))
+    assert backend_module._INTERNAL_WRITE.warnings == []
+    with pytest.raises(APIError) as refused:
+        fresh_server.call(backend.create(rt, ns, pod("root", ctx={"privileged": True})))
+    assert refused.value.code == 403
