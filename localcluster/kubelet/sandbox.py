@@ -441,6 +441,7 @@ class Container:
         except userns.UsernsError as err:
             if filter_fd is not None:
                 os.close(filter_fd)
+            self.cleanup()
             raise SandboxError(str(err)) from err
         log_r, log_w = os.pipe()
         info_r, info_w = os.pipe()

@@ -156,3 +156,25 @@ def test_etc_holds_what_programs_need_and_not_the_nodes_accounts_or_keys(tmp_pat
         assert seen[path] == os.path.lexists(path), path
     host = etc_listing(tmp_path, Confinement(privileged=True, seccomp=False))
     assert host == {p: os.path.lexists(p) for p in ETC_PROBES}
+
+
+def test_no_user_namespace_no_container(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node that cannot make the user namespace does not run the container without
+    it: the start fails (RunContainerError in the pod) naming the cause."""
+    from localcluster.kubelet import userns
+    from localcluster.kubelet.sandbox import SandboxError
+
+    monkeypatch.setattr(userns, "UNSHARE", str(tmp_path / "no-unshare"))
+    with pytest.raises(userns.UsernsError, match=r"cannot run .*no-unshare"):
+        userns.identity_userns()
+    spec = SandboxSpec(argv=["true"], env={}, log_path=str(tmp_path / "c.log"),
+                       confinement=Confinement())
+    with pytest.raises(SandboxError, match="no-unshare"):
+        Container(spec).start()
+    # a privileged container needs none
+    ok = SandboxSpec(argv=["true"], env={"PATH": "/usr/bin:/bin"},
+                     log_path=str(tmp_path / "p.log"),
+                     confinement=Confinement(privileged=True, seccomp=False))
+    c = Container(ok)
+    c.start()
+    assert c.wait(30) == 0
