@@ -96,6 +96,9 @@ class Options:
     heartbeat: float = 10.0
     shutdown_grace: float = 5.0
     eviction_hard_memory: str | None = pressure.DEFAULT_HARD
+    pod_pids_limit: int = -1
+    """The kubelet's ``podPidsLimit``: the most processes (threads included) each pod
+    may have; -1 (upstream's default): no limit."""
     """The kubelet's ``memory.available`` hard eviction threshold (``100Mi``, ``5%``);
     None or "0": no node-pressure eviction."""
 
@@ -214,6 +217,7 @@ class Cluster:
             backoff=opts.backoff, heartbeat=opts.heartbeat,
             shutdown_grace=opts.shutdown_grace, volume_manager=self.volumes,
             eviction_hard_memory=opts.eviction_hard_memory,
+            pod_pids_limit=opts.pod_pids_limit,
             pod_cidr=pod_cidr)
         store = SnapshotStore(self.volumes)
         storage = StorageController(kube, self.volumes, node=self.node.name, claims=pvcs,

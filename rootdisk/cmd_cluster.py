@@ -7,6 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+POD_PIDS_LIMIT = 1024
+"""The kubelet's podPidsLimit under ``rootdisk up`` (upstream's default is none): room
+for the launcher's libvirtd and QEMU threads, a bound on a fork bomb."""
+
 
 def register(subparsers: Any) -> None:
     up = subparsers.add_parser("up", help="start the embedded cluster and install rootdisk",
@@ -43,7 +47,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         codeprint.record(data_dir, codeprint.fingerprint(
             codeprint.checkout(), Path(args.manifests) if args.manifests else None))
     cluster = Cluster(data_dir,
-                      Options(images=IMAGES, port=args.port, manifests=args.manifests))
+                      Options(images=IMAGES, port=args.port, manifests=args.manifests,
+                              pod_pids_limit=POD_PIDS_LIMIT))
     try:
         cluster.start()
     except ClusterError as err:

@@ -19,7 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import write_path
+from . import audit, write_path
+from .admission import podsecurity
 from .admission.webhooks import Admission, WebhookCaller
 from .errors import (
     STALE,
@@ -61,6 +62,13 @@ APPLY_PATCH = "application/apply-patch+yaml"
 _INTERNAL_WRITE = WriteOptions()
 
 
+def _warn(options: WriteOptions, texts: list[str]) -> None:
+    """Warnings for the request's answer; an internal write (the shared default options)
+    has no answer to carry them, and must not collect them."""
+    if options is not _INTERNAL_WRITE:
+        options.warnings.extend(texts)
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -72,6 +80,8 @@ class Backend:
         self.watchcache = watchcache
         self.clock: Callable[[], datetime.datetime] = _now
         self.webhooks = WebhookCaller(store)
+        self.audit: audit.AuditLog | None = None
+        """Where admission's audit annotations go (the server's audit.log)."""
         # ownerReference index: owner uid -> keys of its dependents; uid -> key.
         self._dependents: dict[str, set[tuple[str, str, str]]] = {}
         self._uids: dict[str, tuple[str, str, str]] = {}
@@ -216,6 +226,54 @@ class Backend:
                                          user=options.user, dry_run=options.dry_run,
                                          subresource=subresource, warnings=options.warnings)
 
+    def _pod_security(self, rt: ResourceType, operation: str, *, ns: str | None, name: str,
+                      obj: Obj | None, old: Obj | None, options: WriteOptions,
+                      subresource: str) -> None:
+        """The PodSecurity admission plugin (admission/podsecurity.py): namespaces'
+        labels, pods, pod templates. A built-in validating plugin, as upstream's: after
+        the mutating webhooks and validation, before the validating webhooks."""
+        if obj is None:
+            return
+        gr = rt.group_resource
+        if gr == "/namespaces":
+            if subresource:
+                return
+            labels = (obj.get("metadata") or {}).get("labels")
+            old_labels = ((old or {}).get("metadata") or {}).get("labels")
+            causes = podsecurity.namespace_causes(labels, old_labels,
+                                                  creating=operation == "CREATE")
+            if causes:
+                raise invalid(kind="Namespace", group="", name=name, causes=causes)
+            if operation == "UPDATE":
+                pods = [stored.obj for _, stored in self.store.items("/pods", name)]
+                _warn(options, podsecurity.namespace_warnings(name, labels, old_labels, pods))
+            return
+        if (gr != "/pods" and gr not in podsecurity.POD_TEMPLATE_RESOURCES) or not ns:
+            return
+        stored_ns = self.store.get("/namespaces", "", ns)
+        labels = (stored_ns.obj.get("metadata") or {}).get("labels") if stored_ns else None
+        if gr == "/pods":
+            decision = podsecurity.admit_pod(labels, obj,
+                                             old=old if operation == "UPDATE" else None,
+                                             subresource=subresource)
+        else:
+            decision = podsecurity.admit_workload(labels, gr, obj, subresource)
+        refusal = None if decision.refusal is None else \
+            f'{rt.resource} "{name}" is forbidden: {decision.refusal}'
+        if decision.audit_annotations and self.audit is not None:
+            ref = {"resource": rt.resource, "namespace": ns, "name": name,
+                   "apiVersion": rt.version}
+            if rt.group:
+                ref["apiGroup"] = rt.group
+            if subresource:
+                ref["subresource"] = subresource
+            self.audit.write(audit.event(verb=operation.lower(), user=options.user,
+                                         object_ref=ref, annotations=decision.audit_annotations,
+                                         refused=refusal))
+        if refusal is not None:
+            raise forbidden(refusal, resource=rt.resource, group=rt.group, name=name)
+        _warn(options, decision.warnings)
+
     # -- create -----------------------------------------------------------------------------
 
     async def create(self, rt: ResourceType, ns: str | None, body: Any,
@@ -266,6 +324,8 @@ class Backend:
             authorize()
         if rt.group_resource == CRD_GR:
             obj["status"] = crds.crd_status(obj, now=meta.format_time(self.clock()))
+        self._pod_security(rt, "CREATE", ns=ns, name=key[2], obj=obj, old=None,
+                           options=options, subresource="")
         await admission.validate(obj)
         existing = self.store.get(*key)
         if existing is not None:
@@ -338,6 +398,8 @@ class Backend:
         write_path.validate(rt, new, old=old)
         if rt.group_resource == CRD_GR:
             new["status"] = crds.crd_status(new, now=meta.format_time(self.clock()))
+        self._pod_security(rt, "UPDATE", ns=key[1] or None, name=key[2], obj=new, old=old,
+                           options=options, subresource=subresource)
         await admission.validate(new)
         latest = self.store.get(*key)
         if latest is None:

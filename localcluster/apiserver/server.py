@@ -35,6 +35,7 @@ from . import kubeconfig
 from .admission.webhooks import ServiceResolver
 from .aggregation.frontproxy_pki import PROXY_CLIENT_NAME, ensure_front_proxy
 from .aggregation.proxy import Aggregator
+from .audit import AuditLog
 from .auth import rbac_defaults
 from .auth.authn import Authenticator
 from .backend import Backend
@@ -209,6 +210,7 @@ class APIServer:
         watchcache = WatchCache(self.store, capacity=self.history_limit)
         self.backend = Backend(store=self.store, registry=self.registry, watchcache=watchcache)
         self.backend.webhooks.resolver = self._service_resolver
+        self.backend.audit = AuditLog(self.data_dir / "audit.log")
         controllers = Controllers(self.backend, self.registry,
                                   root_ca_pem=self.tls.ca_pem().decode())
         self._bootstrap(self.backend)

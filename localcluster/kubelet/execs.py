@@ -1,9 +1,10 @@
 """``kubectl exec`` and ``kubectl attach`` on the node: sessions the API server streams.
 
-exec runs the command in the container's namespaces (mount, PID, IPC, UTS: nsenter on
-the sandbox's init) under the container's own confinement: the same identity and
-capabilities (setpriv), the same seccomp filter (seccompexec.py installs it before the
-command), its environment and working directory. With a TTY the command gets a
+exec runs the command in the container's namespaces (mount, PID, IPC, UTS, and the user
+namespace of a non-privileged container: nsenter on the sandbox's init) under the
+container's own confinement: the same identity and capabilities (setpriv), the same
+seccomp filter (seccompexec.py installs it before the command), its environment and
+working directory. With a TTY the command gets a
 pseudo-terminal of its own as controlling terminal (``setsid -c``) and follows resizes.
 It joins the container's cgroup, so it counts against the container's limits.
 
@@ -67,8 +68,10 @@ def exec_argv(*, target_pid: int, confinement: Confinement, command: Sequence[st
     """The host command line that runs ``command`` inside the container (pure): in the
     namespaces, root and working directory of ``target_pid``, the container's main
     process."""
-    argv = [NSENTER, f"--target={target_pid}", "--mount", "--pid", "--ipc", "--uts",
-            "--root", "--wd", "--"]
+    argv = [NSENTER, f"--target={target_pid}", "--mount", "--pid", "--ipc", "--uts"]
+    if not confinement.privileged:  # its user namespace (userns.py) after the others
+        argv.append("--user")
+    argv += ["--root", "--wd", "--"]
     if tty:
         argv += [SETSID, "--ctty"]
     argv += setpriv_argv(confinement, setpriv=SETPRIV)

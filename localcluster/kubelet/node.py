@@ -88,6 +88,7 @@ class Node:
         volume_manager: OfflineResizes | None = None,
         eviction_hard_memory: str | None = pressure.DEFAULT_HARD,
         eviction_pressure_transition_period: float = pressure.DEFAULT_TRANSITION_PERIOD,
+        pod_pids_limit: int = -1,
     ) -> None:
         self.kube = kube
         self.name = name
@@ -112,6 +113,8 @@ class Node:
         # the empty cgroups under its parent, which must never be another cluster's, made a
         # moment before that cluster's container joins it.
         self.cgroups = CgroupManager(prefix=cgroup_prefix(data_dir))
+        self.pod_pids_limit = pod_pids_limit
+        """``podPidsLimit``: each pod's ``pids.max`` (-1: none)."""
         self.cpu_millis = (os.cpu_count() or 1) * 1000
         self.memory_bytes = _memory_bytes()
         self.memory_threshold = pressure.parse_threshold(eviction_hard_memory,

@@ -1,9 +1,12 @@
 """One container as a local process in its own mount and PID namespace (bubblewrap).
 
-The sandbox sees the host's /usr and /etc read-only, the project checkout and its
-Python read-only (so ``python -m importer`` runs the checkout's code), a private /tmp,
-/proc and /dev, and exactly the pod's volumes: directories bound at their
-``mountPath``, loop devices at their ``devicePath``. The network is the host's (pods
+The sandbox sees the host's /usr read-only, the entries of the host's /etc programs
+need (:data:`ETC_ENTRIES`; all of it when privileged) read-only, the project checkout
+and its Python read-only (so ``python -m importer`` runs the checkout's code), a private
+/tmp, /proc and /dev, and exactly the pod's volumes: directories bound at their
+``mountPath``, loop devices at their ``devicePath``. Once the mounts are made a
+non-privileged container enters a user namespace of its own (userns.py), so that no
+capability it is given reaches them. The network is the host's (pods
 bind their own 127.x address). Output (stdout and stderr, interleaved as a runtime
 would) goes to a bounded log file; the termination message is a host file bound at
 ``terminationMessagePath``.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fnmatch
 import glob
 import json
 import logging
@@ -23,6 +27,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -30,8 +35,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from localcluster.kubelet import eviction, logformat, memstats, seccomp
-from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits
+from localcluster.kubelet import eviction, logformat, memstats, seccomp, userns
+from localcluster.kubelet.cgroups import Cgroup, CgroupManager, Limits, PodCgroup
 from localcluster.kubelet.security import Confinement, setpriv_argv
 
 logger = logging.getLogger(__name__)
@@ -44,6 +49,11 @@ PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/bus", "
 write sysctls and the SysRq trigger by file mode alone, without any capability)."""
 SYS_MASKED = ("/sys/firmware", "/sys/kernel/debug", "/sys/kernel/security")
 """Hidden behind an empty read-only tmpfs, as containerd masks /sys/firmware."""
+SYS_VIRTUAL_BLOCK = "/sys/devices/virtual/block"
+"""The node's loop (and other virtual) block devices, each loop's ``loop/backing_file``
+naming the host file behind another pod's volume: hidden behind an empty read-only
+tmpfs but for the container's own Block volumes' devices (/sys/block, /sys/class/block
+and /sys/dev/block only link here)."""
 PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
                "/proc/latency_stats", "/proc/acpi", "/proc/scsi")
 """Hidden behind /dev/null (files) or an empty tmpfs (directories), as containerd's
@@ -90,6 +100,24 @@ class SandboxSpec:
     confinement: Confinement = field(default_factory=Confinement)
 
 
+ETC_ENTRIES = (
+    "alternatives", "ca-certificates", "ca-certificates.conf", "debian_version",
+    "ethertypes", "gai.conf", "host.conf", "hosts", "inputrc", "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d", "libnl-3", "libvirt", "locale.alias", "localtime", "magic",
+    "magic.mime", "mime.types", "netconfig", "networks", "nsswitch.conf", "os-release",
+    "protocols", "python3", "python3.*", "qemu", "resolv.conf", "rpc", "sasl2", "services",
+    "ssl", "terminfo", "timezone", "xattr.conf")
+"""What a non-privileged container sees of the host's /etc (glob patterns of its
+entries): what programs need to run (the dynamic loader's cache, name service and
+resolver configuration, CA certificates, time zone, Debian's alternatives, Python's and
+libvirt/QEMU's configuration), not the node's accounts (passwd, group, shadow), SSH keys,
+machine-id or tools' credentials (pip.conf, gitconfig, npmrc…)."""
+
+
+def _minimal_etc(spec: SandboxSpec) -> bool:
+    return not spec.confinement.privileged
+
+
 def _system_dir_is_tmpfs(path: str, targets: Sequence[str]) -> bool:
     return any(t.startswith(path + "/") and not os.path.lexists(t) for t in targets)
 
@@ -107,23 +135,29 @@ def _targets(spec: SandboxSpec) -> list[str]:
 def writable_tmpfs(spec: SandboxSpec) -> list[str]:
     """The sandbox's own writable tmpfs mounts, its writable layer (what counts against
     its ``ephemeral-storage`` limit): its root unless read-only, its private /tmp unless a
-    volume covers it, a system directory made a tmpfs to hold a volume."""
+    volume covers it, /usr when made a tmpfs to hold a volume (/etc, a tmpfs too, is made
+    read-only once its entries and volumes are in)."""
     targets = _targets(spec)
     out = [] if spec.confinement.read_only_root else ["/"]
     if _private_tmp(spec, targets) and "/tmp" not in targets:  # noqa: S108
         out.append("/tmp")  # noqa: S108
-    out += [d for d in ("/usr", "/etc") if _system_dir_is_tmpfs(d, targets)]
+    if _system_dir_is_tmpfs("/usr", targets):
+        out.append("/usr")
     return out
 
 
-def _system_dir(path: str, targets: Sequence[str]) -> list[str]:
+def _system_dir(path: str, targets: Sequence[str], *, only: Sequence[str] | None = None
+                ) -> list[str]:
     """Bind a host system directory read-only. When a volume must appear *inside* it
     (``/etc/cfg``), bwrap cannot create the mount point in a read-only bind, so the
-    directory becomes a tmpfs holding read-only binds of each of its entries instead."""
-    if not _system_dir_is_tmpfs(path, targets):
+    directory becomes a tmpfs holding read-only binds of each of its entries instead;
+    with ``only`` (glob patterns), of those entries alone."""
+    if only is None and not _system_dir_is_tmpfs(path, targets):
         return ["--ro-bind", path, path]
     argv = ["--tmpfs", path]
     for entry in sorted(os.listdir(path)):
+        if only is not None and not any(fnmatch.fnmatchcase(entry, p) for p in only):
+            continue
         full = os.path.join(path, entry)
         if os.path.islink(full):
             argv += ["--symlink", os.readlink(full), full]
@@ -151,6 +185,25 @@ def _hide_host_secrets() -> list[str]:
     return argv
 
 
+def _own_block_sysfs(mounts: Sequence[Mount]) -> list[str]:
+    """The sysfs directories, under :data:`SYS_VIRTUAL_BLOCK`, of the block devices the
+    container's volumeDevices are."""
+    out = []
+    for m in mounts:
+        if not m.device:
+            continue
+        try:
+            st = os.stat(m.host)
+        except OSError:
+            continue
+        if not stat.S_ISBLK(st.st_mode):
+            continue
+        real = os.path.realpath(f"/sys/dev/block/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}")
+        if real.startswith(SYS_VIRTUAL_BLOCK + "/") and real not in out:
+            out.append(real)
+    return out
+
+
 def _parents(path: str) -> list[str]:
     """``/a/b/c`` → ``["/a", "/a/b"]``."""
     parts = [p for p in path.split("/") if p]
@@ -171,8 +224,12 @@ def _proc_confinement() -> list[str]:
 
 
 def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
-               seccomp_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None, userns_fd: int | None = None) -> list[str]:
     """The bubblewrap command line for ``spec``.
+
+    With ``userns_fd`` (every container but a privileged one) bubblewrap enters that user
+    namespace once the mounts are made, before the command runs (userns.py: the
+    container then holds no capability over its mounts).
 
     Every writable mount in the sandbox is ``nodev`` (bubblewrap mounts its tmpfs and
     plain binds so); /dev itself is read-only once the pod's devices are in it, so no
@@ -182,8 +239,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
     conf = spec.confinement
     targets = _targets(spec)
     argv = [BWRAP]
-    for system_dir in ("/usr", "/etc"):
-        argv += _system_dir(system_dir, targets)
+    argv += _system_dir("/usr", targets)
+    argv += _system_dir("/etc", targets, only=ETC_ENTRIES if _minimal_etc(spec) else None)
     argv += _hide_host_secrets()
     argv += [
         "--symlink", "usr/bin", "/bin",
@@ -207,6 +264,11 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
             for path in SYS_MASKED:
                 if os.path.isdir(path):
                     argv += ["--tmpfs", path, "--remount-ro", path]
+            if os.path.isdir(SYS_VIRTUAL_BLOCK):
+                argv += ["--tmpfs", SYS_VIRTUAL_BLOCK]
+                for own in _own_block_sysfs(spec.mounts):
+                    argv += ["--ro-bind", own, own]
+                argv += ["--remount-ro", SYS_VIRTUAL_BLOCK]
     if _private_tmp(spec, targets):
         argv += ["--perms", "1777", "--tmpfs", "/tmp"]  # noqa: S108 - private /tmp
     else:  # as in an image: /tmp is there, read-only with the rest of the root
@@ -233,6 +295,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
     argv += binds
     if not conf.privileged:
         argv += ["--remount-ro", "/dev"]
+    if _minimal_etc(spec) or _system_dir_is_tmpfs("/etc", targets):
+        argv += ["--remount-ro", "/etc"]
     if conf.read_only_root:
         argv += ["--remount-ro", "/"]
     if spec.cwd:
@@ -241,6 +305,8 @@ def bwrap_argv(spec: SandboxSpec, *, info_fd: int | None = None,
         argv += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if userns_fd is not None:
+        argv += ["--userns2", str(userns_fd)]
     argv += ["--", *setpriv_argv(conf, setpriv=SETPRIV), *spec.argv]
     return argv
 
@@ -342,12 +408,15 @@ class Container:
     """A started sandbox. ``wait``/``poll`` give the exit code; ``stop`` ends it."""
 
     def __init__(self, spec: SandboxSpec, *, cgroups: CgroupManager | None = None,
-                 name: str = "container", on_exit: Callable[[], None] | None = None) -> None:
+                 name: str = "container", on_exit: Callable[[], None] | None = None,
+                 pod_cgroup: PodCgroup | None = None) -> None:
         self.spec = spec
         self.name = name
         self._on_exit = on_exit
         """Called (from a thread of its own) once the container's process has exited."""
         self._cgroups = cgroups
+        self._pod_cgroup = pod_cgroup
+        """The pod's pids cgroup (podPidsLimit), joined with the container's own."""
         self._cgroup: Cgroup | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: LogWriter | None = None
@@ -358,7 +427,8 @@ class Container:
         if shutil.which(BWRAP) is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         if self._cgroups is not None:
-            self._cgroup = self._cgroups.create(self.name, self.spec.limits)
+            self._cgroup = self._cgroups.create(self.name, self.spec.limits,
+                                                pod=self._pod_cgroup)
         if not os.path.exists(SETPRIV):
             raise SandboxError(f"{SETPRIV} (util-linux) is not installed")
         conf = self.spec.confinement
@@ -366,10 +436,17 @@ class Container:
             filter_fd = seccomp.filter_fd(conf.caps) if conf.seccomp else None
         except (OSError, ImportError) as err:
             raise SandboxError(f"cannot build the seccomp filter: {err}") from err
+        try:
+            userns_fd = None if conf.privileged else userns.identity_userns()
+        except userns.UsernsError as err:
+            if filter_fd is not None:
+                os.close(filter_fd)
+            self.cleanup()
+            raise SandboxError(str(err)) from err
         log_r, log_w = os.pipe()
         info_r, info_w = os.pipe()
         cgroup = self._cgroup
-        extra_fds = (info_w,) if filter_fd is None else (info_w, filter_fd)
+        extra_fds = tuple(fd for fd in (info_w, filter_fd, userns_fd) if fd is not None)
 
         def child_setup() -> None:
             if cgroup is not None:
@@ -378,7 +455,8 @@ class Container:
         os.makedirs(os.path.dirname(self.spec.log_path), exist_ok=True)
         try:
             self._proc = subprocess.Popen(
-                bwrap_argv(self.spec, info_fd=info_w, seccomp_fd=filter_fd),
+                bwrap_argv(self.spec, info_fd=info_w, seccomp_fd=filter_fd,
+                           userns_fd=userns_fd),
                 stdin=subprocess.DEVNULL, stdout=log_w, stderr=log_w,
                 env=dict(self.spec.env), pass_fds=extra_fds,
                 preexec_fn=child_setup if cgroup is not None else None,
@@ -391,7 +469,7 @@ class Container:
                 os.close(fd)
             raise SandboxError(f"cannot start bwrap: {err}") from err
         finally:
-            for end in (log_w, info_w, filter_fd):
+            for end in (log_w, info_w, filter_fd, userns_fd):
                 if end is not None:
                     with contextlib.suppress(OSError):
                         os.close(end)

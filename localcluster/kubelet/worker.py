@@ -37,7 +37,7 @@ from localcluster.kubelet import (
     security,
     status,
 )
-from localcluster.kubelet.cgroups import CgroupManager, Limits
+from localcluster.kubelet.cgroups import CgroupManager, Limits, PodCgroup
 from localcluster.kubelet.env import ConfigError, container_env
 from localcluster.kubelet.sandbox import Container, Mount, SandboxError, SandboxSpec
 
@@ -69,6 +69,7 @@ class NodeServices(Protocol):
     images: images.ImageTable
     backoff: restarts.BackoffSettings
     cgroups: CgroupManager
+    pod_pids_limit: int
     shutdown_grace: float
     python: str
     default_path: str
@@ -144,6 +145,8 @@ class PodWorker(threading.Thread):
         self.init_slots = [self._slot(c, init=True) for c in spec.get("initContainers") or []]
         self.slots = [self._slot(c, old=old.get(c.get("name"))) for c in spec["containers"]]
         self._volumes: dict[str, podvolumes.HostVolume] | None = None
+        self._pod_cgroup: PodCgroup | None = None
+        """The pod's pids.max (podPidsLimit), made when the worker starts."""
         self._env: dict[str, dict[str, str]] = {}
         self._tokens: list[podvolumes.ProjectedToken] = []
         self._mint: Callable[..., str] = str
@@ -171,6 +174,7 @@ class PodWorker(threading.Thread):
         try:
             self.pod_ip = self.node.pod_ips.allocate(self.uid)
             os.makedirs(self.pod_dir, exist_ok=True)
+            self._pod_cgroup = self.node.cgroups.pod(self.uid, self.node.pod_pids_limit)
             while not self.stopping.is_set():
                 current = self.node.pods.get(self.name, self.namespace)
                 if current is None or current["metadata"]["uid"] != self.uid:
@@ -199,6 +203,8 @@ class PodWorker(threading.Thread):
             for slot in self.init_slots + self.slots:
                 if slot.process is not None:
                     slot.process.cleanup()
+            if self._pod_cgroup is not None:
+                self._pod_cgroup.remove()
             self.finished.set()
             self.node.worker_done(self, completed=self._completed)
 
@@ -411,7 +417,7 @@ class PodWorker(threading.Thread):
             termination_path=c.get("terminationMessagePath") or "/dev/termination-log",
             limits=self._limits(c), hostname=self.name[:63], confinement=confinement,
         )
-        slot.process = Container(spec, cgroups=self.node.cgroups,
+        slot.process = Container(spec, cgroups=self.node.cgroups, pod_cgroup=self._pod_cgroup,
                                  name=f"{self.uid}-{name}-{slot.instance}", on_exit=self.wake)
         try:
             slot.process.start()

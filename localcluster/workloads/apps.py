@@ -11,6 +11,7 @@ from typing import Any
 
 from localcluster.kube import client
 from localcluster.kube.client import Kube, KubeError
+from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
 from localcluster.kube.times import now
 from localcluster.workloads import deployments, replicasets, shared
@@ -28,6 +29,10 @@ class AppsController:
         self.deployments, self.replicasets, self.daemonsets = (deployments, replicasets,
                                                                daemonsets)
         self.pods, self.nodes = pods, nodes
+        self.events = {client.REPLICASETS.plural: EventRecorder(
+                           kube, component="replicaset-controller"),
+                       client.DAEMONSETS.plural: EventRecorder(
+                           kube, component="daemonset-controller")}
         self.loop = Loop("apps", self.reconcile,
                          informers=(deployments, replicasets, daemonsets, pods, nodes))
         # Writes not yet seen by an informer ((plural, ns, name) -> (time, object or None
@@ -142,7 +147,20 @@ class AppsController:
                    plan: shared.Plan) -> None:
         ns, name = _ns(owner), owner["metadata"]["name"]
         for pod in plan.create:
-            created = self.kube.create(client.PODS, dict(pod), ns)
+            try:
+                created = self.kube.create(client.PODS, dict(pod), ns)
+            except KubeError as err:
+                if err.status != 403:
+                    raise
+                # as upstream's controllers: refused (PodSecurity), so said on the owner
+                recorder = self.events.get(res.plural)
+                if recorder is not None:
+                    recorder.emit(owner, "Warning", "FailedCreate",
+                                  f"Error creating: {err.message}", api_version="apps/v1",
+                                  kind="ReplicaSet" if res is client.REPLICASETS
+                                  else "DaemonSet")
+                logger.warning("%s %s/%s: %s", res.plural, ns, name, err.message)
+                break
             self._remember("pods", ns, created["metadata"]["name"], created)
             logger.info("%s %s/%s: created pod %s", res.plural, ns, name,
                         created["metadata"]["name"])

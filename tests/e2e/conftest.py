@@ -9,13 +9,15 @@ import pytest
 
 from localcluster.cluster import Cluster
 from localcluster.kube.client import Kube
+from rootdisk.cmd_cluster import POD_PIDS_LIMIT
 from tests.e2e import kit
 from tests.localcluster.clusterkit import running
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running(str(tmp_path_factory.mktemp("e2e")), manifests=kit.MANIFESTS) as c:
+    with running(str(tmp_path_factory.mktemp("e2e")), manifests=kit.MANIFESTS,
+                 pod_pids_limit=POD_PIDS_LIMIT) as c:
         kube = kit.cluster_kube(c)
         kit.wait_operator_ready(kube)
         yield c

@@ -345,3 +345,26 @@ def test_checksums(kube: Kube, ns: str, http_server: HttpServer,
              timeout=30, what="ImportFailed event")
     reasons = [e["reason"] for e in kit.events_for(kube, ns, uid)]
     assert reasons.count("ImportFailed") == 1
+
+
+def test_import_into_a_namespace_enforcing_restricted(kube: Kube, http_server: HttpServer,
+                                                       images: ImageFactory) -> None:
+    """The importer pod is admissible where PodSecurity enforces "restricted", as
+    upstream's (issue 24), while a privileged pod there is refused."""
+    ns = kit.namespace(kube, prefix="restricted")
+    kube.patch(client.NAMESPACES, ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    with pytest.raises(KubeError) as refused:
+        kube.create(client.PODS, {"apiVersion": "v1", "kind": "Pod",
+                                  "metadata": {"name": "root"},
+                                  "spec": {"containers": [{"name": "c", "image": "x",
+                                           "securityContext": {"privileged": True}}]}}, ns)
+    assert refused.value.status == 403
+    assert 'violates PodSecurity "restricted:latest": privileged' in str(refused.value)
+    url = http_server.publish(images.get("qcow2").path, "restricted.qcow2")
+    kube.create(kit.DVS, kit.datavolume("disk", {"http": {"url": url}},
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "disk", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "disk", ns)))

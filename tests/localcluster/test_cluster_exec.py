@@ -321,3 +321,24 @@ def test_port_forward_needs_create_on_pods_portforward(cluster: Cluster, kube: K
                 "system:serviceaccount:default:forwarder", timeout=60)
     assert r.returncode != 0
     assert 'cannot create resource "pods/portforward"' in r.stderr, r.stderr
+
+
+def test_exec_into_a_sys_admin_pod_cannot_remount_host_mounts(cluster: Cluster,
+                                                              kube: Kube) -> None:
+    """kubectl exec joins the container's user namespace too (issue 24): a command run
+    with the container's SYS_ADMIN holds no power over its mounts either."""
+    p = pod("admin-box", "print", "up", "sleep", "600", grace=0)
+    p["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
+    kube.create(client.PODS, p, "default")
+    wait_for(lambda: "up" in try_logs(kube, "admin-box"), timeout=60, what="admin-box up")
+    script = ("mount -o remount,rw /usr; echo usr=$?; mount -o remount,rw /etc; echo etc=$?;"
+              " mount -o remount,rw /sys; echo sys=$?; umount /etc/shadow; echo shadow=$?;"
+              " grep CapEff /proc/self/status")
+    try:
+        r = kubectl(cluster, "exec", "admin-box", "--", "sh", "-c", script)
+    finally:
+        kube.delete(client.PODS, "admin-box", "default")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[:4] == ["usr=32", "etc=32", "sys=32", "shadow=32"], r.stdout + r.stderr
+    assert int(out[4].split()[1], 16) & (1 << 21)  # it does hold CAP_SYS_ADMIN

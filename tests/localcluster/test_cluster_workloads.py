@@ -177,3 +177,25 @@ def test_bad_manifest_fails_start_with_file_and_object(tmp_path) -> None:
     again = Cluster(str(tmp_path / "state"), options(manifests=str(tmp_path / "none")))
     again.start()
     again.stop()
+
+
+def test_a_replica_set_refused_by_pod_security_says_so(kube: Kube) -> None:
+    """In a namespace enforcing "restricted" a Deployment is admitted (with a warning) but
+    its pods are not: the ReplicaSet records upstream's FailedCreate event with the
+    PodSecurity refusal, and no pod runs."""
+    kube.create(client.NAMESPACES, {"metadata": {"name": "locked", "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}})
+    kube.create(client.DEPLOYMENTS, deployment("web", "locked", "sleep", "600"), "locked")
+
+    def failed_create() -> list[dict]:
+        return [e for e in kube.list(client.EVENTS, "locked")["items"]
+                if e["reason"] == "FailedCreate"
+                and e["involvedObject"]["kind"] == "ReplicaSet"]
+
+    (event, *_) = wait_for(failed_create, timeout=60, what="FailedCreate")
+    assert event["type"] == "Warning"
+    assert event["message"].startswith('Error creating: pods "web-')
+    assert 'is forbidden: violates PodSecurity "restricted:latest": ' \
+        "allowPrivilegeEscalation != false" in event["message"]
+    assert event["source"]["component"] == "replicaset-controller"
+    assert owned_pods(kube, "locked", "web") == []

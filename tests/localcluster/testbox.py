@@ -24,6 +24,8 @@ Attempts, each printing ``NAME: OK`` or ``NAME: <errno name>`` (never failing th
     try-open PATH                       open and read 512 bytes (prints their sha256)
     try-write PATH TEXT                 create/overwrite PATH
     try-unshare-user                    unshare(CLONE_NEWUSER)
+    try-unshare-mount                   unshare(CLONE_NEWNS): later steps run in the copy
+    try-umount PATH                     umount2(PATH, 0)
     find-in-proc RELPATH                open /proc/*/root/RELPATH for every visible pid
 """
 
@@ -218,6 +220,10 @@ def main(words: list[str]) -> None:
             _attempt("write", _write, path, text)
         elif word == "try-unshare-user":
             _attempt("unshare", _libc_call, "unshare", 0x10000000)
+        elif word == "try-unshare-mount":
+            _attempt("unshare", _libc_call, "unshare", 0x00020000)
+        elif word == "try-umount":
+            _attempt("umount", _libc_call, "umount2", next(it).encode(), 0)
         elif word == "find-in-proc":
             rel = next(it)
             _attempt("find", _find_in_proc, rel)

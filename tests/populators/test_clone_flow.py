@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from localcluster.apiserver.admission import podsecurity_checks as psa
 from populators import claims, clone_pods, clone_snapshot, flow
 from populators.cdiconfig import CdiConfig
 from populators.clone_populator import SOURCE_CLAIM_KEY, ClonePopulator
@@ -187,6 +188,8 @@ def test_pods_pairings_and_confinement() -> None:
             assert c["securityContext"]["runAsUser"] == 107
             assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
             assert pod["spec"]["securityContext"]["fsGroup"] == 107
+            # admissible in a namespace enforcing "restricted", as upstream's (issue 24)
+            assert psa.evaluate(psa.RESTRICTED, None, pod["metadata"], pod["spec"]) == []
             # no key material in the pod spec: only the Secret's name
             assert "PRIVATE KEY" not in str(pod) and "CERTIFICATE" not in str(pod)
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from importer.config import from_env
+from localcluster.apiserver.admission import podsecurity_checks as psa
 from populators import cdiconfig, import_source, importer_pod, progress
 from populators.cdiconfig import CdiConfig
 from populators.flow import SourceError
@@ -54,6 +55,8 @@ def test_importer_pod_matches_upstream() -> None:
                                       "k8s.v1.cni.cncf.io/networks": "net1"})
     meta, spec = pod["metadata"], pod["spec"]
     assert meta["name"] == f"importer-prime-{UID}" and meta["namespace"] == "ns"
+    # admissible in a namespace enforcing "restricted", as upstream's (issue 24)
+    assert psa.evaluate(psa.RESTRICTED, None, meta, spec) == []
     assert meta["ownerReferences"][0]["uid"] == "puid"
     assert meta["labels"]["app"] == "containerized-data-importer"
     assert meta["annotations"]["k8s.v1.cni.cncf.io/networks"] == "net1"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from localcluster.apiserver.admission import podsecurity_checks as psa
 from populators.cdiconfig import CdiConfig
 from populators.flow import SourceError
 from populators.importer_pod import Settings
@@ -67,6 +68,8 @@ def test_the_upload_server_pod_is_confined_like_the_importer() -> None:
     assert vols["cdi-upload-tls"]["secret"]["secretName"] == f"cdi-upload-{PRIME}"
     # the claim's request, and 1 MiB for the spool's directory and the filesystem's blocks
     assert vols["cdi-scratch-vol"]["emptyDir"] == {"sizeLimit": str(2 * 2**30 + 2**20)}
+    # admissible in a namespace enforcing "restricted", as upstream's (issue 24)
+    assert psa.evaluate(psa.RESTRICTED, None, pod["metadata"], pod["spec"]) == []
     # the certificate reaches the pod only through the Secret
     assert "BEGIN" not in json.dumps(pod)
 

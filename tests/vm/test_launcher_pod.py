@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from localcluster.apiserver.admission import podsecurity_checks as psa
 from vm.vmi.claims import ClaimView, DiskClaim, disk_claims, readiness
 from vm.vmi.overhead import Mi, ResourceError, memory_overhead, pod_resources
 from vm.vmi.pod import LauncherConfig, binding_pod, launcher_pod
@@ -93,6 +94,14 @@ def test_launcher_pod() -> None:
     assert ps["restartPolicy"] == "Never" and ps["terminationGracePeriodSeconds"] == 40
     assert ps["securityContext"]["fsGroup"] == 107 and ps["automountServiceAccountToken"] is False
     compute, console = ps["containers"]
+    # PodSecurity (issue 24): upstream's launcher sets a seccomp profile only when KubeVirt
+    # is configured with one, so it is not "restricted" either; this one also mounts its
+    # socket directory from the node (hostPath), which "baseline" refuses: a VM needs a
+    # namespace whose enforce level is privileged (or unlabelled).
+    assert psa.evaluate(psa.BASELINE, None, meta, ps) == [
+        ("hostPath volumes", 'volume "sockets"')]
+    assert [r for r, _ in psa.evaluate(psa.RESTRICTED, None, meta, ps)] == [
+        "restricted volume types", "seccompProfile"]
     assert compute["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert compute["securityContext"]["runAsUser"] == 107
     assert compute["securityContext"]["allowPrivilegeEscalation"] is False

@@ -205,10 +205,10 @@ def test_volume_inside_etc(tmp_path) -> None:
     vol = tmp_path / "certs"
     vol.mkdir()
     (vol / "tls.crt").write_text("cert")
-    code, log = run(spec(tmp_path, "read", "/etc/webhook/certs/tls.crt", "read", "/etc/hostname",
+    code, log = run(spec(tmp_path, "read", "/etc/webhook/certs/tls.crt", "read", "/etc/hosts",
                          mounts=[Mount(str(vol), "/etc/webhook/certs", read_only=True)]))
     assert code == 0, log
-    with open("/etc/hostname") as fh:
+    with open("/etc/hosts") as fh:
         assert log == f"read: cert\nread: {fh.read()}\n"
 
 
@@ -280,7 +280,8 @@ def test_writable_usage_is_what_the_sandbox_wrote_into_its_own_tmpfs(tmp_path) -
 
 def test_a_read_only_root_has_no_writable_layer_unless_a_volume_makes_one(tmp_path) -> None:
     """Read-only root: no tmpfs of its own to write in, so nothing counts (its volume's
-    bytes are the volume's); a volume inside /etc makes /etc a tmpfs, which counts."""
+    bytes are the volume's); a volume inside /usr makes /usr a tmpfs, which counts; /etc
+    is a tmpfs made read-only, which does not."""
     vol = tmp_path / "vol"
     vol.mkdir()
     ro = Confinement(read_only_root=True)
@@ -298,4 +299,7 @@ def test_a_read_only_root_has_no_writable_layer_unless_a_volume_makes_one(tmp_pa
     assert writable_tmpfs(at_tmp) == ["/"]
     in_etc = spec(tmp_path, "exit", "0", mounts=[Mount(str(vol), "/etc/webhook/certs")],
                   confinement=ro)
-    assert writable_tmpfs(in_etc) == ["/etc"]
+    assert writable_tmpfs(in_etc) == []
+    in_usr = spec(tmp_path, "exit", "0", mounts=[Mount(str(vol), "/usr/share/extra")],
+                  confinement=ro)
+    assert writable_tmpfs(in_usr) == ["/usr"]

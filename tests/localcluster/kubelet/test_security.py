@@ -232,13 +232,17 @@ def test_exec_argv_joins_the_container_with_its_confinement() -> None:
     conf = Confinement(uid=107, gid=107, caps=frozenset())
     argv = exec_argv(target_pid=42, confinement=conf, command=["sh", "-c", "id"], tty=True,
                      python="/py", seccomp_fd=7)
-    assert argv[:9] == ["/usr/bin/nsenter", "--target=42", "--mount", "--pid", "--ipc",
-                        "--uts", "--root", "--wd", "--"]
-    assert argv[9:11] == ["/usr/bin/setsid", "--ctty"]
-    rest = argv[11:]
+    assert argv[:10] == ["/usr/bin/nsenter", "--target=42", "--mount", "--pid", "--ipc",
+                         "--uts", "--user", "--root", "--wd", "--"]
+    assert argv[10:12] == ["/usr/bin/setsid", "--ctty"]
+    rest = argv[12:]
     assert rest[:rest.index("--") + 1] == setpriv_argv(conf, setpriv="/usr/bin/setpriv")
     assert rest[rest.index("--") + 1:] == ["/py", "-I", "-S", HELPER, "7", "--",
                                            "sh", "-c", "id"]
     plain = exec_argv(target_pid=42, confinement=conf, command=["ls"], tty=False,
                       python="/py", seccomp_fd=None)
     assert "/usr/bin/setsid" not in plain and HELPER not in plain and plain[-1] == "ls"
+    # a privileged container has no user namespace of its own to enter
+    privileged = exec_argv(target_pid=42, confinement=Confinement(privileged=True),
+                           command=["ls"], tty=False, python="/py", seccomp_fd=None)
+    assert "--user" not in privileged
