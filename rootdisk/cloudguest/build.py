@@ -207,9 +207,13 @@ def _configure(tree: Path) -> None:
         path.write_text(text)
     for key in (tree / "etc/ssh").glob("ssh_host_*"):
         key.unlink()  # every VM makes its own (cloud-init's ssh module)
-    chroot = ["chroot", str(tree), "systemctl", "--quiet"]
-    run([*chroot, "enable", *recipe.ENABLED_UNITS])
-    run([*chroot, "mask", *recipe.MASKED_UNITS])
+    for rel, text in recipe.DIVERTED.items():
+        run(["chroot", str(tree), "dpkg-divert", "--local", "--rename", "--add", f"/{rel}"])
+        (tree / rel).write_text(text)
+        (tree / rel).chmod(0o755)
+    systemctl = ["chroot", str(tree), "systemctl", "--quiet"]
+    run([*systemctl, "enable", *recipe.ENABLED_UNITS])
+    run([*systemctl, "mask", *recipe.MASKED_UNITS])
     for leftover in ("var/log/cloud-init.log", "etc/resolv.conf.bak"):
         (tree / leftover).unlink(missing_ok=True)
 

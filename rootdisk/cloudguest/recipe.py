@@ -168,8 +168,28 @@ WAIT_ONLINE_DROPIN = (
     "[Service]\nExecStart=\n"
     "ExecStart=/lib/systemd/systemd-networkd-wait-online --any --timeout=20\n"
 )
-# Host keys are cloud-init's job; when cloud-init is off (no seed disk) sshd still starts.
-SSH_KEYGEN_DROPIN = "[Service]\nExecStartPre=/usr/bin/ssh-keygen -A\n"
+# Host keys are cloud-init's job (its unit runs before sshd-keygen.service); when cloud-init
+# made none (no seed disk) this one-shot makes them, so sshd still starts.
+SSHD_KEYGEN_UNIT = """[Unit]
+Description=OpenSSH host keys, when cloud-init made none
+ConditionPathExistsGlob=!/etc/ssh/ssh_host_*_key
+Before=ssh.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+"""
+SSH_AFTER_KEYGEN = "[Unit]\nWants=sshd-keygen.service\nAfter=sshd-keygen.service\n"
+# cloud-init's entry point without Debian's console-script wrapper, whose
+# importlib.metadata lookup of the distribution costs seconds per stage under TCG
+# (the original stays as /usr/bin/cloud-init.distrib, a dpkg diversion).
+CLOUD_INIT_ENTRY = """#!/usr/bin/python3
+import sys
+
+from cloudinit.cmd.main import main
+
+sys.exit(main())
+"""
 JOURNALD_DROPIN = "[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n"
 
 
@@ -208,12 +228,16 @@ def root_files() -> dict[str, str]:
             WAIT_ONLINE_DROPIN
         ),
         "etc/systemd/journald.conf.d/rootdisk.conf": JOURNALD_DROPIN,
-        "etc/systemd/system/ssh.service.d/rootdisk.conf": SSH_KEYGEN_DROPIN,
+        "etc/systemd/system/sshd-keygen.service": SSHD_KEYGEN_UNIT,
+        "etc/systemd/system/ssh.service.d/rootdisk.conf": SSH_AFTER_KEYGEN,
         "etc/fstab": fstab(),
         "etc/hostname": HOSTNAME + "\n",
         "etc/hosts": f"127.0.0.1 localhost\n127.0.1.1 {HOSTNAME}\n::1 localhost\n",
         "etc/machine-id": "",  # each VM makes its own at first boot
     }
+
+
+DIVERTED = {"usr/bin/cloud-init": CLOUD_INIT_ENTRY}  # path -> the image's own version
 
 
 def syslinux_cfg(kernel: str, initrd: str) -> str:
@@ -279,6 +303,7 @@ def cache_key(versions: Mapping[str, str], extra: Iterable[str] = ()) -> str:
         "enabled": ENABLED_UNITS,
         "files": root_files(),
         "initramfs": initramfs_files(),
+        "diverted": DIVERTED,
         "syslinux": syslinux_cfg("K", "I"),
         "versions": sorted(versions.items()),
         "extra": list(extra),
