@@ -143,13 +143,16 @@ def cmd_ssh(args: argparse.Namespace) -> int:
         except kubeconfig.KubeconfigNotFound as err:
             return _fail("ssh", str(err))
         ns = kubeconfig.namespace(args.namespace, found)
-    identity = args.identity_file
-    if identity is None:
-        from localcluster.cluster import default_data_dir
-        try:
+    identity, extra = args.identity_file, list(args.local_ssh_opts)
+    from localcluster.cluster import default_data_dir
+    try:
+        if identity is None:
             identity = vmkeys.find_key(default_data_dir(), ns, target.name)
-        except vmkeys.UnusableKey as err:
-            return _fail("ssh", str(err))
+        known_hosts = vmkeys.find_known_hosts(default_data_dir(), ns, target.name)
+    except vmkeys.UnusableKey as err:
+        return _fail("ssh", str(err))
+    if known_hosts is not None and not any("knownhostsfile" in o.lower() for o in extra):
+        extra = ["-o", f"UserKnownHostsFile={known_hosts}", *extra]
     ssh = shutil.which("ssh")
     if ssh is None:
         return _fail("ssh", "no ssh client on PATH (Debian: openssh-client)")
@@ -158,7 +161,7 @@ def cmd_ssh(args: argparse.Namespace) -> int:
             ssh=ssh, rootdisk=_self_command(), target=target, namespace=ns, port=args.port,
             user=user or args.username or vmtarget.default_user(os.environ),
             identity=identity, kubeconfig=args.kubeconfig, command=args.command,
-            extra=args.local_ssh_opts)
+            extra=extra)
     except vmtarget.TargetError as err:
         return _fail("ssh", str(err))
     sys.stdout.flush()

@@ -1,11 +1,17 @@
 """``make demo``: what users come for, on this machine, end to end.
 
 1. start the embedded cluster (``rootdisk up``, left running in the background);
-2. build a small guest image (a qcow2 whose boot sector greets on the serial port) and
-   serve it over loopback HTTP;
-3. apply a VirtualMachine whose root disk is a dataVolumeTemplate importing that image;
-4. show the import's progress, wait for the VM to run, print the guest's console;
-5. leave the cluster up and print the kubeconfig and what to try next.
+2. build (once, then cached) a Debian 12 cloud guest, a qcow2 that takes its user, key
+   and network from cloud-init as a user's cloud image does, and serve it over loopback
+   HTTP;
+3. make the demo's SSH keys (a login key for you, a host key for the guest) under the
+   cluster's data dir, where ``rootdisk ssh`` finds them for this VM;
+4. apply a Secret with the cloud-init user-data and a VirtualMachine whose root disk is
+   a dataVolumeTemplate importing that image, its cloud-init from the Secret;
+5. show the import's progress, wait for the VM to run, then log in with
+   ``rootdisk ssh`` (through the API server's ``portforward`` subresource) and print the
+   guest's ``uname -a`` and ``cloud-init status``;
+6. leave the cluster and the VM up: ``rootdisk ssh vm/demo`` logs in again.
 
 ``make demo STOP=1`` (``--stop``) tears the cluster down. Every wait is bounded.
 """
@@ -15,10 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,42 +31,84 @@ from pathlib import Path
 from typing import Any
 
 MiB = 1024 * 1024
-GREETING = "Hello from rootdisk: this guest booted from an imported DataVolume"
 VM_NAME = "demo"
 NAMESPACE = "default"
+SECRET = f"{VM_NAME}-cloudinit"
 
 
 class DemoError(Exception):
     """A step did not complete; the message says which and what was seen."""
 
 
-def boot_sector(text: str) -> bytes:
-    """A 512-byte MBR that writes ``text`` + CRLF to COM1 (port 0x3f8), then halts."""
-    msg = text.encode("ascii") + b"\r\n\x00"
-    code = bytearray(b"\xfa\x31\xc0\x8e\xd8")          # cli; xor ax,ax; mov ds,ax
-    si_at = len(code) + 1
-    code += b"\xbe\x00\x00\xba\xf8\x03"                 # mov si,msg; mov dx,0x3f8
-    loop = len(code)
-    code += b"\xac\x84\xc0\x74\x03\xee"                 # lodsb; test al,al; jz +3; out dx,al
-    code += bytes([0xEB, (loop - (len(code) + 2)) & 0xFF])  # jmp loop
-    code += b"\xf4\xeb\xfd"                             # hlt; jmp hlt
-    struct.pack_into("<H", code, si_at, 0x7C00 + len(code))
-    code += msg
-    if len(code) > 510:
-        raise ValueError("greeting too long for a boot sector")
-    return bytes(code).ljust(510, b"\x00") + b"\x55\xaa"
+def guest_image() -> Path:
+    """The Debian cloud guest's qcow2 (built once, ~2 min, then cached by its content)."""
+    from rootdisk.cloudguest import CloudGuestError, build_cloud_guest
+    try:
+        return build_cloud_guest()
+    except CloudGuestError as err:
+        raise DemoError(f"building the Debian cloud guest: {err}") from None
 
 
-def build_guest(workdir: Path) -> Path:
-    raw = workdir / "guest.raw"
-    with raw.open("wb") as f:
-        f.write(boot_sector(GREETING))
-        f.truncate(64 * MiB)
-    qcow2 = workdir / "www" / "guest.qcow2"
-    qcow2.parent.mkdir(exist_ok=True)
-    subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", str(raw),
-                    str(qcow2)], check=True)
-    return qcow2
+def login_user() -> str:
+    """Who ``rootdisk ssh vm/demo`` logs in as (its own default: $USER, $USERNAME,
+    $LOGNAME, else this process's user)."""
+    import pwd
+
+    from rootdisk.vmtarget import default_user
+    return default_user(os.environ) or pwd.getpwuid(os.getuid()).pw_name
+
+
+def _keygen(path: Path, comment: str) -> None:
+    if not path.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
+                        "-f", str(path)], check=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    os.chmod(path, 0o600)
+
+
+def ssh_keys(data_dir: str) -> Path:
+    """The demo's key directory (``<data dir>/ssh/<ns>/<vm>``, 0700): ``id_ed25519``, the
+    key ``rootdisk ssh`` logs in with, ``host_ed25519``, the guest's host key (cloud-init
+    installs it), and ``known_hosts``, which says so (``rootdisk ssh`` trusts it for this
+    VM). Made once and kept: a new demo VM has the same keys."""
+    from rootdisk import vmkeys
+    directory = Path(vmkeys.key_path(data_dir, NAMESPACE, VM_NAME)).parent
+    directory.mkdir(parents=True, exist_ok=True)
+    for each in (directory, *directory.parents):
+        if each == Path(data_dir):
+            break
+        os.chmod(each, 0o700)
+    _keygen(directory / "id_ed25519", f"rootdisk-demo-login@{VM_NAME}")
+    _keygen(directory / "host_ed25519", f"rootdisk-demo-host@{VM_NAME}")
+    host = (directory / "host_ed25519.pub").read_text().split()
+    known = directory / "known_hosts"
+    known.write_text(f"vm.{VM_NAME}.{NAMESPACE} {host[0]} {host[1]}\n")
+    os.chmod(known, 0o600)
+    return directory
+
+
+def user_data(keys: Path, user: str) -> str:
+    """The cloud-config: ``user`` with the demo's login key, the demo's host key, and
+    for root the sshd setting that lets a key in (the image allows no root login)."""
+    import json
+    login = (keys / "id_ed25519.pub").read_text().strip()
+    config: dict[str, Any] = {
+        "ssh_keys": {"ed25519_private": (keys / "host_ed25519").read_text(),
+                     "ed25519_public": (keys / "host_ed25519.pub").read_text().strip()},
+        "ssh_deletekeys": True,
+    }
+    if user == "root":
+        config["disable_root"] = False
+        config["users"] = [{"name": "root", "lock_passwd": True,
+                            "ssh_authorized_keys": [login]}]
+        config["write_files"] = [{"path": "/etc/ssh/sshd_config.d/10-rootdisk-demo.conf",
+                                  "content": "PermitRootLogin prohibit-password\n"}]
+        config["runcmd"] = [["systemctl", "reload", "ssh"]]
+    else:
+        config["users"] = [{"name": user, "shell": "/bin/bash", "lock_passwd": True,
+                            "sudo": "ALL=(ALL) NOPASSWD:ALL",
+                            "ssh_authorized_keys": [login]}]
+    return "#cloud-config\n" + json.dumps(config, indent=1) + "\n"
 
 
 @contextmanager
@@ -100,7 +146,8 @@ def wait(what: str, fn: Callable[[], Any], *, timeout: float, every: float = 1.0
     raise DemoError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
-def vm_manifest(url: str) -> dict[str, Any]:
+def vm_manifest(url: str, *, disk_size: int) -> dict[str, Any]:
+    mib = -(-disk_size // MiB)
     return {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": VM_NAME, "namespace": NAMESPACE},
@@ -109,15 +156,24 @@ def vm_manifest(url: str) -> dict[str, Any]:
             "dataVolumeTemplates": [{
                 "metadata": {"name": f"{VM_NAME}-rootdisk"},
                 "spec": {"source": {"http": {"url": url}},
-                         "storage": {"resources": {"requests": {"storage": "128Mi"}}}}}],
-            "template": {"spec": {
-                "terminationGracePeriodSeconds": 10,
-                "domain": {"cpu": {"cores": 1},
-                           "resources": {"requests": {"memory": "64Mi"}},
-                           "devices": {"disks": [{"name": "rootdisk", "bootOrder": 1,
-                                                  "disk": {"bus": "virtio"}}]}},
-                "volumes": [{"name": "rootdisk",
-                             "dataVolume": {"name": f"{VM_NAME}-rootdisk"}}]}},
+                         "storage": {"resources": {"requests": {"storage": f"{mib}Mi"}}}}}],
+            "template": {
+                "metadata": {"labels": {"app": VM_NAME}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 30,
+                    "domain": {"cpu": {"cores": 2},
+                               "resources": {"requests": {"memory": "1Gi"}},
+                               "devices": {
+                                   "disks": [{"name": "rootdisk", "bootOrder": 1,
+                                              "disk": {"bus": "virtio"}},
+                                             {"name": "cloudinit", "disk": {"bus": "virtio"}}],
+                                   "interfaces": [{"name": "default", "masquerade": {},
+                                                   "ports": [{"name": "ssh", "port": 22}]}]}},
+                    "networks": [{"name": "default", "pod": {}}],
+                    "volumes": [{"name": "rootdisk",
+                                 "dataVolume": {"name": f"{VM_NAME}-rootdisk"}},
+                                {"name": "cloudinit",
+                                 "cloudInitNoCloud": {"secretRef": {"name": SECRET}}}]}},
         },
     }
 
@@ -204,8 +260,9 @@ def components_ready(kube: Any) -> bool:
                           "rootdisk-cdi-operator"} <= ready
 
 
-def apply_vm(kube: Any, url: str) -> None:
-    from vm.kube import DVS, VMIS, VMS, KubeError
+def apply_vm(kube: Any, url: str, *, disk_size: int, userdata: str) -> None:
+    from vm.kube import DVS, VMIS, VMS, KubeError, Res
+    secrets = Res("", "v1", "secrets")
     if kube.get(VMS, VM_NAME, NAMESPACE) is not None:
         print(f"== replacing the VirtualMachine {VM_NAME} of an earlier demo")
         kube.delete(VMS, VM_NAME, NAMESPACE)
@@ -213,9 +270,15 @@ def apply_vm(kube: Any, url: str) -> None:
             kube.get(res, name, NAMESPACE) is None for res, name in (
                 (VMS, VM_NAME), (VMIS, VM_NAME), (DVS, f"{VM_NAME}-rootdisk"))),
              timeout=120)
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": SECRET, "namespace": NAMESPACE},
+              "stringData": {"userdata": userdata}}
+    if kube.get(secrets, SECRET, NAMESPACE) is not None:
+        kube.delete(secrets, SECRET, NAMESPACE)
+    kube.create(secrets, secret, NAMESPACE)
     for attempt in range(30):  # the webhook may take a moment after the APIService
         try:
-            kube.create(VMS, vm_manifest(url), NAMESPACE)
+            kube.create(VMS, vm_manifest(url, disk_size=disk_size), NAMESPACE)
             return
         except KubeError as err:
             if err.status not in (500, 503) or attempt == 29:
@@ -256,48 +319,86 @@ def wait_running(kube: Any, *, timeout: float) -> None:
     wait("the VM to run", running, timeout=timeout, every=0.5)
 
 
-def console_log(kubeconfig: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "rootdisk", "console", VM_NAME, "-n",
-                           NAMESPACE, "--log", "--kubeconfig", kubeconfig],
-                          capture_output=True, text=True, timeout=60, check=False)
-    return done.stdout
+def ssh_argv(kubeconfig: str, keys: Path, command: str) -> list[str]:
+    return [sys.executable, "-m", "rootdisk", "ssh", f"vm/{VM_NAME}", "-n", NAMESPACE,
+            "--kubeconfig", kubeconfig, "-i", str(keys / "id_ed25519"),
+            *(f"--local-ssh-opts={o}" for option in (
+                f"UserKnownHostsFile={keys / 'known_hosts'}", "StrictHostKeyChecking=yes",
+                "ConnectTimeout=20", "BatchMode=yes") for o in ("-o", option)),
+            "--command", command]
+
+
+def guest_says(kubeconfig: str, keys: Path, *, timeout: float) -> str:
+    """``uname -a`` and ``cloud-init status --wait`` from the guest, through
+    ``rootdisk ssh`` (retried while sshd is not up yet)."""
+    command = "uname -a; cloud-init status --wait"
+    last = ""
+
+    def attempt() -> str:
+        nonlocal last
+        done = subprocess.run(ssh_argv(kubeconfig, keys, command), capture_output=True,
+                              text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        return done.stdout if done.returncode == 0 and "status:" in done.stdout else ""
+
+    try:
+        out: str = wait("an SSH login to the guest", attempt, timeout=timeout, every=3)
+    except DemoError as err:
+        raise DemoError(f"{err}; ssh said: {last}") from None
+    return out
 
 
 def run(data_dir: str, *, timeout: float) -> int:
     from vm.kube import Kube, load_config
 
+    started = time.monotonic()
     kubeconfig = start_cluster(data_dir, timeout=timeout)
     kube = Kube(load_config(kubeconfig))
     try:
         print("== waiting for the operators (CDI, virt-controller, virt-api, virt-handler)")
         wait("the operators", lambda: components_ready(kube), timeout=timeout)
-        with tempfile.TemporaryDirectory(prefix="rootdisk-demo-") as tmp:
-            image = build_guest(Path(tmp))
-            print(f"== a guest image: {image.name}, {image.stat().st_size / 1024:.0f} KiB "
-                  "qcow2 (64 MiB virtual), its boot sector greets on the serial port")
-            with serve(image.parent) as base:
-                url = f"{base}/{image.name}"
-                print(f"== serving it at {url}")
-                print(f"== applying VirtualMachine {VM_NAME} (dataVolumeTemplate from {url})")
-                apply_vm(kube, url)
-                follow_import(kube, timeout=timeout)
+        print("== the guest: a Debian 12 cloud image (cloud-init, OpenSSH, qemu-guest-agent),"
+              " built from Debian's packages once, then cached")
+        image = guest_image()
+        disk_size = json_virtual_size(image)
+        print(f"   {image} ({image.stat().st_size / MiB:.0f} MiB qcow2,"
+              f" {disk_size / MiB:.0f} MiB virtual)")
+        keys = ssh_keys(data_dir)
+        user = login_user()
+        print(f"== SSH keys in {keys}: you log in as {user} with id_ed25519; the guest's host"
+              " key comes from there too (known_hosts)")
+        with serve(image.parent) as base:
+            url = f"{base}/{image.name}"
+            print(f"== serving it at {url}")
+            print(f"== applying Secret {SECRET} (cloud-init user-data) and VirtualMachine"
+                  f" {VM_NAME} (dataVolumeTemplate from that URL)")
+            apply_vm(kube, url, disk_size=disk_size, userdata=user_data(keys, user))
+            follow_import(kube, timeout=timeout)
         wait_running(kube, timeout=timeout)
-        print("== the guest's serial console (rootdisk console demo --log):")
-        text = wait("the guest's greeting", lambda: (t := console_log(kubeconfig))
-                    and GREETING in t and t, timeout=120)
+        print(f"== logging in: rootdisk ssh vm/{VM_NAME} --command"
+              " 'uname -a; cloud-init status --wait'")
+        text = guest_says(kubeconfig, keys, timeout=timeout)
         for line in text.splitlines():
             print(f"   | {line}")
     finally:
         kube.api.close()
     print(f"""
-== done. The cluster keeps running.
+== done in {time.monotonic() - started:.0f} s. The cluster and the VM keep running.
    export KUBECONFIG={kubeconfig}
+   rootdisk ssh vm/{VM_NAME}                       # a shell in the guest
+   rootdisk ssh vm/{VM_NAME} --command 'cloud-init status'
    kubectl get vm,vmi,dv,pvc,pods          # what the demo made
-   rootdisk console {VM_NAME}                     # attach (Ctrl+] detaches)
+   rootdisk console {VM_NAME}                     # the serial console (Ctrl+] detaches)
    rootdisk stop {VM_NAME}; rootdisk start {VM_NAME}   # through subresources.kubevirt.io
-   rootdisk restart {VM_NAME}
    make demo STOP=1                         # tear the cluster down""")
     return 0
+
+
+def json_virtual_size(image: Path) -> int:
+    import json
+    done = subprocess.run(["qemu-img", "info", "--output=json", "-f", "qcow2", str(image)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return int(json.loads(done.stdout)["virtual-size"])
 
 
 def stop(data_dir: str) -> int:

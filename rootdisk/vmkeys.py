@@ -22,7 +22,18 @@ def key_path(data_dir: str, namespace: str, name: str) -> str:
 
 
 def find_key(data_dir: str, namespace: str, name: str) -> str | None:
-    path = key_path(data_dir, namespace, name)
+    return _private_file(key_path(data_dir, namespace, name))
+
+
+def find_known_hosts(data_dir: str, namespace: str, name: str) -> str | None:
+    """The VM's ``known_hosts`` beside its key (its host key, as whoever made the VM put
+    it there: ``make demo`` does), held to the same rules as the key: ``rootdisk ssh``
+    then trusts that host key for this VM and no other."""
+    return _private_file(os.path.join(os.path.dirname(key_path(data_dir, namespace, name)),
+                                      "known_hosts"))
+
+
+def _private_file(path: str) -> str | None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -33,5 +44,5 @@ def find_key(data_dir: str, namespace: str, name: str) -> str | None:
         raise UnusableKey(f"{path}: owned by uid {st.st_uid}, not by you; not used")
     if st.st_mode & 0o077:
         raise UnusableKey(f"{path}: others may read it (mode {stat.S_IMODE(st.st_mode):04o}); "
-                        "run chmod 600 on it")
+                          "run chmod 600 on it")
     return path

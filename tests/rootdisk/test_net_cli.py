@@ -161,6 +161,34 @@ def test_rootdisk_ssh_uses_the_vms_key_when_there_and_private(
     assert key.stat().st_mode & 0o777 == 0o644
 
 
+def test_rootdisk_ssh_trusts_the_vms_known_hosts_when_there_and_private(
+        fake_ssh: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """The host key whoever made the VM kept beside its login key (make demo does) is the
+    one ssh checks for that VM: no prompt, no entry in ~/.ssh/known_hosts."""
+    record, env = fake_ssh
+    known = tmp_path / "state" / "rootdisk" / "ssh" / "ns1" / "demo" / "known_hosts"
+    known.parent.mkdir(parents=True)
+    known.write_text("vm.demo.ns1 ssh-ed25519 AAAA\n")
+    known.chmod(0o600)
+    out = _run_ssh(env, "vm/demo/ns1", "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert out.returncode == 0, out.stderr
+    argv = record.read_bytes().decode().split("\0")[:-1]
+    assert argv[3:5] == ["-o", f"UserKnownHostsFile={known}"], argv
+    # the user's own choice wins
+    out = _run_ssh(env, "vm/demo/ns1", "--local-ssh-opts=-o",
+                   "--local-ssh-opts=UserKnownHostsFile=/dev/null",
+                   "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert out.returncode == 0, out.stderr
+    argv = record.read_bytes().decode().split("\0")[:-1]
+    assert f"UserKnownHostsFile={known}" not in argv and "UserKnownHostsFile=/dev/null" in argv
+    # writable or readable by others: refused, not used
+    record.unlink()
+    known.chmod(0o666)
+    out = _run_ssh(env, "vm/demo/ns1", "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert out.returncode == 2 and not record.exists()
+    assert f"{known}: others may read it (mode 0666)" in out.stderr
+
+
 def test_rootdisk_ssh_refuses_bad_input(fake_ssh: tuple[Path, dict[str, str]],
                                         tmp_path: Path) -> None:
     record, env = fake_ssh
