@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,29 +11,36 @@ import pytest
 
 from localcluster.cluster import is_running, read_pid
 from rootdisk import codeprint
-from rootdisk.demo import GREETING
 from tests.localcluster.clusterkit import needs_root
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def demo(data_dir: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def demo(data_dir: Path, *extra: str, env: dict[str, str] | None = None,
+         timeout: float = 1200) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rootdisk.demo", "--data-dir", str(data_dir),
-                           "--timeout", "400", *extra], capture_output=True, text=True,
-                          timeout=timeout, check=False, cwd=ROOT)
+                           "--timeout", "500", *extra], capture_output=True, text=True,
+                          timeout=timeout, check=False, cwd=ROOT, env=env)
 
 
+@pytest.mark.timeout(2400)
 def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
-    """The whole flow; then `make demo` again on the same data dir once the checkout has
-    changed (the running cluster's recorded code fingerprint no longer matches): the
-    demo stops the cluster as STOP=1 does and starts it again from its state (the
-    kubeconfig of the first run still there while the new API server is not listening
-    yet; the manifests applied again beside the servers' pods), and the demo's VM runs
-    and greets again; then STOP=1."""
-    data_dir = tmp_path / "demo"
+    """The whole flow: a Debian cloud guest imported, booted with cloud-init, logged in to
+    with `rootdisk ssh`; then `rootdisk ssh vm/demo` with no other setup (the demo's data
+    dir is the default one: the cluster, the key and the guest's host key are found);
+    then `make demo` again on the same data dir once the checkout has changed (the
+    running cluster's recorded code fingerprint no longer matches): the demo stops the
+    cluster as STOP=1 does and starts it again from its state (the kubeconfig of the first
+    run still there while the new API server is not listening yet; the manifests applied
+    again beside the servers' pods), and the demo's new VM is logged in to again (the same
+    keys); then STOP=1."""
+    state = tmp_path / "state"
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "HOME": str(tmp_path / "home")}
+    env.pop("KUBECONFIG", None)
+    data_dir = state / "rootdisk"  # the default data dir under that XDG_STATE_HOME
     try:
-        out = demo(data_dir)
+        out = demo(data_dir, env=env)
         assert out.returncode == 0, out.stdout + out.stderr
         text = out.stdout
         assert "DataVolume demo-rootdisk: Succeeded          100.0%" in text
@@ -45,21 +53,27 @@ def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
         ranks = [order.index(p) for p in phases if p in order]
         assert ranks == sorted(ranks), phases
         assert "VirtualMachine demo: Running" in text
-        assert f"   | {GREETING}" in text  # the guest's own serial output
+        assert "   | Linux demo " in text and "   | status: done" in text  # from the guest
+        login = subprocess.run([sys.executable, "-m", "rootdisk", "ssh", "vm/demo",
+                                "--command", "cloud-init status"], capture_output=True,
+                               text=True, timeout=300, check=False, env=env,
+                               stdin=subprocess.DEVNULL)
+        assert login.returncode == 0, login.stdout + login.stderr
+        assert "status: done" in login.stdout
         assert f"export KUBECONFIG={data_dir}/kubeconfig" in text
         assert is_running(str(data_dir))  # left up for the user
         pid = read_pid(str(data_dir))
         assert codeprint.recorded(str(data_dir)) == codeprint.fingerprint(ROOT)
         # what a pull or an edit of the checkout does to the running cluster's record
         codeprint.record(str(data_dir), "0" * 64)
-        again = demo(data_dir)
+        again = demo(data_dir, env=env)
         assert again.returncode == 0, again.stdout + again.stderr
         assert "was started from other code than this checkout's" in again.stdout
         assert read_pid(str(data_dir)) != pid  # a new `rootdisk up`
         assert codeprint.recorded(str(data_dir)) == codeprint.fingerprint(ROOT)
         assert "replacing the VirtualMachine demo of an earlier demo" in again.stdout
-        assert f"   | {GREETING}" in again.stdout
+        assert "   | status: done" in again.stdout
     finally:
-        stopped = demo(data_dir, "--stop", timeout=180)
+        stopped = demo(data_dir, "--stop", env=env, timeout=180)
     assert stopped.returncode == 0, stopped.stderr
     assert not is_running(str(data_dir))
