@@ -12,8 +12,10 @@ nbdkit's curl plugin (C, libcurl) does the serving, in one of two ways:
 Either way the export is pinned to the object the probe saw:
 - qemu-img sees the image's head (the bytes the importer sniffed and checked for backing
   files, data files and external extents) from the probe's own copy, never fetched
-  again: on the direct route it is written into nbdkit's copy-on-write overlay before
-  qemu-img connects; the proxy serves it from memory;
+  again: the export is given to qemu-img under a small local qcow2 overlay whose first
+  cluster holds that copy (``Export.image``, a ``json:`` node: the overlay, with the NBD
+  export as its backing, named in the command, not in any header); every other read
+  goes through to the export at the size qemu-img asked for;
 - every answer is the probed object: the direct route sends the probe's validators as
   preconditions (``If-Match``, ``If-Unmodified-Since``: a server that honours them
   answers 412 once the object changed), and the processor checks the object again after
@@ -23,6 +25,7 @@ Either way the export is pinned to the object the probe saw:
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import re
 import shlex
@@ -37,9 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from importer import children
+from importer import children, qemu_img
 from importer.config import ImporterConfig, SourceKind
 from importer.errors import ImporterError, TransferError
+from importer.formats import HEAD_BYTES
 from importer.sources.base import Probe, Source, Validators
 from importer.sources.http import USER_AGENT, ca_bundle
 
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT = 15.0
+PIN_CLUSTER = HEAD_BYTES  # the overlay's cluster: exactly the probed head
 _PROXY = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 READS_LOG = "reads.log"
 _READ = re.compile(rb" Read id=\d+ offset=0x[0-9a-f]+ count=0x([0-9a-f]+) \.\.\.$")
@@ -96,10 +101,26 @@ class Export:
     proxy: RangeProxy | None = None
     reads_log: Path | None = None
     """Direct route: nbdkit's log of the reads it served (what its curl plugin fetched)."""
+    pinned: Path | None = None
+    """The overlay holding the probe's copy of the head (see :func:`pinned_image`)."""
+
+    @property
+    def image(self) -> str:
+        """What qemu-img opens: the export under its pinned head, else the export."""
+        return pinned_image(self.pinned, self.uri) if self.pinned else self.uri
 
     def failure(self) -> ImporterError | None:
         """The source's own error behind a failed read, where the proxy saw it."""
         return self.proxy.failure if self.proxy is not None else None
+
+
+def pinned_image(overlay: Path, uri: str) -> str:
+    """A ``json:`` block node: the qcow2 ``overlay`` (its first cluster is the probe's
+    head, nothing else is allocated) over the raw NBD export ``uri``; the backing is named
+    here, by the importer, so no header decides it."""
+    return "json:" + json.dumps({
+        "driver": "qcow2", "file": {"driver": "file", "filename": str(overlay)},
+        "backing": {"driver": "raw", "file": qemu_img.nbd_node(uri)}})
 
 
 class _StartFailed(Exception):
@@ -121,10 +142,10 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
         probe_at = min(size // 2, max(0, size - 4096)) // 512 * 512
         source.read_range(probe_at, min(4096, size - probe_at))
         try:
-            with _serve(direct, workdir, "direct", writable=True) as (uri, log, pid):
+            with _serve(direct, workdir, "direct") as (uri, log, pid):
                 _check_opens(uri, size, log)
-                _pin_head(uri, head, workdir)
-                yield Export(uri, pid, reads_log=workdir / READS_LOG)
+                yield Export(uri, pid, reads_log=workdir / READS_LOG,
+                             pinned=_pin_head(head, size, workdir))
                 return
         except _StartFailed as err:
             logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
@@ -133,31 +154,27 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
 
     fetch, close_sources = _fetcher(source, on_fetch)
     try:
-        with RangeProxy(fetch, size=size, head=head) as proxy:
+        with RangeProxy(fetch, size=size) as proxy:
             argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
                     "retries=2", "retry-delay=1"]
             try:
                 with _serve(argv, workdir, "proxy") as (uri, _, pid):
-                    yield Export(uri, pid, proxy)
+                    yield Export(uri, pid, proxy, pinned=_pin_head(head, size, workdir))
             except _StartFailed as err:
                 raise ImporterError(f"nbdkit could not serve the image: {err}") from err
     finally:
         close_sources()
 
 
-def _pin_head(uri: str, head: bytes, workdir: Path) -> None:
-    """Write the probe's copy of the head into the export's copy-on-write overlay: every
-    later read of those bytes, by any connection, comes from the overlay."""
-    if not head:
-        return
+def _pin_head(head: bytes, size: int, workdir: Path) -> Path:
+    """A qcow2 overlay of ``size`` bytes whose first cluster holds ``head`` (the probe's
+    copy, at most one cluster: ``formats.HEAD_BYTES``); its backing is named only when
+    qemu-img opens it (:func:`pinned_image`)."""
     copy = workdir / "head"
     copy.touch(mode=0o600)
-    copy.write_bytes(head)
-    done = children.run_bounded(["nbdcopy", "--flush", str(copy), uri], timeout=60,
-                                stdout_limit=4096)
-    if done.returncode != 0:
-        stderr = done.stderr_tail.decode(errors="replace").strip()
-        raise ImporterError(f"could not pin the image's head in the NBD export: {stderr[-300:]}")
+    copy.write_bytes(head[:PIN_CLUSTER])
+    return qemu_img.head_overlay(workdir / "pinned-head.qcow2", size=size, head=copy,
+                                 cluster=PIN_CLUSTER)
 
 
 def _fetcher(source: Source, on_fetch: Callable[[int], None] | None = None,
@@ -212,9 +229,7 @@ def _direct_argv(config: ImporterConfig, workdir: Path,
     header_file = workdir / "headers"
     header_file.touch(mode=0o600)
     header_file.write_text("\n".join(headers) + "\n")
-    # The overlay only holds the pinned head; its smallest block keeps qemu-img's small
-    # metadata reads from growing to the default 64 KiB each (runs are read as one).
-    argv = ["--filter=cow", "--filter=log", "--filter=retry", "curl", "cow-block-size=4096",
+    argv = ["--filter=log", "--filter=retry", "curl",
             f"logfile={workdir / READS_LOG}",
             f"url={config.endpoint}",
             f"header-script={_header_script(header_file)}",
@@ -260,21 +275,17 @@ def _log_tail(log: Path, size: int = 300) -> str:
 
 
 @contextmanager
-def _serve(plugin_argv: list[str], workdir: Path, name: str, *,
-           writable: bool = False) -> Iterator[tuple[str, Path, int]]:
-    """nbdkit serving on a unix socket in ``workdir``: (its NBD URI, its log file, its
-    pid). Read-only unless ``writable`` (a copy-on-write overlay takes the writes); its
-    only client is this import (the socket's directory is private to it)."""
+def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[tuple[str, Path, int]]:
+    """nbdkit serving read-only on a unix socket in ``workdir`` (private to this import):
+    (its NBD URI, its log file, its pid)."""
     sock = workdir / f"nbd-{name}.sock"
     log_path = workdir / f"nbdkit-{name}.log"
-    argv = ["nbdkit", "--exit-with-parent", "--foreground",
-            *(() if writable else ("--readonly",)), "--unix", str(sock), *plugin_argv]
+    argv = ["nbdkit", "--exit-with-parent", "--foreground", "--readonly",
+            "--unix", str(sock), *plugin_argv]
     # The range endpoint is on loopback: no proxy from the environment would reach it (the
-    # direct route keeps them, as the importer's own requests do). The overlay's
-    # temporary file goes in the private work dir.
+    # direct route keeps them, as the importer's own requests do).
     env = {k: v for k, v in children.child_environment().items()
-           if writable or k.lower() not in _PROXY}
-    env["TMPDIR"] = str(workdir)
+           if name == "direct" or k.lower() not in _PROXY}
     with log_path.open("wb") as log:
         proc = children.spawn(argv, stdin=subprocess.DEVNULL, env=env,
                               stdout=log, stderr=subprocess.STDOUT)

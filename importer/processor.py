@@ -358,7 +358,7 @@ class Processor:
             with (self.watchdog.watch(counter) if self.watchdog and counter
                   else contextlib.nullcontext()):
                 try:
-                    self._convert(planned, export.uri, progress_from=0)
+                    self._convert(planned, export.image, progress_from=0)
                 except (Interrupted, Stalled, DeadlineExceeded):
                     raise  # the import's own verdict, not the source's
                 except ImporterError as err:

@@ -10,8 +10,8 @@ file or NBD export under it, and ``"backing": null``: even a header that names a
 file (one the importer's own checks missed, or that changed after them) makes qemu-img
 open nothing else. External data files and extents have no such switch in qemu 7.2;
 they are kept out by the header checks (``formats.sniff_image``, ``info``) and by what
-qemu-img reads: a local file only the importer writes, or an NBD export whose head is
-served from the very bytes those checks read (``rangeproxy``).
+qemu-img reads: a local file only the importer writes, or an NBD export under an overlay
+that holds the very head bytes those checks read (``nbd.pinned_image``).
 """
 
 from __future__ import annotations
@@ -56,20 +56,75 @@ def _limited(argv: list[str], address_space: int, cpu_seconds: int) -> list[str]
 
 
 def image_spec(image: str, fmt: ImageFormat) -> str:
-    """``image`` (a path, or an ``nbd+unix`` URI) as a ``json:`` filename for qemu-img:
-    the format driver over exactly that file or export, with backing files disabled."""
-    parts = urlsplit(image)
-    file: dict[str, Any]
-    if parts.scheme == "nbd+unix":
-        sockets = parse_qs(parts.query).get("socket", [])
-        if len(sockets) != 1 or parts.path.strip("/"):
-            raise ImporterError(f"unexpected NBD URI {image!r}")
-        file = {"driver": "nbd", "server": {"type": "unix", "path": sockets[0]}}
-    elif parts.scheme:
+    """``image`` (a path, an ``nbd+unix`` URI, or a ``json:`` node such as an NBD export
+    under its pinned head) as a ``json:`` filename for qemu-img: the format driver over
+    exactly that node, with backing files disabled."""
+    return "json:" + json.dumps({"driver": fmt.value, "backing": None,
+                                 "file": file_node(image)})
+
+
+def file_node(image: str) -> dict[str, Any]:
+    """The block node under the format driver for ``image`` (see :func:`image_spec`)."""
+    if image.startswith("json:"):
+        node: dict[str, Any] = json.loads(image.removeprefix("json:"))
+        return node
+    if urlsplit(image).scheme == "nbd+unix":
+        return nbd_node(image)
+    if urlsplit(image).scheme:
         raise ImporterError(f"qemu-img is given only files and NBD sockets, not {image!r}")
-    else:
-        file = {"driver": "file", "filename": image}
-    return "json:" + json.dumps({"driver": fmt.value, "backing": None, "file": file})
+    return {"driver": "file", "filename": image}
+
+
+def _is_own_file(name: str | None, image: str, reported: str | None) -> bool:
+    """Whether an extent's file name (as qemu reports it) is the image's own file node."""
+    if name is None or name in (image, reported):
+        return True
+    if name.startswith("json:"):
+        try:
+            named = json.loads(name.removeprefix("json:"))
+        except json.JSONDecodeError:
+            return False
+        return isinstance(named, dict) and _flat(named) == _flat(file_node(image))
+    return False
+
+
+def _flat(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A block node's options with nested objects as dotted keys, as qemu may print them
+    (``{"server": {"path": p}}`` and ``{"server.path": p}`` are the same node)."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def nbd_node(uri: str) -> dict[str, Any]:
+    """qemu's block node for an ``nbd+unix:///?socket=PATH`` URI."""
+    parts = urlsplit(uri)
+    sockets = parse_qs(parts.query).get("socket", [])
+    if parts.scheme != "nbd+unix" or len(sockets) != 1 or parts.path.strip("/"):
+        raise ImporterError(f"unexpected NBD URI {uri!r}")
+    return {"driver": "nbd", "server": {"type": "unix", "path": sockets[0]}}
+
+
+def head_overlay(overlay: Path, *, size: int, head: Path, cluster: int) -> Path:
+    """A new qcow2 ``overlay`` of ``size`` bytes with ``cluster``-byte clusters whose
+    first bytes are ``head``'s (one cluster at most), nothing else allocated and no
+    backing file in its header (the caller names one when it opens it)."""
+    length = min(head.stat().st_size, cluster)
+    steps = [["qemu-img", "create", "-q", "-f", "qcow2", "-o", f"cluster_size={cluster}",
+              str(overlay), str(size)]]
+    if length:
+        steps.append(["qemu-io", "-f", "qcow2", "-c", f"write -s {head} 0 {length}",
+                      str(overlay)])
+    for argv in steps:
+        done = children.run_bounded(_limited(argv, *INFO_LIMITS), timeout=60,
+                                    stdout_limit=OUTPUT_LIMIT, stderr_limit=OUTPUT_LIMIT)
+        if done.returncode != 0:
+            raise ImporterError(f"could not pin the image's head: {_last_line(done.stderr_tail)}")
+    return overlay
 
 
 def info(image: str, fmt: ImageFormat) -> ImageInfo:
@@ -101,7 +156,7 @@ def info(image: str, fmt: ImageFormat) -> ImageInfo:
     if result.data_file:
         raise BackingFileRejected(f"{fmt} image keeps its data in an external file")
     for extent in specific.get("extents", []) if fmt is ImageFormat.VMDK else []:
-        if extent.get("filename") not in (None, data.get("filename")):
+        if not _is_own_file(extent.get("filename"), image, data.get("filename")):
             raise BackingFileRejected("vmdk image has external extents")
     return result
 

@@ -8,12 +8,8 @@ the importer's own sources behind a read-ahead ``BlockCache``. No second Python 
 nbdkit Python plugin would load the whole client stack again) and no credentials on any
 command line: the URL holds only a random token that names this one import.
 
-The object's first bytes are served from ``head``, the copy the importer's probe read
-and checked (format, backing file, data file, extents), never fetched again: a server
-that swaps the object later cannot change the header qemu-img sees.
-
 A source failure is kept (``failure``) so the importer reports the real reason
-(NotFound, Unauthorized, SourceChanged, …) rather than qemu-img's "Input/output error".
+(NotFound, Unauthorized, …) rather than qemu-img's "Input/output error".
 """
 
 from __future__ import annotations
@@ -47,26 +43,12 @@ def _return_blocks_to_the_system() -> None:
     ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1024 * 1024)
 
 
-def pinned_head(fetch: Callable[[int, int], bytes],
-                head: bytes) -> Callable[[int, int], bytes]:
-    """``fetch``, with the bytes under ``head`` taken from it instead of the source."""
-    def read(start: int, length: int) -> bytes:
-        if start >= len(head):
-            return fetch(start, length)
-        if start + length <= len(head):
-            return head[start:start + length]
-        return head[start:] + fetch(len(head), start + length - len(head))
-
-    return read
-
-
 class RangeProxy:
-    def __init__(self, fetch: Callable[[int, int], bytes], *, size: int,
-                 head: bytes = b"") -> None:
+    def __init__(self, fetch: Callable[[int, int], bytes], *, size: int) -> None:
         _return_blocks_to_the_system()
         self.size = size
-        self.cache = BlockCache(pinned_head(fetch, head[:size]), size=size,
-                                block_size=2 * 1024 * 1024, capacity=2, prefetch=2)
+        self.cache = BlockCache(fetch, size=size, block_size=2 * 1024 * 1024,
+                                capacity=2, prefetch=2)
         self.failure: ImporterError | None = None
         self._path = "/" + secrets.token_urlsafe(16)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
