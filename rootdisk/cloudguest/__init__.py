@@ -13,7 +13,8 @@ locked, so only a user made by the user-data's ``users:`` (with ``ssh_authorized
 can log in, by key; cloud-init reads only a NoCloud (``cidata``) or ConfigDrive
 (``config-2``) disk; the root disk boots on virtio-blk and on SATA; the NIC model is
 virtio-net; the guest agent listens on the virtio-serial port ``org.qemu.guest_agent.0``;
-the console is the first serial port. BIOS boot only (no UEFI loader).
+the console is the first serial port; 256 MiB of memory is enough. BIOS boot only (no
+UEFI loader).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ GUEST_AGENT_CHANNEL = "org.qemu.guest_agent.0"
 SERIAL_CONSOLE = "ttyS0"
 DATASOURCES = ("NoCloud", "ConfigDrive")
 FIRMWARE = "bios"
+MIN_MEMORY_MIB = 256  # booted to SSH and cloud-init done with 256 MiB under TCG
 
 __all__ = [
     "DATASOURCES",
@@ -40,6 +42,7 @@ __all__ = [
     "DISK_BUSES",
     "FIRMWARE",
     "GUEST_AGENT_CHANNEL",
+    "MIN_MEMORY_MIB",
     "NIC_MODEL",
     "SERIAL_CONSOLE",
     "AptStateError",

@@ -2,7 +2,7 @@
 ISO like a user's cloud image: the user-data's user logs in over SSH with its key only,
 ``cloud-init status --wait`` ends ``status: done``, runcmd ran, the guest agent answers;
 root and passwords are locked; a wrong key is refused. The root disk boots on virtio-blk
-and on SATA."""
+and on SATA, and the seed is found on a SATA CD-ROM and on a virtio disk."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def image() -> Path:
     return build_cloud_guest()
 
 
-def boot(image: Path, workdir: Path, bus: str) -> Iterator[Booted]:
+def boot(image: Path, workdir: Path, bus: str, seed_bus: str) -> Iterator[Booted]:
     key, public = keypair(workdir)
     seed = seed_iso(
         workdir,
@@ -47,7 +47,7 @@ def boot(image: Path, workdir: Path, bus: str) -> Iterator[Booted]:
         instance_id=f"i-{bus}",
         hostname=f"guest-{bus}",
     )
-    vm = CloudVM(image, seed, workdir, disk_bus=bus)
+    vm = CloudVM(image, seed, workdir, disk_bus=bus, seed_bus=seed_bus)
     vm.start()
     try:
         seconds = vm.wait_ssh(key, USER, timeout=SSH_WAIT)
@@ -59,7 +59,7 @@ def boot(image: Path, workdir: Path, bus: str) -> Iterator[Booted]:
 
 @pytest.fixture(scope="module")
 def virtio_guest(image: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
-    yield from boot(image, tmp_path_factory.mktemp("virtio"), "virtio")
+    yield from boot(image, tmp_path_factory.mktemp("virtio"), "virtio", "sata")
 
 
 def test_cloud_init_finishes_and_user_data_ran(virtio_guest: Booted) -> None:
@@ -107,8 +107,8 @@ def test_boot_is_measured_by_systemd(virtio_guest: Booted) -> None:
     assert re.search(r"Startup finished in .*\(kernel\)", out.stdout)
 
 
-def test_the_root_disk_boots_on_sata(image: Path, tmp_path: Path) -> None:
-    for booted in boot(image, tmp_path, "sata"):
+def test_the_root_disk_boots_on_sata_with_the_seed_on_virtio(image: Path, tmp_path: Path) -> None:
+    for booted in boot(image, tmp_path, "sata", "virtio"):
         out = booted.vm.ssh(booted.key, USER, "findmnt -no SOURCE /; cloud-init status --wait")
         assert out.returncode == 0, out.stderr
         assert out.stdout.split()[0] == "/dev/sda2"
