@@ -32,6 +32,8 @@ class LauncherConfig:
     libvirtd_binary: str = "libvirtd"
     kvm_probe_kernel: str | None = "/usr/share/rootdisk/kvm-probe/vmlinuz"
     kvm_probe_initrd: str | None = "/usr/share/rootdisk/kvm-probe/initrd.gz"
+    agent_poll_scale: float = 1.0
+    """Every guest agent polling interval times this (env ``AGENT_POLL_SCALE``)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,8 +73,18 @@ def parse(*, env: Mapping[str, str], argv: Sequence[str]) -> LauncherConfig:
     emulation = env.get("USE_EMULATION", "false").strip().lower()
     if emulation not in ("true", "false", ""):
         raise ConfigError(f"USE_EMULATION: must be true or false, got {emulation[:40]!r}")
+    scale_text = env.get("AGENT_POLL_SCALE", "1") or "1"
+    try:
+        scale = float(scale_text)
+    except ValueError:
+        scale = -1.0
+    if not 0.001 <= scale <= 100:
+        raise ConfigError(
+            f"AGENT_POLL_SCALE: must be a number from 0.001 to 100, got {scale_text[:40]!r}"
+        )
     return LauncherConfig(
         vmi=vmi,
+        agent_poll_scale=scale,
         driver=driver,  # type: ignore[arg-type]
         use_emulation=emulation == "true",
         socket_dir=args.socket_dir,
