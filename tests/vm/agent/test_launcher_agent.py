@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ import pytest
 
 from tests.vm.agent.cloudguest import raw_disk
 from tests.vm.launcher.harness import Launch, make_vmi
+from tests.vm.launcher.sandbox import UID
 from vm.launcher import client
 
 FAST_POLL = {"AGENT_POLL_SCALE": "0.05"}  # ping each 0.1 s, groups from 0.5 s on
@@ -48,14 +50,18 @@ def boots(run: Launch) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("driver", ["qemu"])
+@pytest.mark.parametrize("driver", ["qemu", "libvirt"])
 def test_agent_facts_and_softreboot_through_the_agent(
     launch: Callable[..., Launch], driver: str
 ) -> None:
     if not shutil.which("qemu-system-x86_64"):
         pytest.fail("qemu-system-x86_64 is not installed")
-    run = launch(make_vmi(memory="512Mi", grace=60), driver=driver, env=FAST_POLL)
-    raw_disk(run.volume_dir("root") / "disk.img")
+    # libvirt's session daemon runs as the pod's uid 107 only (the pod sandbox)
+    run = launch(make_vmi(memory="512Mi", grace=60), driver=driver, env=FAST_POLL,
+                 sandbox=driver == "libvirt")
+    disk = raw_disk(run.volume_dir("root") / "disk.img")
+    if driver == "libvirt":
+        os.chown(disk, UID, UID)
     run.start()
     run.wait_for_state("running")
     assert client.guestinfo(run.socket)["connected"] is False  # not booted yet
