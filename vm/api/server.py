@@ -222,17 +222,25 @@ class VirtAPI:
             return status(503, f"the node handler answered HTTP {code} without a JSON object")
         return code, body
 
-    async def guest_agent_info(self, request: web.Request) -> web.Response:
-        """GET guestosinfo, userlist, filesystemlist (upstream's shapes and 409s)."""
-        sub = request.match_info["sub"]
-        denied = await self._authorize(request, verb="get", resource="virtualmachineinstances",
+    async def _agent_vmi(self, request: web.Request, *, verb: str,
+                         sub: str) -> dict[str, Any] | web.Response:
+        """The VMI of a guest agent subresource, once the user may ``verb`` it."""
+        denied = await self._authorize(request, verb=verb, resource="virtualmachineinstances",
                                        sub=sub)
         if denied is not None:
             return denied
         ns, name = request.match_info["ns"], request.match_info["name"]
-        vmi = await self._call(api_kube.get_vmi, self.kube, ns, name)
+        vmi: dict[str, Any] | None = await self._call(api_kube.get_vmi, self.kube, ns, name)
         if vmi is None:
             return status(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+        return vmi
+
+    async def guest_agent_info(self, request: web.Request) -> web.Response:
+        """GET guestosinfo, userlist, filesystemlist (upstream's shapes and 409s)."""
+        sub = request.match_info["sub"]
+        vmi = await self._agent_vmi(request, verb="get", sub=sub)
+        if isinstance(vmi, web.Response):
+            return vmi
         refusal = guestinfo.refuse_info(vmi)
         if refusal is not None:
             return status(409, refusal)
@@ -241,19 +249,13 @@ class VirtAPI:
             return got
         code, body = got
         if code != 200:
-            return status(503 if code >= 500 else 500, "the node handler refused: "
-                          + str(body.get("message") or code)[:500])
+            return _handler_refused(code, body)
         return web.json_response(guestinfo.shape(sub, body))
 
     async def softreboot(self, request: web.Request) -> web.Response:
-        denied = await self._authorize(request, verb="update",
-                                       resource="virtualmachineinstances", sub="softreboot")
-        if denied is not None:
-            return denied
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        vmi = await self._call(api_kube.get_vmi, self.kube, ns, name)
-        if vmi is None:
-            return status(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+        vmi = await self._agent_vmi(request, verb="update", sub="softreboot")
+        if isinstance(vmi, web.Response):
+            return vmi
         refusal = guestinfo.refuse_softreboot(vmi)
         if refusal is not None:
             return status(409, refusal)
@@ -261,11 +263,10 @@ class VirtAPI:
         if isinstance(got, web.Response):
             return got
         code, body = got
-        if code == 409:
+        if code == 409:  # the launcher's refusal (paused meanwhile, neither agent nor ACPI)
             return status(409, str(body.get("message") or "")[:500])
         if code != 200:
-            return status(503 if code >= 500 else 500, "the node handler refused: "
-                          + str(body.get("message") or code)[:500])
+            return _handler_refused(code, body)
         return web.Response(status=200)
 
     # -- discovery ----------------------------------------------------------------
@@ -293,6 +294,13 @@ class VirtAPI:
                            self.guest_agent_info)
         app.router.add_put(vmis + "/softreboot", self.softreboot)
         return app
+
+
+def _handler_refused(code: int, body: dict[str, Any]) -> web.Response:
+    """A handler's non-200 answer to a guest agent call: 503 for its 5xx (the launcher
+    unreachable), 500 otherwise, with its reason."""
+    return status(503 if code >= 500 else 500, "the node handler refused: "
+                  + str(body.get("message") or code)[:500])
 
 
 def refused(code: int, reason: str) -> web.Response:

@@ -5,31 +5,18 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.vm.agent.cloudguest import raw_disk
+from tests.vm.launcher.conftest import launch  # noqa: F401  (the launcher fixture)
 from tests.vm.launcher.harness import Launch, make_vmi
 from tests.vm.launcher.sandbox import UID
 from vm.launcher import client
 
 FAST_POLL = {"AGENT_POLL_SCALE": "0.05"}  # ping each 0.1 s, groups from 0.5 s on
-
-
-@pytest.fixture
-def launch() -> Iterator[Callable[..., Launch]]:
-    runs: list[Launch] = []
-
-    def make(vmi: dict[str, Any], **kwargs: Any) -> Launch:
-        run = Launch(vmi, **kwargs)
-        runs.append(run)
-        return run
-
-    yield make
-    for run in runs:
-        run.cleanup()
 
 
 def wait_guestinfo(run: Launch, ok: Callable[[dict[str, Any]], bool], timeout: float,
@@ -52,7 +39,7 @@ def boots(run: Launch) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("driver", ["qemu", "libvirt"])
 def test_agent_facts_and_softreboot_through_the_agent(
-    launch: Callable[..., Launch], driver: str
+    launch: Callable[..., Launch], driver: str  # noqa: F811
 ) -> None:
     if not shutil.which("qemu-system-x86_64"):
         pytest.fail("qemu-system-x86_64 is not installed")
