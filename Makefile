@@ -3,7 +3,8 @@ SHELL := /bin/bash
 APT_PACKAGES := qemu-utils qemu-system-x86 qemu-block-extra nbdkit \
 	libnbd-bin libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
 	libvirt-clients libnss-wrapper libvirt-dev pkg-config gcc bubblewrap xfsprogs curl util-linux \
-	libseccomp2 kubectl syslinux syslinux-common mtools dosfstools fdisk ovmf
+	libseccomp2 kubectl syslinux syslinux-common mtools dosfstools fdisk ovmf \
+	qemu-guest-agent
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
