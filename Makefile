@@ -4,7 +4,8 @@ APT_PACKAGES := qemu-utils qemu-system-x86 qemu-block-extra nbdkit \
 	libnbd-bin libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
 	libvirt-clients libnss-wrapper libvirt-dev pkg-config gcc bubblewrap xfsprogs curl util-linux \
 	libseccomp2 kubectl syslinux syslinux-common mtools dosfstools fdisk ovmf \
-	mmdebstrap debian-archive-keyring e2fsprogs xorriso openssh-client
+	mmdebstrap debian-archive-keyring e2fsprogs xorriso openssh-client \
+	qemu-guest-agent
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

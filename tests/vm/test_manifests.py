@@ -85,3 +85,39 @@ def test_everything_applies(applied: tuple[Kube, list[str]]) -> None:
 def test_least_privilege(applied: tuple[Kube, list[str]], sa: str, verb: str, group: str,
                          resource: str, sub: str, ns: str, name: str, ok: bool) -> None:
     assert can(applied[0], sa, verb, group, resource, ns=ns, sub=sub, name=name) is ok
+
+
+RB = Res("rbac.authorization.k8s.io", "v1", "rolebindings")
+
+
+@pytest.mark.parametrize(("role", "verb", "sub", "ok"), [
+    ("view", "get", "guestosinfo", True),
+    ("view", "get", "userlist", True),
+    ("view", "get", "filesystemlist", True),
+    ("view", "get", "console", False),
+    ("view", "update", "softreboot", False),
+    ("edit", "get", "guestosinfo", True),
+    ("edit", "get", "filesystemlist", True),
+    ("edit", "update", "softreboot", True),
+    ("edit", "get", "softreboot", False),
+])
+def test_user_roles_on_the_guest_agent_subresources(
+        applied: tuple[Kube, list[str]], role: str, verb: str, sub: str, ok: bool) -> None:
+    """As upstream's kubevirt.io:view and :edit (through the aggregated view/edit roles)."""
+    kube = applied[0]
+    user = f"ga-{role}"
+    if kube.get(RB, user, "default") is None:
+        kube.create(RB, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                         "metadata": {"name": user, "namespace": "default"},
+                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                     "kind": "ClusterRole", "name": role},
+                         "subjects": [{"apiGroup": "rbac.authorization.k8s.io",
+                                       "kind": "User", "name": user}]}, "default")
+    out = kube.create(SAR, {"apiVersion": "authorization.k8s.io/v1",
+                            "kind": "SubjectAccessReview", "spec": {
+                                "user": user, "resourceAttributes": {
+                                    "namespace": "default", "verb": verb,
+                                    "group": "subresources.kubevirt.io",
+                                    "resource": "virtualmachineinstances",
+                                    "subresource": sub, "name": "vm1"}}})
+    assert bool(out["status"].get("allowed")) is ok

@@ -33,8 +33,8 @@ from aiohttp import WSMsgType, web
 from apiservice import frontproxy
 from apiservice.refusal import keep_refusal, last_refusal
 from vm import nodeports
+from vm.api import guestinfo, lifecycle, portforward
 from vm.api import kube as api_kube
-from vm.api import lifecycle, portforward
 from vm.api.certs import handler_server_name
 from vm.kube import Kube, KubeError
 from vm.webhooks.review import BadReview, respond
@@ -55,8 +55,11 @@ RESOURCES = {
     "resources": [
         {"name": f"virtualmachines/{a}", "singularName": "", "namespaced": True,
          "kind": "VirtualMachine", "verbs": ["update"]} for a in ("start", "stop", "restart")
-    ] + [{"name": "virtualmachineinstances/console", "singularName": "", "namespaced": True,
-          "kind": "VirtualMachineInstance", "verbs": ["get"]}]
+    ] + [{"name": f"virtualmachineinstances/{sub}", "singularName": "", "namespaced": True,
+          "kind": "VirtualMachineInstance", "verbs": ["get"]}
+         for sub in ("console", "guestosinfo", "userlist", "filesystemlist")
+    ] + [{"name": "virtualmachineinstances/softreboot", "singularName": "", "namespaced": True,
+          "kind": "VirtualMachineInstance", "verbs": ["update"]}]
     + [{"name": f"{r}/portforward", "singularName": "", "namespaced": True, "kind": k,
         "verbs": ["get"]} for r, k in (("virtualmachineinstances", "VirtualMachineInstance"),
                                        ("virtualmachines", "VirtualMachine"))],
@@ -219,6 +222,85 @@ class VirtAPI:
             return status(500, f"Internal error occurred: unable to retrieve {name}: "
                           f"{err.message}")
 
+    # -- guest agent ---------------------------------------------------------------
+    async def _call_handler(self, vmi: dict[str, Any], method: str,
+                            sub: str) -> tuple[int, dict[str, Any]] | web.Response:
+        """One bounded HTTPS call to the handler of the VMI's node: (status, JSON body),
+        or virt-api's own answer when the handler cannot be reached or answers nonsense."""
+        st = vmi.get("status") or {}
+        where = await self._call(api_kube.handler_address, self.kube, self.namespace,
+                                 str(st.get("nodeName") or ""))
+        if where is None or self.handler_ssl is None:
+            return status(503, f"no node handler serves node {st.get('nodeName')}")
+        meta = vmi["metadata"]
+        url = (f"https://{where[0]}:{where[1]}/v1/namespaces/{meta['namespace']}/"
+               f"virtualmachineinstances/{meta['name']}/{sub}?uid={meta['uid']}")
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
+                    total=HANDSHAKE_TIMEOUT)) as session, session.request(
+                    method, url, ssl=self.handler_ssl,
+                    server_hostname=handler_server_name(self.namespace)) as answer:
+                raw = await answer.content.read(guestinfo.MAX_ANSWER + 1)
+                code = answer.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            return status(503, f"cannot reach the node handler: {err or type(err).__name__}")
+        if len(raw) > guestinfo.MAX_ANSWER:
+            return status(503, "the node handler's answer is too long")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return status(503, f"the node handler answered HTTP {code} without a JSON object")
+        return code, body
+
+    async def _agent_vmi(self, request: web.Request, *, verb: str,
+                         sub: str) -> dict[str, Any] | web.Response:
+        """The VMI of a guest agent subresource, once the user may ``verb`` it."""
+        denied = await self._authorize(request, verb=verb, resource="virtualmachineinstances",
+                                       sub=sub)
+        if denied is not None:
+            return denied
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        vmi: dict[str, Any] | None = await self._call(api_kube.get_vmi, self.kube, ns, name)
+        if vmi is None:
+            return status(404, f'virtualmachineinstances.kubevirt.io "{name}" not found')
+        return vmi
+
+    async def guest_agent_info(self, request: web.Request) -> web.Response:
+        """GET guestosinfo, userlist, filesystemlist (upstream's shapes and 409s)."""
+        sub = request.match_info["sub"]
+        vmi = await self._agent_vmi(request, verb="get", sub=sub)
+        if isinstance(vmi, web.Response):
+            return vmi
+        refusal = guestinfo.refuse_info(vmi)
+        if refusal is not None:
+            return status(409, refusal)
+        got = await self._call_handler(vmi, "GET", "guestinfo")
+        if isinstance(got, web.Response):
+            return got
+        code, body = got
+        if code != 200:
+            return _handler_refused(code, body)
+        return web.json_response(guestinfo.shape(sub, body))
+
+    async def softreboot(self, request: web.Request) -> web.Response:
+        vmi = await self._agent_vmi(request, verb="update", sub="softreboot")
+        if isinstance(vmi, web.Response):
+            return vmi
+        refusal = guestinfo.refuse_softreboot(vmi)
+        if refusal is not None:
+            return status(409, refusal)
+        got = await self._call_handler(vmi, "PUT", "softreboot")
+        if isinstance(got, web.Response):
+            return got
+        code, body = got
+        if code == 409:  # the launcher's refusal (paused meanwhile, neither agent nor ACPI)
+            return status(409, str(body.get("message") or "")[:500])
+        if code != 200:
+            return _handler_refused(code, body)
+        return web.Response(status=200)
+
     # -- discovery ----------------------------------------------------------------
     async def resources(self, request: web.Request) -> web.Response:
         return web.json_response(RESOURCES)
@@ -238,13 +320,23 @@ class VirtAPI:
         app.router.add_get(BASE, self.resources)
         app.router.add_put(BASE + "/namespaces/{ns}/virtualmachines/{name}/"
                            "{action:start|stop|restart}", self.lifecycle)
-        app.router.add_get(BASE + "/namespaces/{ns}/virtualmachineinstances/{name}/console",
-                           self.console)
+        vmis = BASE + "/namespaces/{ns}/virtualmachineinstances/{name}"
+        app.router.add_get(vmis + "/console", self.console)
+        app.router.add_get(vmis + "/{sub:guestosinfo|userlist|filesystemlist}",
+                           self.guest_agent_info)
+        app.router.add_put(vmis + "/softreboot", self.softreboot)
         pf = (BASE + "/namespaces/{ns}/{resource:virtualmachineinstances|virtualmachines}/"
               "{name}/portforward/{port}")
         app.router.add_get(pf, self.portforward)
         app.router.add_get(pf + "/{protocol}", self.portforward)
         return app
+
+
+def _handler_refused(code: int, body: dict[str, Any]) -> web.Response:
+    """A handler's non-200 answer to a guest agent call: 503 for its 5xx (the launcher
+    unreachable), 500 otherwise, with its reason."""
+    return status(503 if code >= 500 else 500, "the node handler refused: "
+                  + str(body.get("message") or code)[:500])
 
 
 def refused(code: int, reason: str) -> web.Response:

@@ -70,6 +70,15 @@ class Serial:
 
 
 @dataclass(frozen=True)
+class AgentChannel:
+    """The qemu-guest-agent's virtio-serial port (``org.qemu.guest_agent.0``), backed by a
+    unix socket in the launcher's private dir that QEMU listens on (upstream's channel)."""
+
+    socket_path: str
+    name: str = "org.qemu.guest_agent.0"
+
+
+@dataclass(frozen=True)
 class Firmware:
     kind: Literal["bios", "efi"] = "bios"
     loader: str | None = None  # OVMF code (read-only pflash)
@@ -122,4 +131,5 @@ class Domain:
     controllers: tuple[ScsiController, ...] = ()
     interfaces: tuple[Interface, ...] = ()
     serial: Serial | None = None
+    agent: AgentChannel | None = None
     rng: Rng | None = None

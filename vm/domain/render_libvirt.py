@@ -109,6 +109,13 @@ def _devices(root: ET.Element, domain: Domain) -> None:
         _sub(serial, "source", mode="connect", path=domain.serial.socket_path)
         _sub(serial, "target", port="0")
         _sub(serial, "alias", name="serial0")
+    if domain.agent is not None:
+        _sub(devices, "controller", type="virtio-serial", index="0",
+             model="virtio-non-transitional")
+        channel = _sub(devices, "channel", type="unix")
+        _sub(channel, "source", mode="bind", path=domain.agent.socket_path)
+        _sub(channel, "target", type="virtio", name=domain.agent.name)
+        _sub(channel, "alias", name="channel0")
     if domain.rng is not None:
         rng = _sub(devices, "rng", model=domain.rng.model)
         _sub(rng, "backend", domain.rng.backend, model="random")

@@ -177,6 +177,23 @@ def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
             "-device",
             "isa-serial,chardev=charserial0,id=serial0",
         ]
+    if domain.agent is not None:
+        # QEMU listens; the launcher connects (and connects again after a disconnect)
+        argv += [
+            "-device",
+            "virtio-serial-pci-non-transitional,id=virtio-serial0",
+            "-chardev",
+            f"socket,id=charchannel0,path={opt(domain.agent.socket_path)},server=on,wait=off",
+            "-device",
+            _join(
+                "virtserialport",
+                "bus=virtio-serial0.0",
+                "nr=1",
+                "chardev=charchannel0",
+                "id=channel0",
+                f"name={opt(domain.agent.name)}",
+            ),
+        ]
     if domain.rng is not None:
         argv += [
             "-object",

@@ -49,18 +49,9 @@ class ConsoleServer:
         self.socket_dir = socket_dir
 
     async def console(self, request: web.Request) -> web.StreamResponse:
-        transport = request.transport
-        peer = transport.get_extra_info("peercert") if transport is not None else None
-        if common_name_of(peer) != API_CLIENT_CN:
-            return web.json_response({"message": "only virt-api may attach consoles"},
-                                     status=401)
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        uid = request.query.get("uid", "")
-        vmi: dict[str, Any] | None = await asyncio.to_thread(self.kube.get, VMIS, name, ns)
-        if (vmi is None or vmi["metadata"].get("uid") != uid
-                or (vmi.get("status") or {}).get("nodeName") != self.node):
-            return web.json_response({"message": f"VMI {ns}/{name} ({uid}) is not on "
-                                      f"node {self.node}"}, status=404)
+        vmi = await self._vmi_here(request, "attach consoles")
+        if isinstance(vmi, web.Response):
+            return vmi
         # one deadline for the whole handshake with the launcher (connect, ask, answer)
         deadline = asyncio.get_running_loop().time() + HANDSHAKE_SECONDS
         try:
@@ -98,10 +89,54 @@ class ConsoleServer:
         finally:
             writer.close()
 
+    async def _vmi_here(self, request: web.Request,
+                        what: str) -> dict[str, Any] | web.Response:
+        """The VMI asked for, if virt-api asks and it is on this node with that uid."""
+        transport = request.transport
+        peer = transport.get_extra_info("peercert") if transport is not None else None
+        if common_name_of(peer) != API_CLIENT_CN:
+            return web.json_response({"message": f"only virt-api may {what}"}, status=401)
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        uid = request.query.get("uid", "")
+        vmi: dict[str, Any] | None = await asyncio.to_thread(self.kube.get, VMIS, name, ns)
+        if (vmi is None or vmi["metadata"].get("uid") != uid
+                or (vmi.get("status") or {}).get("nodeName") != self.node):
+            return web.json_response({"message": f"VMI {ns}/{name} ({uid}) is not on "
+                                      f"node {self.node}"}, status=404)
+        return vmi
+
+    async def guestinfo(self, request: web.Request) -> web.Response:
+        """The launcher's guestinfo answer (the guest agent's facts) as it came."""
+        vmi = await self._vmi_here(request, "read guest agent facts")
+        if isinstance(vmi, web.Response):
+            return vmi
+        try:
+            answer = await asyncio.to_thread(launcher.guestinfo, socket_of(vmi, self.socket_dir),
+                                             timeout=HANDSHAKE_SECONDS)
+        except launcher.ControlError as err:
+            return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
+        return web.json_response(answer)
+
+    async def softreboot(self, request: web.Request) -> web.Response:
+        vmi = await self._vmi_here(request, "reboot guests")
+        if isinstance(vmi, web.Response):
+            return vmi
+        try:
+            answer = await asyncio.to_thread(launcher.softreboot, socket_of(vmi, self.socket_dir),
+                                             timeout=HANDSHAKE_SECONDS)
+        except launcher.ControlError as err:
+            return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
+        if answer.get("ok") is not True:
+            return web.json_response({"message": str(answer.get("error") or answer)[:500]},
+                                     status=409)
+        return web.json_response({})
+
     def app(self) -> web.Application:
         app = web.Application()
-        app.router.add_get("/v1/namespaces/{ns}/virtualmachineinstances/{name}/console",
-                           self.console)
+        base = "/v1/namespaces/{ns}/virtualmachineinstances/{name}"
+        app.router.add_get(base + "/console", self.console)
+        app.router.add_get(base + "/guestinfo", self.guestinfo)
+        app.router.add_put(base + "/softreboot", self.softreboot)
         app.router.add_get("/healthz", healthz)
         return app
 

@@ -12,8 +12,9 @@ from pki import serving
 from vm.api import names
 from vm.api.kube import HANDLER_SECRET, read_handlers
 from vm.controller.status import merge_conditions
-from vm.controller.views import conditions_of
+from vm.controller.views import Condition, conditions_of
 from vm.handler import sockets
+from vm.handler.guestagent import AGENT_CONNECTED, AGENT_UNSUPPORTED, AgentStatus, from_guestinfo
 from vm.handler.phases import from_state
 from vm.kube import VMIS, Kube, KubeError
 from vm.launcher import client as launcher
@@ -77,6 +78,9 @@ def sync(kube: Kube, vmi: dict[str, Any], *, socket_dir: str, shut: set[str]) ->
     kept = [c for c in conditions_of(vmi) if c.type != "Paused"]
     if update.paused is not None:
         kept.append(update.paused)
+    agent = None
+    if update.phase == "Running":
+        kept, agent = _with_agent(vmi, path, kept)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = dict(old)
     status["phase"] = update.phase
@@ -84,6 +88,8 @@ def sync(kube: Kube, vmi: dict[str, Any], *, socket_dir: str, shut: set[str]) ->
         status["reason"] = update.reason
     status["conditions"] = merge_conditions(new=kept, old=old.get("conditions") or [],
                                             now=now)
+    if agent is not None:
+        _agent_fields(agent, status)
     if update.phase != old.get("phase"):
         stamps = list(old.get("phaseTransitionTimestamps") or [])
         stamps.append({"phase": update.phase, "phaseTransitionTimestamp": now})
@@ -97,3 +103,30 @@ def sync(kube: Kube, vmi: dict[str, Any], *, socket_dir: str, shut: set[str]) ->
     except KubeError as err:
         if err.status not in (404, 409):
             raise
+
+
+
+def _with_agent(vmi: dict[str, Any], path: Path,
+                kept: list[Condition]) -> tuple[list[Condition], AgentStatus | None]:
+    """The conditions with the guest agent's ones as the launcher reports them now
+    (AgentConnected goes on a disconnect; AgentVersionNotSupported is decided only while
+    connected, as upstream). A launcher that cannot tell (unreachable, one without
+    guestinfo) leaves them as they are: (kept, None)."""
+    uid = str(vmi["metadata"]["uid"])
+    try:
+        info = launcher.guestinfo(path, timeout=STATUS_TIMEOUT)
+    except launcher.ControlError as err:
+        logger.debug("guestinfo of %s: %s", uid, err)
+        return kept, None
+    if "connected" not in info:  # {"ok": false, ...}
+        return kept, None
+    agent = from_guestinfo(vmi=vmi, info=info)
+    drop = (AGENT_CONNECTED, AGENT_UNSUPPORTED) if agent.conditions else (AGENT_CONNECTED,)
+    return [c for c in kept if c.type not in drop] + list(agent.conditions), agent
+
+
+def _agent_fields(agent: AgentStatus, status: dict[str, Any]) -> None:
+    if agent.guest_os_info is not None:
+        status["guestOSInfo"] = agent.guest_os_info
+    if agent.interfaces or status.get("interfaces"):
+        status["interfaces"] = agent.interfaces

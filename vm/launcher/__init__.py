@@ -16,6 +16,8 @@ Input
   ``requests``/``capacity`` are read, to size a missing ``disk.img`` as upstream does).
 - env ``LAUNCHER_DRIVER``: ``qemu`` (default; QEMU driven over QMP) or ``libvirt`` (a
   per-pod unprivileged ``libvirtd`` in session mode, as upstream runs one per pod).
+- env ``AGENT_POLL_SCALE``: every guest agent polling interval times this (default 1;
+  0.001 to 100).
 - env ``USE_EMULATION``: ``"true"`` forces TCG (the KubeVirt CR's
   ``developerConfiguration.useEmulation``); otherwise KVM is used only where a probe shows
   it really runs guests (see :mod:`vm.launcher.accel`).
@@ -59,6 +61,12 @@ request line per connection (at most 4096 bytes), answered with one JSON line:
 - ``{"cmd": "kill"}``, ``{"cmd": "pause"}``, ``{"cmd": "unpause"}`` → ``{"ok": true}``.
 - shutdown/kill/pause/unpause while the domain is not running or paused (starting,
   already shut down) → ``{"ok": false, "error": "the domain is <state>"}``.
+- ``{"cmd": "guestinfo"}`` → the guest agent's facts (``connected``, ``guestAgentVersion``,
+  ``supportedCommands``, ``hostname``, ``os``, ``timezone``, ``userList``, ``fsInfo``,
+  ``interfaces``) and ``domainInterfaces`` ([{name, mac}]); at most 1 MiB (docs/vm.md).
+- ``{"cmd": "softreboot"}`` → ``{"ok": true}``: ``guest-shutdown`` (reboot) through the
+  agent when connected, else the ACPI power button with the domain reset instead of
+  ended; ``{"ok": false, "error": ...}`` when paused or with neither.
 - ``{"cmd": "console"}`` → ``{"ok": true}`` line, then the connection is the raw
   bidirectional serial console. Several may be attached; all of them see the output,
   the most recent one attached owns the input (older ones' input is dropped).

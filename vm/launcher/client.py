@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vm.launcher.protocol import MAX_LINE
+from vm.launcher.protocol import MAX_GUESTINFO, MAX_LINE
 
 
 class ControlError(Exception):
@@ -65,28 +65,31 @@ def connect(path: str | Path, *, timeout: float) -> socket.socket:
         os.close(fd)
 
 
-def _read_line(sock: socket.socket, deadline: float, path: str | Path) -> bytes:
+def _read_line(sock: socket.socket, deadline: float, path: str | Path,
+               limit: int = MAX_LINE) -> bytes:
     buf = b""
     while b"\n" not in buf:
         sock.settimeout(_left(deadline, path))
-        chunk = sock.recv(MAX_LINE)
+        chunk = sock.recv(65536)
         if not chunk:
             break
         buf += chunk
-        if len(buf) > MAX_LINE:
+        if len(buf) > limit:
             raise ControlError("launcher answer longer than the line limit")
     line, _, _rest = buf.partition(b"\n")
     return line
 
 
-def request(path: str | Path, body: dict[str, Any], *, timeout: float = 10.0) -> dict[str, Any]:
-    """Send one request, return the decoded answer, all within ``timeout`` seconds."""
+def request(path: str | Path, body: dict[str, Any], *, timeout: float = 10.0,
+            limit: int = MAX_LINE) -> dict[str, Any]:
+    """Send one request, return the decoded answer (at most ``limit`` bytes), all
+    within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     with connect(path, timeout=timeout) as sock:
         try:
             sock.settimeout(_left(deadline, path))
             sock.sendall(json.dumps(body).encode() + b"\n")
-            line = _read_line(sock, deadline, path)
+            line = _read_line(sock, deadline, path, limit)
         except TimeoutError as err:
             raise ControlError(f"launcher at {path} did not answer in time") from err
         except OSError as err:
@@ -102,6 +105,16 @@ def request(path: str | Path, body: dict[str, Any], *, timeout: float = 10.0) ->
 
 def status(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
     return request(path, {"cmd": "status"}, timeout=timeout)
+
+
+def guestinfo(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
+    """The guest agent's facts (see ``Supervisor.guestinfo``), at most
+    :data:`MAX_GUESTINFO` bytes."""
+    return request(path, {"cmd": "guestinfo"}, timeout=timeout, limit=MAX_GUESTINFO)
+
+
+def softreboot(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
+    return request(path, {"cmd": "softreboot"}, timeout=timeout)
 
 
 def shutdown(

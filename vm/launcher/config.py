@@ -38,6 +38,8 @@ class LauncherConfig:
     kvm_probe_kernel: str | None = "/usr/share/rootdisk/kvm-probe/vmlinuz"
     kvm_probe_initrd: str | None = "/usr/share/rootdisk/kvm-probe/initrd.gz"
     pod_ip: str | None = None
+    agent_poll_scale: float = 1.0
+    """Every guest agent polling interval times this (env ``AGENT_POLL_SCALE``)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,9 +93,19 @@ def parse(*, env: Mapping[str, str], argv: Sequence[str]) -> LauncherConfig:
             raise ConfigError(f"POD_IP: not an IP address: {pod_ip[:40]!r}") from err
         if not isinstance(addr, ipaddress.IPv4Address) or addr.is_unspecified:
             raise ConfigError(f"POD_IP: must be the pod's IPv4 address, got {pod_ip[:40]!r}")
+    scale_text = env.get("AGENT_POLL_SCALE", "1") or "1"
+    try:
+        scale = float(scale_text)
+    except ValueError:
+        scale = -1.0
+    if not 0.001 <= scale <= 100:
+        raise ConfigError(
+            f"AGENT_POLL_SCALE: must be a number from 0.001 to 100, got {scale_text[:40]!r}"
+        )
     return LauncherConfig(
         vmi=vmi,
         pod_ip=pod_ip,
+        agent_poll_scale=scale,
         driver=driver,  # type: ignore[arg-type]
         use_emulation=emulation == "true",
         socket_dir=args.socket_dir,

@@ -29,6 +29,8 @@ class Controls(Protocol):
     async def kill(self) -> None: ...
     async def pause(self) -> None: ...
     async def unpause(self) -> None: ...
+    def guestinfo(self) -> dict[str, object]: ...
+    async def softreboot(self) -> None: ...
 
 
 class ControlServer:
@@ -88,7 +90,11 @@ class ControlServer:
         try:
             if request.cmd == "status":
                 return self.controls.status().to_json()
-            if request.cmd == "shutdown":
+            if request.cmd == "guestinfo":
+                return self.controls.guestinfo()
+            if request.cmd == "softreboot":
+                await self.controls.softreboot()
+            elif request.cmd == "shutdown":
                 await self.controls.shutdown(request.grace_period_seconds)
             elif request.cmd == "kill":
                 await self.controls.kill()

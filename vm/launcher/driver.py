@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from vm.domain.model import Domain
+from vm.launcher.agent import Agent
 from vm.launcher.protocol import State
 
 PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
@@ -46,6 +47,13 @@ class Driver(Protocol):
 
     async def destroy(self) -> None:
         """Kill the domain now."""
+
+    async def reboot_acpi(self) -> None:
+        """Reboot through the ACPI power button (the guest shuts down, the domain resets
+        instead of ending), as libvirt's ``VIR_DOMAIN_REBOOT_ACPI_POWER_BTN``."""
+
+    def agent(self, domain: Domain) -> Agent | None:
+        """The guest agent of the started domain (None without its channel)."""
 
     async def pause(self) -> None: ...
 

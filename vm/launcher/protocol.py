@@ -18,8 +18,15 @@ MAX_LINE = 4096
 MAX_GRACE_SECONDS = 24 * 3600
 """A shutdown grace period beyond a day is refused rather than trusted."""
 
-Command = Literal["status", "shutdown", "kill", "pause", "unpause", "console"]
-COMMANDS: tuple[Command, ...] = ("status", "shutdown", "kill", "pause", "unpause", "console")
+MAX_GUESTINFO = 1024 * 1024
+"""Longest ``guestinfo`` answer (bytes): the guest's facts, each list bounded."""
+
+Command = Literal[
+    "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot"
+]
+COMMANDS: tuple[Command, ...] = (
+    "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot"
+)
 
 State = Literal["starting", "running", "paused", "shutdown", "crashed"]
 

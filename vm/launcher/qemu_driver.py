@@ -22,6 +22,7 @@ from qemu.qmp.error import QMPError
 
 from vm.domain import render_qemu
 from vm.domain.model import Domain
+from vm.launcher.agent import Agent, SocketAgent
 from vm.launcher.driver import PDEATHSIG, DomainEnd, StateCallback
 from vm.launcher.errors import DriverError
 
@@ -46,6 +47,7 @@ class QemuDriver:
         self._guest_shutdown = False
         self._destroyed = False
         self._crash: str | None = None
+        self._rebooting = False
         self._on_state: StateCallback = lambda state, reason: None
 
     async def start(self, domain: Domain, on_state: StateCallback) -> None:
@@ -108,7 +110,9 @@ class QemuDriver:
                 raw: Any = event.get("data")
                 data: dict[str, Any] = raw if isinstance(raw, dict) else {}
                 logger.debug("QMP event %s %s", name, data)
-                if name == "SHUTDOWN":
+                if name == "SHUTDOWN" and self._rebooting and data.get("guest"):
+                    await self._reset_after_reboot()
+                elif name == "SHUTDOWN":
                     self._guest_shutdown = bool(data.get("guest"))
                     self._on_state("shutdown", str(data.get("reason", "")))
                 elif name == "STOP":
@@ -155,6 +159,31 @@ class QemuDriver:
             await self._qmp.execute(cmd)
         except QMPError as err:
             raise DriverError(f"QMP {cmd} failed: {err}") from err
+
+    async def reboot_acpi(self) -> None:
+        """The power button with QEMU told to pause, not quit, on the guest's shutdown;
+        that shutdown then resets and resumes the guest (libvirt's fake reboot)."""
+        if self._qmp is None:
+            raise DriverError("QMP is not connected")
+        try:
+            await self._qmp.execute("set-action", {"shutdown": "pause"})
+            self._rebooting = True
+            await self._qmp.execute("system_powerdown")
+        except QMPError as err:
+            raise DriverError(f"QMP reboot failed: {err}") from err
+
+    async def _reset_after_reboot(self) -> None:
+        assert self._qmp is not None
+        self._rebooting = False
+        try:
+            await self._qmp.execute("system_reset")
+            await self._qmp.execute("set-action", {"shutdown": "poweroff"})
+            await self._qmp.execute("cont")
+        except QMPError as err:
+            logger.warning("reset after an ACPI reboot failed: %s", err)
+
+    def agent(self, domain: Domain) -> Agent | None:
+        return None if domain.agent is None else SocketAgent(domain.agent.socket_path)
 
     async def powerdown(self) -> None:
         await self._execute("system_powerdown")

@@ -24,6 +24,8 @@ from vm.domain.model import Domain
 from vm.domain.options import BuildOptions, Ovmf
 from vm.domain.vmi import VmiSpec, parse_vmi
 from vm.launcher import accel, cloudinit, disks, protocol, scratch
+from vm.launcher.agent import AgentError
+from vm.launcher.agent_poller import AgentPoller, Intervals
 from vm.launcher.config import LauncherConfig
 from vm.launcher.console import ConsoleHub, RotatingLog
 from vm.launcher.control import ControlServer
@@ -81,6 +83,8 @@ class Supervisor:
         self.reason = "Starting"
         self.started_at: str | None = None
         self._grace_task: asyncio.Task[None] | None = None
+        self.poller: AgentPoller | None = None
+        self.domain_interfaces: list[dict[str, str]] = []
 
     def on_state(self, state: protocol.State, reason: str) -> None:
         logger.info("domain %s (%s)", state, reason)
@@ -117,6 +121,29 @@ class Supervisor:
         await asyncio.sleep(grace)
         logger.info("grace period of %d s over: killing the domain", grace)
         await self.driver.destroy()
+
+    def guestinfo(self) -> dict[str, object]:
+        """The guest agent's facts (``connected`` false without an agent) and the
+        domain's interfaces (``name``, ``mac``) to match the guest's ones by MAC."""
+        facts = self.poller.facts.to_json() if self.poller else {"connected": False}
+        return {**facts, "domainInterfaces": self.domain_interfaces}
+
+    async def softreboot(self) -> None:
+        """Through the agent when it is connected, else the ACPI power button (as
+        upstream's SoftRebootVMI)."""
+        self._require_live()
+        if self.state == "paused":
+            raise DriverError("VMI is paused")
+        if self.poller is not None and self.poller.facts.connected:
+            try:
+                await self.poller.agent.execute("guest-shutdown", {"mode": "reboot"},
+                                                timeout=self.poller.intervals.timeout)
+                return
+            except AgentError as err:
+                raise DriverError(f"the guest agent could not reboot the guest: {err}") from err
+        if not self.spec.acpi:
+            raise DriverError("VMI neither have the agent connected nor the ACPI feature enabled")
+        await self.driver.reboot_acpi()
 
     async def kill(self) -> None:
         self._require_live()
@@ -212,6 +239,7 @@ async def run(config: LauncherConfig) -> Outcome:
         path=os.path.join(config.socket_dir, f"{spec.uid}.sock"), controls=supervisor, console=hub
     )
     serial_server: asyncio.AbstractServer | None = None
+    agent_task: asyncio.Task[None] | None = None
     loop = asyncio.get_running_loop()
     try:
         if domain.serial is not None:
@@ -229,6 +257,13 @@ async def run(config: LauncherConfig) -> Outcome:
         except LauncherError as err:
             return Outcome("Failed", err.reason, err.message)
         supervisor.started_at = _now()
+        supervisor.domain_interfaces = [
+            {"name": i.alias.removeprefix("ua-"), "mac": i.mac or ""} for i in domain.interfaces
+        ]
+        agent = driver.agent(domain)
+        if agent is not None:
+            supervisor.poller = AgentPoller(agent, Intervals.scaled(config.agent_poll_scale))
+            agent_task = asyncio.create_task(supervisor.poller.run())
         end = await driver.wait()
         supervisor.on_state("crashed" if end.kind == "crashed" else "shutdown", end.kind)
         return outcome_for(end, acpi=spec.acpi)
@@ -237,6 +272,12 @@ async def run(config: LauncherConfig) -> Outcome:
             loop.remove_signal_handler(sig)
         if supervisor._grace_task is not None:
             supervisor._grace_task.cancel()
+        if agent_task is not None:
+            agent_task.cancel()
+            with contextlib.suppress(BaseException):
+                await agent_task
+        if supervisor.poller is not None:
+            await supervisor.poller.agent.close()
         await driver.close()
         await control.close()
         if serial_server is not None:

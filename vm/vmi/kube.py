@@ -159,7 +159,8 @@ def _write_status(kube: Kube, vmi: dict[str, Any], out: lifecycle.Outcome,
         status["nodeName"] = out.node
     launcher = _launcher_ip(vmi, out)
     if launcher is not None:
-        status["interfaces"] = lifecycle.interfaces(vmi.get("spec") or {}, launcher)
+        status["interfaces"] = lifecycle.keep_handler_fields(
+            lifecycle.interfaces(vmi.get("spec") or {}, launcher), old.get("interfaces") or [])
     kept = [c for c in conditions_of(vmi) if c.type not in OWNED_CONDITIONS]
     new = [*kept, *out.conditions]
     status["conditions"] = merge_conditions(new=new, old=old.get("conditions") or [], now=now)

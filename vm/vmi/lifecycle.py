@@ -181,3 +181,19 @@ def interfaces(spec: Mapping[str, Any], pod_ip: str) -> list[dict[str, Any]]:
             out.append({"name": str(net.get("name") or "default"), "ipAddress": pod_ip,
                         "ipAddresses": [pod_ip], "infoSource": "domain"})
     return out
+
+
+def keep_handler_fields(new: list[dict[str, Any]], old: list[Any]) -> list[dict[str, Any]]:
+    """``new`` (the pod addresses) with what the node handler added from the domain and
+    the guest agent kept: an entry's ``mac``, ``interfaceName`` and ``infoSource``, and
+    the entries of other interfaces (the handler's: no hotplug, so none goes stale)."""
+    before = {o.get("name"): o for o in old if isinstance(o, Mapping) and o.get("name")}
+    out = []
+    for entry in new:
+        prev = before.get(entry["name"]) or {}
+        out.append({**{k: v for k, v in prev.items()
+                       if k not in ("ipAddress", "ipAddresses")}, **entry,
+                    **{k: prev[k] for k in ("infoSource",) if k in prev}})
+    named = {e["name"] for e in new}
+    out += [dict(o) for o in old if isinstance(o, Mapping) and o.get("name") not in named]
+    return out

@@ -50,6 +50,10 @@ def test_values() -> None:
         ({"VMI": VMI, "POD_IP": "127.1.0.7,hostfwd=tcp::22-:22"}, "POD_IP"),
         ({"VMI": VMI, "POD_IP": "0.0.0.0"}, "POD_IP"),
         ({"VMI": VMI, "POD_IP": "::1"}, "POD_IP"),
+        ({"VMI": VMI, "AGENT_POLL_SCALE": "fast"}, "AGENT_POLL_SCALE"),
+        ({"VMI": VMI, "AGENT_POLL_SCALE": "0"}, "AGENT_POLL_SCALE"),
+        ({"VMI": VMI, "AGENT_POLL_SCALE": "nan"}, "AGENT_POLL_SCALE"),
+        ({"VMI": VMI, "AGENT_POLL_SCALE": "1e9"}, "AGENT_POLL_SCALE"),
     ],
 )
 def test_errors_name_the_variable(env: dict[str, str], name: str) -> None:
@@ -60,3 +64,8 @@ def test_errors_name_the_variable(env: dict[str, str], name: str) -> None:
 
 def test_termination_path_survives_a_bad_config() -> None:
     assert termination_path(["--termination-log", "/x/t", "--bogus"]) == "/x/t"
+
+
+def test_agent_poll_scale() -> None:
+    assert parse(env={"VMI": VMI}, argv=[]).agent_poll_scale == 1.0
+    assert parse(env={"VMI": VMI, "AGENT_POLL_SCALE": "0.05"}, argv=[]).agent_poll_scale == 0.05

@@ -268,3 +268,37 @@ def test_missing_vmi_env_is_a_configuration_failure(tmp_path: Path) -> None:
     body = json.loads(term.read_text())
     assert body["phase"] == "Failed" and body["reason"] == "InvalidConfiguration"
     assert body["message"].startswith("VMI:")
+
+
+def test_softreboot_without_an_agent_is_the_acpi_button_and_the_guest_boots_again(
+    launch: Factory, linux_guest_wait: LinuxGuest
+) -> None:
+    run = launch(make_vmi(memory="256Mi", grace=120), env={"AGENT_POLL_SCALE": "0.05"})
+    run.add_disk("root", linux_guest_wait.raw)
+    run.start()
+    run.wait_for_console(MARKER, timeout=180)
+    assert client.guestinfo(run.socket)["connected"] is False  # this guest has no agent
+    assert run.request({"cmd": "softreboot"}) == {"ok": True}
+    deadline = time.monotonic() + 180
+    while run.console_text().count(MARKER) < 2:  # powered off, reset, booted again
+        assert time.monotonic() < deadline, run.console_text()[-2000:] + run.log()
+        assert run.proc is not None and run.proc.poll() is None, run.log()
+        time.sleep(0.1)
+    assert POWERBUTTON_MARKER in run.console_text()
+    assert run.wait_for_state("running")["state"] == "running"
+    # and a shutdown afterwards still ends the launcher (QEMU quits on poweroff again)
+    assert run.request({"cmd": "shutdown", "gracePeriodSeconds": 120}) == {"ok": True}
+    assert run.wait(180) == 0, run.log()
+
+
+def test_softreboot_refused_without_agent_and_acpi(
+    launch: Factory, boot_sectors: dict[str, Path]
+) -> None:
+    vmi = make_vmi()
+    vmi["spec"]["domain"]["features"] = {"acpi": {"enabled": False}}
+    run = launch(vmi)
+    run.add_disk("root", boot_sectors["halt"])
+    run.start()
+    run.wait_for_state("running")
+    assert run.request({"cmd": "softreboot"}) == {
+        "ok": False, "error": "VMI neither have the agent connected nor the ACPI feature enabled"}

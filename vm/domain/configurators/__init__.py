@@ -7,7 +7,17 @@ order of :data:`DEFAULT` is the order they run in (later ones may read earlier r
 
 from __future__ import annotations
 
-from vm.domain.configurators import base, cpu, disks, firmware, memory, network, rng, serial
+from vm.domain.configurators import (
+    base,
+    channels,
+    cpu,
+    disks,
+    firmware,
+    memory,
+    network,
+    rng,
+    serial,
+)
 from vm.domain.configurators.types import Configurator
 
 DEFAULT: tuple[Configurator, ...] = (
@@ -18,6 +28,7 @@ DEFAULT: tuple[Configurator, ...] = (
     disks.configure,
     network.configure,
     serial.configure,
+    channels.configure,
     rng.configure,
 )
 

@@ -1,0 +1,72 @@
+"""The launcher with a real guest agent: the Debian cloud guest booted under TCG."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.vm.agent.cloudguest import raw_disk
+from tests.vm.launcher.conftest import launch  # noqa: F401  (the launcher fixture)
+from tests.vm.launcher.harness import Launch, make_vmi
+from tests.vm.launcher.sandbox import UID
+from vm.launcher import client
+
+FAST_POLL = {"AGENT_POLL_SCALE": "0.05"}  # ping each 0.1 s, groups from 0.5 s on
+
+
+def wait_guestinfo(run: Launch, ok: Callable[[dict[str, Any]], bool], timeout: float,
+                   ) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    info: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        info = client.guestinfo(run.socket)
+        if ok(info):
+            return info
+        assert run.proc is not None and run.proc.poll() is None, run.log()
+        time.sleep(0.2)
+    raise AssertionError(f"guestinfo never as expected: {info}\n{run.console_text()[-3000:]}")
+
+
+def boots(run: Launch) -> int:
+    return run.console_text().count("SYSLINUX ")  # the bootloader's banner (a quiet kernel)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver", ["qemu", "libvirt"])
+def test_agent_facts_and_softreboot_through_the_agent(
+    launch: Callable[..., Launch], driver: str  # noqa: F811
+) -> None:
+    if not shutil.which("qemu-system-x86_64"):
+        pytest.fail("qemu-system-x86_64 is not installed")
+    # libvirt's session daemon runs as the pod's uid 107 only (the pod sandbox)
+    run = launch(make_vmi(memory="512Mi", grace=60), driver=driver, env=FAST_POLL,
+                 sandbox=driver == "libvirt")
+    disk = raw_disk(run.volume_dir("root") / "disk.img")
+    if driver == "libvirt":
+        os.chown(disk, UID, UID)
+    run.start()
+    run.wait_for_state("running")
+    assert client.guestinfo(run.socket)["connected"] is False  # not booted yet
+    info = wait_guestinfo(run, lambda i: bool(i["connected"] and i["interfaces"] and i["timezone"]),
+                          240)
+    assert info["os"]["id"] == "debian" and info["os"]["versionId"] == "12"
+    assert info["guestAgentVersion"]
+    assert {c["name"] for c in info["supportedCommands"]} >= {"guest-ping", "guest-shutdown"}
+    assert info["timezone"].startswith("Etc/UTC, 0") or info["timezone"].startswith("UTC, 0")
+    assert any(fs["mountPoint"] == "/" for fs in info["fsInfo"]["disks"])
+    [domain_if] = info["domainInterfaces"]
+    macs = {i["mac"]: i for i in info["interfaces"]}
+    assert domain_if["mac"] in macs, (domain_if, info["interfaces"])
+    assert boots(run) == 1
+    assert run.request({"cmd": "softreboot"}) == {"ok": True}
+    deadline = time.monotonic() + 240
+    while boots(run) < 2:
+        assert time.monotonic() < deadline, run.console_text()[-3000:]
+        assert run.proc is not None and run.proc.poll() is None, run.log()
+        time.sleep(0.2)
+    assert run.wait_for_state("running")
