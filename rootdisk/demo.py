@@ -74,9 +74,7 @@ def ssh_keys(data_dir: str) -> Path:
     from rootdisk import vmkeys
     directory = Path(vmkeys.key_path(data_dir, NAMESPACE, VM_NAME)).parent
     directory.mkdir(parents=True, exist_ok=True)
-    for each in (directory, *directory.parents):
-        if each == Path(data_dir):
-            break
+    for each in (directory, directory.parent, directory.parent.parent):  # <vm>, <ns>, ssh
         os.chmod(each, 0o700)
     _keygen(directory / "id_ed25519", f"rootdisk-demo-login@{VM_NAME}")
     _keygen(directory / "host_ed25519", f"rootdisk-demo-host@{VM_NAME}")
