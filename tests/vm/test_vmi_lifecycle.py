@@ -42,7 +42,8 @@ def test_scheduling_then_scheduled() -> None:
                  binding=None, volumes=READY)
     assert (out.phase, out.node) == ("Scheduled", "n1")
     # the handler's Running is not undone
-    out = decide(phase="Running", launcher=PodView("p", "Running", node="n1", ready=True),
+    out = decide(phase="Running", launcher=PodView("p", "Running", node="n1", ready=True,
+                                                   ready_condition=("True", "", "")),
                  binding=None, volumes=READY)
     assert out.phase == "Running"
     assert {c.type: c.status for c in out.conditions}["Ready"] == "True"
@@ -114,3 +115,50 @@ def test_a_missing_secret_is_shown_on_the_vmi() -> None:
     [sync] = [c for c in out.conditions if c.type == "Synchronized"]
     assert (sync.status, sync.reason, sync.message) == (
         "False", "CreateContainerConfigError", 'secret "ud" not found')
+
+
+def _pod(ready: str, *, compute: str = "running", sidecar_ready: bool = True,
+         deleting: bool = False) -> dict:
+    return {"metadata": {"name": "p", **({"deletionTimestamp": "t"} if deleting else {})},
+            "spec": {"nodeName": "n"},
+            "status": {"phase": "Running", "podIP": "10.0.0.9", "conditions": [
+                {"type": "Ready", "status": ready,
+                 **({"reason": "ContainersNotReady",
+                     "message": "containers with unready status: [compute]"}
+                    if ready == "False" else {})}],
+                "containerStatuses": [
+                    {"name": "compute", "ready": ready == "True", "state": {compute: {}}},
+                    {"name": "guest-console-log", "ready": sidecar_ready,
+                     "state": {"running": {}}}]}}
+
+
+@pytest.mark.parametrize(("phase", "pod", "want_phase", "ready"), [
+    # the compute container runs but its (the VMI's) readiness probe has not passed:
+    # the VMI is still scheduled, and Ready follows the pod once the guest runs
+    ("Scheduling", _pod("False"), "Scheduled",
+     ("False", "GuestNotRunning", "Guest VM is not reported as running")),
+    ("Running", _pod("False"), "Running",
+     ("False", "ContainersNotReady", "containers with unready status: [compute]")),
+    ("Running", _pod("True"), "Running", ("True", "", "")),
+    # a sidecar not ready: not scheduled yet
+    ("Scheduling", _pod("False", sidecar_ready=False), "Scheduling",
+     ("False", "GuestNotRunning", "Guest VM is not reported as running")),
+    ("Scheduling", _pod("False", compute="waiting"), "Scheduling",
+     ("False", "GuestNotRunning", "Guest VM is not reported as running")),
+    ("Running", _pod("True", deleting=True), "Running",
+     ("False", "PodTerminating", "virt-launcher pod is terminating")),
+])
+def test_ready_follows_the_pods_ready_condition(phase: str, pod: dict, want_phase: str,
+                                                ready: tuple[str, str, str]) -> None:
+    out = decide(phase=phase, launcher=pod_view(pod), binding=None, volumes=READY)
+    assert out.phase == want_phase
+    [cond] = [c for c in out.conditions if c.type == "Ready"]
+    assert (cond.status, cond.reason, cond.message) == ready
+
+
+def test_ready_without_the_pods_condition() -> None:
+    pod = _pod("True")
+    pod["status"]["conditions"] = []
+    out = decide(phase="Running", launcher=pod_view(pod), binding=None, volumes=READY)
+    [cond] = [c for c in out.conditions if c.type == "Ready"]
+    assert (cond.status, cond.reason) == ("False", "PodConditionMissing")

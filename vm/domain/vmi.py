@@ -10,11 +10,11 @@ server's schema already pruned what upstream does not know.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sizes import parse_bytes
-from vm.domain import podnet
+from vm.domain import podnet, probes
 from vm.domain.cloudinit import (
     SOURCE_KEYS,
     CloudInitSpec,
@@ -326,7 +326,24 @@ def _volume(raw: Any, index: int) -> VolumeSpec:
                       read_only=read_only)
 
 
+def _with_probe_ports(ifaces: tuple[InterfaceSpec, ...],
+                      spec: dict[str, Any]) -> tuple[InterfaceSpec, ...]:
+    """The first interface also forwards the TCP ports the VMI's probes reach, listed
+    or not (upstream forwards every port, so its probes always reach the guest)."""
+    if not ifaces:
+        return ifaces
+    first = ifaces[0]
+    extra = tuple(podnet.PortSpec("tcp", p) for p in probes.guest_tcp_ports(spec)
+                  if podnet.PortSpec("tcp", p) not in first.ports)
+    return (replace(first, ports=first.ports + extra), *ifaces[1:])
+
+
 def _interfaces(spec: dict[str, Any], devices: dict[str, Any]) -> tuple[InterfaceSpec, ...]:
+    return _with_probe_ports(_pod_interfaces(spec, devices), spec)
+
+
+def _pod_interfaces(spec: dict[str, Any],
+                    devices: dict[str, Any]) -> tuple[InterfaceSpec, ...]:
     networks = _list(spec.get("networks"), "spec.networks")
     raw = _list(devices.get("interfaces"), "spec.domain.devices.interfaces")
     auto = devices.get("autoattachPodInterface", True)

@@ -117,6 +117,18 @@ def softreboot(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
     return request(path, {"cmd": "softreboot"}, timeout=timeout)
 
 
+def probe(path: str | Path, *, timeout_seconds: int, command: list[str] | None = None,
+          guest_agent_ping: bool = False) -> dict[str, Any]:
+    """Ask the launcher to run a VMI probe in the guest; the answer's ``ok`` is its
+    verdict. The whole exchange is bounded by the probe's timeout plus a second."""
+    body: dict[str, Any] = {"cmd": "probe", "timeoutSeconds": timeout_seconds}
+    if guest_agent_ping:
+        body["guestAgentPing"] = True
+    else:
+        body["command"] = command or []
+    return request(path, body, timeout=timeout_seconds + 1.0)
+
+
 def shutdown(
     path: str | Path, *, grace_period_seconds: int, timeout: float = 10.0
 ) -> dict[str, Any]:

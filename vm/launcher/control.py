@@ -31,6 +31,7 @@ class Controls(Protocol):
     async def unpause(self) -> None: ...
     def guestinfo(self) -> dict[str, object]: ...
     async def softreboot(self) -> None: ...
+    async def probe(self, request: protocol.ProbeRequest) -> None: ...
 
 
 class ControlServer:
@@ -94,6 +95,8 @@ class ControlServer:
                 return self.controls.guestinfo()
             if request.cmd == "softreboot":
                 await self.controls.softreboot()
+            elif request.cmd == "probe" and request.probe is not None:
+                await self.controls.probe(request.probe)
             elif request.cmd == "shutdown":
                 await self.controls.shutdown(request.grace_period_seconds)
             elif request.cmd == "kill":

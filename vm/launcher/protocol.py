@@ -21,11 +21,16 @@ MAX_GRACE_SECONDS = 24 * 3600
 MAX_GUESTINFO = 1024 * 1024
 """Longest ``guestinfo`` answer (bytes): the guest's facts, each list bounded."""
 
+MAX_PROBE_SECONDS = 3600
+"""A probe's timeout beyond an hour is refused rather than trusted."""
+
 Command = Literal[
-    "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot"
+    "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot",
+    "probe",
 ]
 COMMANDS: tuple[Command, ...] = (
-    "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot"
+    "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot",
+    "probe",
 )
 
 State = Literal["starting", "running", "paused", "shutdown", "crashed"]
@@ -37,6 +42,18 @@ class Request:
 
     cmd: Command
     grace_period_seconds: int | None = None
+    probe: ProbeRequest | None = None
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """``{"cmd": "probe", "timeoutSeconds": t, "command": [...]}`` runs the command in
+    the guest through the agent (guest-exec; success is exit code 0);
+    ``"guestAgentPing": true`` instead of a command pings the agent."""
+
+    timeout_seconds: int
+    command: tuple[str, ...] = ()
+    guest_agent_ping: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,8 @@ def parse_request(*, line: bytes) -> Request | BadRequest:
     cmd = body.get("cmd")
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         return BadRequest(f"cmd: unknown command {cmd!r} (known: {', '.join(COMMANDS)})")
+    if cmd == "probe":
+        return _probe_request(body)
     if cmd != "shutdown":
         return Request(cmd=cmd)
     grace = body.get("gracePeriodSeconds")
@@ -69,6 +88,28 @@ def parse_request(*, line: bytes) -> Request | BadRequest:
     if not 0 <= grace <= MAX_GRACE_SECONDS:
         return BadRequest(f"gracePeriodSeconds: must be between 0 and {MAX_GRACE_SECONDS}")
     return Request(cmd="shutdown", grace_period_seconds=grace)
+
+
+def _probe_request(body: dict[str, Any]) -> Request | BadRequest:
+    timeout = body.get("timeoutSeconds")
+    if isinstance(timeout, bool) or not isinstance(timeout, int):
+        return BadRequest("timeoutSeconds: must be an integer")
+    if not 1 <= timeout <= MAX_PROBE_SECONDS:
+        return BadRequest(f"timeoutSeconds: must be between 1 and {MAX_PROBE_SECONDS}")
+    ping = body.get("guestAgentPing", False)
+    if not isinstance(ping, bool):
+        return BadRequest("guestAgentPing: must be a boolean")
+    command = body.get("command")
+    if ping:
+        if command is not None:
+            return BadRequest("command: not with guestAgentPing")
+        return Request(cmd="probe", probe=ProbeRequest(timeout_seconds=timeout,
+                                                       guest_agent_ping=True))
+    if (not isinstance(command, list) or not command
+            or not all(isinstance(c, str) for c in command)):
+        return BadRequest("command: must be a non-empty list of strings")
+    return Request(cmd="probe", probe=ProbeRequest(timeout_seconds=timeout,
+                                                   command=tuple(command)))
 
 
 def encode(answer: dict[str, Any]) -> bytes:

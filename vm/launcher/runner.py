@@ -23,7 +23,7 @@ from vm.domain.errors import DomainError
 from vm.domain.model import Domain
 from vm.domain.options import BuildOptions, Ovmf
 from vm.domain.vmi import VmiSpec, parse_vmi
-from vm.launcher import accel, cloudinit, disks, protocol, scratch
+from vm.launcher import accel, cloudinit, disks, guest_probe, protocol, scratch
 from vm.launcher.agent import AgentError
 from vm.launcher.agent_poller import AgentPoller, Intervals
 from vm.launcher.config import LauncherConfig
@@ -144,6 +144,18 @@ class Supervisor:
         if not self.spec.acpi:
             raise DriverError("VMI neither have the agent connected nor the ACPI feature enabled")
         await self.driver.reboot_acpi()
+
+    async def probe(self, request: protocol.ProbeRequest) -> None:
+        """A VMI probe through the guest agent (see :mod:`vm.launcher.guest_probe`)."""
+        self._require_live()
+        if self.poller is None:
+            raise DriverError("the VMI has no guest agent channel")
+        try:
+            await guest_probe.run(self.poller.agent, command=request.command,
+                                  guest_agent_ping=request.guest_agent_ping,
+                                  timeout=request.timeout_seconds)
+        except guest_probe.ProbeFailed as err:
+            raise DriverError(str(err)) from err
 
     async def kill(self) -> None:
         self._require_live()

@@ -24,7 +24,8 @@ def node_has_kvm(node: Mapping[str, Any]) -> bool:
 
 
 def launcher_config(*, kubevirts: Sequence[Mapping[str, Any]],
-                    nodes: Sequence[Mapping[str, Any]], image: str) -> LauncherConfig:
+                    nodes: Sequence[Mapping[str, Any]], image: str,
+                    unprivileged_start: int = 1024) -> LauncherConfig:
     live = [k for k in kubevirts if not (k.get("metadata") or {}).get("deletionTimestamp")]
     live.sort(key=lambda k: str((k.get("metadata") or {}).get("creationTimestamp") or ""))
     conf = ((live[0].get("spec") or {}).get("configuration") or {}) if live else {}
@@ -32,4 +33,5 @@ def launcher_config(*, kubevirts: Sequence[Mapping[str, Any]],
     emulation = bool(dev.get("useEmulation")) or not any(node_has_kvm(n) for n in nodes)
     ratio = conf.get("additionalGuestMemoryOverheadRatio")
     return LauncherConfig(image=image, driver=str(conf.get("launcherDriver") or "qemu"),
-                          emulation=emulation, overhead_ratio=str(ratio) if ratio else None)
+                          emulation=emulation, overhead_ratio=str(ratio) if ratio else None,
+                          unprivileged_start=unprivileged_start)

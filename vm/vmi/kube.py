@@ -13,6 +13,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from vm import nodeports
 from vm.api import names
 from vm.controller.status import merge_conditions
 from vm.controller.views import Condition, conditions_of
@@ -101,7 +102,8 @@ def sync_vmi(kube: Kube, namespace: str, name: str) -> float | None:
     out = _outcome(vmi, launchers, binders, volumes)
     if out.action == "create-launcher":
         conf = launcher_config(kubevirts=kube.list(KUBEVIRTS), nodes=kube.list(NODES),
-                               image=LAUNCHER_IMAGE)
+                               image=LAUNCHER_IMAGE,
+                               unprivileged_start=nodeports.unprivileged_port_start())
         try:
             pod = launcher_pod(vmi=vmi, claims=claims, views=views, config=conf)
             kube.create(PODS, pod, namespace)

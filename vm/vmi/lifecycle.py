@@ -43,6 +43,11 @@ class PodView:
     termination: Mapping[str, Any] = field(default_factory=dict)
     deleting: bool = False
     ip: str = ""
+    started: bool = False
+    """Upstream's ``isPodReady``: the pod runs, its compute container is running (its
+    readiness is the VMI's probe, so not waited for) and every other container ready."""
+    ready_condition: tuple[str, str, str] | None = None
+    """The pod's Ready condition (status, reason, message), which the VMI's copies."""
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -56,7 +61,11 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     waiting_reason = waiting_message = ""
     exit_code = None
     termination: dict[str, Any] = {}
-    for cs in status.get("containerStatuses") or []:
+    statuses = status.get("containerStatuses") or []
+    started = bool(statuses) and status.get("phase") == "Running" and all(
+        "running" in (cs.get("state") or {}) if cs.get("name") == "compute"
+        else cs.get("ready") is True for cs in statuses)
+    for cs in statuses:
         if cs.get("name") != "compute":
             continue
         state = cs.get("state") or {}
@@ -77,7 +86,30 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
                    unschedulable=unsched, waiting_reason=waiting_reason,
                    waiting_message=waiting_message, exit_code=exit_code,
                    termination=termination, deleting=bool(meta.get("deletionTimestamp")),
-                   ip=str(status.get("podIP") or ""))
+                   ip=str(status.get("podIP") or ""), started=started,
+                   ready_condition=_condition(conds.get("Ready")))
+
+
+def _condition(cond: Mapping[str, Any] | None) -> tuple[str, str, str] | None:
+    if not cond:
+        return None
+    return (str(cond.get("status") or "Unknown"), str(cond.get("reason") or ""),
+            str(cond.get("message") or ""))
+
+
+def ready_condition(phase: str, launcher: PodView) -> Condition:
+    """The VMI's Ready condition, as upstream's ``syncReadyConditionFromPod``: the pod's
+    own (so the VMI's readiness probe decides it) once the guest runs."""
+    if launcher.deleting:
+        return Condition("Ready", "False", "PodTerminating", "virt-launcher pod is terminating")
+    if phase != "Running":
+        return Condition("Ready", "False", "GuestNotRunning",
+                         "Guest VM is not reported as running")
+    if launcher.ready_condition is None:
+        return Condition("Ready", "False", "PodConditionMissing",
+                         "virt-launcher pod is missing the Ready condition")
+    status, reason, message = launcher.ready_condition
+    return Condition("Ready", status, reason, message)
 
 
 Action = Literal["none", "create-launcher", "create-binding", "delete-binding"]
@@ -155,12 +187,10 @@ def decide(*, phase: str, launcher: PodView | None, binding: PodView | None,
     if launcher.waiting_reason in START_ERRORS:
         conds.append(Condition("Synchronized", "False", launcher.waiting_reason,
                                launcher.waiting_message))
-    if launcher.phase == "Running" and launcher.ready:
-        conds.append(Condition("Ready", "True" if phase == "Running" else "False",
-                               "" if phase == "Running" else "GuestNotRunning"))
+    conds.append(ready_condition(phase, launcher))
+    if launcher.phase == "Running" and (launcher.started or launcher.ready):
         return Outcome(phase=advance(phase, "Scheduled"), node=launcher.node,
                        conditions=tuple(conds), ip=launcher.ip)
-    conds.append(Condition("Ready", "False", "PodNotReady", "the launcher pod is not ready"))
     return Outcome(phase=advance(phase, "Scheduling"), node=launcher.node,
                    conditions=tuple(conds))
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vm.api import names
+from vm.domain.probes import PROBES, container_probe
 from vm.vmi.claims import ClaimView, DiskClaim
 from vm.vmi.overhead import pod_resources
 from vm.vmi.secret_volumes import render as render_secrets
@@ -47,6 +48,9 @@ class LauncherConfig:
     emulation: bool = True
     overhead_ratio: str | None = None
     host_sockets: str = HOST_SOCKETS
+    unprivileged_start: int = 1024
+    """The node's ``net.ipv4.ip_unprivileged_port_start``: a probed guest port below it
+    is where the launcher took it (``podnet.node_port``)."""
 
 
 CONSOLE_LOG_CPU_LIMIT = "100m"
@@ -147,6 +151,11 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
     }
     if devices:
         compute["volumeDevices"] = devices
+    control_socket = posixpath.join(SOCKETS, f"{meta['uid']}.sock")
+    for key in PROBES:
+        if isinstance(spec.get(key), Mapping):
+            compute[key] = container_probe(spec[key], socket=control_socket,
+                                           unprivileged_start=config.unprivileged_start)
     console_log: dict[str, Any] = {
         "name": "guest-console-log",
         "image": config.image,

@@ -22,6 +22,7 @@ from vm.domain.vmi import machine_type_problem
 from vm.vmi.claims import volume_name_problem
 from vm.vmi.secret_volumes import secret_volumes
 from vm.webhooks.device_rules import device_problems
+from vm.webhooks.probe_rules import probe_problems
 from vm.webhooks.problem import Problem
 from vm.webhooks.volume_rules import (
     CLOUD_INIT_SOURCES,
@@ -230,4 +231,5 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
             out.append(Problem(f"{at}.domain.machine.type", problem))
     _memory(domain, f"{at}.domain", out)
     _firmware(domain, f"{at}.domain", out)
+    out.extend(probe_problems(spec, at))
     return out

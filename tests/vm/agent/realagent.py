@@ -31,15 +31,16 @@ BLOCKED = (
 
 
 @contextlib.contextmanager
-def real_agent() -> Iterator[Path]:
-    """The socket path of a running qemu-ga (removed with its directory afterwards)."""
+def real_agent(unblock: tuple[str, ...] = ()) -> Iterator[Path]:
+    """The socket path of a running qemu-ga (removed with its directory afterwards);
+    ``unblock`` lifts some of the blocks (the probe tests run only true/false/sleep)."""
     if not shutil.which(QEMU_GA):
         pytest.fail("qemu-ga is not installed (Debian package qemu-guest-agent)")
     base = Path(tempfile.mkdtemp(prefix="qga-", dir="/tmp"))  # short: a unix socket path
     sock = base / "org.qemu.guest_agent.0"
     proc = subprocess.Popen(
         [QEMU_GA, "-m", "unix-listen", "-p", str(sock), "-f", str(base / "pid"),
-         "-t", str(base), "-b", ",".join(BLOCKED)],
+         "-t", str(base), "-b", ",".join(b for b in BLOCKED if b not in unblock)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
