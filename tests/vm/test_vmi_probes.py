@@ -53,6 +53,9 @@ def _problems(**spec: object) -> list[str]:
      ["spec.readinessProbe.periodSeconds: must be at least 1"]),
     ({"readinessProbe": {"exec": {"command": ["x"]}, "failureThreshold": "3"}},
      ["spec.readinessProbe.failureThreshold: must be an integer"]),
+    ({"readinessProbe": {"exec": {"command": ["x"]}, "successThreshold": 2}}, []),
+    ({"livenessProbe": {"exec": {"command": ["x"]}, "successThreshold": 2}},
+     ["spec.livenessProbe.successThreshold: must be 1 for a liveness probe"]),
 ])
 def test_admission(spec: dict, want: list[str]) -> None:
     assert _problems(**spec) == want

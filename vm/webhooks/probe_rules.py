@@ -34,7 +34,8 @@ def _has_pod_network(spec: Mapping[str, Any]) -> bool:
     return any(isinstance(n, Mapping) and n.get("pod") is not None for n in networks)
 
 
-def _one(probe: Any, f: str, *, pod_network: bool, out: list[Problem]) -> None:
+def _one(probe: Any, f: str, *, pod_network: bool, liveness: bool,
+         out: list[Problem]) -> None:
     if probe is None:
         return
     if not isinstance(probe, Mapping):
@@ -66,13 +67,17 @@ def _one(probe: Any, f: str, *, pod_network: bool, out: list[Problem]) -> None:
             out.append(Problem(f"{f}.{key}", "must be an integer"))
         elif value < MINIMUM[key]:
             out.append(Problem(f"{f}.{key}", f"must be at least {MINIMUM[key]}"))
+        elif liveness and key == "successThreshold" and value != 1:
+            # the launcher pod's validation would refuse it (Kubernetes: must be 1)
+            out.append(Problem(f"{f}.{key}", "must be 1 for a liveness probe"))
 
 
 def probe_problems(spec: Mapping[str, Any], at: str) -> list[Problem]:
     out: list[Problem] = []
     pod_network = _has_pod_network(spec)
     for key in ("readinessProbe", "livenessProbe"):
-        _one(spec.get(key), f"{at}.{key}", pod_network=pod_network, out=out)
+        _one(spec.get(key), f"{at}.{key}", pod_network=pod_network,
+             liveness=key == "livenessProbe", out=out)
     if spec.get("startStrategy") == "Paused" and spec.get("livenessProbe") is not None:
         out.append(Problem(
             f"{at}.startStrategy",
