@@ -1,0 +1,149 @@
+"""The Debian cloud guest on `rootdisk up`, one TCG boot for several claims: a readiness
+probe run in the guest through the agent (exec) gates the VMI's Ready condition both
+ways; the user-data from a Secret (``secretRef``) and the ``networkData`` (an extra
+route on the NIC matched by its MAC) are applied in the guest; an SSH login works through
+`rootdisk ssh` and through `rootdisk port-forward` to the guest's sshd."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster.cluster import Cluster
+from localcluster.kube.client import Kube
+from tests.e2e import kit, vmkit
+from tests.fixtures.cloudvm import SSH_OPTIONS, keypair
+from tests.fixtures.httpserver import HttpServer
+from tests.fixtures.s3server import free_ports
+from tests.localcluster.clusterkit import needs_root, wait_for
+from tests.vm.agent.cloudguest import cloud_guest_qcow2
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "cg"
+MAC = "02:00:00:5e:10:01"
+USERDATA_MARK = "USERDATA-FROM-SECRET-7f3a"
+READY_FILE = "/run/rootdisk-ready"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vm_side(kube: Kube) -> None:
+    vmkit.wait_vm_side_ready(kube)
+
+
+def _user_data(public_key: str) -> str:
+    return "#cloud-config\n" + json.dumps({
+        "users": [{"name": "tester", "shell": "/bin/bash", "lock_passwd": True,
+                   "sudo": "ALL=(ALL) NOPASSWD:ALL", "ssh_authorized_keys": [public_key]}],
+        "runcmd": [["sh", "-c", f"echo {USERDATA_MARK} > /var/tmp/rootdisk-userdata"]],
+    }) + "\n"
+
+
+NETWORK_DATA = json.dumps({"version": 2, "ethernets": {"nic0": {
+    "match": {"macaddress": MAC}, "dhcp4": True,
+    "routes": [{"to": "192.0.2.0/24", "via": "10.0.2.1"}]}}})
+
+
+def _vm(url: str) -> dict[str, Any]:
+    vm = vmkit.vm(NAME, url, size="2Gi")
+    tmpl = vm["spec"]["template"]
+    tmpl["metadata"] = {"labels": {"app": f"{NAME}-app"}}
+    spec = tmpl["spec"]
+    spec["domain"]["resources"]["requests"]["memory"] = "512Mi"
+    spec["domain"]["devices"]["disks"].append({"name": "ci", "disk": {"bus": "virtio"}})
+    spec["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}, "macAddress": MAC,
+         "ports": [{"name": "ssh", "port": 22}]}]
+    spec["networks"] = [{"name": "default", "pod": {}}]
+    spec["volumes"].append({"name": "ci", "cloudInitNoCloud": {
+        "secretRef": {"name": "cg-ud"}, "networkData": NETWORK_DATA}})
+    spec["readinessProbe"] = {"exec": {"command": ["test", "-e", READY_FILE]},
+                              "periodSeconds": 2, "failureThreshold": 1, "timeoutSeconds": 5}
+    return vm
+
+
+def _ready(kube: Kube, ns: str) -> dict[str, Any]:
+    vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
+    return next((c for c in (vmi.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "Ready"), {})
+
+
+def _agent_connected(kube: Kube, ns: str) -> bool:
+    vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
+    return any(c.get("type") == "AgentConnected" and c.get("status") == "True"
+               for c in (vmi.get("status") or {}).get("conditions") or [])
+
+
+@pytest.mark.timeout(1200)
+def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns: str,
+                                               http_server: HttpServer,
+                                               tmp_path: Path) -> None:
+    key, public = keypair(tmp_path)
+    kit.secret(kube, ns, "cg-ud", {"userdata": _user_data(public)})
+    url = http_server.publish(cloud_guest_qcow2(), "cloud.qcow2")
+    kube.create(vmkit.VMS, _vm(url), ns)
+    try:
+        vmkit.wait_printable(kube, ns, NAME, "Running", timeout=600)
+        wait_for(lambda: _agent_connected(kube, ns), timeout=400, what="AgentConnected")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+
+    def ssh(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rootdisk", "ssh", f"tester@vm/{NAME}", "-n", ns,
+             "--kubeconfig", cluster.kubeconfig, "-i", str(key),
+             *(f"--local-ssh-opts={o}" for o in SSH_OPTIONS), "--command", command],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+
+    # SSH login as the user the Secret's user-data made; its runcmd ran; the
+    # networkData's route is on the NIC matched by MAC (DHCP still gave the address)
+    last: list[str] = [""]
+
+    def logged_in() -> str:
+        done = ssh("cloud-init status --wait >/dev/null; cat /var/tmp/rootdisk-userdata; "
+                   "ip -4 route show 192.0.2.0/24; ip -4 -o addr show")
+        last[0] = done.stderr[-300:]
+        return done.stdout if done.returncode == 0 else ""
+    out = wait_for(logged_in, timeout=400, what=f"an SSH login (last: {last[0]!r})")
+    assert USERDATA_MARK in out, out
+    assert "192.0.2.0/24 via 10.0.2.1" in out, out
+    assert "10.0.2.2/24" in out, out
+
+    # the exec probe fails in the running, reachable guest: not Ready, the pod's reason
+    ready = _ready(kube, ns)
+    assert (ready.get("status"), ready.get("reason")) == ("False", "ContainersNotReady"), ready
+    # the probed file appears: Ready; it goes: not Ready again (failureThreshold 1)
+    assert ssh(f"sudo touch {READY_FILE}").returncode == 0
+    wait_for(lambda: _ready(kube, ns).get("status") == "True", timeout=120,
+             what="Ready=True after the probed file appeared")
+    assert ssh(f"sudo rm {READY_FILE}").returncode == 0
+    wait_for(lambda: _ready(kube, ns).get("status") == "False", timeout=120,
+             what="Ready=False after the probed file went")
+    vm_status = kube.get(vmkit.VMS, NAME, ns)["status"]
+    assert vm_status.get("ready") is not True
+
+    # rootdisk port-forward to the guest's sshd, and an SSH login through it
+    [local] = free_ports(1)
+    proc = subprocess.Popen([sys.executable, "-m", "rootdisk", "port-forward", "--kubeconfig",
+                             cluster.kubeconfig, f"vm/{NAME}/{ns}", f"{local}:22"],
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().decode() == f"Forwarding from 127.0.0.1:{local} -> 22\n"
+        done = subprocess.run(["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(local),
+                               "tester@127.0.0.1", "cat /var/tmp/rootdisk-userdata"],
+                              capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0 and USERDATA_MARK in done.stdout, done.stderr
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
