@@ -1,11 +1,15 @@
-"""The Debian cloud guest on `rootdisk up`, one TCG boot for several claims: a readiness
-probe run in the guest through the agent (exec) gates the VMI's Ready condition both
-ways; the user-data from a Secret (``secretRef``) and the ``networkData`` (an extra
-route on the NIC matched by its MAC) are applied in the guest; an SSH login works through
-`rootdisk ssh` and through `rootdisk port-forward` to the guest's sshd."""
+"""The Debian cloud guest on `rootdisk up`, each TCG boot reused for several claims.
+
+First test, one boot: a readiness probe run in the guest through the agent (exec) gates
+the VMI's Ready condition both ways; the user-data from a Secret (``secretRef``) and the
+``networkData`` (an extra route on the NIC matched by its MAC) are applied in the guest;
+an SSH login works through `rootdisk ssh` and through `rootdisk port-forward` to sshd.
+Second test, two boots: a VM whose root is ``ephemeral`` over a golden claim writes a
+file, is restarted, and the file is gone, while the golden image's bytes are unchanged."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -15,6 +19,7 @@ from typing import Any
 import pytest
 
 from localcluster.cluster import Cluster
+from localcluster.kube import client
 from localcluster.kube.client import Kube
 from tests.e2e import kit, vmkit
 from tests.fixtures.cloudvm import SSH_OPTIONS, keypair
@@ -67,6 +72,15 @@ def _vm(url: str) -> dict[str, Any]:
     return vm
 
 
+def _ssh(cluster: Cluster, ns: str, name: str, key: Path,
+         command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rootdisk", "ssh", f"tester@vm/{name}", "-n", ns,
+         "--kubeconfig", cluster.kubeconfig, "-i", str(key),
+         *(f"--local-ssh-opts={o}" for o in SSH_OPTIONS), "--command", command],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
 def _ready(kube: Kube, ns: str) -> dict[str, Any]:
     vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
     return next((c for c in (vmi.get("status") or {}).get("conditions") or []
@@ -94,11 +108,7 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns:
         raise AssertionError(vmkit.diagnose(kube, ns)) from None
 
     def ssh(command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "rootdisk", "ssh", f"tester@vm/{NAME}", "-n", ns,
-             "--kubeconfig", cluster.kubeconfig, "-i", str(key),
-             *(f"--local-ssh-opts={o}" for o in SSH_OPTIONS), "--command", command],
-            capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+        return _ssh(cluster, ns, NAME, key, command)
 
     # SSH login as the user the Secret's user-data made; its runcmd ran; the
     # networkData's route is on the NIC matched by MAC (DHCP still gave the address)
@@ -147,3 +157,62 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns:
             proc.stderr.close()
 
 
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@pytest.mark.timeout(1500)
+def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
+        cluster: Cluster, kube: Kube, ns: str, http_server: HttpServer,
+        tmp_path: Path) -> None:
+    key, public = keypair(tmp_path)
+    url = http_server.publish(cloud_guest_qcow2(), "cloud.qcow2")
+    kube.create(kit.DVS, kit.datavolume("golden", {"http": {"url": url}}, storage={
+        "storageClassName": "local-immediate", "resources": {"requests": {"storage": "2Gi"}}}),
+        ns)
+    kit.wait_dv(kube, ns, "golden", ("Succeeded",), timeout=600)
+    image = kit.volume_path(kube, kube.get(client.PVCS, "golden", ns))
+    before = _sha256(image)
+    vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+          "metadata": {"name": "eph"},
+          "spec": {"runStrategy": "Always", "template": {"spec": {
+              "terminationGracePeriodSeconds": 5,
+              "domain": {"resources": {"requests": {"memory": "512Mi"}},
+                         "devices": {"disks": [{"name": "root", "bootOrder": 1,
+                                                "disk": {"bus": "virtio"}},
+                                               {"name": "ci", "disk": {"bus": "virtio"}}],
+                                     "interfaces": [{"name": "default", "masquerade": {},
+                                                     "ports": [{"port": 22}]}]}},
+              "networks": [{"name": "default", "pod": {}}],
+              "volumes": [{"name": "root", "ephemeral": {
+                  "persistentVolumeClaim": {"claimName": "golden"}}},
+                  {"name": "ci", "cloudInitNoCloud": {"userData": _user_data(public)}}]}}}}
+    kube.create(vmkit.VMS, vm, ns)
+
+    def login(command: str) -> str:
+        done = _ssh(cluster, ns, "eph", key, command)
+        return done.stdout if done.returncode == 0 else ""
+    try:
+        vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
+        first = vmkit.vmi_uid(kube, ns, "eph")
+        out = wait_for(lambda: login("echo EPH-WROTE | sudo tee /var/lib/eph-mark && sync"),
+                       timeout=400, what="an SSH login to the ephemeral VM")
+        assert "EPH-WROTE" in out
+        assert login("cat /var/lib/eph-mark").strip() == "EPH-WROTE"
+        restarted = vmkit.cli(cluster, "restart", "eph", "-n", ns)
+        assert restarted.returncode == 0, restarted.stderr
+        wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") not in ("", first), timeout=300,
+                 what="a new VMI after the restart")
+        vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
+        out = wait_for(lambda: login("test -e /var/lib/eph-mark && echo KEPT || echo GONE"),
+                       timeout=400, what="an SSH login after the restart")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    assert out.strip() == "GONE", out
+    assert _sha256(image) == before
