@@ -149,8 +149,10 @@ def main() -> int:
     p.add_argument("--guests", default="bootsector,linux")
     p.add_argument("--drivers", default="qemu,libvirt")
     p.add_argument("--timeout", type=float, default=120.0)
-    p.add_argument("--only", choices=("standalone", "cluster"),
-                   help="only the standalone launcher, or only the cluster (default: both)")
+    p.add_argument("--only", choices=("standalone", "cluster", "cloud"),
+                   help="only the standalone launcher, or only the cluster (default: both); "
+                   "cloud: only the Debian cloud guest, create → SSH on the cluster against "
+                   "QEMU by hand with the same seed (bench/vm_boot_cloud.py)")
     p.add_argument("--cluster-timeout", type=float, default=900.0,
                    help="bound of the cluster's start and of each import (s)")
     args = p.parse_args()
@@ -158,6 +160,14 @@ def main() -> int:
         print("needs root and bubblewrap (the launcher runs as the kubelet would run it)")
         return 1
     work = Path(tempfile.mkdtemp(prefix="vm-boot-bench-", dir="/tmp"))
+    if args.only == "cloud":
+        import vm_boot_cloud
+        try:
+            vm_boot_cloud.run(runs=args.runs, timeout=args.timeout * 5,
+                              cluster_timeout=args.cluster_timeout, work=work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     try:
         disks = {}
         for guest in args.guests.split(","):
