@@ -3,7 +3,9 @@
 First test, one boot: a readiness probe run in the guest through the agent (exec) gates
 the VMI's Ready condition both ways; the user-data from a Secret (``secretRef``) and the
 ``networkData`` (an extra route on the NIC matched by its MAC) are applied in the guest;
-an SSH login works through `rootdisk ssh` and through `rootdisk port-forward` to sshd.
+a Service selecting the VM's labels lists it as ready only while the probe passes, and
+an SSH login works through `rootdisk ssh`, through that Service's endpoint and through
+`rootdisk port-forward` to sshd.
 Second test, two boots: a VM whose root is ``ephemeral`` over a golden claim writes a
 file, is restarted, and the file is gone, while the golden image's bytes are unchanged."""
 
@@ -27,6 +29,8 @@ from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.s3server import free_ports
 from tests.localcluster.clusterkit import needs_root, wait_for
 from tests.vm.agent.cloudguest import cloud_guest_qcow2
+from vm import nodeports
+from vm.domain.podnet import node_port
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +91,15 @@ def _ready(kube: Kube, ns: str) -> dict[str, Any]:
                  if c.get("type") == "Ready"), {})
 
 
+def _endpoint(kube: Kube, ns: str, kind: str) -> tuple[str, int] | None:
+    """The Service cg-ssh's first endpoint among ``addresses`` or ``notReadyAddresses``."""
+    ep = kube.get_or_none(client.ENDPOINTS, "cg-ssh", ns) or {}
+    for subset in ep.get("subsets") or []:
+        for addr in subset.get(kind) or []:
+            return str(addr["ip"]), int(subset["ports"][0]["port"])
+    return None
+
+
 def _agent_connected(kube: Kube, ns: str) -> bool:
     vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
     return any(c.get("type") == "AgentConnected" and c.get("status") == "True"
@@ -124,13 +137,32 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns:
     assert "192.0.2.0/24 via 10.0.2.1" in out, out
     assert "10.0.2.2/24" in out, out
 
-    # the exec probe fails in the running, reachable guest: not Ready, the pod's reason
+    # the exec probe fails in the running, reachable guest: not Ready, the pod's reason;
+    # a Service on the VM's labels lists the launcher pod as not ready. localcluster's
+    # pods share the node's network, so the guest's port 22 is at the pod IP's moved
+    # port (docs/vm.md, the pod network): the Service targets that
     ready = _ready(kube, ns)
     assert (ready.get("status"), ready.get("reason")) == ("False", "ContainersNotReady"), ready
-    # the probed file appears: Ready; it goes: not Ready again (failureThreshold 1)
+    moved = node_port(22, nodeports.unprivileged_port_start())
+    kube.create(client.SERVICES, {"apiVersion": "v1", "kind": "Service",
+                                  "metadata": {"name": "cg-ssh"},
+                                  "spec": {"selector": {"app": f"{NAME}-app"},
+                                           "ports": [{"port": 22, "targetPort": moved}]}}, ns)
+    pod_ip = kube.get(vmkit.VMIS, NAME, ns)["status"]["interfaces"][0]["ipAddress"]
+    assert wait_for(lambda: _endpoint(kube, ns, "notReadyAddresses"), timeout=60,
+                    what="the Service's not-ready endpoint") == (pod_ip, moved)
+    assert _endpoint(kube, ns, "addresses") is None
+    # the probed file appears: Ready, and the Service's endpoint is ready: an SSH login
+    # through it reaches the guest; the file goes: not Ready again (failureThreshold 1)
     assert ssh(f"sudo touch {READY_FILE}").returncode == 0
     wait_for(lambda: _ready(kube, ns).get("status") == "True", timeout=120,
              what="Ready=True after the probed file appeared")
+    ip, port = wait_for(lambda: _endpoint(kube, ns, "addresses"), timeout=60,
+                        what="the Service's ready endpoint")
+    done = subprocess.run(["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(port),
+                           f"tester@{ip}", "cat /var/tmp/rootdisk-userdata"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and USERDATA_MARK in done.stdout, done.stderr
     assert ssh(f"sudo rm {READY_FILE}").returncode == 0
     wait_for(lambda: _ready(kube, ns).get("status") == "False", timeout=120,
              what="Ready=False after the probed file went")
