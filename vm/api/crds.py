@@ -11,7 +11,6 @@ checks they are current.
 from __future__ import annotations
 
 import copy
-
 import sys
 from pathlib import Path
 from typing import Any
