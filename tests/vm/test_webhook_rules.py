@@ -207,3 +207,20 @@ def test_no_ports_is_no_warning_as_upstream() -> None:
     out = respond(review(vmi, "virtualmachineinstances"))["response"]
     assert out["allowed"] is True
     assert "warnings" not in out or out["warnings"] == []
+
+
+# upstream's validateStartStrategy (vmi-create-admitter.go at d923fdb815cd), its words
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"startStrategy": "Paused"}, None),
+    ({"startStrategy": "Paused", "readinessProbe": {"exec": {"command": ["true"]}}}, None),
+    ({"startStrategy": "Later"},
+     "spec.startStrategy is set with an unrecognized option: Later"),
+    ({"startStrategy": "Paused", "livenessProbe": {"exec": {"command": ["true"]}}},
+     "either spec.startStrategy or spec.livenessProbe should be provided.Pausing VMI with "
+     "LivenessProbe is not supported"),
+])
+def test_start_strategy(extra: dict, message: str | None) -> None:
+    spec = {**tspec(vm()), **extra}
+    problems = validate_vmi_spec(spec)
+    assert [str(p) for p in problems] == ([] if message is None else [message])
+    assert all(p.field == "spec.startStrategy" for p in problems)

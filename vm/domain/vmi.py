@@ -97,6 +97,7 @@ class VmiSpec:
     hostname: str | None = None
     instance_type: str = ""
     ssh_keys: tuple[SshKeySource, ...] = ()
+    start_paused: bool = False
 
     @property
     def cloud_init(self) -> CloudInitSpec | None:
@@ -468,7 +469,17 @@ def parse_vmi(vmi: Any) -> VmiSpec:
         hostname=spec_hostname or None,
         instance_type=instance_type(_obj(meta.get("annotations"), "metadata.annotations")),
         ssh_keys=parse_ssh_keys(spec.get("accessCredentials")),
+        start_paused=_start_strategy(spec.get("startStrategy")),
     )
+
+
+def _start_strategy(value: Any) -> bool:
+    """``Paused`` (upstream's only StartStrategy value) or unset."""
+    if value is None:
+        return False
+    if value != "Paused":
+        raise DomainError("spec.startStrategy", f"unknown value {value!r}: only Paused")
+    return True
 
 
 def _check_names(disks: tuple[DiskSpec, ...], volumes: tuple[VolumeSpec, ...]) -> None:

@@ -230,4 +230,19 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
             out.append(Problem(f"{at}.domain.machine.type", problem))
     _memory(domain, f"{at}.domain", out)
     _firmware(domain, f"{at}.domain", out)
+    _start_strategy(spec, at, out)
     return out
+
+
+def _start_strategy(spec: Mapping[str, Any], at: str, out: list[Problem]) -> None:
+    """Upstream's validateStartStrategy, its words."""
+    strategy = spec.get("startStrategy")
+    if strategy is None:
+        return
+    f = f"{at}.startStrategy"
+    if strategy != "Paused":
+        out.append(Problem(f, f"{f} is set with an unrecognized option: {strategy}",
+                           verbatim=True))
+    elif spec.get("livenessProbe") is not None:
+        out.append(Problem(f, f"either {f} or {at}.livenessProbe should be provided.Pausing "
+                              "VMI with LivenessProbe is not supported", verbatim=True))
