@@ -117,6 +117,14 @@ def softreboot(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
     return request(path, {"cmd": "softreboot"}, timeout=timeout)
 
 
+def pause(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
+    return request(path, {"cmd": "pause"}, timeout=timeout)
+
+
+def unpause(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
+    return request(path, {"cmd": "unpause"}, timeout=timeout)
+
+
 def shutdown(
     path: str | Path, *, grace_period_seconds: int, timeout: float = 10.0
 ) -> dict[str, Any]:
