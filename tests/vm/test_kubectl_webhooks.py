@@ -107,3 +107,23 @@ def test_v1alpha3_goes_through_the_webhook(kubectl: Run, tmp_path: Path) -> None
     assert proc.returncode != 0
     assert "spec.running: Running and RunStrategy are mutually exclusive" in proc.stderr
     assert kubectl("get", "vm", "old-bad", "-n", "vms").returncode != 0
+
+
+@pytest.mark.parametrize(("domain", "cause"), [
+    ({"memory": {"hugepages": {"pageSize": "2Mi"}}},
+     "spec.template.spec.domain.memory.hugepages: hugepages: this feature is not supported "
+     "by rootdisk's VM runtime"),
+    ({"devices": {"tpm": {}}},
+     "spec.template.spec.domain.devices.tpm: this device is not supported by rootdisk's VM "
+     "runtime"),
+])
+def test_what_the_runtime_cannot_run_is_refused_with_its_cause(
+        kubectl: Run, tmp_path: Path, domain: dict[str, Any], cause: str) -> None:
+    path = _vm(tmp_path, "cannot", runStrategy="Halted")
+    vm = yaml.safe_load(Path(path).read_text())
+    for key, value in domain.items():
+        vm["spec"]["template"]["spec"]["domain"].setdefault(key, {}).update(value)
+    Path(path).write_text(yaml.safe_dump(vm))
+    proc = kubectl("create", "-f", path)
+    assert proc.returncode != 0
+    assert cause in proc.stderr, proc.stderr

@@ -22,6 +22,7 @@ from vm.domain.vmi import machine_type_problem
 from vm.vmi.claims import volume_name_problem
 from vm.vmi.secret_volumes import secret_volumes
 from vm.webhooks.device_rules import device_problems
+from vm.webhooks.feature_rules import feature_problems
 from vm.webhooks.problem import Problem
 from vm.webhooks.volume_rules import (
     CLOUD_INIT_SOURCES,
@@ -220,6 +221,7 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
             cloud_init = cloud_init or name
     _disks(spec, at, volume_names, out)
     out.extend(device_problems(domain.get("devices"), f"{at}.domain.devices"))
+    out.extend(feature_problems(spec, at))
     out.extend(access_credential_problems(spec, at))
     _secret_pod_volumes(spec, at, volume_names, out)
     machine = domain.get("machine")
