@@ -202,6 +202,7 @@ KUBEVIRT_SPEC = obj({
         "developerConfiguration": obj({
             "useEmulation": BOOL,
             "featureGates": array(STR),
+            "memoryOvercommit": {**INT, "minimum": 1},
         }),
         "additionalGuestMemoryOverheadRatio": STR,
         "launcherDriver": {

@@ -163,12 +163,13 @@ def _enabled(value: Any, field: str, default: bool) -> bool:
 def _memory(domain: dict[str, Any]) -> int:
     guest = _obj(domain.get("memory"), "spec.domain.memory").get("guest")
     field = "spec.domain.memory.guest"
+    resources = _obj(domain.get("resources"), "spec.domain.resources")
     if guest is None:
-        requests = _obj(
-            _obj(domain.get("resources"), "spec.domain.resources").get("requests"),
-            "spec.domain.resources.requests",
-        )
+        requests = _obj(resources.get("requests"), "spec.domain.resources.requests")
         guest, field = requests.get("memory"), "spec.domain.resources.requests.memory"
+    if guest is None:  # a limit alone, as upstream's defaults: the guest gets the limit
+        limits = _obj(resources.get("limits"), "spec.domain.resources.limits")
+        guest, field = limits.get("memory"), "spec.domain.resources.limits.memory"
     if guest is None:
         raise DomainError(
             "spec.domain.resources.requests.memory",

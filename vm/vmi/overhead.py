@@ -67,22 +67,27 @@ def _bytes(value: Any, field: str) -> int:
 
 
 def guest_memory(spec: Mapping[str, Any]) -> int:
-    """Bytes the guest sees: ``memory.guest``, else ``resources.requests.memory``."""
+    """Bytes the guest sees: ``memory.guest``, else ``resources.requests.memory``, else
+    ``resources.limits.memory``."""
     d = _domain(spec)
     guest = (d.get("memory") or {}).get("guest")
     if guest is not None:
         return _bytes(guest, "spec.domain.memory.guest")
-    req = ((d.get("resources") or {}).get("requests") or {}).get("memory")
-    if req is None:
-        raise ResourceError("spec.domain.resources.requests.memory: no memory requested")
-    return _bytes(req, "spec.domain.resources.requests.memory")
+    res = d.get("resources") or {}
+    for part in ("requests", "limits"):
+        value = (res.get(part) or {}).get("memory")
+        if value is not None:
+            return _bytes(value, f"spec.domain.resources.{part}.memory")
+    raise ResourceError("spec.domain.resources.requests.memory: no memory requested")
 
 
 def requested_memory(spec: Mapping[str, Any]) -> int:
-    req = ((_domain(spec).get("resources") or {}).get("requests") or {}).get("memory")
-    if req is None:
-        return guest_memory(spec)
-    return _bytes(req, "spec.domain.resources.requests.memory")
+    res = _domain(spec).get("resources") or {}
+    for part in ("requests", "limits"):
+        value = (res.get(part) or {}).get("memory")
+        if value is not None:
+            return _bytes(value, f"spec.domain.resources.{part}.memory")
+    return guest_memory(spec)
 
 
 def overhead_vcpus(spec: Mapping[str, Any]) -> int:
@@ -201,11 +206,26 @@ class PodResources:
     limits: dict[str, str]
 
 
-def pod_resources(spec: Mapping[str, Any], *, ratio: str | None, kvm: bool) -> PodResources:
+def pod_memory_request(spec: Mapping[str, Any], *, overcommit: int = 100) -> int:
+    """The VMI's share of the pod's memory request, as upstream's WithMemoryRequests: its
+    memory request; else its memory limit; else the guest's memory × 100 / overcommit."""
+    res = _domain(spec).get("resources") or {}
+    req = (res.get("requests") or {}).get("memory")
+    if req is not None and _bytes(req, "spec.domain.resources.requests.memory"):
+        return _bytes(req, "spec.domain.resources.requests.memory")
+    lim = (res.get("limits") or {}).get("memory")
+    if lim is not None and _bytes(lim, "spec.domain.resources.limits.memory"):
+        return _bytes(lim, "spec.domain.resources.limits.memory")
+    guest = guest_memory(spec)
+    return guest if overcommit == 100 else guest * 100 // overcommit
+
+
+def pod_resources(spec: Mapping[str, Any], *, ratio: str | None, kvm: bool,
+                  overcommit: int = 100) -> PodResources:
     d = _domain(spec)
     res = d.get("resources") or {}
     overhead = memory_overhead(spec, ratio=ratio)
-    requests = {"memory": str(requested_memory(spec) + overhead)}
+    requests = {"memory": str(pod_memory_request(spec, overcommit=overcommit) + overhead)}
     limits: dict[str, str] = {}
     user_requests = res.get("requests") or {}
     user_limits = res.get("limits") or {}

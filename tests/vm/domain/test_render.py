@@ -66,3 +66,12 @@ def test_start_strategy_paused_holds_the_cpus() -> None:
     vmi["spec"]["startStrategy"] = "Later"
     with pytest.raises(DomainError, match=r"spec\.startStrategy"):
         build(vmi=vmi, options=options())
+
+
+def test_a_memory_limit_alone_is_the_guests_memory() -> None:
+    """The webhook accepts a VMI with only ``limits.memory`` (as upstream); the guest gets
+    the limit rather than the launcher failing on "no memory requested"."""
+    vmi = json.loads(json.dumps(MINIMAL))
+    vmi["spec"]["domain"]["resources"] = {"limits": {"memory": "100000000"}}
+    domain = build(vmi=vmi, options=options())
+    assert domain.memory_bytes == 100000000
