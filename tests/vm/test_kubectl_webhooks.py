@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.localcluster.apiserver.kubectl_tool import Run, needs_kubectl, runner
-from vm.kube import Kube
+from vm.kube import VMS, Kube
 
 from .conftest import ROOT
 from .virtapi_harness import NAMESPACES, running
@@ -73,3 +73,57 @@ def test_running_is_accepted_with_the_warning(kubectl: Run, tmp_path: Path) -> N
     assert "virtualmachine.kubevirt.io/legacy created" in proc.stdout
     proc = kubectl("create", "-f", _vm(tmp_path, "current", runStrategy="Halted"))
     assert proc.returncode == 0 and "Warning" not in proc.stderr, proc.stderr
+
+
+V1ALPHA3 = ("Warning: kubevirt.io/v1alpha3 is now deprecated and will be removed in a "
+            "future release.")
+
+
+def _v1alpha3(path: str) -> str:
+    vm = yaml.safe_load(Path(path).read_text())
+    vm["apiVersion"] = "kubevirt.io/v1alpha3"
+    Path(path).write_text(yaml.safe_dump(vm))
+    return path
+
+
+def test_v1alpha3_is_served_deprecated_and_stored_as_v1(
+        kubectl: Run, cluster: tuple[Any, Kube, int], tmp_path: Path) -> None:
+    proc = kubectl("create", "-f", _v1alpha3(_vm(tmp_path, "old-api", runStrategy="Halted")))
+    assert proc.returncode == 0, proc.stderr
+    assert V1ALPHA3 in proc.stderr
+    assert "virtualmachine.kubevirt.io/old-api created" in proc.stdout
+    as_v1 = cluster[1].get_or_none(VMS, "old-api", "vms")
+    assert as_v1 is not None and as_v1["apiVersion"] == "kubevirt.io/v1"
+    proc = kubectl("get", "virtualmachines.v1alpha3.kubevirt.io", "old-api", "-n", "vms",
+                   "-o", "jsonpath={.apiVersion} {.spec.runStrategy}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "kubevirt.io/v1alpha3 Halted"
+    assert V1ALPHA3 in proc.stderr
+
+
+def test_v1alpha3_goes_through_the_webhook(kubectl: Run, tmp_path: Path) -> None:
+    proc = kubectl("create", "-f", _v1alpha3(_vm(tmp_path, "old-bad", running=True,
+                                                 runStrategy="Always")))
+    assert proc.returncode != 0
+    assert "spec.running: Running and RunStrategy are mutually exclusive" in proc.stderr
+    assert kubectl("get", "vm", "old-bad", "-n", "vms").returncode != 0
+
+
+@pytest.mark.parametrize(("domain", "cause"), [
+    ({"memory": {"hugepages": {"pageSize": "2Mi"}}},
+     "spec.template.spec.domain.memory.hugepages: hugepages: this feature is not supported "
+     "by rootdisk's VM runtime"),
+    ({"devices": {"tpm": {}}},
+     "spec.template.spec.domain.devices.tpm: this device is not supported by rootdisk's VM "
+     "runtime"),
+])
+def test_what_the_runtime_cannot_run_is_refused_with_its_cause(
+        kubectl: Run, tmp_path: Path, domain: dict[str, Any], cause: str) -> None:
+    path = _vm(tmp_path, "cannot", runStrategy="Halted")
+    vm = yaml.safe_load(Path(path).read_text())
+    for key, value in domain.items():
+        vm["spec"]["template"]["spec"]["domain"].setdefault(key, {}).update(value)
+    Path(path).write_text(yaml.safe_dump(vm))
+    proc = kubectl("create", "-f", path)
+    assert proc.returncode != 0
+    assert cause in proc.stderr, proc.stderr

@@ -60,6 +60,12 @@ def test_everything_applies(applied: tuple[Kube, list[str]]) -> None:
     ("kubevirt-controller", "delete", "cdi.kubevirt.io", "datavolumes", "", "x", "", False),
     ("kubevirt-controller", "update", "kubevirt.io", "virtualmachines", "", "x", "", False),
     ("kubevirt-controller", "get", "", "secrets", "", "x", "", False),
+    ("kubevirt-controller", "update", "kubevirt.io", "kubevirts", "status", "kubevirt",
+     "kubevirt", True),
+    ("kubevirt-controller", "update", "kubevirt.io", "kubevirts", "", "kubevirt", "kubevirt",
+     False),
+    ("kubevirt-controller", "get", "apps", "daemonsets", "", "kubevirt", "virt-handler", True),
+    ("kubevirt-controller", "update", "apps", "deployments", "", "kubevirt", "virt-api", False),
     ("kubevirt-apiserver", "patch", "kubevirt.io", "virtualmachines", "", "x", "", True),
     ("kubevirt-apiserver", "delete", "kubevirt.io", "virtualmachines", "", "x", "", False),
     ("kubevirt-apiserver", "get", "", "secrets", "", "kubevirt", "virt-api-certs", True),
@@ -104,8 +110,13 @@ RB = Res("rbac.authorization.k8s.io", "v1", "rolebindings")
 def test_user_roles_on_the_guest_agent_subresources(
         applied: tuple[Kube, list[str]], role: str, verb: str, sub: str, ok: bool) -> None:
     """As upstream's kubevirt.io:view and :edit (through the aggregated view/edit roles)."""
-    kube = applied[0]
-    user = f"ga-{role}"
+    assert _user_can(applied[0], f"ga-{role}", role, verb, "subresources.kubevirt.io",
+                     "virtualmachineinstances", sub) is ok
+
+
+def _user_can(kube: Kube, user: str, role: str, verb: str, group: str, resource: str,
+              sub: str) -> bool:
+    """Whether ``user``, bound to ClusterRole ``role`` in namespace default, may."""
     if kube.get(RB, user, "default") is None:
         kube.create(RB, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                          "metadata": {"name": user, "namespace": "default"},
@@ -116,8 +127,29 @@ def test_user_roles_on_the_guest_agent_subresources(
     out = kube.create(SAR, {"apiVersion": "authorization.k8s.io/v1",
                             "kind": "SubjectAccessReview", "spec": {
                                 "user": user, "resourceAttributes": {
-                                    "namespace": "default", "verb": verb,
-                                    "group": "subresources.kubevirt.io",
-                                    "resource": "virtualmachineinstances",
-                                    "subresource": sub, "name": "vm1"}}})
-    assert bool(out["status"].get("allowed")) is ok
+                                    "namespace": "default", "verb": verb, "group": group,
+                                    "resource": resource, "subresource": sub,
+                                    "name": "vm1"}}})
+    return bool(out["status"].get("allowed"))
+
+
+@pytest.mark.parametrize(("role", "verb", "group", "resource", "sub", "ok"), [
+    # a namespace edit (or admin) user creates VMs, starts them, opens their console,
+    # pauses them, as on upstream (kubevirt.io:edit|admin aggregated into edit|admin)
+    ("edit", "create", "kubevirt.io", "virtualmachines", "", True),
+    ("edit", "update", "subresources.kubevirt.io", "virtualmachines", "start", True),
+    ("edit", "get", "subresources.kubevirt.io", "virtualmachineinstances", "console", True),
+    ("edit", "update", "subresources.kubevirt.io", "virtualmachineinstances", "pause", True),
+    ("edit", "update", "subresources.kubevirt.io", "virtualmachineinstances", "unpause", True),
+    ("admin", "create", "kubevirt.io", "virtualmachines", "", True),
+    ("admin", "get", "subresources.kubevirt.io", "virtualmachineinstances", "console", True),
+    ("admin", "update", "subresources.kubevirt.io", "virtualmachineinstances", "pause", True),
+    ("view", "get", "kubevirt.io", "virtualmachines", "", True),
+    ("view", "create", "kubevirt.io", "virtualmachines", "", False),
+    ("view", "update", "subresources.kubevirt.io", "virtualmachineinstances", "pause", False),
+    ("view", "get", "kubevirt.io", "kubevirts", "", True),
+    ("edit", "update", "kubevirt.io", "kubevirts", "", False),
+])
+def test_user_roles_on_vms(applied: tuple[Kube, list[str]], role: str, verb: str, group: str,
+                           resource: str, sub: str, ok: bool) -> None:
+    assert _user_can(applied[0], f"vm-{role}", role, verb, group, resource, sub) is ok

@@ -207,3 +207,79 @@ def test_no_ports_is_no_warning_as_upstream() -> None:
     out = respond(review(vmi, "virtualmachineinstances"))["response"]
     assert out["allowed"] is True
     assert "warnings" not in out or out["warnings"] == []
+
+
+# upstream's validateStartStrategy (vmi-create-admitter.go at d923fdb815cd), its words
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"startStrategy": "Paused"}, None),
+    ({"startStrategy": "Paused", "readinessProbe": {"exec": {"command": ["true"]}}}, None),
+    ({"startStrategy": "Later"},
+     "spec.startStrategy is set with an unrecognized option: Later"),
+    ({"startStrategy": "Paused", "livenessProbe": {"exec": {"command": ["true"]}}},
+     "either spec.startStrategy or spec.livenessProbe should be provided.Pausing VMI with "
+     "LivenessProbe is not supported"),
+])
+def test_start_strategy(extra: dict, message: str | None) -> None:
+    spec = {**tspec(vm()), **extra}
+    problems = validate_vmi_spec(spec)
+    assert [str(p) for p in problems] == ([] if message is None else [message])
+    assert all(p.field == "spec.startStrategy" for p in problems)
+
+
+# every feature field of the VMI spec the launcher does not implement (feature_rules.RULES)
+@pytest.mark.parametrize(("extra", "field", "why"), [
+    ({"domain": {"firmware": {"kernelBoot": {"container": {"image": "k"}}}}},
+     "spec.domain.firmware.kernelBoot", "direct kernel boot"),
+    ({"domain": {"memory": {"hugepages": {"pageSize": "2Mi"}}}},
+     "spec.domain.memory.hugepages", "hugepages"),
+    ({"domain": {"memory": {"maxGuest": "4Gi"}}}, "spec.domain.memory.maxGuest",
+     "memory hotplug"),
+    ({"domain": {"cpu": {"maxSockets": 4}}}, "spec.domain.cpu.maxSockets", "CPU hotplug"),
+    ({"domain": {"cpu": {"dedicatedCpuPlacement": True}}},
+     "spec.domain.cpu.dedicatedCpuPlacement", "dedicated CPUs"),
+    ({"domain": {"cpu": {"isolateEmulatorThread": True}}},
+     "spec.domain.cpu.isolateEmulatorThread", "dedicated CPUs"),
+    ({"domain": {"cpu": {"numa": {"guestMappingPassthrough": {}}}}}, "spec.domain.cpu.numa",
+     "guest NUMA"),
+    ({"domain": {"cpu": {"realtime": {"mask": "0"}}}}, "spec.domain.cpu.realtime",
+     "realtime vCPUs"),
+    ({"domain": {"launchSecurity": {"sev": {}}}}, "spec.domain.launchSecurity",
+     "confidential computing"),
+    ({"domain": {"clock": {"timezone": "Europe/Paris"}}}, "spec.domain.clock.timezone",
+     "timezone"),
+    ({"domain": {"clock": {"utc": {"offsetSeconds": 3600}}}},
+     "spec.domain.clock.utc.offsetSeconds", "offset from UTC"),
+    ({"domain": {"ioThreads": {"supplementalPoolThreadCount": 2}}}, "spec.domain.ioThreads",
+     "IOThread pool"),
+    ({"architecture": "arm64"}, "spec.architecture", "only amd64"),
+])
+def test_unsupported_features_are_refused_naming_the_field(extra: dict, field: str,
+                                                           why: str) -> None:
+    spec = tspec(vm())
+    for key, value in extra.items():
+        if key == "domain":
+            for dkey, dvalue in value.items():
+                spec["domain"][dkey] = {**(spec["domain"].get(dkey) or {}), **dvalue}
+        else:
+            spec[key] = value
+    problems = [p for p in validate_vmi_spec(spec) if p.field == field]
+    assert len(problems) == 1, validate_vmi_spec(spec)
+    assert why in problems[0].message
+
+
+@pytest.mark.parametrize("extra", [
+    {"domain": {"clock": {"utc": {}, "timer": {"hpet": {"present": False}}}}},
+    {"domain": {"clock": {"utc": {"offsetSeconds": 0}}}},
+    {"domain": {"features": {"hyperv": {"relaxed": {}}, "kvm": {"hidden": True}}}},
+    {"domain": {"cpu": {"dedicatedCpuPlacement": False}}},
+    {"architecture": "amd64"},
+    {"evictionStrategy": "None", "nodeSelector": {"a": "b"}},
+])
+def test_hints_are_accepted(extra: dict) -> None:
+    spec = tspec(vm())
+    for key, value in extra.items():
+        if key == "domain":
+            spec["domain"].update(value)
+        else:
+            spec[key] = value
+    assert validate_vmi_spec(spec) == []

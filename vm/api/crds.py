@@ -10,6 +10,7 @@ checks they are current.
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,7 @@ KUBEVIRT_SPEC = obj({
         "developerConfiguration": obj({
             "useEmulation": BOOL,
             "featureGates": array(STR),
+            "memoryOvercommit": {**INT, "minimum": 1},
         }),
         "additionalGuestMemoryOverheadRatio": STR,
         "launcherDriver": {
@@ -215,6 +217,12 @@ KUBEVIRT_SPEC = obj({
     "imageTag": STR,
     "workloadUpdateStrategy": ANY_OBJECT,
 })
+
+# Upstream (staging/src/kubevirt.io/api/core/v1/register.go, ApiSupportedVersions) still
+# serves v1alpha3 beside v1 for VMs, VMIs and KubeVirt: the same schema, stored as v1, no
+# conversion webhook (strategy None: only apiVersion changes), with this warning.
+V1ALPHA3_WARNING = ("kubevirt.io/v1alpha3 is now deprecated and will be removed in a "
+                    "future release.")
 
 AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 READY = {"name": "Ready", "type": "string",
@@ -239,11 +247,13 @@ def crd(*, kind: str, plural: str, singular: str, short: list[str], spec: Schema
             "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
                       "singular": singular, "shortNames": short, "categories": ["all"]},
             "versions": [{
-                "name": names.VERSION, "served": True, "storage": True,
-                "schema": {"openAPIV3Schema": schema},
+                "name": name, "served": True, "storage": name == names.VERSION,
+                **({"deprecated": True, "deprecationWarning": V1ALPHA3_WARNING}
+                   if name != names.VERSION else {}),
+                "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
                 "subresources": {"status": {}},
-                "additionalPrinterColumns": columns,
-            }],
+                "additionalPrinterColumns": copy.deepcopy(columns),
+            } for name in (names.VERSION, names.OLD_VERSION)],
         },
     }
 

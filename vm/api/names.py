@@ -11,6 +11,8 @@ from typing import Final
 
 GROUP: Final = "kubevirt.io"
 VERSION: Final = "v1"
+# still served, deprecated, as upstream (vm/api/crds.py)
+OLD_VERSION: Final = "v1alpha3"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 SUBRESOURCE_GROUP: Final = "subresources.kubevirt.io"
 SUBRESOURCE_API_VERSION: Final = f"{SUBRESOURCE_GROUP}/{VERSION}"

@@ -33,7 +33,7 @@ from aiohttp import WSMsgType, web
 from apiservice import frontproxy
 from apiservice.refusal import keep_refusal, last_refusal
 from vm import nodeports
-from vm.api import guestinfo, lifecycle, portforward
+from vm.api import guestinfo, lifecycle, pause, portforward
 from vm.api import kube as api_kube
 from vm.api.certs import handler_server_name
 from vm.kube import Kube, KubeError
@@ -58,8 +58,9 @@ RESOURCES = {
     ] + [{"name": f"virtualmachineinstances/{sub}", "singularName": "", "namespaced": True,
           "kind": "VirtualMachineInstance", "verbs": ["get"]}
          for sub in ("console", "guestosinfo", "userlist", "filesystemlist")
-    ] + [{"name": "virtualmachineinstances/softreboot", "singularName": "", "namespaced": True,
-          "kind": "VirtualMachineInstance", "verbs": ["update"]}]
+    ] + [{"name": f"virtualmachineinstances/{sub}", "singularName": "", "namespaced": True,
+          "kind": "VirtualMachineInstance", "verbs": ["update"]}
+         for sub in ("softreboot", "pause", "unpause")]
     + [{"name": f"{r}/portforward", "singularName": "", "namespaced": True, "kind": k,
         "verbs": ["get"]} for r, k in (("virtualmachineinstances", "VirtualMachineInstance"),
                                        ("virtualmachines", "VirtualMachine"))],
@@ -301,6 +302,36 @@ class VirtAPI:
             return _handler_refused(code, body)
         return web.Response(status=200)
 
+    async def pause_unpause(self, request: web.Request) -> web.Response:
+        """PUT pause | unpause: upstream's refusals (``vm.api.pause``), then the node
+        handler asks the launcher (QMP stop / cont); the handler's poll sets or clears the
+        Paused condition. A dry run stops after the checks."""
+        action = request.match_info["action"]
+        vmi = await self._agent_vmi(request, verb="update", sub=action)
+        if isinstance(vmi, web.Response):
+            return vmi
+        raw = await request.content.read(MAX_BODY + 1)
+        if len(raw) > MAX_BODY:
+            return status(400, "options body too large")
+        try:
+            dry = pause.dry_run(raw, f"{action.capitalize()}Options")
+        except pause.BadOptions as err:
+            return status(400, str(err))
+        refusal = pause.refuse(action, vmi)
+        if refusal is not None:
+            return status(refusal.code, refusal.message)
+        if dry:
+            return web.Response(status=200)
+        got = await self._call_handler(vmi, "PUT", action)
+        if isinstance(got, web.Response):
+            return got
+        code, body = got
+        if code == 409:  # the launcher's refusal (the domain ended meanwhile)
+            return status(409, str(body.get("message") or "")[:500])
+        if code != 200:
+            return _handler_refused(code, body)
+        return web.Response(status=200)
+
     # -- discovery ----------------------------------------------------------------
     async def resources(self, request: web.Request) -> web.Response:
         return web.json_response(RESOURCES)
@@ -325,6 +356,7 @@ class VirtAPI:
         app.router.add_get(vmis + "/{sub:guestosinfo|userlist|filesystemlist}",
                            self.guest_agent_info)
         app.router.add_put(vmis + "/softreboot", self.softreboot)
+        app.router.add_put(vmis + "/{action:pause|unpause}", self.pause_unpause)
         pf = (BASE + "/namespaces/{ns}/{resource:virtualmachineinstances|virtualmachines}/"
               "{name}/portforward/{port}")
         app.router.add_get(pf, self.portforward)

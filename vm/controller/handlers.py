@@ -9,6 +9,7 @@ guards every write (see ``vm.controller.kube``).
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import threading
 from collections import defaultdict
@@ -18,8 +19,8 @@ import kopf
 
 from vm import resync
 from vm.api import names
-from vm.controller.kube import owner_vm, sync_vm
-from vm.kube import VMS, KubeError, shared
+from vm.controller.kube import owner_vm, sync_kubevirt, sync_vm
+from vm.kube import KUBEVIRTS, VMS, KubeError, shared
 
 logger = logging.getLogger(__name__)
 RESYNC_SECONDS = 3.0
@@ -52,6 +53,25 @@ async def start_resync(**_: Any) -> None:
     _tasks.append(asyncio.create_task(resync.every(
         RESYNC_SECONDS, list_objects=lambda: shared().list(VMS),
         sync=lambda vm: _sync_obj(vm))))
+    _tasks.append(asyncio.create_task(resync.every(
+        RESYNC_SECONDS, list_objects=lambda: shared().list(KUBEVIRTS),
+        sync=_sync_kubevirt)))
+
+
+def _sync_kubevirt(kv: dict[str, Any]) -> None:
+    """The KubeVirt object's status, as upstream's virt-operator (Deployed, Available…)."""
+    try:
+        sync_kubevirt(shared(), kv, shared().list(KUBEVIRTS), version=_version())
+    except KubeError as err:
+        logger.warning("status of KubeVirt %s/%s: %s", kv["metadata"].get("namespace"),
+                       kv["metadata"].get("name"), err)
+
+
+def _version() -> str:
+    try:
+        return "rootdisk-" + importlib.metadata.version("rootdisk")
+    except importlib.metadata.PackageNotFoundError:
+        return "rootdisk"
 
 
 @kopf.on.cleanup()

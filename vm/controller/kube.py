@@ -14,7 +14,7 @@ from typing import Any
 
 from cdi import authorize, clone
 from vm.api import names
-from vm.controller import datavolumes
+from vm.controller import datavolumes, kubevirt_status
 from vm.controller.backoff import StartFailure
 from vm.controller.instance import vmi_from_vm
 from vm.controller.runstrategy import (
@@ -28,7 +28,7 @@ from vm.controller.runstrategy import (
 )
 from vm.controller.status import StatusInput, vm_status
 from vm.controller.views import VMIView, dv_view, vmi_view
-from vm.kube import DATASOURCES, DVS, SARS, VMIS, VMS, Kube, KubeError
+from vm.kube import DATASOURCES, DVS, KUBEVIRTS, SARS, VMIS, VMS, Kube, KubeError, Res
 
 logger = logging.getLogger(__name__)
 COMPONENT = "virtualmachine-controller"
@@ -170,3 +170,31 @@ def owner_vm(obj: dict[str, Any]) -> str | None:
         if ref.get("kind") == names.VM_KIND and ref.get("controller"):
             return str(ref.get("name"))
     return None
+
+
+DEPLOYMENTS = Res("apps", "v1", "deployments")
+DAEMONSETS = Res("apps", "v1", "daemonsets")
+
+
+def sync_kubevirt(kube: Kube, kv: dict[str, Any], all_kvs: list[dict[str, Any]], *,
+                  version: str, now: datetime | None = None) -> None:
+    """Write the KubeVirt object's upstream status (``vm.controller.kubevirt_status``)
+    from its namespace's components, when it changed."""
+    meta = kv["metadata"]
+    ns = meta["namespace"]
+    components = [kubevirt_status.Component("Deployment", n, kube.get(DEPLOYMENTS, n, ns))
+                  for n in kubevirt_status.DEPLOYMENTS]
+    components += [kubevirt_status.Component("DaemonSet", n, kube.get(DAEMONSETS, n, ns))
+                   for n in kubevirt_status.DAEMONSETS]
+    status = kubevirt_status.desired_status(
+        kv, components, in_charge_=kubevirt_status.in_charge(kv, all_kvs), version=version,
+        now=_stamp(now or datetime.now(UTC)))
+    if status == (kv.get("status") or {}):
+        return
+    body = dict(kv)
+    body["status"] = status
+    try:
+        kube.replace_status(KUBEVIRTS, body)
+    except KubeError as err:
+        if err.status not in (404, 409):  # gone, or changed: the next pass writes it
+            raise

@@ -126,6 +126,8 @@ class Domain:
     cpu: Cpu = field(default_factory=Cpu)
     acpi: bool = True
     smm: bool = False
+    start_paused: bool = False
+    """``spec.startStrategy: Paused``: the guest's CPUs do not run until unpaused."""
     firmware: Firmware = field(default_factory=Firmware)
     disks: tuple[Disk, ...] = ()
     controllers: tuple[ScsiController, ...] = ()

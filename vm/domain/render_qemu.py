@@ -148,6 +148,8 @@ def render(domain: Domain, *, qmp_socket: str, binary: str = QEMU) -> list[str]:
         "-mon",
         "chardev=charmonitor,id=monitor,mode=control",
     ]
+    if domain.start_paused:
+        argv.append("-S")  # the CPUs wait for QMP cont (unpause)
     if cpu.model == "host-passthrough":
         argv += ["-cpu", "host"]
     elif cpu.model == "host-model":

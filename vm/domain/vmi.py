@@ -97,6 +97,7 @@ class VmiSpec:
     hostname: str | None = None
     instance_type: str = ""
     ssh_keys: tuple[SshKeySource, ...] = ()
+    start_paused: bool = False
 
     @property
     def cloud_init(self) -> CloudInitSpec | None:
@@ -162,12 +163,13 @@ def _enabled(value: Any, field: str, default: bool) -> bool:
 def _memory(domain: dict[str, Any]) -> int:
     guest = _obj(domain.get("memory"), "spec.domain.memory").get("guest")
     field = "spec.domain.memory.guest"
+    resources = _obj(domain.get("resources"), "spec.domain.resources")
     if guest is None:
-        requests = _obj(
-            _obj(domain.get("resources"), "spec.domain.resources").get("requests"),
-            "spec.domain.resources.requests",
-        )
+        requests = _obj(resources.get("requests"), "spec.domain.resources.requests")
         guest, field = requests.get("memory"), "spec.domain.resources.requests.memory"
+    if guest is None:  # a limit alone, as upstream's defaults: the guest gets the limit
+        limits = _obj(resources.get("limits"), "spec.domain.resources.limits")
+        guest, field = limits.get("memory"), "spec.domain.resources.limits.memory"
     if guest is None:
         raise DomainError(
             "spec.domain.resources.requests.memory",
@@ -485,7 +487,17 @@ def parse_vmi(vmi: Any) -> VmiSpec:
         hostname=spec_hostname or None,
         instance_type=instance_type(_obj(meta.get("annotations"), "metadata.annotations")),
         ssh_keys=parse_ssh_keys(spec.get("accessCredentials")),
+        start_paused=_start_strategy(spec.get("startStrategy")),
     )
+
+
+def _start_strategy(value: Any) -> bool:
+    """``Paused`` (upstream's only StartStrategy value) or unset."""
+    if value is None:
+        return False
+    if value != "Paused":
+        raise DomainError("spec.startStrategy", f"unknown value {value!r}: only Paused")
+    return True
 
 
 def _check_names(disks: tuple[DiskSpec, ...], volumes: tuple[VolumeSpec, ...]) -> None:

@@ -131,12 +131,30 @@ class ConsoleServer:
                                      status=409)
         return web.json_response({})
 
+    async def pause_unpause(self, request: web.Request) -> web.Response:
+        """QMP stop / cont (libvirt suspend / resume) through the launcher."""
+        action = request.match_info["action"]
+        vmi = await self._vmi_here(request, f"{action} guests")
+        if isinstance(vmi, web.Response):
+            return vmi
+        call = launcher.pause if action == "pause" else launcher.unpause
+        try:
+            answer = await asyncio.to_thread(call, socket_of(vmi, self.socket_dir),
+                                             timeout=HANDSHAKE_SECONDS)
+        except launcher.ControlError as err:
+            return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
+        if answer.get("ok") is not True:
+            return web.json_response({"message": str(answer.get("error") or answer)[:500]},
+                                     status=409)
+        return web.json_response({})
+
     def app(self) -> web.Application:
         app = web.Application()
         base = "/v1/namespaces/{ns}/virtualmachineinstances/{name}"
         app.router.add_get(base + "/console", self.console)
         app.router.add_get(base + "/guestinfo", self.guestinfo)
         app.router.add_put(base + "/softreboot", self.softreboot)
+        app.router.add_put(base + "/{action:pause|unpause}", self.pause_unpause)
         app.router.add_get("/healthz", healthz)
         return app
 

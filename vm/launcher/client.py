@@ -129,6 +129,14 @@ def probe(path: str | Path, *, timeout_seconds: int, command: list[str] | None =
     return request(path, body, timeout=timeout_seconds + 1.0)
 
 
+def pause(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
+    return request(path, {"cmd": "pause"}, timeout=timeout)
+
+
+def unpause(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
+    return request(path, {"cmd": "unpause"}, timeout=timeout)
+
+
 def shutdown(
     path: str | Path, *, grace_period_seconds: int, timeout: float = 10.0
 ) -> dict[str, Any]:

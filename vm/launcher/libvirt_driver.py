@@ -169,7 +169,9 @@ class LibvirtDriver:
             self._callback_id = self._conn.domainEventRegisterAny(
                 self._dom, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._lifecycle, None
             )
-            await asyncio.to_thread(self._dom.create)
+            await asyncio.to_thread(
+                self._dom.createWithFlags,
+                libvirt.VIR_DOMAIN_START_PAUSED if domain.start_paused else 0)
         except libvirt.libvirtError as err:
             qemu_log = os.path.join("cache", "libvirt", "qemu", "log", f"{domain.name}.log")
             raise DriverError(
@@ -177,7 +179,10 @@ class LibvirtDriver:
                 f"(QEMU: {self._tail(qemu_log, 3)})",
                 reason="LaunchFailed",
             ) from err
-        on_state("running", "Booted")
+        if domain.start_paused:
+            on_state("paused", "PausedByUser")
+        else:
+            on_state("running", "Booted")
 
     def _lifecycle(self, _conn: Any, _dom: Any, event: int, detail: int, _opaque: Any) -> None:
         logger.debug("libvirt lifecycle event %d detail %d", event, detail)

@@ -90,7 +90,10 @@ class QemuDriver:
         exited.cancel()
         accept.result()
         self._tasks.append(asyncio.create_task(self._events()))
-        on_state("running", "Booted")
+        if domain.start_paused:  # -S: the CPUs wait for cont
+            on_state("paused", "PausedByUser")
+        else:
+            on_state("running", "Booted")
 
     def _stderr_tail(self) -> str:
         return " | ".join(self._stderr) or "(no output)"

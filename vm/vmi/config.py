@@ -32,6 +32,11 @@ def launcher_config(*, kubevirts: Sequence[Mapping[str, Any]],
     dev = conf.get("developerConfiguration") or {}
     emulation = bool(dev.get("useEmulation")) or not any(node_has_kvm(n) for n in nodes)
     ratio = conf.get("additionalGuestMemoryOverheadRatio")
+    overcommit = dev.get("memoryOvercommit")
+    # upstream falls back to its defaults (100) for a value that is not a positive integer
+    if not isinstance(overcommit, int) or isinstance(overcommit, bool) or overcommit <= 0:
+        overcommit = 100
     return LauncherConfig(image=image, driver=str(conf.get("launcherDriver") or "qemu"),
                           emulation=emulation, overhead_ratio=str(ratio) if ratio else None,
-                          unprivileged_start=unprivileged_start)
+                          unprivileged_start=unprivileged_start,
+                          memory_overcommit=overcommit)

@@ -47,6 +47,9 @@ class LauncherConfig:
     driver: str = "qemu"
     emulation: bool = True
     overhead_ratio: str | None = None
+    memory_overcommit: int = 100
+    """``developerConfiguration.memoryOvercommit``: percent of the guest's memory a VMI
+    without a memory request or limit is given as request."""
     host_sockets: str = HOST_SOCKETS
     unprivileged_start: int = 1024
     """The node's ``net.ipv4.ip_unprivileged_port_start``: a probed guest port below it
@@ -97,7 +100,8 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
     meta = vmi["metadata"]
     spec = vmi.get("spec") or {}
     name = str(meta["name"])
-    res = pod_resources(spec, ratio=config.overhead_ratio, kvm=not config.emulation)
+    res = pod_resources(spec, ratio=config.overhead_ratio, kvm=not config.emulation,
+                        overcommit=config.memory_overcommit)
     # this VMI's directory alone: no other launcher's socket is in the pod's reach
     own_sockets = posixpath.join(config.host_sockets, str(meta["uid"]))
     mounts: list[dict[str, Any]] = [

@@ -78,9 +78,5 @@ def probe_problems(spec: Mapping[str, Any], at: str) -> list[Problem]:
     for key in ("readinessProbe", "livenessProbe"):
         _one(spec.get(key), f"{at}.{key}", pod_network=pod_network,
              liveness=key == "livenessProbe", out=out)
-    if spec.get("startStrategy") == "Paused" and spec.get("livenessProbe") is not None:
-        out.append(Problem(
-            f"{at}.startStrategy",
-            f"either {at}.startStrategy or {at}.livenessProbe should be provided.Pausing "
-            "VMI with LivenessProbe is not supported", verbatim=True))
+    # startStrategy: Paused with a liveness probe is refused by vmi_rules._start_strategy
     return out

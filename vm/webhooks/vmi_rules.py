@@ -23,6 +23,7 @@ from vm.vmi.claims import volume_name_problem
 from vm.vmi.secret_volumes import secret_volumes
 from vm.webhooks.device_rules import device_problems
 from vm.webhooks.probe_rules import probe_problems
+from vm.webhooks.feature_rules import feature_problems
 from vm.webhooks.problem import Problem
 from vm.webhooks.volume_rules import (
     CLOUD_INIT_SOURCES,
@@ -221,6 +222,7 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
             cloud_init = cloud_init or name
     _disks(spec, at, volume_names, out)
     out.extend(device_problems(domain.get("devices"), f"{at}.domain.devices"))
+    out.extend(feature_problems(spec, at))
     out.extend(access_credential_problems(spec, at))
     _secret_pod_volumes(spec, at, volume_names, out)
     machine = domain.get("machine")
@@ -232,4 +234,19 @@ def validate_vmi_spec(spec: Any, *, at: str = "spec") -> list[Problem]:
     _memory(domain, f"{at}.domain", out)
     _firmware(domain, f"{at}.domain", out)
     out.extend(probe_problems(spec, at))
+    _start_strategy(spec, at, out)
     return out
+
+
+def _start_strategy(spec: Mapping[str, Any], at: str, out: list[Problem]) -> None:
+    """Upstream's validateStartStrategy, its words."""
+    strategy = spec.get("startStrategy")
+    if strategy is None:
+        return
+    f = f"{at}.startStrategy"
+    if strategy != "Paused":
+        out.append(Problem(f, f"{f} is set with an unrecognized option: {strategy}",
+                           verbatim=True))
+    elif spec.get("livenessProbe") is not None:
+        out.append(Problem(f, f"either {f} or {at}.livenessProbe should be provided.Pausing "
+                              "VMI with LivenessProbe is not supported", verbatim=True))

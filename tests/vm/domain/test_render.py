@@ -12,6 +12,7 @@ import pytest
 from tests.vm.domain.cases import CASES, MINIMAL, options
 from vm.domain import render_libvirt, render_qemu
 from vm.domain.builder import build
+from vm.domain.errors import DomainError
 
 GOLDEN = Path(__file__).parent / "golden"
 QMP = "/var/run/kubevirt-private/qmp.sock"
@@ -51,3 +52,26 @@ def test_memory_rounds_up_to_a_mib_for_qemu_and_stays_bytes_for_libvirt() -> Non
     assert ET.fromstring(render_libvirt.to_xml(domain)).findtext("memory") == "100000000"  # noqa: S314 - our own render
     argv = render_qemu.render(domain, qmp_socket=QMP)
     assert argv[argv.index("-m") + 1] == "size=98304k"  # 95.37 MiB -> 96 MiB
+
+
+def test_start_strategy_paused_holds_the_cpus() -> None:
+    """``startStrategy: Paused`` → QEMU's ``-S`` (libvirt: VIR_DOMAIN_START_PAUSED, in the
+    driver); unset → the CPUs run; anything else names the field."""
+    vmi = json.loads(json.dumps(MINIMAL))
+    assert "-S" not in render_qemu.render(build(vmi=vmi, options=options()), qmp_socket=QMP)
+    vmi["spec"]["startStrategy"] = "Paused"
+    domain = build(vmi=vmi, options=options())
+    assert domain.start_paused
+    assert "-S" in render_qemu.render(domain, qmp_socket=QMP)
+    vmi["spec"]["startStrategy"] = "Later"
+    with pytest.raises(DomainError, match=r"spec\.startStrategy"):
+        build(vmi=vmi, options=options())
+
+
+def test_a_memory_limit_alone_is_the_guests_memory() -> None:
+    """The webhook accepts a VMI with only ``limits.memory`` (as upstream); the guest gets
+    the limit rather than the launcher failing on "no memory requested"."""
+    vmi = json.loads(json.dumps(MINIMAL))
+    vmi["spec"]["domain"]["resources"] = {"limits": {"memory": "100000000"}}
+    domain = build(vmi=vmi, options=options())
+    assert domain.memory_bytes == 100000000

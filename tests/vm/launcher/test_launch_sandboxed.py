@@ -109,3 +109,22 @@ def test_block_volume_needs_the_pods_access_and_then_boots(
     assert run.start().wait() == 0, run.log()
     assert MARKER in run.console_text()
     assert run.termination()["phase"] == "Succeeded"
+
+
+@pytest.mark.parametrize("driver", ["qemu", "libvirt"])
+def test_start_strategy_paused_runs_nothing_until_unpaused(
+    launch: Factory, boot_sectors: dict[str, Path], driver: str
+) -> None:
+    """``startStrategy: Paused`` (upstream's ``start --paused``): the domain is paused
+    (PausedByUser) from the start and the guest prints nothing until unpause."""
+    run = launch(make_vmi(startStrategy="Paused"), driver=driver, sandbox=True)
+    run.add_disk("root", boot_sectors["halt"])
+    run.start()
+    status = run.wait_for_state("paused")
+    assert status["reason"] == "PausedByUser" and status["driver"] == driver
+    assert MARKER not in run.console_text()
+    assert run.request({"cmd": "unpause"}) == {"ok": True}
+    run.wait_for_state("running")
+    run.wait_for_console(MARKER)
+    assert run.request({"cmd": "kill"}) == {"ok": True}
+    assert run.wait() == 1

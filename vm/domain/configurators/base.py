@@ -38,4 +38,5 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
         accelerator=options.accelerator,
         machine=vmi.machine,
         acpi=vmi.acpi,
+        start_paused=vmi.start_paused,
     )
