@@ -10,7 +10,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKEFILE_ARGS = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")
+
+
+def makefile_args() -> list[str]:
+    """The arguments ``make test`` gives pytest with two workers (from ``make -n``)."""
+    out = subprocess.run(["make", "-s", "-n", "pytest", "PYTEST_WORKERS=2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith(".venv/bin/pytest "))
+    return line.split()[1:]
 RECORD = """
 import os
 from pathlib import Path
@@ -59,7 +66,7 @@ def run(root: Path, record: Path, *args: str) -> subprocess.CompletedProcess[str
 
 def test_a_module_stays_on_one_worker(tmp_path: Path) -> None:
     root = suite(tmp_path)
-    out = run(root, tmp_path / "rec", *MAKEFILE_ARGS)
+    out = run(root, tmp_path / "rec", *makefile_args())
     assert out.returncode == 0, out.stdout + out.stderr
     ran = {w.name: w.read_text().split() for w in (tmp_path / "rec").iterdir()
            if w.name.startswith("gw")}
