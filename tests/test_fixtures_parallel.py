@@ -1,7 +1,7 @@
 """tests/fixtures/parallel.py on a small suite of its own, run by a real pytest with two
 xdist workers as ``make test`` runs them: a module's tests all run on one worker (its
-module-scoped fixture starts once), and the measured longest modules come first, then
-e2e, then slow, then the rest."""
+module-scoped fixture starts once), the modules of a group run on one worker, and the
+measured longest modules come first, then e2e, then slow, then the rest."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def suite(tmp_path: Path) -> Path:
         "def pytest_configure(config):\n"
         "    from tests.fixtures import parallel\n"
         '    parallel.LONGEST_FIRST = ("test_b.py",)\n'
+        '    parallel.GROUPS = {"test_b.py": "g", "test_d.py": "g"}\n'
         '    config.addinivalue_line("markers", "e2e: e2e")\n'
         '    config.addinivalue_line("markers", "slow: slow")\n')
     (root / "test_a.py").write_text(RECORD)
@@ -64,7 +65,7 @@ def run(root: Path, record: Path, *args: str) -> subprocess.CompletedProcess[str
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "RECORD_DIR": str(record)})
 
 
-def test_a_module_stays_on_one_worker(tmp_path: Path) -> None:
+def test_a_module_and_a_group_stay_on_one_worker(tmp_path: Path) -> None:
     root = suite(tmp_path)
     out = run(root, tmp_path / "rec", *makefile_args())
     assert out.returncode == 0, out.stdout + out.stderr
@@ -77,6 +78,9 @@ def test_a_module_stays_on_one_worker(tmp_path: Path) -> None:
             where.setdefault(nodeid.split("::")[0], set()).add(worker)
     assert set(where) == {"test_a.py", "test_b.py", "test_c.py", "test_d.py"}
     assert all(len(workers) == 1 for workers in where.values()), where
+    # the first two modules in the order: each would start on a worker of its own,
+    # but they are one group
+    assert where["test_b.py"] == where["test_d.py"], where
     starts = (tmp_path / "rec" / "starts").read_text().split()
     assert sorted(starts) == ["test_a", "test_b", "test_c", "test_d"]  # once each
 
