@@ -11,6 +11,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# pytest-xdist workers: one per core, 2 to 4 (docs/testing.md: what a test must do to run
+# beside others); PYTEST_WORKERS=0 runs the suite in this process, one test at a time.
+PYTEST_WORKERS ?= 0
+# (parallel: PYTEST_WORKERS=2; not yet the default: docs/testing.md, "Known failures")
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup apt test lint pytest demo bench clean
 
@@ -39,7 +44,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 pytest: setup
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_PARALLEL) --durations=10 $(PYTEST_ARGS)
 
 test: lint pytest
 

@@ -3,4 +3,5 @@
 
 pytest_plugins = [
     "tests.fixtures.plugin",
+    "tests.fixtures.parallel",
 ]

@@ -49,7 +49,9 @@ def cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path, wait: float) -> Iterator[None]:
+def locked(path: Path, wait: float) -> Iterator[None]:
+    """An exclusive lock on ``path`` (made if missing), waited for ``wait`` seconds at most:
+    one builder at a time across processes (pytest-xdist workers, parallel sessions)."""
     deadline = time.monotonic() + wait
     with open(path, "a") as fh:
         while True:
@@ -89,7 +91,7 @@ def build_cloud_guest(cache_root: Path | None = None, *, refresh: bool = False) 
     root = cache_root or cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     apt = AptState(root / f"apt-{recipe.SUITE}")
-    with _locked(root / f".apt-{recipe.SUITE}.lock", LOCK_WAIT):
+    with locked(root / f".apt-{recipe.SUITE}.lock", LOCK_WAIT):
         apt.ensure_lists(refresh=refresh)
         versions = apt.resolve()
     key = recipe.cache_key(versions)
@@ -97,7 +99,7 @@ def build_cloud_guest(cache_root: Path | None = None, *, refresh: bool = False) 
         return _cached_or_built(root, apt, key, versions)
     except _FetchFailed:
         # The mirror dropped a version the lists named: fetch the lists and try once more.
-        with _locked(root / f".apt-{recipe.SUITE}.lock", LOCK_WAIT):
+        with locked(root / f".apt-{recipe.SUITE}.lock", LOCK_WAIT):
             apt.update()
             versions = apt.resolve()
         key = recipe.cache_key(versions)
@@ -119,7 +121,7 @@ def _cached_or_built(root: Path, apt: AptState, key: str, versions: dict[str, st
     final = entry_dir(root, key)
     if (final / IMAGE).exists():
         return final / IMAGE
-    with _locked(root / f".{final.name}.lock", LOCK_WAIT):
+    with locked(root / f".{final.name}.lock", LOCK_WAIT):
         if (final / IMAGE).exists():  # built meanwhile by another process
             return final / IMAGE
         _sweep_dead_builds(root)

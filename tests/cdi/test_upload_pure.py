@@ -4,6 +4,7 @@ request answer, the DataVolume's upload phases and events, the target's renderin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jwt
@@ -15,43 +16,50 @@ from cdi.status import events_for, observe
 from tests.cdi.builders import claim, dv, sc
 
 P = "cdi.kubevirt.io/"
-NOW = int(time.time())
 KEY, PUBLIC = uploadtoken.make_key()
 
 
 # -- tokens -------------------------------------------------------------------------------
 
+def now() -> int:
+    """The time a token is made at: when the test runs, not when the module was imported
+    (verify() reads the clock, and a module may run minutes after the collection)."""
+    return int(time.time())
+
+
 def test_a_token_names_the_claim_and_expires() -> None:
-    token = uploadtoken.issue(key_pem=KEY, namespace="ns", name="disk", now=NOW)
+    issued = now()
+    token = uploadtoken.issue(key_pem=KEY, namespace="ns", name="disk", now=issued)
     claims = uploadtoken.verify(token=token, public_pem=PUBLIC)
     assert (claims.namespace, claims.name, claims.operation) == ("ns", "disk", "Upload")
-    assert claims.expires == NOW + uploadtoken.TTL
+    assert claims.expires == issued + uploadtoken.TTL
 
 
 def _forge(**payload: Any) -> str:
-    base = {"iss": "cdi-apiserver", "iat": NOW, "exp": NOW + 300, "operation": "Upload",
+    base = {"iss": "cdi-apiserver", "iat": now(), "exp": now() + 300, "operation": "Upload",
             "namespace": "ns", "name": "disk", "resource": uploadtoken.RESOURCE}
     base.update(payload)
     return jwt.encode({k: v for k, v in base.items() if v is not None}, KEY, algorithm="ES256")
 
 
 @pytest.mark.parametrize(("token", "why"), [
-    (uploadtoken.issue(key_pem=uploadtoken.make_key()[0], namespace="ns", name="disk",
-                       now=NOW), "not valid"),
-    (uploadtoken.issue(key_pem=KEY, namespace="ns", name="disk", now=NOW - 3600), "expired"),
-    (_forge(operation="Clone"), "not an upload token"),
-    (_forge(resource={"group": "", "version": "v1", "resource": "secrets"}),
+    (lambda: uploadtoken.issue(key_pem=uploadtoken.make_key()[0], namespace="ns",
+                               name="disk", now=now()), "not valid"),
+    (lambda: uploadtoken.issue(key_pem=KEY, namespace="ns", name="disk", now=now() - 3600),
+     "expired"),
+    (lambda: _forge(operation="Clone"), "not an upload token"),
+    (lambda: _forge(resource={"group": "", "version": "v1", "resource": "secrets"}),
      "not an upload token"),
-    (_forge(iss="someone-else"), "not valid"),
-    (_forge(name=""), "names no claim"),
-    (_forge(exp=None), "not valid"),
-    (jwt.encode({"iss": "cdi-apiserver", "iat": NOW, "exp": NOW + 300}, "s" * 40,
-                algorithm="HS256"), "not valid"),
-    ("garbage", "not valid"),
+    (lambda: _forge(iss="someone-else"), "not valid"),
+    (lambda: _forge(name=""), "names no claim"),
+    (lambda: _forge(exp=None), "not valid"),
+    (lambda: jwt.encode({"iss": "cdi-apiserver", "iat": now(), "exp": now() + 300}, "s" * 40,
+                        algorithm="HS256"), "not valid"),
+    (lambda: "garbage", "not valid"),
 ])
-def test_bad_tokens_are_refused(token: str, why: str) -> None:
+def test_bad_tokens_are_refused(token: Callable[[], str], why: str) -> None:
     with pytest.raises(uploadtoken.TokenError, match=why):
-        uploadtoken.verify(token=token, public_pem=PUBLIC)
+        uploadtoken.verify(token=token(), public_pem=PUBLIC)
 
 
 # -- the token request ------------------------------------------------------------------------
@@ -60,7 +68,7 @@ def test_token_request_answers_a_token_for_the_named_claim() -> None:
     code, body = uploadapi.token_response(
         request_body={"apiVersion": "upload.cdi.kubevirt.io/v1beta1",
                       "kind": "UploadTokenRequest", "metadata": {"name": "t"},
-                      "spec": {"pvcName": "disk"}}, namespace="ns", key_pem=KEY, now=NOW)
+                      "spec": {"pvcName": "disk"}}, namespace="ns", key_pem=KEY, now=now())
     assert code == 201
     assert body["kind"] == "UploadTokenRequest"
     claims = uploadtoken.verify(token=body["status"]["token"], public_pem=PUBLIC)
@@ -75,7 +83,7 @@ def test_token_request_answers_a_token_for_the_named_claim() -> None:
                                   {"spec": {"pvcName": 7}}])
 def test_token_request_without_a_claim_is_refused(body: Any) -> None:
     code, out = uploadapi.token_response(request_body=body, namespace="ns", key_pem=KEY,
-                                         now=NOW)
+                                         now=now())
     assert code == 400
     assert "UploadTokenRequest" in out["message"] or out["message"].startswith("spec.pvcName")
 

@@ -218,13 +218,15 @@ def test_deletion_mid_upload_leaves_nothing(kube: Kube, ns: str, images: ImageFa
     key = base64.b64decode(secret["data"]["private.pem"])
     token = uploadtoken.issue(key_pem=key, namespace=ns, name="doomed", now=int(time.time()))
     data = images.get("raw").path.read_bytes()
-    sent = threading.Event()
+    sent, checked = threading.Event(), threading.Event()
 
     def slow() -> Iterator[bytes]:
+        # 0.5 s a chunk (32 s for the whole image) until the deletion's outcome has been
+        # checked; the rest then goes at once, so the request ends as soon as it can
         for i in range(0, len(data), 256 * 1024):
             yield data[i:i + 256 * 1024]
             sent.set()
-            time.sleep(0.5)
+            checked.wait(0.5)
 
     outcome: list[Any] = []
 
@@ -241,8 +243,11 @@ def test_deletion_mid_upload_leaves_nothing(kube: Kube, ns: str, images: ImageFa
     assert sent.wait(60)
     time.sleep(1)
     kube.delete(kit.DVS, "doomed", ns)
-    wait_for(lambda: leftovers(kube, ns) == [], timeout=TIMEOUT,
-             what=f"nothing left after deletion: {leftovers(kube, ns)}")
+    try:
+        wait_for(lambda: leftovers(kube, ns) == [], timeout=TIMEOUT,
+                 what=f"nothing left after deletion: {leftovers(kube, ns)}")
+    finally:
+        checked.set()
     worker.join(timeout=180)
     assert outcome and outcome[0] != 200, outcome
 
