@@ -22,8 +22,8 @@ from vm.domain.vmi import machine_type_problem
 from vm.vmi.claims import volume_name_problem
 from vm.vmi.secret_volumes import secret_volumes
 from vm.webhooks.device_rules import device_problems
-from vm.webhooks.probe_rules import probe_problems
 from vm.webhooks.feature_rules import feature_problems
+from vm.webhooks.probe_rules import probe_problems
 from vm.webhooks.problem import Problem
 from vm.webhooks.volume_rules import (
     CLOUD_INIT_SOURCES,
