@@ -78,7 +78,10 @@ def load_configuration(kubeconfig: str | None = None, *,
     if kubeconfig is None and in_pod and not os.environ.get("KUBECONFIG"):
         k8s_config.load_incluster_config(client_configuration=cfg)
     else:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        # $KUBECONFIG read now: the library's default is read when it is imported, before
+        # ``python -m rootdisk.operator --kubeconfig`` sets it
+        k8s_config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"),
+                                    client_configuration=cfg)
     cfg.connection_pool_maxsize = pool_size
     return cfg
 

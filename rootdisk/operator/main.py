@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import logging
 import os
 import signal
@@ -28,6 +27,7 @@ import kopf
 
 from apiservice import cabundle
 from cdi.kube import Client, KubeError, load_configuration
+from kubeclient import connection_params
 from pki.certs import write_pair
 from rootdisk.operator import kube, registry
 from rootdisk.operator.server import LEADER, Server
@@ -59,13 +59,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 @kopf.on.login()
-def login(**kwargs: Any) -> Any:
-    """Through the kubernetes client's configuration: in a pod it honours
-    KUBERNETES_SERVICE_HOST/PORT, where kopf's own service-account login assumes the
-    name kubernetes.default.svc resolves (it does not without cluster DNS). Preferred
-    over any login a handler module brings (kopf uses the highest priority first)."""
-    info = kopf.login_via_client(**kwargs)
-    return dataclasses.replace(info, priority=LOGIN_PRIORITY) if info is not None else None
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """Through the same configuration as the operator's own client: in a pod the service
+    account via KUBERNETES_SERVICE_HOST/PORT (kopf's own service-account login assumes
+    the name kubernetes.default.svc resolves, and it does not without cluster DNS), else
+    the kubeconfig named now (``--kubeconfig`` or $KUBECONFIG; kopf's client login reads
+    $KUBECONFIG when the library is imported, before ``--kubeconfig`` is applied).
+    Preferred over any login a handler module brings (kopf uses the highest priority
+    first)."""
+    return kopf.ConnectionInfo(**connection_params(load_configuration()),
+                               priority=LOGIN_PRIORITY)
+
+
+_kopf_stop: threading.Event | None = None
+"""The stop flag of the kopf run in progress (:func:`_lead`)."""
+
+
+@kopf.on.cleanup()
+def end_stop_flag_wait(**_: Any) -> None:
+    """kopf waits for a ``threading.Event`` stop flag in a thread of its event loop's
+    default executor, and ``asyncio.run`` joins that executor's threads before it
+    returns. When kopf stops on its own (SIGTERM, SIGINT) the flag is never set, and the
+    process would hang there until the kubelet's grace period runs out and kills it,
+    without releasing its Lease. Setting the flag at cleanup ends that wait."""
+    if _kopf_stop is not None:
+        _kopf_stop.set()
 
 
 @kopf.on.startup()
@@ -126,8 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _lead(elector: kube.Elector, args: argparse.Namespace, stop: threading.Event) -> int:
+    global _kopf_stop
     LEADER.set(1)
-    kopf_stop = threading.Event()
+    kopf_stop = _kopf_stop = threading.Event()
     lost = threading.Event()
 
     def renew() -> None:
