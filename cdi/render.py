@@ -250,6 +250,18 @@ def _clone_size(dv: Mapping[str, Any], claim_spec: Obj, source: clone.Source, *,
             except ValueError as err:
                 raise RenderError("ErrClaimNotValid",
                                   f"{field}.resources.requests.storage: {err}") from None
+            if default and mode == "Filesystem":
+                # spec.storage: the request is what the guest gets, the claim carries the
+                # filesystem overhead on top (as every spec.storage claim does; upstream's
+                # GetEffectiveStorageResources), and that claim is what must hold the
+                # source's: a clone asking for the golden DataVolume's own spec.storage
+                # size fits the golden claim, which was grown the same way
+                overhead = overhead_for(status=config_status,
+                                        storage_class=claim_spec.get("storageClassName"),
+                                        volume_mode=mode)
+                if overhead:
+                    requested = required_space(size=requested, overhead=overhead)
+                    requests["storage"] = str(requested)
             clone.check_size(dv=dv, source=source, requested=requested)
             if default and mode != clone.volume_mode(source.claim):
                 # across modes the image must fit: at least the image plus overhead

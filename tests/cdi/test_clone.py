@@ -10,7 +10,7 @@ import pytest
 
 from cdi import clone
 from cdi.render import RenderError, render
-from sizes import required_space, usable_space
+from sizes import parse_bytes, required_space, usable_space
 from tests.cdi.builders import dv
 from tests.cdi.test_render import CONFIG, LOCAL, profile_of, storage
 
@@ -113,3 +113,53 @@ def test_data_source_targets() -> None:
     assert clone.data_source_target({"metadata": {}, "spec": {"source": {}}}) is None
     assert clone.data_source_ref(dv(sourceRef={"kind": "DataSource", "name": "f"})) == \
         clone.SourceRef("ns", "f")
+
+
+def _fs_overhead() -> Fraction:
+    from cdi.render import overhead_for
+    return overhead_for(status=CONFIG, storage_class=LOCAL["metadata"]["name"],
+                        volume_mode="Filesystem")
+
+
+def _golden_request(size: str) -> str:
+    """The claim a spec.storage DataVolume of ``size`` gets (the overhead on top)."""
+    return str(required_space(size=parse_bytes(size), overhead=_fs_overhead()))
+
+
+# upstream's validateClone table (pvc-clone-controller_test.go, "Validation mechanism
+# rejects or accepts the clone depending on the source and target size combination", a
+# Block source and a Filesystem target profile), then the golden-image rows this rule is
+# for: a spec.storage clone of a spec.storage golden DataVolume of the same size
+@pytest.mark.parametrize(("source", "target", "explicit_pvc", "accepted"), [
+    (src("1Gi", "Block"), "1Gi", True, True),
+    (src("1Gi", "Block"), "2Gi", True, True),
+    (src("2Gi", "Block"), "1Gi", True, False),
+    (src("1Gi", "Block"), "1Gi", False, True),
+    (src("1Gi", "Block"), "2Gi", False, True),
+    (src("2Gi", "Block"), "1Gi", False, False),
+    (src("1Gi", "Block"), None, False, True),
+    (src(_golden_request("1Gi")), "1Gi", False, True),
+    (src(_golden_request("2Gi")), "1Gi", False, False),
+    (src(_golden_request("1Gi")), "1Gi", True, False),   # spec.pvc: as written
+    (src("1Gi"), "1Gi", True, True),
+])
+def test_clone_size_validation_as_upstream(source: clone.Source, target: str | None,
+                                           explicit_pvc: bool, accepted: bool) -> None:
+    if explicit_pvc:
+        d = cloning(pvc={"accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                         "resources": {"requests": {"storage": target}}})
+    else:
+        d = cloning(storage=storage(target, volumeMode="Filesystem"))
+    run = lambda: render(dv=d, storage_class=LOCAL, profile=profile_of(LOCAL),  # noqa: E731
+                         config_status=CONFIG,
+                         clone_from=(clone.SourceRef("ns", "golden"), source))
+    if not accepted:
+        with pytest.raises(RenderError) as err:
+            run()
+        assert err.value.reason == "CloneValidationFailed"
+        assert "target resources requests storage size is smaller than the source" in \
+            err.value.message
+        return
+    claim = run().claim
+    got = parse_bytes(str(claim["spec"]["resources"]["requests"]["storage"]))
+    assert got >= clone.capacity(source.claim)

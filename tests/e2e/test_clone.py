@@ -19,7 +19,7 @@ import pytest
 
 from localcluster.kube import client
 from localcluster.kube.client import Kube, KubeError
-from sizes import usable_space
+from sizes import required_space, usable_space
 from tests.e2e import kit, vmkit
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
@@ -406,8 +406,11 @@ def test_snapshot_clones_within_and_across_namespaces_then_drop_the_snapshot(
     big = claim_of(kube, ns, "snap-big")
     fo = kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
     overhead = Fraction((fo.get("storageClass") or {}).get("local-reflink") or fo["global"])
+    # spec.storage: the claim is 128Mi plus the overhead; restored, then grown to it
+    assert big["spec"]["resources"]["requests"]["storage"] == str(
+        required_space(size=128 * MiB, overhead=overhead))
     assert os.path.getsize(kit.volume_path(kube, big)) == usable_space(
-        capacity=128 * MiB, overhead=overhead)  # restored, then grown to the claim
+        capacity=required_space(size=128 * MiB, overhead=overhead), overhead=overhead)
     wait_for(lambda: not kube.list(VOLUMESNAPSHOTCONTENTS)["items"], timeout=60,
              what="the temporary snapshots' contents deleted")
     kube.delete(kit.DVS, "snap", src_ns)
@@ -471,7 +474,11 @@ def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
     status = kit.wait_dv(kube, src_ns, "large", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     claim = claim_of(kube, src_ns, "large")
-    assert claim["spec"]["resources"]["requests"]["storage"] == "128Mi"
+    fo = kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
+    overhead = Fraction((fo.get("storageClass") or {}).get("local-reflink") or fo["global"])
+    # spec.storage: what the guest gets; the claim carries the overhead on top, as upstream
+    grown = required_space(size=128 * MiB, overhead=overhead)
+    assert claim["spec"]["resources"]["requests"]["storage"] == str(grown)
     # a CSI clone (reflink) into more room: the storage grew the filesystem, the grow pod
     # grew disk.img to the claim's usable size, as an import would have sized it
     assert claim["metadata"]["annotations"][A + "clone.strategy"] == "csi-clone"
@@ -479,9 +486,7 @@ def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
     assert compare(reference, large)
     golden_img = Path(kit.volume_path(kube, claim_of(kube, src_ns, "golden")))
     assert large.stat().st_size > golden_img.stat().st_size
-    fo = kube.get(kit.CDICONFIGS, "config")["status"]["filesystemOverhead"]
-    overhead = Fraction((fo.get("storageClass") or {}).get("local-reflink") or fo["global"])
-    assert large.stat().st_size == usable_space(capacity=128 * MiB, overhead=overhead)
+    assert large.stat().st_size == usable_space(capacity=grown, overhead=overhead)
     for name in ("small", "small-ok", "large"):
         kube.delete(kit.DVS, name, src_ns)
 
