@@ -8,6 +8,7 @@ failed API call is retried without an event.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import threading
 from typing import Any
@@ -126,8 +127,19 @@ def profile_event(event: Any, name: str, **_: Any) -> None:
         reconcile.reconcile_profile(client(), name)
 
 
+def _version() -> str:
+    try:
+        return "rootdisk-" + importlib.metadata.version("rootdisk")
+    except importlib.metadata.PackageNotFoundError:
+        return "rootdisk"
+
+
 def _resync() -> None:
     while not _stop.wait(RESYNC_SECONDS):
+        try:
+            reconcile.reconcile_cdi(client(), version=_version())
+        except KubeError as err:
+            logger.warning("resync: the CDI object's status: %s", err)
         try:
             for ds in client().list(DATASOURCES):
                 reconcile.reconcile_data_source(client(), ds["metadata"]["namespace"],

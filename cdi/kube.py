@@ -22,10 +22,10 @@ logger = logging.getLogger(__name__)
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """Accept header for an object's metadata without its body (a Secret without its data)."""
 
-__all__ = ["CDICONFIGS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "DATAVOLUMES",
-           "EVENTS", "IMPORT_SOURCES", "INGRESSES", "LEASES", "METADATA_ONLY", "PVCS", "SECRETS",
-           "STORAGECLASSES", "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS", "Client", "Kind",
-           "KubeError", "Obj", "cdi_namespace", "load_configuration"]
+__all__ = ["CDICONFIGS", "CDIS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "DATAVOLUMES",
+           "DEPLOYMENTS", "EVENTS", "IMPORT_SOURCES", "INGRESSES", "LEASES", "METADATA_ONLY",
+           "PVCS", "SECRETS", "STORAGECLASSES", "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS",
+           "Client", "Kind", "KubeError", "Obj", "cdi_namespace", "load_configuration"]
 
 DATAVOLUMES = Kind(api.GROUP, api.VERSION, "datavolumes")
 IMPORT_SOURCES = Kind(api.GROUP, api.VERSION, "volumeimportsources")
@@ -36,6 +36,8 @@ SUBJECT_ACCESS_REVIEWS = Kind("authorization.k8s.io", "v1", "subjectaccessreview
                               namespaced=False)
 CDICONFIGS = Kind(api.GROUP, api.VERSION, "cdiconfigs", namespaced=False)
 STORAGEPROFILES = Kind(api.GROUP, api.VERSION, "storageprofiles", namespaced=False)
+CDIS = Kind(api.GROUP, api.VERSION, "cdis", namespaced=False)
+DEPLOYMENTS = Kind("apps", "v1", "deployments")
 PVCS = Kind("", "v1", "persistentvolumeclaims")
 SECRETS = Kind("", "v1", "secrets")
 CONFIGMAPS = Kind("", "v1", "configmaps")

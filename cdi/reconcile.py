@@ -16,12 +16,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cdi import api, authorize, clone, config, datasource, profiles
+from cdi import api, authorize, cdi_status, clone, config, datasource, profiles
 from cdi.kube import (
     CDICONFIGS,
+    CDIS,
     CLONE_SOURCES,
     DATASOURCES,
     DATAVOLUMES,
+    DEPLOYMENTS,
     IMPORT_SOURCES,
     INGRESSES,
     PVCS,
@@ -311,6 +313,26 @@ def reconcile_config(client: Client) -> Obj:
             client.event(cdi_config, type_="Warning", reason="InvalidConfiguration",
                          message=problem)
     return {**{k: v for k, v in stored.items() if k not in result.status}, **new}
+
+
+def reconcile_cdi(client: Client, *, version: str, at: str | None = None) -> None:
+    """Write the ``CDI`` object's status (``cdi.cdi_status``) from the install's
+    Deployments in the CDI namespace, when it changed. No CDI object: nothing to do."""
+    cdi = client.get(CDIS, cdi_status.NAME)
+    if cdi is None:
+        return
+    ns = cdi_namespace()
+    deployments = [client.get(DEPLOYMENTS, name, ns) for name in cdi_status.DEPLOYMENTS]
+    status = cdi_status.desired_status(cdi, deployments, version=version,
+                                       now=at or now())
+    if status == (cdi.get("status") or {}):
+        return
+    try:
+        client.request("PUT", CDIS.path(None, cdi_status.NAME, "status"),
+                       body={**cdi, "status": status})
+    except KubeError as err:
+        if err.status not in (404, 409):  # gone, or changed: the next pass writes it
+            raise
 
 
 def reconcile_profile(client: Client, name: str) -> Obj | None:

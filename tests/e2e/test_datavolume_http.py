@@ -368,3 +368,19 @@ def test_import_into_a_namespace_enforcing_restricted(kube: Kube, http_server: H
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert compare(images.get("raw").path,
                    kit.volume_path(kube, kube.get(client.PVCS, "disk", ns)))
+
+
+def test_cdi_object_is_available(cluster: Cluster) -> None:
+    """`rootdisk up` installs the CDI object; the CDI controller marks it Available once
+    the install's Deployments are ready, so upstream's readiness check works unchanged."""
+    proc = subprocess.run(
+        ["kubectl", "--kubeconfig", cluster.kubeconfig, "wait", "cdi", "cdi",
+         "--for=condition=Available", "--timeout=120s"],
+        capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "cdi.cdi.kubevirt.io/cdi condition met" in proc.stdout
+    proc = subprocess.run(
+        ["kubectl", "--kubeconfig", cluster.kubeconfig, "get", "cdi", "cdi",
+         "-o", "jsonpath={.status.phase}"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert proc.stdout == "Deployed", (proc.stdout, proc.stderr)
