@@ -127,10 +127,17 @@ def compute_status(
 def overhead_for(
     *, status: Mapping[str, Any] | None, storage_class: str | None, volume_mode: str,
 ) -> Fraction:
-    """The filesystem overhead for a claim: 0 for Block, else the class's, else global."""
-    if volume_mode == "Block":
+    """The filesystem overhead for a claim: 0 for Block, else the class's, else global.
+
+    As upstream's ``GetFilesystemOverheadForStorageClass`` (CDI c07cdb6fb): a claim whose
+    ``storageClassName`` is the empty string (no class: a statically provisioned volume)
+    and a CDIConfig not reconciled yet (no status, or no ``filesystemOverhead`` in it)
+    give 0; an unparsable stored value gives the default."""
+    if volume_mode == "Block" or storage_class == "":
         return Fraction(0)
-    overhead = (status or {}).get("filesystemOverhead") or {}
+    overhead = (status or {}).get("filesystemOverhead")
+    if not overhead:
+        return Fraction(0)
     text = ((overhead.get("storageClass") or {}).get(storage_class or "")
             or overhead.get("global"))
     if text is None:

@@ -36,8 +36,9 @@ class CdiConfig:
     retry_limit: int = DEFAULT_RETRY_LIMIT
 
     def overhead(self, *, storage_class: str | None, block: bool) -> str:
-        """FILESYSTEM_OVERHEAD for a volume: none on Block, else the class's, else global."""
-        if block:
+        """FILESYSTEM_OVERHEAD for a volume: none on Block or without a class (``""``, a
+        static volume, as upstream), else the class's, else global."""
+        if block or storage_class == "":
             return "0"
         if storage_class and storage_class in self.class_overheads:
             return self.class_overheads[storage_class]

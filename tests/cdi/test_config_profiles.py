@@ -48,17 +48,31 @@ def test_config_defaults_and_overrides() -> None:
     assert bad.problems == ("spec.importRetryLimit: -1 is not a non-negative integer",)
 
 
+# upstream's GetFilesystemOverheadForStorageClass (CDI c07cdb6fb): the class's, else the
+# global; "" (no class) 0; a CDIConfig not reconciled yet (no status / no overhead) 0
 @pytest.mark.parametrize(("cls", "mode", "expected"), [
     ("local", "Filesystem", Fraction(3, 100)), ("plain", "Filesystem", Fraction(1, 10)),
     ("unknown", "Filesystem", Fraction(1, 10)), ("local", "Block", Fraction(0)),
     (None, "Filesystem", Fraction(1, 10)),
+    ("", "Filesystem", Fraction(0)),
 ])
 def test_overhead_lookup(cls: str | None, mode: str, expected: Fraction) -> None:
     status = config.compute_status(spec={"filesystemOverhead": {"global": "0.1"}},
                                    storage_classes=CLASSES[:2]).status
     assert config.overhead_for(status=status, storage_class=cls, volume_mode=mode) == expected
-    assert config.overhead_for(status=None, storage_class=cls, volume_mode="Filesystem") == (
-        Fraction(6, 100))
+
+
+@pytest.mark.parametrize("status", [None, {}, {"filesystemOverhead": None},
+                                    {"filesystemOverhead": {}}])
+def test_overhead_before_the_config_is_reconciled_is_zero(status: Any) -> None:
+    assert config.overhead_for(status=status, storage_class="local",
+                               volume_mode="Filesystem") == 0
+
+
+def test_unparsable_stored_overhead_gives_the_default() -> None:
+    status = {"filesystemOverhead": {"global": "lots"}}
+    assert config.overhead_for(status=status, storage_class="local",
+                               volume_mode="Filesystem") == config.DEFAULT_OVERHEAD
 
 
 @pytest.mark.parametrize(("cls", "spec", "sets", "strategy"), [

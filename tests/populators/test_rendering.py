@@ -261,3 +261,14 @@ def test_progress_parse(text: str, want: float | None) -> None:
                                              (100.0, "100.00%")])
 def test_progress_render(value: float, text: str) -> None:
     assert progress.render(value) == text
+
+
+@pytest.mark.parametrize(("storage_class", "block", "expected"), [
+    ("local", False, "0.03"), ("other", False, "0.1"), (None, False, "0.1"),
+    ("", False, "0"),          # no class (a static volume): no overhead, as upstream
+    ("local", True, "0"),
+])
+def test_overhead_per_class(storage_class: str | None, block: bool, expected: str) -> None:
+    config = cdiconfig.parse({"status": {
+        "filesystemOverhead": {"global": "0.1", "storageClass": {"local": "0.03"}}}})
+    assert config.overhead(storage_class=storage_class, block=block) == expected
