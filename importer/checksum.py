@@ -34,8 +34,9 @@ def parse_checksum(text: str, *, field: str = "checksum") -> Checksum:
 
     :raise ValueError: naming ``field`` and what is wrong with it.
     """
-    algorithm, sep, digest = text.strip().partition(":")
-    algorithm = algorithm.lower()
+    algorithm, sep, digest = text.partition(":")
+    # each part trimmed, as upstream's checksum.ParseAndValidate (the webhook accepts so)
+    algorithm, digest = algorithm.strip().lower(), digest.strip()
     if not sep:
         raise ValueError(f"{field}: {text!r} is not of the form ALGORITHM:HEX")
     if algorithm not in ALGORITHMS:

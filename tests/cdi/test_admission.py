@@ -30,7 +30,12 @@ def test_allowed_and_refused() -> None:
              source={"http": {"url": "ftp://x/y", "secretRef": "s"}})
     out = review(req("CREATE", bad), exists=exists)["response"]
     assert out["allowed"] is False and out["status"]["code"] == 422
-    assert "spec.source.http.url: scheme 'ftp'" in out["status"]["message"]
+    assert out["status"]["message"] == \
+        " spec.source.HTTP.url: spec.source Invalid source URL scheme: ftp://x/y"
+    assert seen == []  # upstream's rule refused it first: nothing looked up
+    missing = dv(storage={"resources": {"requests": {"storage": "1Gi"}}},
+                 source={"http": {"url": "https://x/y", "secretRef": "s"}})
+    out = review(req("CREATE", missing), exists=exists)["response"]
     assert "spec.source.http.secretRef: Secret 's' not found" in out["status"]["message"]
     assert seen == [("Secret", "s", "ns")]
     changed = review(req("UPDATE", dv(storage={}), old=dv(storage={"a": 1})), exists=exists)
@@ -48,6 +53,6 @@ def test_a_refusal_is_shaped_as_cdis() -> None:
     assert "reason" not in status and status["code"] == 422
     causes = status["details"]["causes"]
     assert (causes[0]["reason"], causes[0]["field"]) == ("FieldValueInvalid", "spec.source")
-    assert causes[0]["message"].startswith("Data volume source contains more than one source")
+    assert causes[0]["message"] == "Multiple Data volume sources"
     assert status["message"] == "".join(f" {c['field']}: {c['message']}" for c in causes)
     assert status["message"].startswith(" spec.source: ")

@@ -156,9 +156,11 @@ def _dv(name: str, source: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize(("source", "why"), [
     ({"http": {"url": "ftp://example.com/disk.img"}},
-     "spec.source.http.url: scheme 'ftp' is not"),
+     "spec.source.HTTP.url: spec.source Invalid source URL scheme: ftp://example.com/disk.img"),
     ({"http": {"url": "https://example.com/d.img"}, "blank": {}},
-     "spec.source: Data volume source contains more than one source"),
+     "spec.source: Multiple Data volume sources"),
+    ({"http": {"url": "https://example.com/d.img", "secretRef": "absent"}},
+     "spec.source.http.secretRef: Secret 'absent' not found"),
 ])
 def test_a_refused_datavolume_prints_the_webhooks_cause(kubectl: Run, tmp_path: Path,
                                                         source: dict[str, Any],

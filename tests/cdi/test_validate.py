@@ -22,59 +22,166 @@ def http(**kw: Any) -> dict[str, Any]:
     return {"http": {"url": "https://example.com/disk.qcow2", **kw}}
 
 
+def nosource(**kw: Any) -> dict[str, Any]:
+    d = dv(**kw)
+    d["spec"].pop("source", None)
+    return d
+
+
 @pytest.mark.parametrize("d", [
     dv(storage=SIZE),
     dv(pvc=PVC),
     dv(storage=SIZE, source=http(secretRef="creds", certConfigMap="ca",
                                  checksum="sha256:" + "a" * 64, extraHeaders=["X-A: b"])),
-    dv(storage=SIZE, source={"s3": {"url": "s3://bucket/disk.img", "secretRef": "creds"}}),
+    dv(storage=SIZE, source=http(checksum=" SHA256 : " + "A" * 64)),  # trimmed, any case
+    dv(storage=SIZE, source={"s3": {"url": "https://s3.local/bucket/disk.img",
+                                    "secretRef": "creds"}}),
+    dv(storage=SIZE, source={"gcs": {"url": "gs://bucket/disk.img"}}),
     dv(storage=SIZE, source={"blank": {}}),
     dv(storage={}, source={"pvc": {"namespace": "a", "name": "b"}}),
-    dv(storage={}, source=None, sourceRef={"kind": "DataSource", "name": "golden"}),
+    dv(storage={}, source={"snapshot": {"namespace": "a", "name": "b"}}),
+    nosource(storage={}, sourceRef={"kind": "DataSource", "name": "golden"}),
+    dv(storage={**SIZE, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"]}),  # storage: several
+    dv(storage=SIZE, contentType="kubevirt"),
+    dv(storage=SIZE, source={"registry": {"url": "docker://r/i:t"}}),
+    dv(storage=SIZE, source={"registry": {"url": "oci-archive:///a.tar", "pullMethod": "pod"}}),
+    dv(storage=SIZE, source={"registry": {"imageStream": "is", "pullMethod": "node"}}),
+    nosource(storage={**SIZE, "dataSourceRef": {"apiGroup": "x.io", "kind": "Pop",
+                                                "name": "p"}}),
+    nosource(pvc={**PVC, "dataSource": {"kind": "PersistentVolumeClaim", "name": "c"},
+                  "dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "c"}}),
 ])
 def test_accepted(d: dict[str, Any]) -> None:
-    if "sourceRef" in d["spec"]:
-        d["spec"].pop("source")
     assert validate_create(dv=d, exists=exists) == []
 
 
+# upstream's validateDataVolumeSpec (CDI c07cdb6fb, datavolume-validate.go, util.go):
+# the first rule broken, upstream's field path and words
 @pytest.mark.parametrize(("d", "problem"), [
-    (dv(storage=SIZE, pvc=PVC), "spec: Duplicate storage definition"),
-    (dv(), "spec.storage: Missing target storage/pvc definition"),
-    (dv(storage={}), "spec.storage.resources.requests.storage: Storage size is missing"),
+    (dv(), "spec.PVC: Missing Data volume PVC"),
+    (dv(storage=SIZE, pvc=PVC), "spec.PVC.Storage: Duplicate storage definition, both target "
+                                "storage and target pvc defined"),
+    (dv(storage={}), "spec.Storage.resources.requests.size: Storage size is missing"),
     (dv(pvc={"accessModes": ["ReadWriteOnce"]}),
-     "spec.pvc.resources.requests.storage: Storage size is missing"),
+     "spec.PVC.resources.requests.size: PVC size is missing"),
+    (dv(pvc={"accessModes": ["ReadWriteOnce"]}, source={"pvc": {"namespace": "a",
+                                                                  "name": "b"}}),
+     "spec.PVC.resources.requests.size: PVC size is missing"),   # only storage may omit it
+    (dv(storage={"resources": {"requests": {"storage": "0"}}}),
+     "spec.Storage.resources.requests.size: Storage size can't be equal or less than zero"),
     (dv(storage={"resources": {"requests": {"storage": "1Ki"}}}),
-     "spec.storage.resources.requests.storage: size should be at least 1MiB"),
+     "spec.Storage.resources.requests.size: Storage size should be at least 1MiB"),
     (dv(storage={"resources": {"requests": {"storage": " 1Gi"}}}),
-     "spec.storage.resources.requests.storage: quantity ' 1Gi' is not a Kubernetes quantity"),
+     "spec.Storage.resources.requests.size: quantity ' 1Gi' is not a Kubernetes quantity"),
+    (dv(storage={**SIZE, "storageClassName": "s" * 254}),
+     "Name cannot be longer than 253 characters"),
+    (dv(pvc=SIZE), "spec.PVC.accessModes: Required value: at least 1 access mode is required"),
+    (dv(pvc={**PVC, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"]}),
+     "spec.PVC.accessModes: PVC multiple accessModes"),
+    (dv(pvc={**PVC, "accessModes": ["ReadWrite"]}),
+     'spec.PVC.accessModes: Unsupported value: "ReadWrite": supported values: '
+     '"ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"'),
+    (dv(storage={**SIZE, "accessModes": ["ReadWriteOnce", "bad"]}),
+     'spec.PVC.accessModes: Unsupported value: "ReadWriteOnce": supported values: '),
     (dv(storage=SIZE, sourceRef={"kind": "DataSource", "name": "g"}),
-     "spec: Data volume should have either Source or SourceRef, not both"),
+     "spec.source: Data volume should have either Source or SourceRef, or be externally "
+     "populated"),
+    (nosource(storage=SIZE),
+     "spec.source: Data volume should have either Source or SourceRef, or be externally "
+     "populated"),
+    (nosource(storage={}, sourceRef={"name": "g"}), "spec.sourceRef.Kind: Missing sourceRef "
+                                                    "kind"),
+    (nosource(storage={}, sourceRef={"kind": "Pod", "name": "g"}),
+     "spec.sourceRef.Kind: Unsupported sourceRef kind Pod, currently only DataSource is "
+     "supported"),
+    (nosource(storage={}, sourceRef={"kind": "DataSource"}),
+     "spec.sourceRef.Name: Missing sourceRef name"),
     (dv(storage=SIZE, source={"http": {"url": "http://a/b"}, "blank": {}}),
-     "spec.source: Data volume source contains more than one source type: http, blank"),
+     "spec.source: Multiple Data volume sources"),
     (dv(storage=SIZE, source={}), "spec.source: Missing Data volume source"),
-    (dv(storage=SIZE, source={"ftp": {}}), "spec.source: unknown source type(s) ftp"),
+    (dv(storage=SIZE, contentType="iso"), "spec.contentType: ContentType not one of: "
+                                          "kubevirt, archive"),
     (dv(storage=SIZE, source={"http": {"url": "ftp://a/b"}}),
-     "spec.source.http.url: scheme 'ftp' is not supported; use http or https"),
+     "spec.source.HTTP.url: spec.source Invalid source URL scheme: ftp://a/b"),
     (dv(storage=SIZE, source={"http": {"url": "file:///etc/passwd"}}),
-     "spec.source.http.url: scheme 'file' is not supported"),
-    (dv(storage=SIZE, source={"s3": {"url": "gopher://a/b"}}),
-     "spec.source.s3.url: scheme 'gopher' is not supported; use http or https or s3"),
-    (dv(storage=SIZE, source={"http": {"url": "http:///nohost"}}),
-     "spec.source.http.url: 'http:///nohost' has no host"),
-    (dv(storage=SIZE, source={"http": {}}), "spec.source.http.url: a URL is required"),
-    (dv(storage=SIZE, source=http(checksum="crc32:abcd")),
-     "spec.source.http.checksum: 'crc32:abcd' is not <algorithm>:<hex>"),
-    (dv(storage=SIZE, source=http(checksum="sha256:abc")),
-     "spec.source.http.checksum: a sha256 digest has 64 hex digits, not 3"),
+     "spec.source.HTTP.url: spec.source Invalid source URL scheme: file:///etc/passwd"),
+    (dv(storage=SIZE, source={"s3": {"url": "s3://b/k"}}),
+     "spec.source.S3.url: spec.source Invalid source URL scheme: s3://b/k"),
+    (dv(storage=SIZE, source={"http": {"url": "disk.img"}}),
+     "spec.source.HTTP.url: spec.source Invalid source URL: disk.img"),
+    (dv(storage=SIZE, source={"http": {}}),
+     "spec.source.HTTP.url: spec.source source URL is empty"),
     (dv(storage=SIZE, source=http(checksum="sha256" + "a" * 64)),
-     "spec.source.http.checksum: "),
+     "spec.source.HTTP.checksum: Invalid checksum format: invalid checksum format: "
+     "expected 'algorithm:hash', got 'sha256" + "a" * 64 + "'"),
+    (dv(storage=SIZE, source=http(checksum="sha256:")),
+     "spec.source.HTTP.checksum: Invalid checksum format: checksum hash value cannot be "
+     "empty"),
+    (dv(storage=SIZE, source=http(checksum="crc32:abcd")),
+     "spec.source.HTTP.checksum: Invalid checksum format: unsupported hash algorithm "
+     "'crc32': supported algorithms are: md5, sha1, sha256, sha512"),
+    (dv(storage=SIZE, source=http(checksum="sha256:abc")),
+     "spec.source.HTTP.checksum: Invalid checksum format: invalid sha256 hash length: "
+     "expected 64 hex characters, got 3"),
+    (dv(storage=SIZE, source=http(checksum="md5:" + "g" * 32)),
+     "spec.source.HTTP.checksum: Invalid checksum format: checksum hash is not valid "
+     "hexadecimal: encoding/hex: invalid byte: U+0067 'g'"),
+    (dv(storage=SIZE, source={"blank": {}}, contentType="archive"),
+     "spec.contentType: SourceType cannot be blank and the contentType be archive"),
+    (dv(storage=SIZE, source={"registry": {"url": "docker://r/i"}}, contentType="archive"),
+     "spec.contentType: ContentType must be kubevirt when Source is Registry"),
+    (dv(storage=SIZE, source={"registry": {}}),
+     "spec.source.Registry: Source registry should have either URL or ImageStream"),
+    (dv(storage=SIZE, source={"registry": {"url": "docker://r/i", "imageStream": "is"}}),
+     "spec.source.Registry: Source registry should have either URL or ImageStream"),
+    (dv(storage=SIZE, source={"registry": {"url": "http://r/i"}}),
+     "spec.source.Registry.URL: Illegal registry source URL scheme http://r/i"),
+    (dv(storage=SIZE, source={"registry": {"url": "docker://r/i", "pullMethod": "x"}}),
+     'spec.source.Registry.importMethod: ImportMethod x is neither pod, node or ""'),
+    (dv(storage=SIZE, source={"registry": {"imageStream": "", "pullMethod": "node"}}),
+     "spec.source.Registry.importMethod: Source registry ImageStream is not valid"),
+    (dv(storage=SIZE, source={"registry": {"imageStream": "is"}}),
+     "spec.source.Registry.importMethod: Source registry ImageStream is supported only with "
+     "node pull import method"),
+    (dv(storage=SIZE, source={"imageio": {"url": "https://e/a", "diskId": "d"}}),
+     "spec.source.Imageio: spec.source.Imageio source Imageio is not valid"),
+    (dv(storage=SIZE, source={"imageio": {"url": "https://e/a", "diskId": "d",
+                                          "secretRef": "creds"}}),
+     "spec.source.Imageio: spec.source.Imageio source Imageio requires CertConfigMap or "
+     "InsecureSkipVerify"),
+    (dv(storage=SIZE, source={"vddk": {"url": "https://e/a"}}),
+     "spec.source.VDDK: spec.source.VDDK source VDDK is not valid"),
+    (dv(storage={}, source={"pvc": {"name": "b"}}),
+     "spec.source.PVC: spec.source.PVC source PVC is not valid"),
+    (dv(storage={}, source={"snapshot": {"namespace": "a"}}),
+     "spec.source.Snapshot: spec.source.Snapshot source snapshot is not valid"),
+    # external population (validateExternalPopulation): every cause
+    (dv(storage={**SIZE, "dataSourceRef": {"apiGroup": "x.io", "kind": "Pop", "name": "p"}}),
+     "spec.source: External population is incompatible with Source and SourceRef"),
+    (nosource(pvc={**PVC, "dataSource": {"kind": "PersistentVolumeClaim", "name": "a"},
+                   "dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "b"}}),
+     "DataSourceRef and DataSource must match"),
+    (nosource(storage={**SIZE, "dataSource": {"kind": "Pop"}}),
+     "spec.dataSource.name: Required value: DataSource name"),
+    (nosource(storage={**SIZE, "dataSource": {"name": "p", "kind": "Pop"}}),
+     "spec.dataSource.apiGroup: Required value: DataSource apiGroup when kind is not "
+     "'PersistentVolumeClaim'"),
+    (nosource(storage={**SIZE, "dataSourceRef": {"name": "p", "apiGroup": "x.io"}}),
+     "spec.dataSourceRef.kind: Required value: DataSourceRef kind"),
+    (nosource(storage={**SIZE, "dataSourceRef": {"apiGroup": "x.io", "kind": "Pop",
+                                                 "name": "p", "namespace": "other"}}),
+     "spec.dataSourceRef.namespace: Invalid value: DataSourceRef namespace not supported"),
+    (dv(name="n" * 254, storage=SIZE), "Name cannot be longer than 253 characters"),
+    # rootdisk's own, after upstream's rules pass
+    (dv(storage=SIZE, source={"ftp": {}}), "spec.source: unknown source type(s) ftp"),
     (dv(storage=SIZE, source=http(secretRef="nope")),
      "spec.source.http.secretRef: Secret 'nope' not found"),
     (dv(storage=SIZE, source=http(certConfigMap="nope")),
      "spec.source.http.certConfigMap: ConfigMap 'nope' not found"),
-    (dv(storage=SIZE, source={"s3": {"url": "s3://b/k", "secretRef": "nope"}}),
+    (dv(storage=SIZE, source={"s3": {"url": "https://s/b/k", "secretRef": "nope"}}),
      "spec.source.s3.secretRef: Secret 'nope' not found"),
+    (dv(storage=SIZE, source={"s3": {"url": "gs://b/k"}}),
+     "spec.source.s3.url: an S3 source needs an http or https URL"),
     (dv(storage=SIZE, source=http(secretExtraHeaders=["nope"])),
      "spec.source.http.secretExtraHeaders[0]: Secret 'nope' not found"),
     (dv(storage=SIZE, source=http(extraHeaders=["X-A: b\r\nX-Evil: 1"])),
@@ -87,17 +194,17 @@ def test_refused(d: dict[str, Any], problem: str) -> None:
     assert any(p.startswith(problem) for p in problems), problems
 
 
+def test_the_first_rule_broken_is_the_refusal() -> None:
+    """Upstream stops at the first rule broken: a DataVolume with a bad access mode and a
+    bad URL is refused for the access mode alone."""
+    d = dv(pvc={**PVC, "accessModes": ["Nope"]}, source={"http": {"url": "ftp://a"}})
+    problems = validate_create(dv=d, exists=exists)
+    assert len(problems) == 1 and problems[0].startswith("spec.PVC.accessModes: ")
+
+
 def test_spec_is_immutable() -> None:
     old = dv(storage=SIZE)
     new = dv(storage={"resources": {"requests": {"storage": "2Gi"}}})
     assert validate_update(old=old, new=old) == []
     assert validate_update(old=old, new=new) == [
-        "spec: Cannot update DataVolume spec; delete and recreate it instead"]
-
-
-def test_source_ref_kind() -> None:
-    d = dv(storage={}, sourceRef={"kind": "Pod", "name": ""})
-    d["spec"].pop("source")
-    assert validate_create(dv=d, exists=exists) == [
-        "spec.sourceRef.kind: unsupported kind 'Pod' (only DataSource)",
-        "spec.sourceRef.name: a DataSource name is required"]
+        "DataVolume.Spec: Cannot update DataVolume Spec"]

@@ -174,16 +174,17 @@ def test_blank_block(kube: Kube, ns: str) -> None:
 
 
 @pytest.mark.parametrize(("spec_change", "field"), [
-    ({"source": {"http": {"url": "ftp://127.0.0.1/disk.img"}}}, "spec.source.http.url"),
+    ({"source": {"http": {"url": "ftp://127.0.0.1/disk.img"}}},
+     "spec.source.HTTP.url: spec.source Invalid source URL scheme"),
     ({"source": {"http": {"url": "http://127.0.0.1/d", "secretRef": "absent"}}},
      "spec.source.http.secretRef: Secret 'absent' not found"),
     ({"source": {"http": {"url": "http://127.0.0.1/d", "checksum": "sha256:12"}}},
-     "spec.source.http.checksum"),
+     "spec.source.HTTP.checksum: Invalid checksum format"),
     ({"source": {"http": {"url": "http://127.0.0.1/d"}, "blank": {}}},
-     "more than one source type"),
+     "spec.source: Multiple Data volume sources"),
     ({"pvc": {"accessModes": ["ReadWriteOnce"],
               "resources": {"requests": {"storage": "1Gi"}}}}, "Duplicate storage definition"),
-    ({"storage": {}}, "spec.storage.resources.requests.storage: Storage size is missing"),
+    ({"storage": {}}, "spec.Storage.resources.requests.size: Storage size is missing"),
 ])
 def test_webhook_rejects(kube: Kube, ns: str, spec_change: dict, field: str) -> None:
     body = kit.datavolume("bad", {"blank": {}})

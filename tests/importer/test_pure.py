@@ -119,3 +119,22 @@ def test_block_cache_does_not_keep_failures() -> None:
         read(cache, 0, 10)
     assert read(cache, 0, 10) == bytes(10)
     cache.close()
+
+
+@pytest.mark.parametrize(("text", "algorithm", "digest"), [
+    ("sha256:" + "A" * 64, "sha256", "a" * 64),
+    (" SHA256 : " + "ab" * 32 + " ", "sha256", "ab" * 32),   # each part trimmed, as the
+    ("md5:" + "0" * 32, "md5", "0" * 32),                     # webhook (upstream) accepts
+])
+def test_checksum_parsing_accepts_what_the_webhook_does(text: str, algorithm: str,
+                                                        digest: str) -> None:
+    from importer.checksum import parse_checksum
+    parsed = parse_checksum(text)
+    assert (parsed.algorithm, parsed.hexdigest) == (algorithm, digest)
+
+
+@pytest.mark.parametrize("text", ["sha256", "crc32:abcd", "sha256:abc", "md5:" + "g" * 32])
+def test_checksum_parsing_refuses(text: str) -> None:
+    from importer.checksum import parse_checksum
+    with pytest.raises(ValueError, match="IMPORTER_CHECKSUM"):
+        parse_checksum(text, field="IMPORTER_CHECKSUM")
