@@ -117,8 +117,8 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns:
     try:
         vmkit.wait_printable(kube, ns, NAME, "Running", timeout=600)
         wait_for(lambda: _agent_connected(kube, ns), timeout=400, what="AgentConnected")
-    except AssertionError:
-        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
 
     def ssh(command: str) -> subprocess.CompletedProcess[str]:
         return _ssh(cluster, ns, NAME, key, command)
@@ -189,8 +189,6 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns:
             proc.stderr.close()
 
 
-
-
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -233,10 +231,14 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
     try:
         vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
         first = vmkit.vmi_uid(kube, ns, "eph")
-        out = wait_for(lambda: login("echo EPH-WROTE | sudo tee /var/lib/eph-mark && sync"),
+        out = wait_for(lambda: login("cloud-init status --wait >/dev/null; "
+                                     "echo EPH-WROTE | sudo tee /var/lib/eph-mark && sync"),
                        timeout=400, what="an SSH login to the ephemeral VM")
         assert "EPH-WROTE" in out
-        assert login("cat /var/lib/eph-mark").strip() == "EPH-WROTE"
+        # each login retried: cloud-init may restart sshd between two connections
+        mark = wait_for(lambda: login("cat /var/lib/eph-mark").strip(), timeout=120,
+                        what="the mark read back")
+        assert mark == "EPH-WROTE", mark
         restarted = vmkit.cli(cluster, "restart", "eph", "-n", ns)
         assert restarted.returncode == 0, restarted.stderr
         wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") not in ("", first), timeout=300,
@@ -244,7 +246,7 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
         vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
         out = wait_for(lambda: login("test -e /var/lib/eph-mark && echo KEPT || echo GONE"),
                        timeout=400, what="an SSH login after the restart")
-    except AssertionError:
-        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
     assert out.strip() == "GONE", out
     assert _sha256(image) == before
