@@ -22,9 +22,14 @@ from cdi.validate import validate_create, validate_update
 
 Exists = Callable[[str, str, str], bool]
 """``exists(kind, name, namespace)``."""
+Metadata = Callable[[str, str, str], "dict[str, Any] | None"]
+"""``metadata(kind, name, namespace)``: an object's metadata, None when not found."""
 
 
-def review(body: Mapping[str, Any], *, exists: Exists) -> dict[str, Any]:
+def review(body: Mapping[str, Any], *, exists: Exists,
+           metadata: Metadata | None = None) -> dict[str, Any]:
+    """``metadata`` (when given) looks up the claim of the DataVolume's name: upstream
+    refuses a DataVolume whose claim exists and is not for it."""
     request = body.get("request") or {}
     uid = request.get("uid", "")
     problems: list[str]
@@ -34,7 +39,11 @@ def review(body: Mapping[str, Any], *, exists: Exists) -> dict[str, Any]:
         problems = []
     elif request.get("operation") == "CREATE":
         ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
-        problems = validate_create(dv=obj, exists=lambda k, n: exists(k, n, ns))
+        claim = None
+        name = (obj.get("metadata") or {}).get("name")
+        if metadata is not None and name:
+            claim = metadata("PersistentVolumeClaim", name, ns)
+        problems = validate_create(dv=obj, exists=lambda k, n: exists(k, n, ns), claim=claim)
     elif request.get("operation") == "UPDATE":
         problems = validate_update(old=request.get("oldObject") or {}, new=obj)
     else:
@@ -57,11 +66,12 @@ def rejection(problems: list[str]) -> dict[str, Any]:
             "details": {"causes": causes}}
 
 
-def mutate(body: Mapping[str, Any], *, exists: Exists) -> dict[str, Any]:
+def mutate(body: Mapping[str, Any], *, exists: Exists,
+           metadata: Metadata | None = None) -> dict[str, Any]:
     """The mutating webhook: on CREATE, record the requesting user on the DataVolume
     (``cdi.kubevirt.io/storage.clone.requester``), replacing whatever the user wrote
     there, so the controller can authorise a cross-namespace clone for that user."""
-    del exists
+    del exists, metadata
     request = body.get("request") or {}
     response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
     obj = request.get("object") or {}

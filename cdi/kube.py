@@ -97,15 +97,21 @@ class Client(kubeclient.Client):
         """Whether the Secret or ConfigMap exists, read as metadata only: the webhook
         never holds a Secret's data (the server falls back to the whole object only if
         it does not serve PartialObjectMetadata)."""
-        target = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS}[kind]
+        return self.metadata(kind, name, namespace) is not None
+
+    def metadata(self, kind: str, name: str, namespace: str) -> Obj | None:
+        """The ``metadata`` of a Secret, ConfigMap or PersistentVolumeClaim (None: not
+        found), asked for as PartialObjectMetadata; only the metadata is kept."""
+        target = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS,
+                  "PersistentVolumeClaim": PVCS}[kind]
         try:
-            self.request("GET", target.path(namespace, name),
-                         accept=f"{METADATA_ONLY},application/json")
+            out = self.request("GET", target.path(namespace, name),
+                               accept=f"{METADATA_ONLY},application/json")
         except KubeError as err:
             if err.status == 404:
-                return False
+                return None
             raise
-        return True
+        return dict((out or {}).get("metadata") or {})
 
     def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
               component: str = "rootdisk-cdi") -> None:

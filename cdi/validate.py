@@ -41,16 +41,39 @@ def _unsupported_mode(mode: Any) -> str:
             '"ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"')
 
 
-def validate_create(*, dv: Mapping[str, Any], exists: Exists) -> list[str]:
-    """Problems with a new DataVolume; empty when it is acceptable."""
-    name = str((dv.get("metadata") or {}).get("name") or "")
+def validate_create(*, dv: Mapping[str, Any], exists: Exists,
+                    claim: Mapping[str, Any] | None = None) -> list[str]:
+    """Problems with a new DataVolume; empty when it is acceptable. ``claim``: the
+    metadata of the claim of the DataVolume's name, when one exists."""
+    meta = dv.get("metadata") or {}
+    name = str(meta.get("name") or "")
     if len(name) > NAME_MAX:
         return [f"Name cannot be longer than {NAME_MAX} characters"]
+    if claim is not None and not claim_may_exist(claim, dv):
+        owner = next((r for r in claim.get("ownerReferences") or [] if r.get("controller")),
+                     None)
+        if owner is None or owner.get("kind") != "DataVolume":
+            ns = claim.get("namespace") or meta.get("namespace") or ""
+            return [_p("DataVolume.Name", f"Destination PVC {ns}/{name} already exists")]
     spec = dv.get("spec") or {}
     problems = _spec_problems(spec)
     if problems:
         return problems
     return _rootdisk_problems(spec, exists)
+
+
+def claim_may_exist(claim: Mapping[str, Any], dv: Mapping[str, Any]) -> bool:
+    """Upstream's ``ClaimMayExistBeforeDataVolume``: the claim was populated for this
+    DataVolume, or the DataVolume allows adopting it (``allowClaimAdoption``; upstream's
+    feature gate, off by default, is not read: rootdisk has none)."""
+    annotations = claim.get("annotations") or {}
+    dv_meta = dv.get("metadata") or {}
+    if annotations.get(api.POPULATED_FOR) == dv_meta.get("name"):
+        return True
+    if dv_meta.get("uid") and annotations.get(api.CREATED_FOR_DV) == dv_meta.get("uid"):
+        return False
+    allow = (dv_meta.get("annotations") or {}).get(api.ALLOW_CLAIM_ADOPTION)
+    return str(allow).lower() in ("1", "t", "true")
 
 
 def validate_update(*, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              name="ca-bundle", daemon=True).start()
         server = Server(host=args.bind, health_port=args.health_port,
                         webhook_port=args.webhook_port or None, webhooks=hooks,
-                        exists=lambda kind, name, ns: client.exists(kind, name, ns), tls=tls)
+                        exists=lambda kind, name, ns: client.exists(kind, name, ns), tls=tls,
+                        metadata=lambda kind, name, ns: client.metadata(kind, name, ns))
         server.start()
         previous = {s: signal.signal(s, lambda *_: stop.set())
                     for s in (signal.SIGTERM, signal.SIGINT)}

@@ -27,14 +27,16 @@ REVIEWS = Counter("rootdisk_operator_admission_reviews_total",
 
 Webhook = Callable[..., dict[str, Any]]
 Exists = Callable[[str, str, str], bool]
+Metadata = Callable[[str, str, str], "dict[str, Any] | None"]
 
 
 class Server:
     def __init__(self, *, host: str, health_port: int, webhook_port: int | None,
                  webhooks: Mapping[str, Webhook], exists: Exists,
-                 tls: ssl.SSLContext | None) -> None:
+                 tls: ssl.SSLContext | None, metadata: Metadata | None = None) -> None:
         self.host, self.health_port, self.webhook_port = host, health_port, webhook_port
         self.webhooks, self.exists, self.tls = dict(webhooks), exists, tls
+        self.metadata = metadata
         self.ready = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._runners: list[web.AppRunner] = []
@@ -97,7 +99,8 @@ class Server:
         hook = self.webhooks[request.path]
         loop = asyncio.get_running_loop()
         try:
-            answer = await loop.run_in_executor(None, lambda: hook(body, exists=self.exists))
+            answer = await loop.run_in_executor(
+                None, lambda: hook(body, exists=self.exists, metadata=self.metadata))
         except Exception:
             logger.exception("webhook %s failed", request.path)
             return web.Response(status=500, text="webhook failed")

@@ -56,3 +56,18 @@ def test_a_refusal_is_shaped_as_cdis() -> None:
     assert causes[0]["message"] == "Multiple Data volume sources"
     assert status["message"] == "".join(f" {c['field']}: {c['message']}" for c in causes)
     assert status["message"].startswith(" spec.source: ")
+
+
+def test_an_existing_claim_is_looked_up_as_metadata_and_refused() -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    def metadata(kind: str, name: str, ns: str) -> dict[str, Any] | None:
+        asked.append((kind, name, ns))
+        return {"name": name, "namespace": ns}
+    good = dv(storage={"resources": {"requests": {"storage": "1Gi"}}})
+    out = review(req("CREATE", good), exists=lambda *a: True, metadata=metadata)["response"]
+    assert out["allowed"] is False
+    assert out["status"]["details"]["causes"] == [{
+        "reason": "FieldValueInvalid", "field": "DataVolume.Name",
+        "message": f"Destination PVC ns/{good['metadata']['name']} already exists"}]
+    assert asked == [("PersistentVolumeClaim", good["metadata"]["name"], "ns")]

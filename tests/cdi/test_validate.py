@@ -208,3 +208,33 @@ def test_spec_is_immutable() -> None:
     assert validate_update(old=old, new=old) == []
     assert validate_update(old=old, new=new) == [
         "DataVolume.Spec: Cannot update DataVolume Spec"]
+
+
+def _claim(**meta: Any) -> dict[str, Any]:
+    return {"name": "disk", "namespace": "ns", **meta}
+
+
+DV_OWNER = {"kind": "DataVolume", "name": "disk", "uid": "u", "controller": True}
+
+
+# upstream's Admit: a claim of the DataVolume's name may exist only when it is the
+# DataVolume's (owned by a DataVolume), populated for it, or adoption is allowed
+@pytest.mark.parametrize(("claim", "annotations", "refused"), [
+    (None, {}, False),
+    (_claim(), {}, True),
+    (_claim(ownerReferences=[{"kind": "Pod", "name": "p", "controller": True}]), {}, True),
+    (_claim(ownerReferences=[DV_OWNER]), {}, False),
+    (_claim(annotations={"cdi.kubevirt.io/storage.populatedFor": "disk"}), {}, False),
+    (_claim(annotations={"cdi.kubevirt.io/storage.populatedFor": "other"}), {}, True),
+    (_claim(), {"cdi.kubevirt.io/allowClaimAdoption": "true"}, False),
+    (_claim(), {"cdi.kubevirt.io/allowClaimAdoption": "false"}, True),
+    (_claim(), {"cdi.kubevirt.io/allowClaimAdoption": "yes"}, True),  # ParseBool: not true
+])
+def test_an_existing_claim(claim: dict[str, Any] | None, annotations: dict[str, str],
+                           refused: bool) -> None:
+    d = dv(storage=SIZE, annotations=annotations)
+    problems = validate_create(dv=d, exists=exists, claim=claim)
+    if refused:
+        assert problems == ["DataVolume.Name: Destination PVC ns/disk already exists"]
+    else:
+        assert problems == []

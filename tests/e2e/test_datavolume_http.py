@@ -204,15 +204,12 @@ def test_claim_adoption(kube: Kube, ns: str) -> None:
                                        "resources": {"requests": {"storage": "16Mi"}}}}, ns)
     wait_for(lambda: (kube.get(client.PVCS, "existing", ns).get("status") or {}).get("phase")
              == "Bound", timeout=60, what="claim bound")
-    # without the annotation the claim is not taken over
-    kube.create(kit.DVS, kit.datavolume("existing", {"blank": {}}, size="16Mi"), ns)
-    status = kit.wait_dv(kube, ns, "existing", ("Pending",), timeout=60)
-    wait_for(lambda: kit.condition(kit.dv_status(kube, ns, "existing"), "Ready").get("reason")
-             == "ErrResourceExists", timeout=60, what="ErrResourceExists")
-    assert status["phase"] == "Pending"
-    kube.delete(kit.DVS, "existing", ns)
-    wait_for(lambda: kube.get_or_none(kit.DVS, "existing", ns) is None, timeout=60,
-             what="DV gone")
+    # without the annotation the DataVolume is refused at admission, as upstream
+    with pytest.raises(KubeError) as err:
+        kube.create(kit.DVS, kit.datavolume("existing", {"blank": {}}, size="16Mi"), ns)
+    assert err.value.status == 422, err.value
+    assert f"Destination PVC {ns}/existing already exists" in str(err.value), err.value
+    assert kube.get_or_none(kit.DVS, "existing", ns) is None
     assert kube.get_or_none(client.PVCS, "existing", ns) is not None  # not ours: left alone
     dv = kube.create(kit.DVS, kit.datavolume(
         "existing", {"blank": {}}, size="16Mi",
