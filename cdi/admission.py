@@ -18,18 +18,22 @@ from typing import Any
 
 from cdi import api
 from cdi.authorize import requester_annotation
+from cdi.config import CLAIM_ADOPTION_GATE
 from cdi.validate import validate_create, validate_update
 
 Exists = Callable[[str, str, str], bool]
 """``exists(kind, name, namespace)``."""
 Metadata = Callable[[str, str, str], "dict[str, Any] | None"]
 """``metadata(kind, name, namespace)``: an object's metadata, None when not found."""
+FeatureGates = Callable[[], "frozenset[str]"]
+"""The feature gates CDIConfig enables."""
 
 
-def review(body: Mapping[str, Any], *, exists: Exists,
-           metadata: Metadata | None = None) -> dict[str, Any]:
+def review(body: Mapping[str, Any], *, exists: Exists, metadata: Metadata | None = None,
+           feature_gates: FeatureGates | None = None) -> dict[str, Any]:
     """``metadata`` (when given) looks up the claim of the DataVolume's name: upstream
-    refuses a DataVolume whose claim exists and is not for it."""
+    refuses a DataVolume whose claim exists and is not for it, unless it may adopt it
+    (``feature_gates``: CDIConfig's, read only then)."""
     request = body.get("request") or {}
     uid = request.get("uid", "")
     problems: list[str]
@@ -43,7 +47,10 @@ def review(body: Mapping[str, Any], *, exists: Exists,
         name = (obj.get("metadata") or {}).get("name")
         if metadata is not None and name:
             claim = metadata("PersistentVolumeClaim", name, ns)
-        problems = validate_create(dv=obj, exists=lambda k, n: exists(k, n, ns), claim=claim)
+        gate = (claim is not None and feature_gates is not None
+                and CLAIM_ADOPTION_GATE in feature_gates())
+        problems = validate_create(dv=obj, exists=lambda k, n: exists(k, n, ns), claim=claim,
+                                   adoption_gate=gate)
     elif request.get("operation") == "UPDATE":
         problems = validate_update(old=request.get("oldObject") or {}, new=obj)
     else:
@@ -66,12 +73,12 @@ def rejection(problems: list[str]) -> dict[str, Any]:
             "details": {"causes": causes}}
 
 
-def mutate(body: Mapping[str, Any], *, exists: Exists,
-           metadata: Metadata | None = None) -> dict[str, Any]:
+def mutate(body: Mapping[str, Any], *, exists: Exists, metadata: Metadata | None = None,
+           feature_gates: FeatureGates | None = None) -> dict[str, Any]:
     """The mutating webhook: on CREATE, record the requesting user on the DataVolume
     (``cdi.kubevirt.io/storage.clone.requester``), replacing whatever the user wrote
     there, so the controller can authorise a cross-namespace clone for that user."""
-    del exists, metadata
+    del exists, metadata, feature_gates
     request = body.get("request") or {}
     response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
     obj = request.get("object") or {}

@@ -34,12 +34,35 @@ DEFAULT_POD_RESOURCES: Mapping[str, Mapping[str, str]] = {
     "requests": {"cpu": "100m", "memory": "60M"},
 }
 DEFAULT_IMPORT_RETRY_LIMIT = 5
+CLAIM_ADOPTION_GATE = "DataVolumeClaimAdoption"
+"""Upstream's feature gate (``spec.featureGates`` of CDIConfig): every DataVolume may adopt
+an existing claim of its name unless its ``allowClaimAdoption`` annotation says no."""
 
 
 @dataclass(frozen=True)
 class ConfigStatus:
     status: dict[str, Any]
     problems: tuple[str, ...]
+
+
+def feature_gates(config: Mapping[str, Any] | None) -> frozenset[str]:
+    """The feature gates CDIConfig's ``spec.featureGates`` enables (none when it is absent
+    or not a list of strings), as upstream's ``CDIConfigFeatureGates`` reads them."""
+    gates = ((config or {}).get("spec") or {}).get("featureGates")
+    if not isinstance(gates, list):
+        return frozenset()
+    return frozenset(g for g in gates if isinstance(g, str))
+
+
+def with_preallocation(dv: Mapping[str, Any],
+                       status: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The DataVolume with ``spec.preallocation`` as upstream's ``GetPreallocation``
+    decides it: its own when set, else CDIConfig's ``status.preallocation`` (the cluster's
+    default) when that is true; unchanged otherwise."""
+    spec = dv.get("spec") or {}
+    if spec.get("preallocation") is not None or not (status or {}).get("preallocation"):
+        return dv
+    return {**dv, "spec": {**spec, "preallocation": True}}
 
 
 def upload_proxy_url(*, spec: Mapping[str, Any], ingresses: Iterable[Mapping[str, Any]],
@@ -113,6 +136,8 @@ def compute_status(
     elif not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
         problems.append(f"spec.importRetryLimit: {limit!r} is not a non-negative integer")
         limit = DEFAULT_IMPORT_RETRY_LIMIT
+    class_names = {str((sc.get("metadata") or {}).get("name")) for sc in storage_classes}
+    scratch = spec.get("scratchSpaceStorageClass")
     status = {
         "filesystemOverhead": {"global": format_overhead(global_value),
                                "storageClass": per_class},
@@ -120,6 +145,11 @@ def compute_status(
         "importRetryLimit": limit,
         "uploadProxyURL": upload_proxy_url(spec=spec, ingresses=ingresses,
                                            service=api.UPLOAD_PROXY_SERVICE),
+        # as upstream's config controller: the named class when it exists, else "" (the
+        # target's class; rootdisk's one-pass imports need no scratch space at all)
+        "scratchSpaceStorageClass": scratch if scratch in class_names else "",
+        "preallocation": spec.get("preallocation") is True or None,  # omitempty
+        "imagePullSecrets": list(spec.get("imagePullSecrets") or []) or None,  # omitempty
     }
     return ConfigStatus(status=status, problems=tuple(problems))
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cdi import api, authorize, cdi_status, clone, config, datasource, profiles
+from cdi import api, authorize, cdi_status, clone, config, datasource, profiles, validate
 from cdi.kube import (
     CDICONFIGS,
     CDIS,
@@ -90,7 +90,9 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
     claim = client.get(PVCS, name, namespace)
     failure: tuple[str, str] | None = None
     if claim is not None and not owned_by(claim, dv):
-        if (dv["metadata"].get("annotations") or {}).get(api.ALLOW_CLAIM_ADOPTION) == "true":
+        gates = config.feature_gates(client.get(CDICONFIGS, api.CONFIG_NAME))
+        if validate.adoption_allowed(claim.get("metadata") or {}, dv,
+                                     adoption_gate=config.CLAIM_ADOPTION_GATE in gates):
             claim = _adopt(client, claim, dv)
         else:
             failure = ("ErrResourceExists", f'Resource "{name}" already exists and is not'

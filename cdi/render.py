@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdi import api, clone
-from cdi.config import overhead_for
+from cdi.config import overhead_for, with_preallocation
 from sizes import parse_bytes, required_space
 
 Obj = dict[str, Any]
@@ -91,6 +91,7 @@ def render(
 
     :raise RenderError: when the DataVolume cannot be satisfied as it stands.
     """
+    dv = with_preallocation(dv, config_status)
     meta, spec = dv["metadata"], dv.get("spec") or {}
     content_type = spec.get("contentType") or "kubevirt"
     kind = source_kind(dv)

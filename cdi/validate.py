@@ -42,14 +42,16 @@ def _unsupported_mode(mode: Any) -> str:
 
 
 def validate_create(*, dv: Mapping[str, Any], exists: Exists,
-                    claim: Mapping[str, Any] | None = None) -> list[str]:
+                    claim: Mapping[str, Any] | None = None,
+                    adoption_gate: bool = False) -> list[str]:
     """Problems with a new DataVolume; empty when it is acceptable. ``claim``: the
-    metadata of the claim of the DataVolume's name, when one exists."""
+    metadata of the claim of the DataVolume's name, when one exists; ``adoption_gate``:
+    CDIConfig enables ``DataVolumeClaimAdoption``."""
     meta = dv.get("metadata") or {}
     name = str(meta.get("name") or "")
     if len(name) > NAME_MAX:
         return [f"Name cannot be longer than {NAME_MAX} characters"]
-    if claim is not None and not claim_may_exist(claim, dv):
+    if claim is not None and not claim_may_exist(claim, dv, adoption_gate=adoption_gate):
         owner = next((r for r in claim.get("ownerReferences") or [] if r.get("controller")),
                      None)
         if owner is None or owner.get("kind") != "DataVolume":
@@ -62,18 +64,34 @@ def validate_create(*, dv: Mapping[str, Any], exists: Exists,
     return _rootdisk_problems(spec, exists)
 
 
-def claim_may_exist(claim: Mapping[str, Any], dv: Mapping[str, Any]) -> bool:
-    """Upstream's ``ClaimMayExistBeforeDataVolume``: the claim was populated for this
-    DataVolume, or the DataVolume allows adopting it (``allowClaimAdoption``; upstream's
-    feature gate, off by default, is not read: rootdisk has none)."""
+def claim_may_exist(claim: Mapping[str, Any], dv: Mapping[str, Any], *,
+                    adoption_gate: bool = False) -> bool:
+    """Upstream's ``ClaimMayExistBeforeDataVolume``: the claim (its metadata) was populated
+    for this DataVolume, or the DataVolume may adopt it."""
+    annotations = claim.get("annotations") or {}
+    if annotations.get(api.POPULATED_FOR) == (dv.get("metadata") or {}).get("name"):
+        return True
+    return adoption_allowed(claim, dv, adoption_gate=adoption_gate)
+
+
+def adoption_allowed(claim: Mapping[str, Any], dv: Mapping[str, Any], *,
+                     adoption_gate: bool) -> bool:
+    """Upstream's ``AllowClaimAdoption``: never a claim made for this very DataVolume
+    (its uid), else the DataVolume's ``allowClaimAdoption`` annotation when it has one
+    (read as Go's ``strconv.ParseBool``: anything else is false), else the
+    ``DataVolumeClaimAdoption`` feature gate."""
     annotations = claim.get("annotations") or {}
     dv_meta = dv.get("metadata") or {}
-    if annotations.get(api.POPULATED_FOR) == dv_meta.get("name"):
-        return True
     if dv_meta.get("uid") and annotations.get(api.CREATED_FOR_DV) == dv_meta.get("uid"):
         return False
     allow = (dv_meta.get("annotations") or {}).get(api.ALLOW_CLAIM_ADOPTION)
-    return str(allow).lower() in ("1", "t", "true")
+    if allow is not None:
+        return str(allow) in _GO_TRUE
+    return adoption_gate
+
+
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+"""What Go's ``strconv.ParseBool`` reads as true."""
 
 
 def validate_update(*, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

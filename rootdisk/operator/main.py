@@ -26,7 +26,9 @@ from typing import Any
 import kopf
 
 from apiservice import cabundle
-from cdi.kube import Client, KubeError, load_configuration
+from cdi.api import CONFIG_NAME
+from cdi.config import feature_gates
+from cdi.kube import CDICONFIGS, Client, KubeError, load_configuration
 from kubeclient import connection_params
 from pki.certs import write_pair
 from rootdisk.operator import kube, registry
@@ -125,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = Server(host=args.bind, health_port=args.health_port,
                         webhook_port=args.webhook_port or None, webhooks=hooks,
                         exists=lambda kind, name, ns: client.exists(kind, name, ns), tls=tls,
-                        metadata=lambda kind, name, ns: client.metadata(kind, name, ns))
+                        metadata=lambda kind, name, ns: client.metadata(kind, name, ns),
+                        feature_gates=lambda: feature_gates(client.get(CDICONFIGS, CONFIG_NAME)))
         server.start()
         previous = {s: signal.signal(s, lambda *_: stop.set())
                     for s in (signal.SIGTERM, signal.SIGINT)}

@@ -28,15 +28,17 @@ REVIEWS = Counter("rootdisk_operator_admission_reviews_total",
 Webhook = Callable[..., dict[str, Any]]
 Exists = Callable[[str, str, str], bool]
 Metadata = Callable[[str, str, str], "dict[str, Any] | None"]
+FeatureGates = Callable[[], "frozenset[str]"]
 
 
 class Server:
     def __init__(self, *, host: str, health_port: int, webhook_port: int | None,
                  webhooks: Mapping[str, Webhook], exists: Exists,
-                 tls: ssl.SSLContext | None, metadata: Metadata | None = None) -> None:
+                 tls: ssl.SSLContext | None, metadata: Metadata | None = None,
+                 feature_gates: FeatureGates | None = None) -> None:
         self.host, self.health_port, self.webhook_port = host, health_port, webhook_port
         self.webhooks, self.exists, self.tls = dict(webhooks), exists, tls
-        self.metadata = metadata
+        self.metadata, self.feature_gates = metadata, feature_gates
         self.ready = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._runners: list[web.AppRunner] = []
@@ -100,7 +102,8 @@ class Server:
         loop = asyncio.get_running_loop()
         try:
             answer = await loop.run_in_executor(
-                None, lambda: hook(body, exists=self.exists, metadata=self.metadata))
+                None, lambda: hook(body, exists=self.exists, metadata=self.metadata,
+                                   feature_gates=self.feature_gates))
         except Exception:
             logger.exception("webhook %s failed", request.path)
             return web.Response(status=500, text="webhook failed")

@@ -71,3 +71,19 @@ def test_an_existing_claim_is_looked_up_as_metadata_and_refused() -> None:
         "reason": "FieldValueInvalid", "field": "DataVolume.Name",
         "message": f"Destination PVC ns/{good['metadata']['name']} already exists"}]
     assert asked == [("PersistentVolumeClaim", good["metadata"]["name"], "ns")]
+
+
+def test_the_adoption_gate_is_read_from_cdiconfig_only_when_the_claim_exists() -> None:
+    reads: list[int] = []
+
+    def gates() -> frozenset[str]:
+        reads.append(1)
+        return frozenset({"DataVolumeClaimAdoption"})
+    good = dv(storage={"resources": {"requests": {"storage": "1Gi"}}})
+    out = review(req("CREATE", good), exists=lambda *a: True, feature_gates=gates,
+                 metadata=lambda kind, name, ns: {"name": name, "namespace": ns})["response"]
+    assert out["allowed"] is True  # adopted under the gate
+    assert reads == [1]
+    out = review(req("CREATE", good), exists=lambda *a: True, feature_gates=gates,
+                 metadata=lambda kind, name, ns: None)["response"]
+    assert out["allowed"] is True and reads == [1]  # no claim: the config is not read

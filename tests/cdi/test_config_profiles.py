@@ -48,6 +48,24 @@ def test_config_defaults_and_overrides() -> None:
     assert bad.problems == ("spec.importRetryLimit: -1 is not a non-negative integer",)
 
 
+# upstream's config controller: scratchSpaceStorageClass is the named class only when it
+# exists; preallocation and imagePullSecrets are the spec's (omitted when empty or false)
+@pytest.mark.parametrize(("spec", "scratch", "prealloc", "secrets"), [
+    ({}, "", None, None),
+    ({"scratchSpaceStorageClass": "plain"}, "plain", None, None),
+    ({"scratchSpaceStorageClass": "gone"}, "", None, None),
+    ({"preallocation": True}, "", True, None),
+    ({"preallocation": False}, "", None, None),
+    ({"imagePullSecrets": [{"name": "pull"}]}, "", None, [{"name": "pull"}]),
+])
+def test_config_status_fields_as_upstream(spec: Any, scratch: str, prealloc: bool | None,
+                                          secrets: Any) -> None:
+    status = config.compute_status(spec=spec, storage_classes=CLASSES).status
+    assert status["scratchSpaceStorageClass"] == scratch
+    assert status["preallocation"] == prealloc
+    assert status["imagePullSecrets"] == secrets
+
+
 # upstream's GetFilesystemOverheadForStorageClass (CDI c07cdb6fb): the class's, else the
 # global; "" (no class) 0; a CDIConfig not reconciled yet (no status / no overhead) 0
 @pytest.mark.parametrize(("cls", "mode", "expected"), [

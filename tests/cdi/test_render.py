@@ -112,6 +112,24 @@ def test_metadata_as_upstream() -> None:
                            "preallocation": True}
 
 
+# upstream's GetPreallocation: the DataVolume's own setting, else CDIConfig's
+# status.preallocation (the cluster default)
+@pytest.mark.parametrize(("own", "cluster", "expected"), [
+    (None, None, None), (None, True, True), (False, True, False), (True, None, True),
+])
+def test_preallocation_defaults_to_the_cluster_setting(own: bool | None, cluster: bool | None,
+                                                       expected: bool | None) -> None:
+    extra = {} if own is None else {"preallocation": own}
+    status = {**CONFIG, "preallocation": cluster} if cluster is not None else CONFIG
+    target = render(dv=dv(storage=storage(), **extra), storage_class=LOCAL,
+                    profile=profile_of(LOCAL), config_status=status)
+    assert target.import_source is not None
+    assert target.import_source["spec"].get("preallocation") == expected
+    requested = target.claim["metadata"]["annotations"][
+        "cdi.kubevirt.io/storage.preallocation.requested"]
+    assert requested == ("true" if expected else "false")
+
+
 @pytest.mark.parametrize(("d", "cls", "reason", "text"), [
     (dv(storage=storage()), None, "StorageClassNotFound", "no default storage class"),
     (dv(storage=storage()), UNKNOWN, "ErrClaimNotValid", "no accessMode specified in "

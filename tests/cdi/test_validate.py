@@ -202,6 +202,22 @@ def test_the_first_rule_broken_is_the_refusal() -> None:
     assert len(problems) == 1 and problems[0].startswith("spec.PVC.accessModes: ")
 
 
+# upstream's webhook table with the DataVolumeClaimAdoption feature gate: the gate lets
+# every DataVolume adopt, the DataVolume's annotation (when it has one) wins over it
+@pytest.mark.parametrize(("annotations", "gate", "refused"), [
+    ({}, False, True),
+    ({}, True, False),
+    ({"cdi.kubevirt.io/allowClaimAdoption": "false"}, True, True),
+    ({"cdi.kubevirt.io/allowClaimAdoption": "true"}, False, False),
+])
+def test_an_existing_claim_with_the_adoption_gate(annotations: dict[str, str], gate: bool,
+                                                  refused: bool) -> None:
+    d = dv(storage=SIZE, annotations=annotations)
+    problems = validate_create(dv=d, exists=exists, claim=_claim(), adoption_gate=gate)
+    assert problems == (["DataVolume.Name: Destination PVC ns/disk already exists"]
+                        if refused else [])
+
+
 def test_spec_is_immutable() -> None:
     old = dv(storage=SIZE)
     new = dv(storage={"resources": {"requests": {"storage": "2Gi"}}})
@@ -229,10 +245,17 @@ DV_OWNER = {"kind": "DataVolume", "name": "disk", "uid": "u", "controller": True
     (_claim(), {"cdi.kubevirt.io/allowClaimAdoption": "true"}, False),
     (_claim(), {"cdi.kubevirt.io/allowClaimAdoption": "false"}, True),
     (_claim(), {"cdi.kubevirt.io/allowClaimAdoption": "yes"}, True),  # ParseBool: not true
+    (_claim(), {"cdi.kubevirt.io/allowClaimAdoption": "T"}, False),  # ParseBool: true
+    # the annotation on the claim, not the DataVolume, allows nothing
+    (_claim(annotations={"cdi.kubevirt.io/allowClaimAdoption": "true"}), {}, True),
+    # a claim made for this very DataVolume (its uid) is never adopted
+    (_claim(annotations={"cdi.kubevirt.io/createdForDataVolume": "dv-uid"}),
+     {"cdi.kubevirt.io/allowClaimAdoption": "true"}, True),
 ])
 def test_an_existing_claim(claim: dict[str, Any] | None, annotations: dict[str, str],
                            refused: bool) -> None:
     d = dv(storage=SIZE, annotations=annotations)
+    d["metadata"]["uid"] = "dv-uid"
     problems = validate_create(dv=d, exists=exists, claim=claim)
     if refused:
         assert problems == ["DataVolume.Name: Destination PVC ns/disk already exists"]

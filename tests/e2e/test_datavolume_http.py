@@ -222,6 +222,33 @@ def test_claim_adoption(kube: Kube, ns: str) -> None:
     assert not kube.list(client.PODS, ns)["items"]
 
 
+def test_claim_adoption_by_the_feature_gate(kube: Kube, ns: str) -> None:
+    """CDIConfig's DataVolumeClaimAdoption gate lets a DataVolume without the annotation
+    adopt its claim, at admission and in the controller; the annotation "false" still
+    refuses, as upstream."""
+    kube.create(client.PVCS, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                              "metadata": {"name": "gated"},
+                              "spec": {"accessModes": ["ReadWriteOnce"],
+                                       "storageClassName": "local-immediate",
+                                       "resources": {"requests": {"storage": "16Mi"}}}}, ns)
+    kube.patch(kit.CDICONFIGS, "config",
+               {"spec": {"featureGates": ["DataVolumeClaimAdoption"]}})
+    try:
+        with pytest.raises(KubeError) as err:
+            kube.create(kit.DVS, kit.datavolume(
+                "gated", {"blank": {}}, size="16Mi",
+                annotations={"cdi.kubevirt.io/allowClaimAdoption": "false"}), ns)
+        assert err.value.status == 422, err.value
+        dv = kube.create(kit.DVS, kit.datavolume("gated", {"blank": {}}, size="16Mi"), ns)
+        status = kit.wait_dv(kube, ns, "gated", ("Succeeded", "Failed"))
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"featureGates": None}})
+    assert status["phase"] == "Succeeded", status
+    claim = kube.get(client.PVCS, "gated", ns)
+    assert dv["metadata"]["uid"] in [r["uid"] for r in claim["metadata"]["ownerReferences"]]
+    assert "dataSourceRef" not in claim["spec"]  # adopted, not imported
+
+
 def test_delete_mid_import_leaves_nothing(kube: Kube, ns: str, http_server: HttpServer,
                                           images: ImageFactory) -> None:
     url = http_server.publish(images.get("raw").path, "crawl.img")
