@@ -8,10 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
+from localcluster.kubelet import sandbox
 from localcluster.kubelet.cgroups import CgroupManager, Limits
 from localcluster.kubelet.sandbox import (
     Container,
@@ -303,3 +305,27 @@ def test_a_read_only_root_has_no_writable_layer_unless_a_volume_makes_one(tmp_pa
     in_usr = spec(tmp_path, "exit", "0", mounts=[Mount(str(vol), "/usr/share/extra")],
                   confinement=ro)
     assert writable_tmpfs(in_usr) == ["/usr"]
+
+
+def test_a_checkout_under_tmp_runs_in_a_sandbox_with_a_private_tmp(tmp_path, monkeypatch) -> None:
+    """A clone under /tmp works: the checkout is bound over the sandbox's private /tmp, so
+    its programs run there (pods once got `setpriv: failed to execute …/.venv/bin/python`
+    from a checkout under /tmp), while the rest of the host's /tmp stays out of sight."""
+    outside = tempfile.mkdtemp(prefix="rootdisk-checkout-", dir="/tmp")
+    try:
+        checkout = os.path.join(outside, "rd")
+        os.mkdir(checkout)
+        with open(os.path.join(checkout, "prog.py"), "w") as f:
+            f.write("import os, sys\nprint('ran', sys.argv[1])\n"
+                    "print('sibling', os.path.exists(sys.argv[2]))\n")
+        sibling = os.path.join(outside, "sibling")
+        open(sibling, "w").close()
+        monkeypatch.setattr(sandbox, "project_root", lambda: checkout)
+        s = SandboxSpec(argv=["python", os.path.join(checkout, "prog.py"), "from-tmp", sibling],
+                        env={"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"},
+                        log_path=str(tmp_path / "logs" / "c.log"))
+        code, log = run(s)
+    finally:
+        shutil.rmtree(outside)
+    assert code == 0, log
+    assert log.splitlines() == ["ran from-tmp", "sibling False"]
