@@ -16,10 +16,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cdi import api
 from cdi.authorize import requester_annotation
 from cdi.config import CLAIM_ADOPTION_GATE
 from cdi.validate import validate_create, validate_update
+from vocab import cdi as api
 
 Exists = Callable[[str, str, str], bool]
 """``exists(kind, name, namespace)``."""

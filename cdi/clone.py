@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from cdi import api
 from sizes import parse_bytes, required_space, usable_space
+from vocab import cdi as api
 
 Obj = dict[str, Any]
 

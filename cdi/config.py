@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from cdi import api
 from sizes import DEFAULT_OVERHEAD, format_overhead, parse_overhead
+from vocab import cdi as api
 
 DEFAULT_POD_RESOURCES: Mapping[str, Mapping[str, str]] = {
     "limits": {"cpu": "750m", "memory": "600M"},

@@ -15,8 +15,9 @@ from typing import Any
 
 import kopf
 
-from cdi import api, datasource, reconcile
+from cdi import datasource, reconcile
 from cdi.kube import DATASOURCES, DATAVOLUMES, Client, KubeError, cdi_namespace, load_configuration
+from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import kubeclient
-from cdi import api
 from kubeclient import MERGE, KubeError, Obj, event_body, load_configuration
 from kubeclient import Resource as Kind
+from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdi import api
+from vocab import cdi as api
 
 RWO, RWX, ROX = "ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"
 FS, BLOCK = "Filesystem", "Block"

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cdi import api, authorize, cdi_status, clone, config, datasource, profiles, validate
+from cdi import authorize, cdi_status, clone, config, datasource, profiles, validate
 from cdi.kube import (
     CDICONFIGS,
     CDIS,
@@ -45,6 +45,7 @@ from cdi.render import (
 )
 from cdi.status import events_for, observe, status_patch
 from kubeclient import mergepatch
+from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdi import api, clone
+from cdi import clone
 from cdi.config import overhead_for, with_preallocation
 from sizes import parse_bytes, required_space
+from vocab import cdi as api
 
 Obj = dict[str, Any]
 

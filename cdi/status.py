@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdi import api
+from vocab import cdi as api
 
 Obj = dict[str, Any]
 

@@ -46,11 +46,12 @@ from cdi.kube import (
 )
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
+from vocab import cdi as api
 
 logger = logging.getLogger("cdi.uploadapi")
 
-GROUP = "upload.cdi.kubevirt.io"
-VERSION = "v1beta1"
+GROUP = api.UPLOAD_GROUP
+VERSION = api.VERSION
 BASE = f"/apis/{GROUP}/{VERSION}"
 APISERVICE = f"{VERSION}.{GROUP}"
 SERVICE = "cdi-api"

@@ -40,7 +40,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from cdi import api, certstore, uploadtoken
+from cdi import certstore, uploadtoken
 from cdi.kube import (
     CONFIGMAPS,
     PVCS,
@@ -54,6 +54,7 @@ from cdi.kube import (
 from importer.uploadserver.answers import refused_closing
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
+from vocab import cdi as api
 
 logger = logging.getLogger("cdi.uploadproxy")
 

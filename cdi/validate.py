@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from cdi import api
 from sizes import MIB, parse_bytes
+from vocab import cdi as api
 
 Exists = Callable[[str, str], bool]
 """``exists(kind, name)`` for kind "Secret" or "ConfigMap" in the DataVolume's namespace."""

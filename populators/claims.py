@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from populators import names
+from vocab import cdi as api
 
 Obj = Mapping[str, Any]
 
@@ -35,7 +36,7 @@ def phase(obj: Obj | None) -> str:
 def source_ref(claim: Obj, *, kind: str) -> str | None:
     """The name of the ``kind`` object the claim's ``dataSourceRef`` names, else None."""
     ref = spec(claim).get("dataSourceRef") or {}
-    if ref.get("apiGroup") == names.CDI_GROUP and ref.get("kind") == kind and ref.get("name"):
+    if ref.get("apiGroup") == api.GROUP and ref.get("kind") == kind and ref.get("name"):
         return str(ref["name"])
     return None
 
@@ -48,7 +49,7 @@ def not_ready_reason(*, claim: Obj, storage_class: Obj | None) -> str | None:
         return f"storage class {spec(claim).get('storageClassName')!r} not found"
     if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
         ann = annots(claim)
-        if names.SELECTED_NODE not in ann and names.IMMEDIATE_BINDING not in ann:
+        if api.SELECTED_NODE not in ann and api.IMMEDIATE_BINDING not in ann:
             return "waiting for the first consumer (WaitForFirstConsumer)"
     return None
 
@@ -70,13 +71,13 @@ def render_prime(*, target: Obj, populator_kind: str,
     tm, ts = meta(target), spec(target)
     ns = namespace or str(tm.get("namespace"))
     ann = {
-        names.IMMEDIATE_BINDING: "",
-        names.POPULATOR_KIND: populator_kind,
+        api.IMMEDIATE_BINDING: "",
+        api.POPULATOR_KIND: populator_kind,
         **source_annotations,
     }
-    node = annots(target).get(names.SELECTED_NODE)
+    node = annots(target).get(api.SELECTED_NODE)
     if node:
-        ann[names.SELECTED_NODE] = node
+        ann[api.SELECTED_NODE] = node
     pspec: dict[str, Any] = {
         "accessModes": list(ts.get("accessModes") or []),
         "resources": dict(ts.get("resources") or {}),
@@ -93,13 +94,13 @@ def render_prime(*, target: Obj, populator_kind: str,
     pmeta: dict[str, Any] = {
         "name": names.prime_name(str(tm.get("uid"))),
         "namespace": ns,
-        "labels": {names.APP_LABEL: names.APP_VALUE, names.VELERO_EXCLUDE: "true"},
+        "labels": {api.APP_LABEL: api.APP_LABEL_VALUE, api.VELERO_EXCLUDE: "true"},
         "annotations": ann,
     }
     if ns == tm.get("namespace"):
         pmeta["ownerReferences"] = [owner_ref(target, kind="PersistentVolumeClaim")]
     else:
-        ann[names.PRIME_TARGET] = f"{tm.get('namespace')}/{tm.get('name')}/{tm.get('uid')}"
+        ann[api.PRIME_TARGET] = f"{tm.get('namespace')}/{tm.get('name')}/{tm.get('uid')}"
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": pmeta,
             "spec": pspec}
 
@@ -110,7 +111,7 @@ def prime_of(prime: Obj, target: Obj) -> bool:
         return True
     tm = meta(target)
     return meta(prime).get("namespace") != tm.get("namespace") and annots(prime).get(
-        names.PRIME_TARGET) == f"{tm.get('namespace')}/{tm.get('name')}/{tm.get('uid')}"
+        api.PRIME_TARGET) == f"{tm.get('namespace')}/{tm.get('name')}/{tm.get('uid')}"
 
 
 def prime_target(prime: Obj) -> tuple[str, str, str] | None:
@@ -119,7 +120,7 @@ def prime_target(prime: Obj) -> tuple[str, str, str] | None:
     if owner is not None and owner.get("kind") == "PersistentVolumeClaim":
         return (str(meta(prime).get("namespace")), str(owner.get("name")),
                 str(owner.get("uid")))
-    parts = str(annots(prime).get(names.PRIME_TARGET) or "").split("/")
+    parts = str(annots(prime).get(api.PRIME_TARGET) or "").split("/")
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
 
 
@@ -151,11 +152,11 @@ def source_serves(*, source: Obj, source_namespace: str, target: Obj) -> str | N
     tm = meta(target)
     if source_namespace == tm.get("namespace"):
         return None
-    allowed = (meta(source).get("labels") or {}).get(names.CLONE_FOR_DV_LABEL)
-    for_claim = (meta(source).get("annotations") or {}).get(names.CLONE_FOR_CLAIM)
+    allowed = (meta(source).get("labels") or {}).get(api.CLONE_FOR_DV_LABEL)
+    for_claim = (meta(source).get("annotations") or {}).get(api.CLONE_FOR_CLAIM)
     owner = controller_owner(target)
     if allowed and owner is not None and owner.get("kind") == "DataVolume" and str(
-            owner.get("apiVersion", "")).startswith(names.CDI_GROUP + "/") and owner.get(
+            owner.get("apiVersion", "")).startswith(api.GROUP + "/") and owner.get(
             "uid") == allowed and for_claim == f"{tm.get('namespace')}/{tm.get('name')}":
         return None
     return (f"{source.get('kind') or 'source'} {source_namespace}/"

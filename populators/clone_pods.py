@@ -39,6 +39,7 @@ from populators.importer_pod import (
     Settings,
     restricted_container_security,
 )
+from vocab import cdi as api
 
 CLONE_PORT = 8444
 SOURCE_VOLUME = "cdi-clone-source"
@@ -107,9 +108,9 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
         c["volumeDevices"] = [{"name": DATA_VOLUME, "devicePath": BLOCK_DEVICE}]
     else:
         c["volumeMounts"].append({"name": DATA_VOLUME, "mountPath": DATA_DIR})
-    annotations = {names.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
+    annotations = {api.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
     if previous_restarts:
-        annotations[names.PREVIOUS_RESTARTS] = str(previous_restarts)
+        annotations[api.PREVIOUS_RESTARTS] = str(previous_restarts)
     pod_spec: dict[str, Any] = {
         "containers": [c],
         "restartPolicy": "OnFailure",
@@ -122,7 +123,7 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
         "automountServiceAccountToken": False,
         "securityContext": _pod_security(),
     }
-    node = annots(prime).get(names.SELECTED_NODE)
+    node = annots(prime).get(api.SELECTED_NODE)
     if node:
         pod_spec["nodeName"] = node
     return {
@@ -130,8 +131,8 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
         "metadata": {
             "name": names.cloner_pod_name(str(pm.get("name"))),
             "namespace": pm.get("namespace"),
-            "labels": {names.APP_LABEL: names.APP_VALUE, names.COMPONENT_LABEL: TARGET_COMPONENT,
-                       names.PROMETHEUS_LABEL: "true"},
+            "labels": {api.APP_LABEL: api.APP_LABEL_VALUE, api.COMPONENT_LABEL: TARGET_COMPONENT,
+                       api.PROMETHEUS_LABEL: "true"},
             "annotations": annotations,
             "ownerReferences": [owner_ref(prime, kind="PersistentVolumeClaim")],
         },
@@ -189,16 +190,16 @@ def render_source_pod(*, target: Obj, source_claim: Obj, clone_source: Obj, addr
         "metadata": {
             "name": names.clone_source_pod_name(uid),
             "namespace": sm.get("namespace"),
-            "labels": {names.APP_LABEL: names.APP_VALUE,
-                       names.COMPONENT_LABEL: names.CLONE_SOURCE_VALUE},
-            "annotations": {names.CREATED_BY_CONTROLLER: "yes",
+            "labels": {api.APP_LABEL: api.APP_LABEL_VALUE,
+                       api.COMPONENT_LABEL: api.CLONE_SOURCE_VALUE},
+            "annotations": {api.CREATED_BY_CONTROLLER: "yes",
                             "sidecar.istio.io/inject": "false",
-                            names.PRIME_TARGET: target_reference(target),
-                            names.CLONE_TARGET_ADDRESS: address,
-                            names.CLONE_TARGET_RESTARTS: str(target_restarts)},
+                            api.PRIME_TARGET: target_reference(target),
+                            api.CLONE_TARGET_ADDRESS: address,
+                            api.CLONE_TARGET_RESTARTS: str(target_restarts)},
             "ownerReferences": [owner_ref(clone_source, kind="VolumeCloneSource",
-                                          api_version=f"{names.CDI_GROUP}/"
-                                                      f"{names.CDI_VERSION}")],
+                                          api_version=f"{api.GROUP}/"
+                                                      f"{api.VERSION}")],
         },
         "spec": {
             "containers": [c],
@@ -223,9 +224,9 @@ def render_secret(*, name: str, namespace: str, ca: bytes, cert: bytes, key: byt
     return {
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": {names.APP_LABEL: names.APP_VALUE},
-                     "annotations": {names.CLONE_CA: fingerprint,
-                                     names.PRIME_TARGET: target_reference(target)},
+                     "labels": {api.APP_LABEL: api.APP_LABEL_VALUE},
+                     "annotations": {api.CLONE_CA: fingerprint,
+                                     api.PRIME_TARGET: target_reference(target)},
                      "ownerReferences": [dict(owner)]},
         "data": {"ca.crt": b64(ca), "tls.crt": b64(cert), "tls.key": b64(key)},
     }
@@ -235,13 +236,13 @@ def secrets_match(target_secret: Obj | None, source_secret: Obj | None) -> bool:
     """Both halves exist and come from the same per-clone CA."""
     if target_secret is None or source_secret is None:
         return False
-    a, b = annots(target_secret).get(names.CLONE_CA), annots(source_secret).get(names.CLONE_CA)
+    a, b = annots(target_secret).get(api.CLONE_CA), annots(source_secret).get(api.CLONE_CA)
     return bool(a) and a == b
 
 
 def ours(obj: Obj | None, target: Obj) -> bool:
     """Made for this target (a namesake someone else made is never touched)."""
-    return obj is not None and annots(obj).get(names.PRIME_TARGET) == target_reference(target)
+    return obj is not None and annots(obj).get(api.PRIME_TARGET) == target_reference(target)
 
 
 # -- the source pod's next step ---------------------------------------------------------
@@ -279,11 +280,11 @@ def source_step(*, finished: bool, target_pod: Obj | None, source_pod: Obj | Non
         return SourceStep(create=bool(address))
     if meta(source_pod).get("deletionTimestamp"):
         return SourceStep()
-    have = annots(source_pod).get(names.CLONE_TARGET_ADDRESS)
+    have = annots(source_pod).get(api.CLONE_TARGET_ADDRESS)
     target_done = ((target_pod or {}).get("status") or {}).get("phase") == "Succeeded"
     if (address and have != address) or (target_pod is None and not target_done):
         return SourceStep(delete_pod=True)  # streaming to a target pod that is not there
-    made_for = str(annots(source_pod).get(names.CLONE_TARGET_RESTARTS) or "0")
+    made_for = str(annots(source_pod).get(api.CLONE_TARGET_RESTARTS) or "0")
     if address and made_for.isdigit() and target_restarts(target_pod) > int(made_for):
         # the target restarted (a stream failed): its new run waits for a new stream,
         # which a source pod that finished (or gave up on the old run) will not send

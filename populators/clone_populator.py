@@ -32,6 +32,7 @@ from populators.claims import Obj, annots, meta, owner_ref, phase, spec
 from populators.flow import Emit, Observed, SourceError
 from populators.importer_pod import Settings
 from populators.reconcile import Reconciler
+from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class ClonePopulator:
         return str(ref.get("namespace") or meta(target).get("namespace"))
 
     def prime_namespace(self, target: Obj) -> str:
-        if annots(target).get(names.CLONE_STRATEGY) in STORAGE_FILLED:
+        if annots(target).get(api.CLONE_STRATEGY) in STORAGE_FILLED:
             return self.source_namespace(target)
         return str(meta(target).get("namespace"))
 
@@ -82,7 +83,7 @@ class ClonePopulator:
 
     def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
             settings: Settings, previous_restarts: int) -> dict[str, Any]:
-        if annots(target).get(names.CLONE_STRATEGY) in STORAGE_FILLED:
+        if annots(target).get(api.CLONE_STRATEGY) in STORAGE_FILLED:
             return clone_pods.render_grow_pod(target=target, prime=prime, config=config,
                                               settings=settings,
                                               previous_restarts=previous_restarts)
@@ -99,8 +100,8 @@ class CloneReconciler(Reconciler):
 
     def _observe(self, target: Obj) -> Observed:
         base = super()._observe(target)
-        if base.source is None or annots(target).get(names.POD_PHASE) in (
-                names.SUCCEEDED, names.FAILED):
+        if base.source is None or annots(target).get(api.POD_PHASE) in (
+                api.SUCCEEDED, api.FAILED):
             return base  # nothing more to read from the source
         try:
             claim_name = source_claim_name(base.source)
@@ -111,10 +112,10 @@ class CloneReconciler(Reconciler):
         if claim is None:
             return dataclasses.replace(base, source=None)
         source = {**base.source, SOURCE_CLAIM_KEY: claim}
-        config = self.kube.custom(names.CDI_GROUP, names.CDI_VERSION, "cdiconfigs", None,
+        config = self.kube.custom(api.GROUP, api.VERSION, "cdiconfigs", None,
                                   "config") or {}
         tclass_name = spec(target).get("storageClassName")
-        profile = self.kube.custom(names.CDI_GROUP, names.CDI_VERSION, "storageprofiles",
+        profile = self.kube.custom(api.GROUP, api.VERSION, "storageprofiles",
                                    None, str(tclass_name)) if tclass_name else None
         sclass_name = spec(claim).get("storageClassName")
         sclass = self.kube.storage_class(str(sclass_name)) if sclass_name else None
@@ -138,10 +139,10 @@ class CloneReconciler(Reconciler):
             source=claim, target=target, source_class=sclass,
             target_class=base.storage_class, snapshot_classes=snapshot_classes,
             profile_snapshot_class=profile_class)
-        notes = {names.CLONE_STRATEGY: choice.strategy}
+        notes = {api.CLONE_STRATEGY: choice.strategy}
         events: tuple[Emit, ...] = ()
         if choice.reason:
-            notes[names.CLONE_FALLBACK_REASON] = choice.message
+            notes[api.CLONE_FALLBACK_REASON] = choice.message
             events = (Emit("Warning", choice.reason, choice.message),)
         busy = self._busy(ns, claim_name, base)
         data_source = None
@@ -161,7 +162,7 @@ class CloneReconciler(Reconciler):
                     target=target, namespace=ns, source_claim=claim_name,
                     snapshot_class=choice.snapshot_class,
                     owner=owner_ref(base.source, kind="VolumeCloneSource",
-                                    api_version=f"{names.CDI_GROUP}/{names.CDI_VERSION}"))
+                                    api_version=f"{api.GROUP}/{api.VERSION}"))
         return dataclasses.replace(base, source=source, prime_data_source=data_source,
                                    prime_request=request, source_busy=busy,
                                    prime_blocked=blocked, notes=notes, note_events=events)
@@ -175,7 +176,7 @@ class CloneReconciler(Reconciler):
                                source_class: Any) -> str | None:
         """The VolumeSnapshotClass both claims' StorageProfiles name (upstream's common
         ``snapshotClass``), None unless both name the same one."""
-        source_profile = self.kube.custom(names.CDI_GROUP, names.CDI_VERSION,
+        source_profile = self.kube.custom(api.GROUP, api.VERSION,
                                           "storageprofiles", None, str(source_class)) \
             if source_class else None
         found = {((p or {}).get("status") or {}).get("snapshotClass")
@@ -199,7 +200,7 @@ class CloneReconciler(Reconciler):
         return pod if clone_pods.ours(pod, target) else None
 
     def _source_failed(self, target: Obj, base: Observed) -> tuple[str, str] | None:
-        if annots(target).get(names.CLONE_STRATEGY) != clone_strategy.COPY:
+        if annots(target).get(api.CLONE_STRATEGY) != clone_strategy.COPY:
             return None
         pod = self._source_pod(target)
         if pod is None:
@@ -209,7 +210,7 @@ class CloneReconciler(Reconciler):
 
     def _apply(self, target: Obj, action: flow.Action) -> None:
         if isinstance(action, flow.CreatePod) and annots(target).get(
-                names.CLONE_STRATEGY) == clone_strategy.COPY:
+                api.CLONE_STRATEGY) == clone_strategy.COPY:
             self._ensure_tls(target)
         super()._apply(target, action)
 
@@ -232,7 +233,7 @@ class CloneReconciler(Reconciler):
             self.kube.delete_pod(sns, str(meta(source_pod).get("name")),
                                  str(meta(source_pod).get("uid")))
         prime = self.kube.claim(tns, names.prime_name(uid))
-        vcs = self.kube.custom(names.CDI_GROUP, names.CDI_VERSION, self.populator.plural, sns,
+        vcs = self.kube.custom(api.GROUP, api.VERSION, self.populator.plural, sns,
                                str(spec(target).get("dataSourceRef", {}).get("name")))
         if prime is None or vcs is None:
             return
@@ -247,7 +248,7 @@ class CloneReconciler(Reconciler):
             name=sname, namespace=sns, ca=pair.client.ca, cert=pair.client.cert,
             key=pair.client.key, fingerprint=pair.fingerprint, target=target,
             owner=owner_ref(vcs, kind="VolumeCloneSource",
-                            api_version=f"{names.CDI_GROUP}/{names.CDI_VERSION}")))
+                            api_version=f"{api.GROUP}/{api.VERSION}")))
         logger.info("%s/%s: made the clone's TLS Secrets %s, %s/%s", tns,
                     meta(target).get("name"), tname, sns, sname)
 
@@ -257,13 +258,13 @@ class CloneReconciler(Reconciler):
             if isinstance(action, flow.Annotate):
                 ann.update(action.changes)
         finished = bool(meta(target).get("deletionTimestamp")) or phase(target) == "Bound" \
-            or ann.get(names.POD_PHASE) in (names.SUCCEEDED, names.FAILED)
-        if ann.get(names.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
+            or ann.get(api.POD_PHASE) in (api.SUCCEEDED, api.FAILED)
+        if ann.get(api.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
             self._snapshot_step(target, observed, finished=finished)
-        if ann.get(names.CLONE_STRATEGY) != clone_strategy.COPY:
+        if ann.get(api.CLONE_STRATEGY) != clone_strategy.COPY:
             return
         if finished and not meta(target).get("deletionTimestamp") and ann.get(
-                names.RETAIN_AFTER_COMPLETION) == "true":
+                api.POD_RETAIN) == "true":
             return  # kept for inspection, as the flow keeps the target pod and PVC'
 
         source_pod = self._source_pod(target)
@@ -326,9 +327,9 @@ class CloneReconciler(Reconciler):
                 self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
 
     def target_gone(self, target: Obj) -> None:
-        if annots(target).get(names.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
+        if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
             self._delete_snapshot(target)
-        if annots(target).get(names.CLONE_STRATEGY) != clone_strategy.COPY:
+        if annots(target).get(api.CLONE_STRATEGY) != clone_strategy.COPY:
             return
         source_pod = self._source_pod(target)
         if source_pod is not None:

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from populators import names
 from populators.claims import Obj, meta
 from populators.clone_pods import ours, target_reference
 from sizes import parse_bytes
+from vocab import cdi as api
 
 GROUP = "snapshot.storage.k8s.io"
 VERSION = "v1"
@@ -37,8 +37,8 @@ def render(*, target: Obj, namespace: str, source_claim: str, snapshot_class: st
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "VolumeSnapshot",
         "metadata": {"name": snapshot_name(target), "namespace": namespace,
-                     "labels": {names.APP_LABEL: names.APP_VALUE},
-                     "annotations": {names.PRIME_TARGET: target_reference(target)},
+                     "labels": {api.APP_LABEL: api.APP_LABEL_VALUE},
+                     "annotations": {api.PRIME_TARGET: target_reference(target)},
                      "ownerReferences": [dict(owner)]},
         "spec": {"volumeSnapshotClassName": snapshot_class,
                  "source": {"persistentVolumeClaimName": source_claim}},

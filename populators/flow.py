@@ -32,6 +32,7 @@ from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, phase, spec
 from populators.importer_pod import Settings
 from populators.progress import DONE
+from vocab import cdi as api
 
 # -- hooks -----------------------------------------------------------------------------
 
@@ -170,7 +171,7 @@ def _annotate(target: Obj, wanted: Mapping[str, str]) -> list[Action]:
 
 
 def _retain(target: Obj) -> bool:
-    return annots(target).get(names.RETAIN_AFTER_COMPLETION) == "true"
+    return annots(target).get(api.POD_RETAIN) == "true"
 
 
 def _cleanup(o: Observed, *, keep_prime_until_lost: bool) -> list[Action]:
@@ -197,10 +198,10 @@ def _delete_prime(prime: Obj) -> DeletePrime:
 
 def _give_up(o: Observed, *, reason: str, message: str, restarts: int | None = None,
              ) -> Plan:
-    wanted = {names.POD_PHASE: names.FAILED, names.RUNNING: "false",
-              names.RUNNING_REASON: reason, names.RUNNING_MESSAGE: message}
+    wanted = {api.POD_PHASE: api.FAILED, api.RUNNING: "false",
+              api.RUNNING_REASON: reason, api.RUNNING_MESSAGE: message}
     if restarts is not None:
-        wanted[names.POD_RESTARTS] = str(restarts)
+        wanted[api.POD_RESTARTS] = str(restarts)
     acts: list[Action] = [*_annotate(o.target, wanted),
                           Emit("Warning", reason, message or reason)]
     acts += _cleanup(o, keep_prime_until_lost=False)
@@ -222,21 +223,21 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
 
     if phase(t) == "Bound" and spec(t).get("volumeName"):
         # Populated (or bound by someone else): only PVC' and the pod to clean up.
-        acts = _annotate(t, {names.PROGRESS: DONE}) if tann.get(
-            names.POD_PHASE) == names.SUCCEEDED else []
+        acts = _annotate(t, {api.POPULATOR_PROGRESS: DONE}) if tann.get(
+            api.POD_PHASE) == api.SUCCEEDED else []
         acts += _cleanup(o, keep_prime_until_lost=True)
         lingering = o.prime is not None and not _retain(t)
         return Plan(tuple(acts), waiting="target bound" if not lingering
                     else "target bound; PVC' not Lost yet", active=lingering)
 
-    if tann.get(names.POD_PHASE) == names.FAILED:
+    if tann.get(api.POD_PHASE) == api.FAILED:
         acts = _cleanup(o, keep_prime_until_lost=False)
         return Plan(tuple(acts), waiting="import failed; nothing more to do")
 
-    if tann.get(names.POD_PHASE) == names.SUCCEEDED and o.prime is not None:
+    if tann.get(api.POD_PHASE) == api.SUCCEEDED and o.prime is not None:
         # Populated: the source is no longer needed (it may be gone already).
-        return _rebind(o, [*_annotate(t, {names.PROGRESS: DONE}),
-                           *_annotate(t, {names.PVC_PRIME: names.prime_name(
+        return _rebind(o, [*_annotate(t, {api.POPULATOR_PROGRESS: DONE}),
+                           *_annotate(t, {api.PVC_PRIME: names.prime_name(
                                str(meta(t).get("uid")))})])
 
     if o.source is None:
@@ -271,29 +272,29 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                                        data_source=o.prime_data_source,
                                        request=o.prime_request)
         return Plan((*notes, CreatePrime(manifest),
-                     *_annotate(t, {names.PVC_PRIME: prime_name}),
+                     *_annotate(t, {api.PVC_PRIME: prime_name}),
                      Emit("Normal", "CreatedPVCPrimeSuccessfully",
                           "PVC Prime created successfully")),
                     waiting="PVC' created", active=True)
-    acts = [*notes, *_annotate(t, {names.PVC_PRIME: prime_name})]
+    acts = [*notes, *_annotate(t, {api.PVC_PRIME: prime_name})]
     if meta(o.prime).get("deletionTimestamp"):
         return Plan(tuple(acts), waiting="PVC' is being deleted", active=True)
 
     if spec(o.prime).get("dataSource"):
         # The storage fills PVC' as it provisions it (a CSI clone): no pod.
         if phase(o.prime) != "Bound":
-            acts += _annotate(t, {names.POD_PHASE: names.RUNNING_PHASE,
-                                  names.RUNNING: "true", names.RUNNING_REASON: "",
-                                  names.RUNNING_MESSAGE: ""})
+            acts += _annotate(t, {api.POD_PHASE: api.RUNNING_PHASE,
+                                  api.RUNNING: "true", api.RUNNING_REASON: "",
+                                  api.RUNNING_MESSAGE: ""})
             return Plan(tuple(acts), waiting="the storage is cloning", active=True)
         if not o.prime_needs_pod:
-            acts += _annotate(t, {names.POD_PHASE: names.SUCCEEDED, names.RUNNING: "false",
-                                  names.RUNNING_REASON: "Completed", names.PROGRESS: DONE})
+            acts += _annotate(t, {api.POD_PHASE: api.SUCCEEDED, api.RUNNING: "false",
+                                  api.RUNNING_REASON: "Completed", api.POPULATOR_PROGRESS: DONE})
             return _rebind(o, acts)
         # else the populator's pod finishes what the storage made (a CSI clone into a
         # larger Filesystem claim grows its disk.img), through the pod steps below
 
-    if o.pod is None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
+    if o.pod is None and tann.get(api.POD_PHASE) != api.SUCCEEDED:
         if o.source_busy:
             return Plan((*acts, Emit("Warning", "CloneSourceInUse", o.source_busy)),
                         waiting="source in use", active=True)
@@ -302,7 +303,7 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                                      f"pod(s) {', '.join(sorted(o.users))} use PVC "
                                      f"{prime_name}; the import waits for them")),
                         waiting="PVC' in use", active=True)
-        restarts = tann.get(names.POD_RESTARTS, "0")
+        restarts = tann.get(api.POD_RESTARTS, "0")
         try:
             pod = populator.pod(target=t, prime=o.prime, source=o.source, config=o.config,
                                 settings=settings,
@@ -310,12 +311,12 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         except SourceError as err:
             return _give_up(o, reason="InvalidSource", message=str(err))
         acts.append(CreatePod(pod))
-        acts += _annotate(t, {names.POD_PHASE: names.PENDING, names.RUNNING: "false",
-                              names.RUNNING_REASON: names.PENDING,
-                              names.RUNNING_MESSAGE: ""})
+        acts += _annotate(t, {api.POD_PHASE: api.PENDING, api.RUNNING: "false",
+                              api.RUNNING_REASON: api.PENDING,
+                              api.RUNNING_MESSAGE: ""})
         return Plan(tuple(acts), waiting="pod created", active=True)
 
-    if o.helper_failed is not None and tann.get(names.POD_PHASE) != names.SUCCEEDED:
+    if o.helper_failed is not None and tann.get(api.POD_PHASE) != api.SUCCEEDED:
         return _give_up(o, reason=o.helper_failed[0], message=o.helper_failed[1])
 
     if o.pod is not None:
@@ -330,7 +331,7 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
             return Plan(tuple(acts), waiting="the server's certificate is due: replacing it",
                         active=True)
         if view.state is podstate.State.REPLACE:
-            wanted[names.POD_RESTARTS] = str(view.restarts + 1)
+            wanted[api.POD_RESTARTS] = str(view.restarts + 1)
             acts += _annotate(t, wanted)
             acts.append(_delete_pod(o.pod))
             return Plan(tuple(acts), waiting=f"pod failed ({view.reason}); replacing it",
@@ -343,7 +344,7 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
                 url = metrics_url(str(ip))
             return Plan(tuple(acts), waiting=f"pod {view.state.value}: {view.reason}",
                         active=True, poll_progress=url)
-        acts += _annotate(t, {**wanted, names.PROGRESS: DONE})
+        acts += _annotate(t, {**wanted, api.POPULATOR_PROGRESS: DONE})
 
     return _rebind(o, acts)
 

@@ -34,6 +34,7 @@ from populators.reconcile import Reconciler
 from populators.upload_populator import COMPONENT as UPLOAD_COMPONENT
 from populators.upload_populator import UploadPopulator
 from populators.upload_reconcile import UploadReconciler
+from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
 
@@ -148,20 +149,20 @@ def _claim_event(body: kopf.Body, type: str | None, **_: Any) -> None:
                 return
             _run(kind, ns, name)
             return
-        if ann.get(names.POPULATOR_KIND) == kind and type != "DELETED":
+        if ann.get(api.POPULATOR_KIND) == kind and type != "DELETED":
             _via_prime(kind, ns, name)
 
 
-@kopf.on.event("", "v1", "pods", labels={names.APP_LABEL: names.APP_VALUE})
+@kopf.on.event("", "v1", "pods", labels={api.APP_LABEL: api.APP_LABEL_VALUE})
 def _pod_event(body: kopf.Body, **_: Any) -> None:
     meta = body.get("metadata") or {}
     kind = {"importer": "VolumeImportSource", "cloner": "VolumeCloneSource",
             UPLOAD_COMPONENT: "VolumeUploadSource"}.get(
-        str((meta.get("labels") or {}).get(names.COMPONENT_LABEL)))
+        str((meta.get("labels") or {}).get(api.COMPONENT_LABEL)))
     if kind is None:
         # the host-assisted clone's source pod names its target
-        if (meta.get("labels") or {}).get(names.COMPONENT_LABEL) == names.CLONE_SOURCE_VALUE:
-            parts = str((meta.get("annotations") or {}).get(names.PRIME_TARGET) or "").split("/")
+        if (meta.get("labels") or {}).get(api.COMPONENT_LABEL) == api.CLONE_SOURCE_VALUE:
+            parts = str((meta.get("annotations") or {}).get(api.PRIME_TARGET) or "").split("/")
             if len(parts) == 3 and all(parts):
                 _run("VolumeCloneSource", parts[0], parts[1])
         return

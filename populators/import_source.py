@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vocab import cdi as api
+
 SUPPORTED = ("http", "s3", "blank")
 UPSTREAM_ONLY = ("registry", "gcs", "imageio", "vddk")
 
@@ -101,18 +103,18 @@ def _name(body: Mapping[str, Any], key: str, kind: str) -> str | None:
 def prime_annotations(src: ImportSource) -> dict[str, str]:
     """Upstream's source annotations on PVC' (what an importer pod is made from)."""
     ann = {
-        "cdi.kubevirt.io/storage.import.source": "none" if src.kind == "blank" else src.kind,
-        "cdi.kubevirt.io/storage.contentType": src.content_type,
-        "cdi.kubevirt.io/storage.preallocation.requested": str(src.preallocation).lower(),
+        api.IMPORT_SOURCE: "none" if src.kind == "blank" else src.kind,
+        api.CONTENT_TYPE: src.content_type,
+        api.PREALLOCATION_REQUESTED: str(src.preallocation).lower(),
     }
     if src.url:
-        ann["cdi.kubevirt.io/storage.import.endpoint"] = src.url
+        ann[api.IMPORT_ENDPOINT] = src.url
     if src.secret:
-        ann["cdi.kubevirt.io/storage.import.secretName"] = src.secret
+        ann[api.IMPORT_SECRET] = src.secret
     if src.cert_configmap:
-        ann["cdi.kubevirt.io/storage.import.certConfigMap"] = src.cert_configmap
+        ann[api.IMPORT_CERT_CONFIGMAP] = src.cert_configmap
     if src.checksum:
-        ann["cdi.kubevirt.io/storage.import.checksum"] = src.checksum
+        ann[api.IMPORT_CHECKSUM] = src.checksum
     # Extra headers are not copied (upstream does): they often carry tokens, and PVCs
     # are readable by more people than the VolumeImportSource.
     return ann

@@ -20,6 +20,7 @@ from pki import rotation
 from populators import names
 from populators.cdiconfig import CdiConfig
 from populators.import_source import ImportSource
+from vocab import cdi as api
 
 DATA_VOLUME = "cdi-data-vol"
 CERT_VOLUME = "cdi-cert-vol"
@@ -155,10 +156,10 @@ def render(*, source: ImportSource, prime: Mapping[str, Any], target: Mapping[st
                         "configMap": {"name": source.cert_configmap}})
         container.setdefault("volumeMounts", []).append(
             {"name": CERT_VOLUME, "mountPath": CERT_DIR, "readOnly": True})
-    annotations = {names.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
-    annotations.update({k: tann[k] for k in names.POD_PASSTHROUGH if k in tann})
+    annotations = {api.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
+    annotations.update({k: tann[k] for k in api.POD_PASSTHROUGH if k in tann})
     if previous_restarts:
-        annotations[names.PREVIOUS_RESTARTS] = str(previous_restarts)
+        annotations[api.PREVIOUS_RESTARTS] = str(previous_restarts)
     spec: dict[str, Any] = {
         "containers": [container],
         "restartPolicy": "OnFailure",
@@ -167,19 +168,19 @@ def render(*, source: ImportSource, prime: Mapping[str, Any], target: Mapping[st
         "securityContext": {"fsGroup": QEMU_UID, "runAsNonRoot": True,
                             "seccompProfile": {"type": "RuntimeDefault"}},
     }
-    node = (pmeta.get("annotations") or {}).get(names.SELECTED_NODE)
+    node = (pmeta.get("annotations") or {}).get(api.SELECTED_NODE)
     if node:
         spec["nodeName"] = node
-    if tann.get(names.PRIORITY_CLASS):
-        spec["priorityClassName"] = tann[names.PRIORITY_CLASS]
+    if tann.get(api.PRIORITY_CLASS):
+        spec["priorityClassName"] = tann[api.PRIORITY_CLASS]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": names.importer_pod_name(str(pmeta.get("name"))),
             "namespace": pmeta.get("namespace"),
-            "labels": {names.APP_LABEL: names.APP_VALUE, names.COMPONENT_LABEL: "importer",
-                       names.PROMETHEUS_LABEL: "true"},
+            "labels": {api.APP_LABEL: api.APP_LABEL_VALUE, api.COMPONENT_LABEL: "importer",
+                       api.PROMETHEUS_LABEL: "true"},
             "annotations": annotations,
             "ownerReferences": [{
                 "apiVersion": "v1", "kind": "PersistentVolumeClaim",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from populators import names
+from vocab import cdi as api
 
 EXIT_PERMANENT = 2
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -56,7 +56,7 @@ class PodView:
     message: str = ""
     restarts: int = 0
     """Container restarts, those of the pods this one replaced included."""
-    pod_phase: str = names.PENDING
+    pod_phase: str = api.PENDING
     preallocation_applied: bool = False
 
 
@@ -110,27 +110,27 @@ def _container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def previous_restarts(pod: Mapping[str, Any]) -> int:
     text = ((pod.get("metadata") or {}).get("annotations") or {}).get(
-        names.PREVIOUS_RESTARTS, "0")
+        api.PREVIOUS_RESTARTS, "0")
     return int(text) if str(text).isdigit() else 0
 
 
 def view(pod: Mapping[str, Any], *, retry_limit: int) -> PodView:
     """What the pod is doing; ``retry_limit``: restarts allowed after retryable failures."""
     status = pod.get("status") or {}
-    pod_phase = str(status.get("phase") or names.PENDING)
+    pod_phase = str(status.get("phase") or api.PENDING)
     cs = _container(pod)
     before = previous_restarts(pod)
     restarts = before + int((cs or {}).get("restartCount") or 0)
     state: Mapping[str, Any] = (cs or {}).get("state") or {}
     terminated = state.get("terminated")
-    if pod_phase == names.SUCCEEDED or (terminated is not None and int(
-            terminated.get("exitCode") or 0) == 0 and pod_phase != names.FAILED):
+    if pod_phase == api.SUCCEEDED or (terminated is not None and int(
+            terminated.get("exitCode") or 0) == 0 and pod_phase != api.FAILED):
         term = parse_termination(terminated or {})
         if term.deadline_passed:
             return PodView(State.RENEW, term.reason, term.message, restarts, pod_phase)
         return PodView(State.SUCCEEDED, term.reason if terminated is not None else "Completed",
-                       term.message, restarts, names.SUCCEEDED, term.preallocation_applied)
-    if pod_phase == names.FAILED:
+                       term.message, restarts, api.SUCCEEDED, term.preallocation_applied)
+    if pod_phase == api.FAILED:
         # The pod failed as a whole (evicted, node lost): a retryable failure.
         reason = str(status.get("reason") or "PodFailed")
         return _failed(Termination(exit_code=-1, reason=reason,
@@ -143,14 +143,14 @@ def view(pod: Mapping[str, Any], *, retry_limit: int) -> PodView:
                     cond.get("reason") == "Unschedulable":
                 return PodView(State.PENDING, "Unschedulable", UNSCHEDULABLE_MESSAGE,
                                restarts, pod_phase)
-        return PodView(State.PENDING, names.PENDING, "", restarts, pod_phase)
+        return PodView(State.PENDING, api.PENDING, "", restarts, pod_phase)
     if state.get("running") is not None:
         return PodView(State.RUNNING, RUNNING_REASON, "", restarts, pod_phase)
     if terminated is not None:
         return _failed(parse_termination(terminated), restarts=restarts,
                        retry_limit=retry_limit, pod_phase=pod_phase)
     waiting: Mapping[str, Any] = state.get("waiting") or {}
-    wreason = str(waiting.get("reason") or names.PENDING)
+    wreason = str(waiting.get("reason") or api.PENDING)
     if wreason in PULL_FAILURES:
         return PodView(State.PENDING, "ImagePullFailed", str(waiting.get("message") or ""),
                        restarts, pod_phase)
@@ -178,22 +178,22 @@ def _failed(term: Termination, *, restarts: int, retry_limit: int, pod_phase: st
 def target_annotations(v: PodView) -> dict[str, str]:
     """The target PVC's annotations for this pod view (the DataVolume controller's input)."""
     if v.state is State.RUNNING:
-        phase, running = names.RUNNING_PHASE, "true"
+        phase, running = api.RUNNING_PHASE, "true"
     elif v.state is State.SUCCEEDED:
-        phase, running = names.SUCCEEDED, "false"
+        phase, running = api.SUCCEEDED, "false"
     elif v.state.gives_up:
-        phase, running = names.FAILED, "false"
+        phase, running = api.FAILED, "false"
     elif v.state is State.RETRYING:
-        phase, running = names.RUNNING_PHASE, "false"
+        phase, running = api.RUNNING_PHASE, "false"
     else:
-        phase, running = names.PENDING, "false"
+        phase, running = api.PENDING, "false"
     ann = {
-        names.POD_PHASE: phase,
-        names.POD_RESTARTS: str(v.restarts),
-        names.RUNNING: running,
-        names.RUNNING_REASON: v.reason,
-        names.RUNNING_MESSAGE: v.message,
+        api.POD_PHASE: phase,
+        api.POD_RESTARTS: str(v.restarts),
+        api.RUNNING: running,
+        api.RUNNING_REASON: v.reason,
+        api.RUNNING_MESSAGE: v.message,
     }
     if v.preallocation_applied:
-        ann[names.PREALLOCATION_APPLIED] = "true"
+        ann[api.PREALLOCATION_APPLIED] = "true"
     return ann

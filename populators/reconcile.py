@@ -22,6 +22,7 @@ from populators.cdiconfig import parse as parse_config
 from populators.claims import Obj, meta, spec
 from populators.importer_pod import Settings
 from populators.kube import Kube, KubeError
+from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
 
@@ -145,12 +146,12 @@ class Reconciler:
         return flow.Observed(
             target=target,
             storage_class=self.kube.storage_class(str(sc_name)) if sc_name else None,
-            source=self.kube.custom(names.CDI_GROUP, names.CDI_VERSION, self.populator.plural,
+            source=self.kube.custom(api.GROUP, api.VERSION, self.populator.plural,
                                     self.populator.source_namespace(target), source_name),
             prime=prime, pod=pod, volume=volume, users=users, config=self._config())
 
     def _config(self) -> CdiConfig:
-        return parse_config(self.kube.custom(names.CDI_GROUP, names.CDI_VERSION,
+        return parse_config(self.kube.custom(api.GROUP, api.VERSION,
                                              "cdiconfigs", None, CDI_CONFIG))
 
     # -- act -------------------------------------------------------------------------------
@@ -201,9 +202,9 @@ class Reconciler:
         if value is None:
             return
         text = progress.render(value)
-        if claims.annots(target).get(names.PROGRESS) != text:
+        if claims.annots(target).get(api.POPULATOR_PROGRESS) != text:
             self.kube.annotate_claim(str(meta(target).get("namespace")),
-                                     str(meta(target).get("name")), {names.PROGRESS: text})
+                                     str(meta(target).get("name")), {api.POPULATOR_PROGRESS: text})
 
     def _copy_events(self, target: Obj, o: flow.Observed) -> None:
         ns = str(meta(target).get("namespace"))

@@ -26,7 +26,6 @@ from typing import Any
 
 import sizes
 from pki import certs
-from populators import names
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, owned_by, spec
 from populators.flow import SourceError
@@ -40,11 +39,12 @@ from populators.importer_pod import (
     restricted_container_security,
 )
 from populators.progress import IMPORT_METRIC
+from vocab import cdi as api
 
 UPLOAD_KIND = "VolumeUploadSource"
-UPLOAD_TARGET = names.PREFIX + "storage.upload.target"
+UPLOAD_TARGET = api.ANN + "storage.upload.target"
 """On PVC': upstream's mark of a claim an upload server fills."""
-POD_READY = names.PREFIX + "storage.pod.ready"
+POD_READY = api.ANN + "storage.pod.ready"
 """On the target: "true" while the upload server is ready for the upload (upstream's)."""
 COMPONENT = "cdi-upload-server"
 SERVICE_LABEL = "service"
@@ -84,7 +84,7 @@ def _owner(prime: Obj) -> list[dict[str, Any]]:
 
 
 def _labels(prime: str) -> dict[str, str]:
-    return {names.APP_LABEL: names.APP_VALUE, names.COMPONENT_LABEL: COMPONENT,
+    return {api.APP_LABEL: api.APP_LABEL_VALUE, api.COMPONENT_LABEL: COMPONENT,
             SERVICE_LABEL: server_name(prime)}
 
 
@@ -103,8 +103,8 @@ class UploadPopulator:
         return server_name(prime)
 
     def prime_annotations(self, source: Obj) -> dict[str, str]:
-        return {UPLOAD_TARGET: "", names.CONTENT_TYPE: content_type(source),
-                names.PREALLOCATION_REQUESTED:
+        return {UPLOAD_TARGET: "", api.CONTENT_TYPE: content_type(source),
+                api.PREALLOCATION_REQUESTED:
                     "true" if spec(source).get("preallocation") else "false"}
 
     def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
@@ -162,9 +162,9 @@ def render_pod(*, target: Obj, prime: Obj, content: str, config: CdiConfig,
         container["volumeMounts"].append({"name": DATA_VOLUME, "mountPath": DATA_DIR})
     if config.resources:
         container["resources"] = {k: dict(v) for k, v in config.resources.items()}
-    annotations = {names.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
+    annotations = {api.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
     if previous_restarts:
-        annotations[names.PREVIOUS_RESTARTS] = str(previous_restarts)
+        annotations[api.PREVIOUS_RESTARTS] = str(previous_restarts)
     scratch: dict[str, Any] = {}
     if size:
         scratch["sizeLimit"] = scratch_limit(str(size))
@@ -182,7 +182,7 @@ def render_pod(*, target: Obj, prime: Obj, content: str, config: CdiConfig,
         "securityContext": {"fsGroup": QEMU_UID, "runAsNonRoot": True,
                             "seccompProfile": {"type": "RuntimeDefault"}},
     }
-    node = annots(prime).get(names.SELECTED_NODE)
+    node = annots(prime).get(api.SELECTED_NODE)
     if node:
         pod_spec["nodeName"] = node
     return {

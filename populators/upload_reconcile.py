@@ -35,6 +35,7 @@ from populators.upload_populator import (
     server_name,
     with_deadline,
 )
+from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class UploadReconciler(Reconciler):
         ann = annots(target)
         ready = "false"
         prime = names.prime_name(str(meta(target).get("uid")))
-        if ann.get(names.POD_PHASE) not in (names.SUCCEEDED, names.FAILED) and \
+        if ann.get(api.POD_PHASE) not in (api.SUCCEEDED, api.FAILED) and \
                 (target.get("status") or {}).get("phase") != "Bound":
             ready = "true" if pod_ready(self.kube.pod(namespace, server_name(prime))) \
                 else "false"

@@ -26,6 +26,8 @@ import tempfile
 import time
 from typing import Any
 
+from vocab import cdi as api
+
 logger = logging.getLogger(__name__)
 EXIT_FAILED = 1
 POLL = 0.25
@@ -33,8 +35,7 @@ CHUNK = 1024 * 1024
 PROXY_NAMESPACE = "rootdisk"
 PROXY_SERVICE = "cdi-uploadproxy"
 PROXY_CA = "cdi-uploadproxy-ca"
-IMMEDIATE = "cdi.kubevirt.io/storage.bind.immediate.requested"
-TOKEN_PATH = "/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/{ns}/uploadtokenrequests"  # noqa: S105 - an API path
+TOKEN_PATH = f"/apis/{api.UPLOAD_API_VERSION}/namespaces/{{ns}}/{api.UPLOAD_TOKEN_PLURAL}"
 
 
 class UploadFailed(Exception):
@@ -71,7 +72,7 @@ def manifests(*, kind: str, name: str, namespace: str, size: str,
               storage_class: str | None, access_mode: str | None,
               block: bool, force_bind: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """(API path, object) to create for an upload (pure)."""
-    annotations = {IMMEDIATE: ""} if force_bind else {}
+    annotations = {api.IMMEDIATE_BINDING: ""} if force_bind else {}
     storage: dict[str, Any] = {"resources": {"requests": {"storage": size}}}
     if storage_class:
         storage["storageClassName"] = storage_class
@@ -80,29 +81,29 @@ def manifests(*, kind: str, name: str, namespace: str, size: str,
     if block:
         storage["volumeMode"] = "Block"
     if kind == "dv":
-        dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+        dv = {"apiVersion": api.API_VERSION, "kind": api.DV_KIND,
               "metadata": {"name": name, "namespace": namespace,
                            "annotations": annotations},
               "spec": {"source": {"upload": {}}, "storage": storage}}
-        return [(f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes", dv)]
+        return [(f"/apis/{api.API_VERSION}/namespaces/{namespace}/{api.DV_PLURAL}", dv)]
     source = f"upload-{name}"
     claim_spec = {"accessModes": [access_mode or "ReadWriteOnce"],
                   "resources": storage["resources"],
-                  "dataSourceRef": {"apiGroup": "cdi.kubevirt.io",
-                                    "kind": "VolumeUploadSource", "name": source}}
+                  "dataSourceRef": {"apiGroup": api.GROUP,
+                                    "kind": api.UPLOAD_SOURCE_KIND, "name": source}}
     if storage_class:
         claim_spec["storageClassName"] = storage_class
     if block:
         claim_spec["volumeMode"] = "Block"
     return [
-        (f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/volumeuploadsources",
-         {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
+        (f"/apis/{api.API_VERSION}/namespaces/{namespace}/volumeuploadsources",
+         {"apiVersion": api.API_VERSION, "kind": api.UPLOAD_SOURCE_KIND,
           "metadata": {"name": source, "namespace": namespace},
           "spec": {"contentType": "kubevirt"}}),
         (f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
          {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
           "metadata": {"name": name, "namespace": namespace,
-                       "annotations": {"cdi.kubevirt.io/storage.upload.target": "",
+                       "annotations": {api.UPLOAD_REQUEST: "",
                                        **annotations}},
           "spec": claim_spec}),
     ]
@@ -123,12 +124,12 @@ def state(*, kind: str, obj: dict[str, Any] | None) -> tuple[str, str]:
             return "done", phase
         return ("ready" if phase == "UploadReady" else "waiting"), phase
     anns = (obj.get("metadata") or {}).get("annotations") or {}
-    if anns.get("cdi.kubevirt.io/storage.pod.phase") == "Failed":
-        return "failed", (f"{anns.get('cdi.kubevirt.io/storage.condition.running.reason')}: "
-                          f"{anns.get('cdi.kubevirt.io/storage.condition.running.message')}")
+    if anns.get(api.POD_PHASE) == "Failed":
+        return "failed", (f"{anns.get(api.RUNNING_REASON)}: "
+                          f"{anns.get(api.RUNNING_MESSAGE)}")
     if (obj.get("status") or {}).get("phase") == "Bound":
         return "done", "Bound"
-    if anns.get("cdi.kubevirt.io/storage.pod.ready") == "true":
+    if anns.get(api.POD_READY) == "true":
         return "ready", "ready"
     return "waiting", (obj.get("status") or {}).get("phase") or "Pending"
 
@@ -179,7 +180,7 @@ def _upload(args: argparse.Namespace) -> int:
         raise UploadFailed(str(err)) from None
     ns = namespace(args.namespace, found)
     client = Client(load_configuration(found.path))
-    target_path = (f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes/{args.name}"
+    target_path = (f"/apis/{api.API_VERSION}/namespaces/{ns}/{api.DV_PLURAL}/{args.name}"
                    if args.kind == "dv" else
                    f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{args.name}")
 
@@ -221,7 +222,7 @@ def _upload(args: argparse.Namespace) -> int:
         logger.info("%s %s/%s is ready for the upload", args.kind, ns, args.name)
         try:
             answer = client.request("POST", TOKEN_PATH.format(ns=ns), body={
-                "apiVersion": "upload.cdi.kubevirt.io/v1beta1", "kind": "UploadTokenRequest",
+                "apiVersion": api.UPLOAD_API_VERSION, "kind": api.UPLOAD_TOKEN_KIND,
                 "metadata": {"name": args.name, "namespace": ns},
                 "spec": {"pvcName": args.name}})
         except KubeError as err:

@@ -17,7 +17,7 @@ import hashlib
 import os
 from pathlib import Path
 
-PACKAGES = ("sizes", "pki", "kubeclient", "apiservice", "cdi", "importer", "vm",
+PACKAGES = ("vocab", "sizes", "pki", "kubeclient", "apiservice", "cdi", "importer", "vm",
             "populators", "localcluster", "rootdisk")
 """The project's packages (pyproject.toml's), each a directory of the checkout."""
 SUFFIXES = frozenset({".py", ".yaml", ".yml", ".json"})

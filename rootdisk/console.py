@@ -24,8 +24,8 @@ from urllib.parse import quote
 import aiohttp
 
 from apiservice.refusal import keep_refusal, last_refusal
-from vm.api import names
 from vm.kube import PODS, VMIS, Kube, KubeError
+from vocab import kubevirt as names
 
 ESCAPE = b"\x1d"  # Ctrl+]
 SUB = "/apis/subresources.kubevirt.io/v1"

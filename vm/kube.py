@@ -15,17 +15,19 @@ from typing import Any
 from kubeclient import JSON_PATCH, MERGE, Client, KubeError, Obj, event_body
 from kubeclient import Resource as Res
 from kubeclient import load_configuration as load_config
+from vocab import cdi as api
+from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DATASOURCES", "DVS", "EVENTS", "KUBEVIRTS", "NODES", "PODS", "PVCS", "SARS", "VMIS",
            "VMS", "Kube", "KubeError", "Obj", "Res", "load_config", "shared"]
 
-VMS = Res("kubevirt.io", "v1", "virtualmachines")
-VMIS = Res("kubevirt.io", "v1", "virtualmachineinstances")
-KUBEVIRTS = Res("kubevirt.io", "v1", "kubevirts")
-DVS = Res("cdi.kubevirt.io", "v1beta1", "datavolumes")
-DATASOURCES = Res("cdi.kubevirt.io", "v1beta1", "datasources")
+VMS = Res(names.GROUP, names.VERSION, names.VM_PLURAL)
+VMIS = Res(names.GROUP, names.VERSION, names.VMI_PLURAL)
+KUBEVIRTS = Res(names.GROUP, names.VERSION, names.KUBEVIRT_PLURAL)
+DVS = Res(api.GROUP, api.VERSION, api.DV_PLURAL)
+DATASOURCES = Res(api.GROUP, api.VERSION, "datasources")
 PODS = Res("", "v1", "pods")
 PVCS = Res("", "v1", "persistentvolumeclaims")
 NODES = Res("", "v1", "nodes", namespaced=False)

@@ -26,13 +26,13 @@ from typing import Any
 import kopf
 
 from apiservice import cabundle
-from cdi.api import CONFIG_NAME
 from cdi.config import feature_gates
 from cdi.kube import CDICONFIGS, Client, KubeError, load_configuration
 from kubeclient import connection_params
 from pki.certs import write_pair
 from rootdisk.operator import kube, registry
 from rootdisk.operator.server import LEADER, Server
+from vocab.cdi import CONFIG_NAME
 
 logger = logging.getLogger(__name__)
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from cdi import api, clone, reconcile
+from cdi import clone, reconcile
 from cdi.kube import CLONE_SOURCES, DATAVOLUMES, Client
 from tests.cdi.conftest import cdi_client
+from vocab import cdi as api
 
 
 def vcs(uid: str | None, *, name: str | None = None, ns: str = "golden") -> dict[str, Any]:

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from cdi import api, config, reconcile
+from cdi import config, reconcile
 from cdi.kube import CDICONFIGS, INGRESSES, STORAGECLASSES, Client
 from tests.cdi.conftest import cdi_client
+from vocab import cdi as api
 
 SERVICE = api.UPLOAD_PROXY_SERVICE
 

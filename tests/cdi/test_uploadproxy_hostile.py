@@ -32,11 +32,12 @@ import pytest
 import requests
 from aiohttp import web
 
-from cdi import api, uploadproxy, uploadtoken
+from cdi import uploadproxy, uploadtoken
 from cdi.kube import CONFIGMAPS, PVCS, SECRETS, Client
 from pki import certs
 from tests.cdi.conftest import cdi_client
 from tests.fixtures.images import ImageFactory, compare
+from vocab import cdi as api
 
 NS = "rootdisk"
 TENANT = "tenant"

@@ -169,7 +169,7 @@ def test_binding_pod() -> None:
 
 
 def test_vmi_id_label_is_the_name_or_a_hashed_prefix_when_too_long() -> None:
-    from vm.api.names import vmi_id_label
+    from vocab.kubevirt import vmi_id_label
     assert vmi_id_label("vm1") == "vm1"
     long = "a" * 70
     got = vmi_id_label(long)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from vm.api import names
+from vocab import kubevirt as names
 
 Schema = dict[str, Any]
 

@@ -23,8 +23,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdi.clone import SourceRef
-from vm.api import names
 from vm.controller.views import DVView
+from vocab import cdi as api
+from vocab import kubevirt as names
 
 READY_PHASES = frozenset({"Succeeded", "WaitForFirstConsumer", "PendingPopulation"})
 ERROR_REASONS = frozenset({"Error", "ImagePullFailed"})
@@ -72,7 +73,7 @@ def datavolume_from_template(*, vm: Mapping[str, Any], template: Mapping[str, An
     labels = dict(tmeta.get("labels") or {})
     labels[names.LABEL_CREATED_BY] = str(meta["uid"])
     annotations = dict(tmeta.get("annotations") or {})
-    annotations[names.ANN_ALLOW_CLAIM_ADOPTION] = "true"
+    annotations[api.ALLOW_CLAIM_ADOPTION] = "true"
     spec = copy.deepcopy(dict(template.get("spec") or {}))
     priority = (((vm.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
         "priorityClassName")
@@ -89,7 +90,7 @@ def datavolume_from_template(*, vm: Mapping[str, Any], template: Mapping[str, An
             "controller": True, "blockOwnerDeletion": True,
         }],
     }
-    return {"apiVersion": names.CDI_API_VERSION, "kind": names.DV_KIND,
+    return {"apiVersion": api.API_VERSION, "kind": api.DV_KIND,
             "metadata": out_meta, "spec": spec}
 
 

@@ -18,9 +18,10 @@ from typing import Any
 import kopf
 
 from vm import resync
-from vm.api import names
 from vm.controller.kube import owner_vm, sync_kubevirt, sync_vm
 from vm.kube import KUBEVIRTS, VMS, KubeError, shared
+from vocab import cdi as api
+from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
 RESYNC_SECONDS = 3.0
@@ -89,7 +90,7 @@ def vmi_event(body: Any, namespace: str | None, **_: Any) -> None:
         sync(namespace, owner)
 
 
-@kopf.on.event(names.CDI_GROUP, "v1beta1", names.DV_PLURAL,
+@kopf.on.event(api.GROUP, "v1beta1", api.DV_PLURAL,
                labels={names.LABEL_CREATED_BY: kopf.PRESENT})
 def dv_event(body: Any, namespace: str | None, **_: Any) -> None:
     if namespace is None:  # namespaced kinds always have one

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cdi import authorize, clone
-from vm.api import names
 from vm.controller import datavolumes, kubevirt_status
 from vm.controller.backoff import StartFailure
 from vm.controller.instance import vmi_from_vm
@@ -29,6 +28,7 @@ from vm.controller.runstrategy import (
 from vm.controller.status import StatusInput, vm_status
 from vm.controller.views import VMIView, dv_view, vmi_view
 from vm.kube import DATASOURCES, DVS, KUBEVIRTS, SARS, VMIS, VMS, Kube, KubeError, Res
+from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
 COMPONENT = "virtualmachine-controller"

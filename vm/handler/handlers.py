@@ -18,11 +18,11 @@ import kopf
 from vm import resync
 from vm.api import certs
 from vm.api.kube import HANDLER_SECRET
-from vm.api.names import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 from vm.handler import kube as handler_kube
 from vm.handler import sockets
 from vm.handler.console import ConsoleServer, ConsoleSite
 from vm.kube import KubeError, shared
+from vocab.kubevirt import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 
 logger = logging.getLogger(__name__)
 NODE = os.environ.get("NODE_NAME", "")

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from pki import serving
-from vm.api import names
 from vm.api.kube import HANDLER_SECRET, read_handlers
 from vm.controller.status import merge_conditions
 from vm.controller.views import Condition, conditions_of
@@ -18,6 +17,7 @@ from vm.handler.guestagent import AGENT_CONNECTED, AGENT_UNSUPPORTED, AgentStatu
 from vm.handler.phases import from_state
 from vm.kube import VMIS, Kube, KubeError
 from vm.launcher import client as launcher
+from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
 SOCKETS = "/var/run/kubevirt/sockets"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vm.api import names
 from vm.vmi.pod import LauncherConfig
+from vocab import kubevirt as names
 
 
 def node_has_kvm(node: Mapping[str, Any]) -> bool:

@@ -12,10 +12,11 @@ from typing import Any
 import kopf
 
 from vm import resync
-from vm.api import names
 from vm.kube import VMIS, KubeError, shared
 from vm.vmi.claims import disk_claims
 from vm.vmi.kube import sync_vmi
+from vocab import cdi as api
+from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
 RESYNC_SECONDS = 2.0
@@ -69,7 +70,7 @@ def pod_event(body: Any, namespace: str | None, **_: Any) -> None:
             sync(namespace, str(ref.get("name")))
 
 
-@kopf.on.event(names.CDI_GROUP, "v1beta1", names.DV_PLURAL)
+@kopf.on.event(api.GROUP, "v1beta1", api.DV_PLURAL)
 def dv_event(name: str, namespace: str | None, **_: Any) -> None:
     if namespace is None:  # namespaced kinds always have one
         return

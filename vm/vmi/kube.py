@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vm import nodeports
-from vm.api import names
 from vm.controller.status import merge_conditions
 from vm.controller.views import Condition, conditions_of
 from vm.kube import DVS, KUBEVIRTS, NODES, PODS, PVCS, VMIS, Kube, KubeError
@@ -23,6 +22,7 @@ from vm.vmi.claims import ClaimView, disk_claims, readiness
 from vm.vmi.config import launcher_config
 from vm.vmi.overhead import ResourceError
 from vm.vmi.pod import GRACE_EXTRA, binding_pod, grace_seconds, launcher_pod
+from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
 FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"

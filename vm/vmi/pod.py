@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vm.api import names
 from vm.domain.probes import PROBES, container_probe
 from vm.vmi.claims import ClaimView, DiskClaim
 from vm.vmi.overhead import pod_resources
 from vm.vmi.secret_volumes import render as render_secrets
+from vocab import kubevirt as names
 
 PRIVATE = "/var/run/kubevirt-private"
 PUBLIC = "/var/run/kubevirt"

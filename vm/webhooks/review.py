@@ -20,11 +20,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from vm.api import names
 from vm.webhooks.net_rules import network_problems
 from vm.webhooks.vm_rules import validate_vm
 from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
 from vm.webhooks.vmi_update import reserved_labels_created, validate_vmi_update
+from vocab import kubevirt as names
 
 DEFAULT_NAMESPACE = "kubevirt"
 MESSAGE_CAUSES = 10

@@ -1,7 +1,7 @@
-"""Names of the cdi.kubevirt.io API: group, kinds, annotations, phases (pure constants).
+"""Names of the cdi.kubevirt.io API: group, kinds, annotations, labels, phases.
 
 Spelled as upstream CDI spells them, because users' manifests, KubeVirt and tools such
-as virtctl read and write the same strings.
+as virtctl read and write the same strings; the few rootdisk extensions are marked.
 """
 
 from __future__ import annotations
@@ -11,6 +11,15 @@ from typing import Final
 GROUP: Final = "cdi.kubevirt.io"
 VERSION: Final = "v1beta1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+UPLOAD_GROUP: Final = "upload.cdi.kubevirt.io"
+"""The aggregated API of upload tokens (``UploadTokenRequest``, same version)."""
+UPLOAD_API_VERSION: Final = f"{UPLOAD_GROUP}/{VERSION}"
+UPLOAD_TOKEN_KIND: Final = "UploadTokenRequest"  # noqa: S105 - a kind
+UPLOAD_TOKEN_PLURAL: Final = "uploadtokenrequests"  # noqa: S105 - a resource
+
+DV_KIND: Final = "DataVolume"
+DV_PLURAL: Final = "datavolumes"
 
 CONFIG_NAME: Final = "config"
 """The one cluster-scoped CDIConfig."""
@@ -37,6 +46,26 @@ POPULATED_FOR: Final = ANN + "storage.populatedFor"
 USE_POPULATOR: Final = ANN + "storage.usePopulator"
 MINIMUM_PVC_SIZE: Final = ANN + "minimumSupportedPvcSize"
 CLONE_STRATEGY_ANN: Final = ANN + "clone-strategy"
+PREALLOCATION_APPLIED: Final = ANN + "storage.preallocation"
+PRIORITY_CLASS: Final = ANN + "storage.pod.priorityclassname"
+CREATED_BY_CONTROLLER: Final = ANN + "storage.createdByController"
+
+# annotations on PVC' (the populators' own claim)
+POPULATOR_KIND: Final = ANN + "storage.populator.kind"
+IMPORT_SOURCE: Final = ANN + "storage.import.source"
+IMPORT_ENDPOINT: Final = ANN + "storage.import.endpoint"
+IMPORT_SECRET: Final = ANN + "storage.import.secretName"
+IMPORT_CERT_CONFIGMAP: Final = ANN + "storage.import.certConfigMap"
+IMPORT_CHECKSUM: Final = ANN + "storage.import.checksum"
+IMPORT_EXTRA_HEADERS: Final = ANN + "storage.import.extraHeaders"
+
+POD_PASSTHROUGH: Final = (
+    "k8s.v1.cni.cncf.io/networks",
+    "v1.multus-cni.io/default-network",
+    "sidecar.istio.io/inject",
+    "linkerd.io/inject",
+)
+"""Annotations passed from the target claim to the importer pod, as upstream."""
 
 SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
 DEFAULT_CLASS: Final = "storageclass.kubernetes.io/is-default-class"
@@ -47,6 +76,9 @@ FILL_ALERT_LABEL: Final = "alerts.k8s.io/KubePersistentVolumeFillingUp"
 
 APP_LABEL: Final = "app"
 APP_LABEL_VALUE: Final = "containerized-data-importer"
+COMPONENT_LABEL: Final = "cdi.kubevirt.io"
+PROMETHEUS_LABEL: Final = "prometheus.cdi.kubevirt.io"
+VELERO_EXCLUDE: Final = "velero.io/exclude-from-backup"
 
 PERMISSIVE_CLONE: Final = ANN + "permissiveClone"
 CLONE_FALLBACK_REASON: Final = ANN + "cloneFallbackReason"
@@ -58,6 +90,26 @@ CLONE_FOR_DV_LABEL: Final = ANN + "clone-for-datavolume"
 CLONE_FOR_CLAIM: Final = ANN + "clone-for-claim"
 """rootdisk: on a VolumeCloneSource in another namespace, ``namespace/name`` of the claim
 it was authorised for (the DataVolume's own claim)."""
+CLONE_STRATEGY: Final = ANN + "clone.strategy"
+"""rootdisk: on the target, the strategy the clone populator chose."""
+CLONE_SOURCE_VALUE: Final = "clone-source"
+"""The ``cdi.kubevirt.io`` label of the host-assisted clone's source pod."""
+
+# rootdisk extensions of the populators
+ROOTDISK_POPULATORS: Final = "populators.rootdisk.io/"
+PREVIOUS_RESTARTS: Final = ROOTDISK_POPULATORS + "previous-restarts"
+"""On the importer pod: restarts of the pods it replaces (an evicted pod's retries still
+count against the retry limit)."""
+PRIME_TARGET: Final = ROOTDISK_POPULATORS + "target"
+"""On a PVC' in another namespace than its target (the source's, for a cross-namespace
+clone: owner references cannot cross namespaces), ``ns/name/uid``."""
+CLONE_TARGET_ADDRESS: Final = ROOTDISK_POPULATORS + "clone-target-address"
+"""On the clone's source pod, the target pod's ``ip:port`` it streams to."""
+CLONE_TARGET_RESTARTS: Final = ROOTDISK_POPULATORS + "clone-target-restarts"
+"""On the clone's source pod, the target container's restart count when it was made: a
+target that restarted since waits for a new stream, so the source pod is replaced."""
+CLONE_CA: Final = ROOTDISK_POPULATORS + "clone-ca"
+"""On the clone's two Secrets, the SHA-256 of their shared per-clone CA."""
 
 IMPORT_SOURCE_KIND: Final = "VolumeImportSource"
 IMPORT_SOURCE_PREFIX: Final = "volume-import-source-"
@@ -70,8 +122,9 @@ POD_READY: Final = ANN + "storage.pod.ready"
 UPLOAD_REQUEST: Final = ANN + "storage.upload.target"
 """On a PVC (without a DataVolume): upload into it (``rootdisk image-upload pvc``)."""
 
-# DataVolume phases
+# DataVolume phases (and, for Pending/Running/Succeeded/Failed, storage.pod.phase's)
 PENDING: Final = "Pending"
+RUNNING_PHASE: Final = "Running"
 WAIT_FOR_FIRST_CONSUMER: Final = "WaitForFirstConsumer"
 PENDING_POPULATION: Final = "PendingPopulation"
 IMPORT_SCHEDULED: Final = "ImportScheduled"

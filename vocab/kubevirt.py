@@ -1,4 +1,4 @@
-"""Names shared by every VM-side component: API groups, kinds, labels, annotations.
+"""Names of the kubevirt.io API: groups, kinds, labels, annotations.
 
 They are upstream KubeVirt's, so objects written by rootdisk look like KubeVirt's to
 tools that know KubeVirt (and a user's labels and selectors keep working).
@@ -24,11 +24,6 @@ VMI_PLURAL: Final = "virtualmachineinstances"
 KUBEVIRT_KIND: Final = "KubeVirt"
 KUBEVIRT_PLURAL: Final = "kubevirts"
 
-CDI_GROUP: Final = "cdi.kubevirt.io"
-CDI_API_VERSION: Final = f"{CDI_GROUP}/v1beta1"
-DV_KIND: Final = "DataVolume"
-DV_PLURAL: Final = "datavolumes"
-
 LABEL_CREATED_BY: Final = "kubevirt.io/created-by"
 """On a DataVolume: the VM's uid. On a launcher pod: the VMI's uid."""
 LABEL_APP: Final = "kubevirt.io"
@@ -39,7 +34,6 @@ LABEL_VMI_ID: Final = "vmi.kubevirt.io/id"
 """On a launcher pod: the VMI's name (hashed when too long for a label), what
 ``virtctl expose`` selects."""
 ANN_DOMAIN: Final = "kubevirt.io/domain"
-ANN_ALLOW_CLAIM_ADOPTION: Final = "cdi.kubevirt.io/allowClaimAdoption"
 ANN_IMMEDIATE_DV_CREATION: Final = "kubevirt.io/immediate-data-volume-creation"
 ANN_EPHEMERAL_PROVISIONING: Final = "kubevirt.io/ephemeral-provisioning"
 KVM_RESOURCE: Final = "devices.kubevirt.io/kvm"
