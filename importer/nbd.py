@@ -27,10 +27,12 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import re
 import shlex
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +54,22 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT = 15.0
+
+SUN_PATH_MAX = 107
+"""Bytes a UNIX socket path may have (``sun_path`` less its NUL): nbdkit refuses more."""
+_SOCKET_ROOM = 48
+"""What goes after the base directory: the private work directory and the socket's name."""
+
+
+def workdir_parent(tmpdir: str | None = None) -> str | None:
+    """Where an import's private work directory (nbdkit's socket) goes: the temporary
+    directory ($TMPDIR), unless its path is so long that the socket's would pass
+    ``sun_path``; then /tmp (the private directory made there is 0700 all the same)."""
+    base = tmpdir if tmpdir is not None else tempfile.gettempdir()
+    if len(os.fsencode(base)) + _SOCKET_ROOM <= SUN_PATH_MAX:
+        return None
+    return "/tmp"  # noqa: S108 - a 0700 directory of its own is made there
+
 PIN_CLUSTER = HEAD_BYTES  # the overlay's cluster: exactly the probed head
 _PROXY = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 READS_LOG = "reads.log"

@@ -350,7 +350,8 @@ class Processor:
         from importer import nbd  # only this route needs it (and the HTTP client)
 
         exporter = self.exporter or nbd.export
-        with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-") as workdir, \
+        with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-",
+                                         dir=nbd.workdir_parent()) as workdir, \
                 exporter(self.source, self.config, probe=planned.probe, workdir=Path(workdir),
                          on_fetch=self._fetched_by_proxy) as export:
             # nbdkit's curl plugin fetches the direct route's bytes: its reads count.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from importer import nbd
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory
 from tests.importer.test_entrypoints import ROOTDISK
@@ -79,6 +80,10 @@ def _converting(proc: subprocess.Popen[str], partial: Path) -> dict[int, str]:
     seen: dict[int, str] = {}
 
     def ready() -> bool:
+        if proc.poll() is not None:  # ended before converting: say why, at once
+            out, err = proc.communicate()
+            raise AssertionError(f"the import ended ({proc.returncode}) before converting: "
+                                 f"{out} {err}")
         seen.update(_children(proc.pid))
         return any(c.startswith("qemu-img convert") for c in seen.values()) and \
             any(c.startswith("nbdkit") for c in seen.values()) and \
@@ -129,3 +134,35 @@ def test_killed_import_takes_its_children_and_names_its_leftover(slow_qcow2: str
     _wait_until(lambda: not [pid for pid in kids if _alive(pid)], "children to die", 30)
     assert not (volume / "disk.img").exists()
     assert [p.name for p in volume.iterdir()] == [".disk.img.partial"]
+
+
+def test_a_long_tmpdir_still_imports_and_leaves_nothing(images: ImageFactory,
+                                                        http_server: HttpServer,
+                                                        tmp_path: Path) -> None:
+    """nbdkit's socket goes in the import's private work directory: under a $TMPDIR so
+    long that the socket's path would pass sun_path (107 bytes), that directory is made
+    in /tmp instead (pytest-xdist's base directories are that long; so are some users')."""
+    url = http_server.publish(images.get("qcow2").path, "long.qcow2")
+    tmpdir = tmp_path / ("t" * 90)
+    tmpdir.mkdir()
+    dest = tmp_path / "disk.img"
+    proc = _start(url, dest, tmpdir)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _reap(proc)
+    assert proc.returncode == 0, out + err
+    assert dest.stat().st_size > 0
+    assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.parametrize(("tmpdir", "parent"), [
+    ("/tmp", None), ("/var/tmp/" + "x" * 40, None),
+    ("/var/tmp/" + "x" * 60, "/tmp"), ("/" + "y" * 120, "/tmp"),
+])
+def test_the_work_directory_moves_to_tmp_only_when_tmpdir_is_too_long(
+        tmpdir: str, parent: str | None) -> None:
+    assert nbd.workdir_parent(tmpdir) == parent
+    if parent is None:  # the socket's path fits: base, private directory, socket name
+        longest = f"{tmpdir}/rootdisk-nbd-abcdefgh/nbd-direct.sock"
+        assert len(longest) <= nbd.SUN_PATH_MAX
