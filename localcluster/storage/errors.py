@@ -8,7 +8,8 @@ without catching unrelated bugs::
     ├── CommandError      a system tool (mkfs, losetup, mount…) failed; keeps argv and stderr
     ├── VolumeExists      create() of a name that is already taken
     ├── VolumeNotFound    an operation on a name that is not there
-    └── InvalidRequest    a request the volume layer refuses (bad size, mode mismatch…)
+    ├── InvalidRequest    a request the volume layer refuses (bad size, mode mismatch…)
+    └── StillInUse        a killed run's loop devices did not go away in time
 """
 
 from __future__ import annotations
@@ -40,3 +41,8 @@ class VolumeNotFound(StorageError):
 
 class InvalidRequest(StorageError):
     """The request cannot be honoured as asked (the message names the field)."""
+
+
+class StillInUse(StorageError):
+    """Loop devices over this data dir's images are still attached after cleanup: processes
+    of an earlier (killed) run hold them; attaching again would mount a filesystem twice."""

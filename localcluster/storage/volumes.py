@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,6 +39,7 @@ from localcluster.storage import system
 from localcluster.storage.errors import (
     CommandError,
     InvalidRequest,
+    StillInUse,
     VolumeExists,
     VolumeNotFound,
 )
@@ -58,6 +60,8 @@ POOLS = (STANDARD, REFLINK)
 MIN_CAPACITY = 8 * MiB
 """Smallest volume made; smaller requests are rounded up (as cloud disks round to GiB)."""
 DEFAULT_REFLINK_POOL_SIZE = 256 * GiB
+RELEASE_TIMEOUT = 120.0
+"""Seconds start() waits for a killed run's loop devices to go (their last users exit)."""
 """Apparent size of the sparse XFS pool image; only what volumes write is allocated."""
 
 
@@ -109,6 +113,8 @@ class VolumeManager:
         self._mnt = os.path.join(self.root, "mnt")
         self._dev = os.path.join(self.root, "dev")
         self._lock = threading.RLock()
+        self._clock: Callable[[], float] = time.monotonic
+        self._sleep: Callable[[float], None] = time.sleep
         self._devices: dict[str, str] = {}  # image path -> loop device, for attached images
         for d in (self.root, self._meta_dir, self._images, self._pool_mnt, self._mnt, self._dev):
             os.makedirs(d, exist_ok=True)
@@ -120,6 +126,7 @@ class VolumeManager:
         """Undo leftovers of a killed run, mount the reflink pool, attach every volume."""
         with self._lock:
             self.cleanup()
+            self._wait_released()
             self._ensure_pool()
             for name in self._names():
                 try:
@@ -162,6 +169,25 @@ class VolumeManager:
             self._devices.clear()
             for name in os.listdir(self._dev):
                 os.unlink(os.path.join(self._dev, name))
+
+    def _wait_released(self) -> None:
+        """Wait until no loop device serves an image of this data dir. A device detached
+        while in use (a lazily unmounted filesystem whose files a killed run's processes
+        still hold) goes only when its last user does; attaching the image again before
+        that would mount the same filesystem twice (XFS refuses its duplicate UUID, ext4
+        would be corrupted)."""
+        under = self.root + os.sep
+        deadline = self._clock() + RELEASE_TIMEOUT
+        while True:
+            held = [d for d in system.list_loop_devices() if d.backing_file.startswith(under)]
+            if not held:
+                return
+            if self._clock() >= deadline:
+                raise StillInUse(
+                    "loop devices over this data dir's images are still in use after "
+                    f"{RELEASE_TIMEOUT:.0f}s (processes of an earlier run hold them): "
+                    + ", ".join(f"{d.name} ({d.backing_file})" for d in held))
+            self._sleep(0.1)
 
     def _umount(self, path: str, mounted: set[str]) -> None:
         if path in mounted:

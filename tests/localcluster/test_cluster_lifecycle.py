@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -131,7 +130,6 @@ def test_killed_run_leaves_nothing_after_the_next_start(tmp_path) -> None:
         _reap(proc)
     mounts, loops = leftovers(data_dir)
     assert len(mounts) == 2 and len(loops) == 3  # pool + fs; pool, fs, blk: orphaned
-    time.sleep(0.5)
     with running(data_dir) as c:
         mounts, loops = leftovers(data_dir)
         assert len(mounts) == 2 and len(loops) == 3  # re-attached once, not doubled

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from localcluster.storage import classes
-from localcluster.storage.errors import InvalidRequest, VolumeExists, VolumeNotFound
+from localcluster.storage.errors import InvalidRequest, StillInUse, VolumeExists, VolumeNotFound
 from localcluster.storage.volumes import (
     BLOCK,
     FILESYSTEM,
@@ -249,5 +249,58 @@ def test_killed_process_leaves_nothing_after_next_start(data_dir: str) -> None:
         assert len(mounts) == 3 and len(loops) == 4  # re-attached once, not twice
         assert {v.name for v in mgr.list()} == {"a", "b", "c"}
     finally:
+        mgr.stop()
+    assert settled_leftovers(data_dir) == ([], [])
+
+
+def _held_loop(data_dir: str) -> tuple[str, int]:
+    """A loop device over a file of the data dir's storage, kept open: what a killed run's
+    surviving process leaves (detaching it only marks it to go at its last close)."""
+    root = os.path.join(os.path.realpath(data_dir), "storage")
+    os.makedirs(root, exist_ok=True)
+    image = os.path.join(root, "held.img")
+    with open(image, "wb") as f:
+        f.truncate(8 * MiB)
+    device = subprocess.run(["losetup", "--find", "--show", image], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    return device, os.open(device, os.O_RDONLY)
+
+
+def test_start_waits_for_a_held_loop_device_to_go_before_attaching(data_dir: str) -> None:
+    """A filesystem is never attached twice: start() waits until the loop devices it
+    detached are gone (their last user exits), then attaches."""
+    device, fd = _held_loop(data_dir)
+    mgr = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the held device's last user exits while we wait
+        waited.append(seconds)
+        if len(waited) == 1:
+            os.close(fd)
+        settled_leftovers(data_dir, timeout=10)
+    mgr._sleep = sleep
+    try:
+        mgr.start()
+    finally:
+        mgr.stop()
+    assert waited  # it did wait
+    assert device not in [d for d in leftovers(data_dir)[1]]
+
+
+def test_start_refuses_when_a_held_loop_device_does_not_go(data_dir: str) -> None:
+    device, fd = _held_loop(data_dir)
+    mgr = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
+    now = [0.0]
+    mgr._clock = lambda: now[0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds * 1000  # the deadline passes at once: no real waiting
+    mgr._sleep = sleep
+    try:
+        with pytest.raises(StillInUse, match=rf"still in use after 120s .*{device} "):
+            mgr.start()
+        assert not leftovers(data_dir)[0]  # nothing mounted over the held image's data dir
+    finally:
+        os.close(fd)
         mgr.stop()
     assert settled_leftovers(data_dir) == ([], [])
