@@ -22,6 +22,7 @@ from qemu.qmp.error import QMPError
 
 from vm.domain import render_qemu
 from vm.domain.model import Domain
+from vm.launcher import tasks
 from vm.launcher.agent import Agent, SocketAgent
 from vm.launcher.driver import PDEATHSIG, DomainEnd, StateCallback
 from vm.launcher.errors import DriverError
@@ -210,11 +211,7 @@ class QemuDriver:
         if self._proc is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._proc.wait(), STOP_TIMEOUT)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await tasks.stop(self._tasks)
         if self._qmp is not None:
             with contextlib.suppress(Exception):
                 await self._qmp.disconnect()

@@ -23,7 +23,7 @@ from vm.domain.errors import DomainError
 from vm.domain.model import Domain
 from vm.domain.options import BuildOptions, Ovmf
 from vm.domain.vmi import VmiSpec, parse_vmi
-from vm.launcher import accel, cloudinit, disks, guest_probe, protocol, scratch
+from vm.launcher import accel, cloudinit, disks, guest_probe, protocol, scratch, tasks
 from vm.launcher.agent import AgentError
 from vm.launcher.agent_poller import AgentPoller, Intervals
 from vm.launcher.config import LauncherConfig
@@ -285,9 +285,7 @@ async def run(config: LauncherConfig) -> Outcome:
         if supervisor._grace_task is not None:
             supervisor._grace_task.cancel()
         if agent_task is not None:
-            agent_task.cancel()
-            with contextlib.suppress(BaseException):
-                await agent_task
+            await tasks.stop([agent_task])
         if supervisor.poller is not None:
             await supervisor.poller.agent.close()
         await driver.close()
