@@ -11,10 +11,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PYTEST_ARGS ?=
-# pytest-xdist workers: one per core, 2 to 4 (docs/testing.md: what a test must do to run
-# beside others); PYTEST_WORKERS=0 runs the suite in this process, one test at a time.
-PYTEST_WORKERS ?= 0
-# (parallel: PYTEST_WORKERS=2; not yet the default: docs/testing.md, "Known failures")
+# pytest-xdist workers (docs/testing.md: what a test must do to run beside others): two,
+# one for the modules that boot guests under TCG, one for the rest; PYTEST_WORKERS=0 runs
+# the suite in this process, one test at a time.
+PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup apt test lint pytest demo bench clean
