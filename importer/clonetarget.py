@@ -55,6 +55,7 @@ from importer.termination import EXIT_OK, failed
 from importer.tlsstream import Handshake, TlsStream
 from importer.writers import SparseWriter, describe, device_size, is_block_device, open_disk
 from sizes import parse_bytes, parse_overhead
+from vocab import podenv
 
 logger = logging.getLogger(__name__)
 
@@ -92,18 +93,18 @@ class Config:
 
 def from_env(env: Mapping[str, str]) -> Config:
     try:
-        target = Path(env["CLONER_TARGET"])
-        tls = Path(env["CLONE_TLS_DIR"] if env.get("CLONE_GROW_ONLY") != "true" else "")
+        target = Path(env[podenv.CLONER_TARGET])
+        tls = Path(env[podenv.CLONE_TLS_DIR] if env.get(podenv.CLONE_GROW_ONLY) != "true" else "")
     except KeyError as err:
         raise ConfigError(f"{err.args[0]} is required") from None
-    size = env.get("IMPORTER_IMAGE_SIZE") or None
+    size = env.get(podenv.IMAGE_SIZE) or None
     try:
         requested = parse_bytes(size) if size else None
-        overhead = env.get("FILESYSTEM_OVERHEAD") or "0"
+        overhead = env.get(podenv.FILESYSTEM_OVERHEAD) or "0"
         parse_overhead(overhead)
     except ValueError as err:
         raise ConfigError(f"IMPORTER_IMAGE_SIZE/FILESYSTEM_OVERHEAD: {err}") from None
-    port = env.get("CLONE_PORT") or str(CLONE_PORT)
+    port = env.get(podenv.CLONE_PORT) or str(CLONE_PORT)
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"CLONE_PORT {port!r}: not a port")
     try:
@@ -111,11 +112,11 @@ def from_env(env: Mapping[str, str]) -> Config:
     except ValueError:
         raise ConfigError("CLONE_WAIT_SECONDS: not a number") from None
     return Config(target=target, requested=requested, overhead=overhead, tls_dir=tls,
-                  grow_only=(env.get("CLONE_GROW_ONLY") or "").lower() == "true",
-                  owner_uid=env.get("OWNER_UID", ""),
-                  listen=env.get("POD_IP") or "127.0.0.1", port=int(port),
-                  metrics=bool(env.get("POD_IP")),
-                  preallocate=(env.get("PREALLOCATION") or "").lower() == "true",
+                  grow_only=(env.get(podenv.CLONE_GROW_ONLY) or "").lower() == "true",
+                  owner_uid=env.get(podenv.OWNER_UID, ""),
+                  listen=env.get(podenv.POD_IP) or "127.0.0.1", port=int(port),
+                  metrics=bool(env.get(podenv.POD_IP)),
+                  preallocate=(env.get(podenv.PREALLOCATION) or "").lower() == "true",
                   wait_seconds=wait)
 
 

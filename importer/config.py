@@ -20,6 +20,7 @@ from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
 from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
 from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
+from vocab import podenv
 
 FILESYSTEM_DEST = Path("/data/disk.img")
 BLOCK_DEST = Path("/dev/cdi-block-volume")
@@ -142,7 +143,7 @@ def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
 
 def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
     """Build the config from upstream CDI's importer environment variables."""
-    source_text = env.get("IMPORTER_SOURCE", "http")
+    source_text = env.get(podenv.SOURCE, "http")
     try:
         source = SourceKind(source_text)
     except ValueError:
@@ -153,31 +154,32 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
     if source is SourceKind.UPLOAD:
         raise ConfigError("IMPORTER_SOURCE: upload is received by the upload server"
                           " (python -m importer.uploadserver), not imported")
-    dest = env.get("IMPORTER_DESTINATION")
+    dest = env.get(podenv.DESTINATION)
     return ImporterConfig(
         source=source,
-        endpoint=env.get("IMPORTER_ENDPOINT", ""),
+        endpoint=env.get(podenv.ENDPOINT, ""),
         dest=Path(dest) if dest else default_dest(),
-        image_size=_size(env, "IMPORTER_IMAGE_SIZE"),
-        content_type=_content_type(env.get("IMPORTER_CONTENTTYPE", "kubevirt"),
-                                   "IMPORTER_CONTENTTYPE"),
-        checksum=_checksum(env.get("IMPORTER_CHECKSUM", ""), "IMPORTER_CHECKSUM"),
-        cert_dir=_cert_dir(env.get("IMPORTER_CERT_DIR", ""), "IMPORTER_CERT_DIR"),
-        insecure_tls=_bool(env, "INSECURE_TLS"),
-        access_key_id=env.get("IMPORTER_ACCESS_KEY_ID") or None,
-        secret_key=env.get("IMPORTER_SECRET_KEY") or None,
+        image_size=_size(env, podenv.IMAGE_SIZE),
+        content_type=_content_type(env.get(podenv.CONTENT_TYPE, "kubevirt"),
+                                   podenv.CONTENT_TYPE),
+        checksum=_checksum(env.get(podenv.CHECKSUM, ""), podenv.CHECKSUM),
+        cert_dir=_cert_dir(env.get(podenv.CERT_DIR, ""), podenv.CERT_DIR),
+        insecure_tls=_bool(env, podenv.INSECURE_TLS),
+        access_key_id=env.get(podenv.ACCESS_KEY_ID) or None,
+        secret_key=env.get(podenv.SECRET_KEY) or None,
         extra_headers=_env_headers(env) + secret_headers(
             Path(env.get("IMPORTER_SECRET_EXTRA_HEADERS_DIR") or SECRET_HEADERS_DIR)),
         s3_endpoint=env.get("IMPORTER_S3_ENDPOINT") or None,
-        filesystem_overhead=_overhead(env.get("FILESYSTEM_OVERHEAD", ""), "FILESYSTEM_OVERHEAD"),
-        preallocation=_bool(env, "PREALLOCATION"),
-        owner_uid=env.get("OWNER_UID", ""),
+        filesystem_overhead=_overhead(env.get(podenv.FILESYSTEM_OVERHEAD, ""),
+                                      podenv.FILESYSTEM_OVERHEAD),
+        preallocation=_bool(env, podenv.PREALLOCATION),
+        owner_uid=env.get(podenv.OWNER_UID, ""),
         termination_log=Path(env.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG))),
         metrics_port=_port(env.get("IMPORTER_METRICS_PORT", str(METRICS_PORT))),
-        metrics_addr=env.get("POD_IP") or "0.0.0.0",
+        metrics_addr=env.get(podenv.POD_IP) or "0.0.0.0",
         scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
-        retry_attempts=_int(env, "IMPORTER_RETRY_ATTEMPTS", 6),
-        retry_delay=_float(env, "IMPORTER_RETRY_DELAY", 1.0),
+        retry_attempts=_int(env, podenv.RETRY_ATTEMPTS, 6),
+        retry_delay=_float(env, podenv.RETRY_DELAY, 1.0),
         read_timeout=_float(env, "IMPORTER_READ_TIMEOUT", 60.0),
         stall_min_bytes=parse_byte_count(env.get("IMPORTER_STALL_MIN_BYTES") or "1Mi",
                                          field_name="IMPORTER_STALL_MIN_BYTES"),
@@ -256,7 +258,7 @@ def parse_byte_count(text: str, *, field_name: str) -> int:
 
 def _env_headers(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     keys = sorted(
-        (k for k in env if k.startswith("IMPORTER_EXTRA_HEADER_")),
+        (k for k in env if k.startswith(podenv.EXTRA_HEADER_PREFIX)),
         key=lambda k: (len(k), k),
     )
     return tuple(parse_header(env[k], field_name=k) for k in keys)

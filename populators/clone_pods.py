@@ -40,6 +40,7 @@ from populators.importer_pod import (
     restricted_container_security,
 )
 from vocab import cdi as api
+from vocab import podenv
 
 CLONE_PORT = 8444
 SOURCE_VOLUME = "cdi-clone-source"
@@ -89,15 +90,15 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
     size = ((ps.get("resources") or {}).get("requests") or {}).get("storage", "")
     secret, _ = names.clone_secret_names(str(meta(target).get("uid")))
     env: list[dict[str, Any]] = [
-        {"name": "CLONER_TARGET", "value": BLOCK_DEVICE if block else f"{DATA_DIR}/disk.img"},
-        {"name": "IMPORTER_IMAGE_SIZE", "value": str(size)},
-        {"name": "FILESYSTEM_OVERHEAD",
-         "value": config.overhead(storage_class=ps.get("storageClassName"), block=block)},
-        {"name": "OWNER_UID", "value": str(meta(target).get("uid"))},
-        {"name": "PREALLOCATION", "value": "false"},
-        {"name": "CLONE_TLS_DIR", "value": TLS_DIR},
-        {"name": "CLONE_PORT", "value": str(CLONE_PORT)},
-        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": podenv.CLONER_TARGET,
+         "value": BLOCK_DEVICE if block else f"{DATA_DIR}/disk.img"},
+        *podenv.TargetEnv(
+            image_size=str(size), owner_uid=str(meta(target).get("uid")),
+            filesystem_overhead=config.overhead(storage_class=ps.get("storageClassName"),
+                                                block=block)).render(),
+        {"name": podenv.CLONE_TLS_DIR, "value": TLS_DIR},
+        {"name": podenv.CLONE_PORT, "value": str(CLONE_PORT)},
+        {"name": podenv.POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     c = _container(name="clone-target", image=_image(settings, "clone-target"),
                    settings=settings, env=env, config=config)
@@ -149,8 +150,8 @@ def render_grow_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: Set
                             previous_restarts=previous_restarts)
     c = pod["spec"]["containers"][0]
     c["env"] = [e for e in c["env"] if e["name"] in (
-        "CLONER_TARGET", "IMPORTER_IMAGE_SIZE", "FILESYSTEM_OVERHEAD", "OWNER_UID")]
-    c["env"].append({"name": "CLONE_GROW_ONLY", "value": "true"})
+        podenv.CLONER_TARGET, podenv.IMAGE_SIZE, podenv.FILESYSTEM_OVERHEAD, podenv.OWNER_UID)]
+    c["env"].append({"name": podenv.CLONE_GROW_ONLY, "value": "true"})
     c.pop("ports", None)
     c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m["name"] != TLS_VOLUME]
     pod["spec"]["volumes"] = [v for v in pod["spec"]["volumes"] if v["name"] != TLS_VOLUME]

@@ -21,6 +21,7 @@ from populators import names
 from populators.cdiconfig import CdiConfig
 from populators.import_source import ImportSource
 from vocab import cdi as api
+from vocab import podenv
 
 DATA_VOLUME = "cdi-data-vol"
 CERT_VOLUME = "cdi-cert-vol"
@@ -34,9 +35,6 @@ METRICS_PORT = 8443
 TERMINATION_LOG = "/dev/termination-log"
 QEMU_UID = 107
 """virt-launcher's qemu user: the disk image must be its to open."""
-CREDENTIAL_KEYS = (("IMPORTER_ACCESS_KEY_ID", "accessKeyId"),
-                   ("IMPORTER_SECRET_KEY", "secretKey"))
-"""Importer variable ← key of the source's Secret (upstream's key names)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ class Settings:
                    upload_ca_lifetime=ca.total_seconds())
 
 
-PASSED_ON = ("IMPORTER_RETRY_ATTEMPTS", "IMPORTER_RETRY_DELAY")
+PASSED_ON = (podenv.RETRY_ATTEMPTS, podenv.RETRY_DELAY)
 """The importer's in-pod retry tuning (``importer/config.py``), set on the operator."""
 
 
@@ -86,29 +84,22 @@ def _env(*, source: ImportSource, prime: Mapping[str, Any], target_uid: str,
          config: CdiConfig, block: bool, settings: Settings) -> list[dict[str, Any]]:
     spec = prime.get("spec") or {}
     size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "")
-    env: list[dict[str, Any]] = [
-        {"name": "IMPORTER_SOURCE", "value": source.kind},
-        {"name": "IMPORTER_ENDPOINT", "value": source.url},
-        {"name": "IMPORTER_CONTENTTYPE", "value": source.content_type},
-        {"name": "IMPORTER_IMAGE_SIZE", "value": str(size)},
-        {"name": "OWNER_UID", "value": target_uid},
-        {"name": "FILESYSTEM_OVERHEAD",
-         "value": config.overhead(storage_class=spec.get("storageClassName"), block=block)},
-        {"name": "INSECURE_TLS", "value": str(source.insecure_tls).lower()},
-        {"name": "PREALLOCATION", "value": str(source.preallocation).lower()},
-    ]
+    env: list[dict[str, Any]] = list(podenv.ImportEnv(
+        target=podenv.TargetEnv(
+            image_size=str(size), owner_uid=target_uid, preallocation=source.preallocation,
+            filesystem_overhead=config.overhead(storage_class=spec.get("storageClassName"),
+                                                block=block)),
+        source=source.kind, endpoint=source.url, content_type=source.content_type,
+        insecure_tls=source.insecure_tls, cert_dir=CERT_DIR if source.cert_configmap else "",
+        checksum=source.checksum or "", extra_headers=tuple(source.extra_headers),
+    ).render())
     if source.secret:
-        for var, key in CREDENTIAL_KEYS:
+        for var, key in podenv.CREDENTIAL_KEYS:
             env.append({"name": var, "valueFrom": {"secretKeyRef": {
                 "name": source.secret, "key": key}}})
-    if source.cert_configmap:
-        env.append({"name": "IMPORTER_CERT_DIR", "value": CERT_DIR})
-    if source.checksum:
-        env.append({"name": "IMPORTER_CHECKSUM", "value": source.checksum})
-    for i, header in enumerate(source.extra_headers):
-        env.append({"name": f"IMPORTER_EXTRA_HEADER_{i}", "value": header})
     # The importer binds its metrics server to its own address when it knows it.
-    env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    env.append({"name": podenv.POD_IP,
+                "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     taken = {e["name"] for e in env}
     env.extend({"name": k, "value": v} for k, v in settings.extra_env if k not in taken)
     return env

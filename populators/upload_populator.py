@@ -40,6 +40,7 @@ from populators.importer_pod import (
 )
 from populators.progress import IMPORT_METRIC
 from vocab import cdi as api
+from vocab import podenv
 
 UPLOAD_KIND = "VolumeUploadSource"
 UPLOAD_TARGET = api.ANN + "storage.upload.target"
@@ -127,17 +128,17 @@ def render_pod(*, target: Obj, prime: Obj, content: str, config: CdiConfig,
     block = ps.get("volumeMode") == "Block"
     size = ((ps.get("resources") or {}).get("requests") or {}).get("storage", "")
     env = [
-        {"name": "IMPORTER_DESTINATION",
+        {"name": podenv.DESTINATION,
          "value": BLOCK_DEVICE if block else f"{DATA_DIR}/disk.img"},
-        {"name": "IMPORTER_IMAGE_SIZE", "value": str(size)},
-        {"name": "IMPORTER_CONTENTTYPE", "value": content},
-        {"name": "FILESYSTEM_OVERHEAD",
-         "value": config.overhead(storage_class=ps.get("storageClassName"), block=block)},
-        {"name": "PREALLOCATION", "value": "true" if preallocate else "false"},
-        {"name": "OWNER_UID", "value": str(meta(target).get("uid"))},
-        {"name": "UPLOAD_TLS_DIR", "value": TLS_DIR},
-        {"name": "UPLOAD_CLIENT_NAME", "value": CLIENT_NAME},
-        {"name": "UPLOAD_PORT", "value": str(UPLOAD_PORT)},
+        {"name": podenv.CONTENT_TYPE, "value": content},
+        *podenv.TargetEnv(
+            image_size=str(size), owner_uid=str(meta(target).get("uid")),
+            preallocation=preallocate,
+            filesystem_overhead=config.overhead(storage_class=ps.get("storageClassName"),
+                                                block=block)).render(),
+        {"name": podenv.UPLOAD_TLS_DIR, "value": TLS_DIR},
+        {"name": podenv.UPLOAD_CLIENT_NAME, "value": CLIENT_NAME},
+        {"name": podenv.UPLOAD_PORT, "value": str(UPLOAD_PORT)},
         {"name": "UPLOAD_SCRATCH_DIR", "value": SCRATCH_DIR},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]

@@ -26,6 +26,7 @@ from importer.config import (
 )
 from importer.config import from_env as importer_from_env
 from importer.errors import ConfigError
+from vocab import podenv
 
 DEFAULT_TLS_DIR = Path("/etc/cdi-upload")
 DEFAULT_CLIENT_NAME = "cdi-uploadproxy"
@@ -46,14 +47,14 @@ class ServerConfig:
 def from_env(env: Mapping[str, str]) -> ServerConfig:
     # The importer's own parser reads the shared variables (and names the field on error);
     # it refuses IMPORTER_SOURCE=upload, so it is asked as for a blank volume.
-    shared = {k: v for k, v in env.items() if not k.startswith("IMPORTER_EXTRA_HEADER_")}
+    shared = {k: v for k, v in env.items() if not k.startswith(podenv.EXTRA_HEADER_PREFIX)}
     shared.update({"IMPORTER_SOURCE": "http", "IMPORTER_ENDPOINT": "http://upload.invalid/",
                    "IMPORTER_METRICS_PORT": "0"})
     base = importer_from_env(shared)
-    port_text = env.get("UPLOAD_PORT") or str(DEFAULT_PORT)
+    port_text = env.get(podenv.UPLOAD_PORT) or str(DEFAULT_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ConfigError(f"UPLOAD_PORT: {port_text!r} is not a port number")
-    client = env.get("UPLOAD_CLIENT_NAME") or DEFAULT_CLIENT_NAME
+    client = env.get(podenv.UPLOAD_CLIENT_NAME) or DEFAULT_CLIENT_NAME
     scratch = env.get("UPLOAD_SCRATCH_DIR") or ""
     termination = Path(env.get("IMPORTER_TERMINATION_LOG") or str(TERMINATION_LOG))
     deadline = None
@@ -67,7 +68,7 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
             raise ConfigError(f"DEADLINE: {env['DEADLINE']!r} has no time zone")
     importer = ImporterConfig(
         source=SourceKind.UPLOAD,
-        dest=Path(env["IMPORTER_DESTINATION"]) if env.get("IMPORTER_DESTINATION")
+        dest=Path(env[podenv.DESTINATION]) if env.get(podenv.DESTINATION)
         else default_dest(),
         image_size=base.image_size,
         content_type=base.content_type,
@@ -81,8 +82,8 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         stall_min_bytes=0,
     )
     return ServerConfig(importer=importer,
-                        tls_dir=Path(env.get("UPLOAD_TLS_DIR") or str(DEFAULT_TLS_DIR)),
+                        tls_dir=Path(env.get(podenv.UPLOAD_TLS_DIR) or str(DEFAULT_TLS_DIR)),
                         client_name=client,
-                        address=env.get("POD_IP") or "127.0.0.1",
+                        address=env.get(podenv.POD_IP) or "127.0.0.1",
                         port=int(port_text), termination_log=termination,
                         deadline=deadline)

@@ -1,0 +1,101 @@
+"""The environment contract of the in-pod programs: the variables the populators set on
+the importer, upload-server and clone-target pods and those programs read, defined once.
+
+The names are upstream CDI's where it has them (``IMPORTER_SOURCE``, ``OWNER_UID``,
+``FILESYSTEM_OVERHEAD``, ``PREALLOCATION``…) and rootdisk's own otherwise. The render
+side is typed (:class:`TargetEnv`, :class:`ImportEnv`); the programs read the same names
+(``importer.config``, ``importer.uploadserver.config``, ``importer.clonetarget``) and
+validate the values, naming the variable when one is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# -- every writer of a volume ----------------------------------------------------------
+IMAGE_SIZE: Final = "IMPORTER_IMAGE_SIZE"
+"""The claim's requested size (a quantity): the disk is made that large, less overhead."""
+FILESYSTEM_OVERHEAD: Final = "FILESYSTEM_OVERHEAD"
+OWNER_UID: Final = "OWNER_UID"
+"""The target claim's uid (upstream reports progress under it)."""
+PREALLOCATION: Final = "PREALLOCATION"
+CONTENT_TYPE: Final = "IMPORTER_CONTENTTYPE"
+DESTINATION: Final = "IMPORTER_DESTINATION"
+POD_IP: Final = "POD_IP"
+"""The pod's own address (the downward API's ``status.podIP``): servers bind to it."""
+
+# -- the importer --------------------------------------------------------------------------
+SOURCE: Final = "IMPORTER_SOURCE"
+ENDPOINT: Final = "IMPORTER_ENDPOINT"
+INSECURE_TLS: Final = "INSECURE_TLS"
+CERT_DIR: Final = "IMPORTER_CERT_DIR"
+CHECKSUM: Final = "IMPORTER_CHECKSUM"
+EXTRA_HEADER_PREFIX: Final = "IMPORTER_EXTRA_HEADER_"
+"""``IMPORTER_EXTRA_HEADER_<n>``: the source's extra headers, in order."""
+ACCESS_KEY_ID: Final = "IMPORTER_ACCESS_KEY_ID"
+SECRET_KEY: Final = "IMPORTER_SECRET_KEY"  # noqa: S105 - a variable's name
+CREDENTIAL_KEYS: Final = ((ACCESS_KEY_ID, "accessKeyId"), (SECRET_KEY, "secretKey"))
+"""Variable ← key of the source's Secret (upstream's key names); set from the Secret by
+the kubelet (``valueFrom``), never written into the pod spec."""
+RETRY_ATTEMPTS: Final = "IMPORTER_RETRY_ATTEMPTS"
+RETRY_DELAY: Final = "IMPORTER_RETRY_DELAY"
+
+# -- the upload server and the clone target -----------------------------------------------
+UPLOAD_TLS_DIR: Final = "UPLOAD_TLS_DIR"
+UPLOAD_CLIENT_NAME: Final = "UPLOAD_CLIENT_NAME"
+UPLOAD_PORT: Final = "UPLOAD_PORT"
+CLONER_TARGET: Final = "CLONER_TARGET"
+CLONE_TLS_DIR: Final = "CLONE_TLS_DIR"
+CLONE_PORT: Final = "CLONE_PORT"
+CLONE_GROW_ONLY: Final = "CLONE_GROW_ONLY"
+
+
+def _var(name: str, value: str) -> dict[str, str]:
+    return {"name": name, "value": value}
+
+
+def flag(value: bool) -> str:
+    """A boolean as the programs read it."""
+    return "true" if value else "false"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetEnv:
+    """What every program writing a volume is told about its target."""
+
+    image_size: str
+    filesystem_overhead: str
+    owner_uid: str
+    preallocation: bool = False
+
+    def render(self) -> list[dict[str, str]]:
+        return [_var(IMAGE_SIZE, self.image_size),
+                _var(FILESYSTEM_OVERHEAD, self.filesystem_overhead),
+                _var(OWNER_UID, self.owner_uid),
+                _var(PREALLOCATION, flag(self.preallocation))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportEnv:
+    """The importer's source and target (credentials come from the Secret, not here)."""
+
+    target: TargetEnv
+    source: str
+    endpoint: str
+    content_type: str
+    insecure_tls: bool = False
+    cert_dir: str = ""
+    checksum: str = ""
+    extra_headers: tuple[str, ...] = ()
+
+    def render(self) -> list[dict[str, str]]:
+        env = [_var(SOURCE, self.source), _var(ENDPOINT, self.endpoint),
+               _var(CONTENT_TYPE, self.content_type), *self.target.render(),
+               _var(INSECURE_TLS, flag(self.insecure_tls))]
+        if self.cert_dir:
+            env.append(_var(CERT_DIR, self.cert_dir))
+        if self.checksum:
+            env.append(_var(CHECKSUM, self.checksum))
+        env += [_var(f"{EXTRA_HEADER_PREFIX}{i}", h) for i, h in enumerate(self.extra_headers)]
+        return env
