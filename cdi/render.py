@@ -20,6 +20,7 @@ from cdi import clone
 from cdi.config import overhead_for, with_preallocation
 from sizes import parse_bytes, required_space
 from vocab import cdi as api
+from vocab import sources
 
 Obj = dict[str, Any]
 
@@ -53,7 +54,7 @@ def upload_source_name(dv_uid: str) -> str:
 def source_kind(dv: Mapping[str, Any]) -> str | None:
     """The one kind named under ``spec.source`` (``http``, ``blank``…), or None."""
     source = (dv.get("spec") or {}).get("source") or {}
-    kinds = [k for k in api.ALL_SOURCE_KINDS if source.get(k) is not None]
+    kinds = [k for k in sources.ALL_KINDS if source.get(k) is not None]
     return kinds[0] if len(kinds) == 1 else None
 
 
@@ -96,7 +97,7 @@ def render(
     meta, spec = dv["metadata"], dv.get("spec") or {}
     content_type = spec.get("contentType") or "kubevirt"
     kind = source_kind(dv)
-    if clone_from is None and kind not in (*api.IMPORT_SOURCE_KINDS, "upload"):
+    if clone_from is None and kind not in (*sources.IMPORT_KINDS, sources.UPLOAD):
         raise RenderError("UnsupportedSource",
                           f"source kind {kind!r} is not supported by this operator yet")
     if spec.get("pvc") is not None:

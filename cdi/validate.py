@@ -21,14 +21,15 @@ from urllib.parse import urlsplit
 
 from sizes import MIB, parse_bytes
 from vocab import cdi as api
+from vocab import sources
 
 Exists = Callable[[str, str], bool]
 """``exists(kind, name)`` for kind "Secret" or "ConfigMap" in the DataVolume's namespace."""
 
 NAME_MAX = 253  # kvalidation.DNS1123SubdomainMaxLength
 ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
-_CHECKSUM_LENGTHS = {"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
-_URL_SOURCES = {"http": "HTTP", "s3": "S3", "gcs": "GCS"}
+_CHECKSUM_LENGTHS = sources.CHECKSUM_DIGEST_LENGTHS
+_URL_SOURCES = {k: sources.TYPE_NAMES[k] for k in (sources.HTTP, sources.S3, sources.GCS)}
 _HEX = re.compile(r"[0-9a-fA-F]*")
 
 
@@ -333,7 +334,7 @@ def _rootdisk_problems(spec: Mapping[str, Any], exists: Exists) -> list[str]:
     """rootdisk's own checks, after upstream's passed (see the module docstring)."""
     problems: list[str] = []
     source = spec.get("source") or {}
-    unknown = sorted(k for k in source if k not in api.ALL_SOURCE_KINDS)
+    unknown = sorted(k for k in source if k not in sources.ALL_KINDS)
     if unknown:
         return [_p("spec.source", f"unknown source type(s) {', '.join(unknown)}")]
     target = spec.get("pvc") or spec.get("storage") or {}

@@ -10,7 +10,9 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-ALGORITHMS = {"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
+from vocab import sources
+
+ALGORITHMS = sources.CHECKSUM_DIGEST_LENGTHS
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 
 

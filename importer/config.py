@@ -20,7 +20,7 @@ from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
 from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
 from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
-from vocab import podenv
+from vocab import podenv, sources
 
 FILESYSTEM_DEST = Path("/data/disk.img")
 BLOCK_DEST = Path("/dev/cdi-block-volume")
@@ -46,10 +46,7 @@ class ContentType(StrEnum):
     ARCHIVE = "archive"
 
 
-_URL_SCHEMES = {
-    SourceKind.HTTP: ("http", "https"),
-    SourceKind.S3: ("http", "https", "s3"),
-}
+_URL_SCHEMES = {SourceKind(kind): schemes for kind, schemes in sources.URL_SCHEMES.items()}
 
 
 @dataclass(frozen=True)

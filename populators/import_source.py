@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vocab import cdi as api
+from vocab import sources
 
-SUPPORTED = ("http", "s3", "blank")
+SUPPORTED = sources.IMPORTED
 UPSTREAM_ONLY = ("registry", "gcs", "imageio", "vddk")
 
 

@@ -135,7 +135,3 @@ UPLOAD_READY: Final = "UploadReady"
 CLONE_IN_PROGRESS: Final = "CloneInProgress"
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
-
-IMPORT_SOURCE_KINDS: Final = ("http", "s3", "gcs", "registry", "imageio", "vddk", "blank")
-CLONE_SOURCE_KINDS: Final = ("pvc", "snapshot")
-ALL_SOURCE_KINDS: Final = (*IMPORT_SOURCE_KINDS, *CLONE_SOURCE_KINDS, "upload")
