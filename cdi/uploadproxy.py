@@ -40,6 +40,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from apiservice.answers import refused_closing
 from cdi import certstore, uploadtoken
 from cdi.kube import (
     CONFIGMAPS,
@@ -51,7 +52,6 @@ from cdi.kube import (
     cdi_namespace,
     load_configuration,
 )
-from importer.uploadserver.answers import refused_closing
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
 from vocab import cdi as api

@@ -22,12 +22,12 @@ from typing import TypeVar
 
 from aiohttp import BodyPartReader, MultipartReader, web
 
+from apiservice.answers import refused_closing
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
 from importer.processor import Processor, Result
 from importer.progress import Progress
-from importer.uploadserver.answers import refused_closing
 from importer.uploadsource import Upload, spooled
 
 logger = logging.getLogger(__name__)

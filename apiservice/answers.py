@@ -1,5 +1,5 @@
-"""Answers the upload server and the upload proxy share (aiohttp only: the proxy imports
-this without the server's processor)."""
+"""Answers aiohttp servers share: the upload server (importer/) and the upload proxy
+(cdi/) refuse a silent client the same way, without either importing the other."""
 
 from __future__ import annotations
 
