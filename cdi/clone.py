@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from cdi.errors import CdiError
 from sizes import parse_bytes, required_space, usable_space
 from vocab import cdi as api
 
@@ -26,7 +27,7 @@ SMALLER_THAN_SOURCE = "target resources requests storage size is smaller than th
 """Upstream's message, word for word (users and tools match on it)."""
 
 
-class CloneError(Exception):
+class CloneError(CdiError):
     """The clone cannot go ahead as written; ``reason`` is a CamelCase word."""
 
     def __init__(self, reason: str, message: str) -> None:

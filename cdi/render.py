@@ -18,6 +18,7 @@ from typing import Any
 
 from cdi import clone
 from cdi.config import overhead_for, with_preallocation
+from cdi.errors import CdiError
 from sizes import parse_bytes, required_space
 from vocab import cdi as api
 from vocab import sources
@@ -25,7 +26,7 @@ from vocab import sources
 Obj = dict[str, Any]
 
 
-class RenderError(Exception):
+class RenderError(CdiError):
     """The DataVolume cannot be turned into a claim; ``reason`` is a CamelCase word."""
 
     def __init__(self, reason: str, message: str) -> None:

@@ -16,6 +16,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from cdi.errors import CdiError
+
 ISSUER = "cdi-apiserver"
 TTL = 300
 """Seconds a token is good for (upstream: 5 minutes)."""
@@ -24,7 +26,7 @@ RESOURCE = {"group": "", "version": "v1", "resource": "persistentvolumeclaims"}
 ALGORITHM = "ES256"
 
 
-class TokenError(ValueError):
+class TokenError(CdiError, ValueError):
     """The token is not one this proxy accepts (the message says why)."""
 
 

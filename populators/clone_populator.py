@@ -29,7 +29,8 @@ from pki.certs import paired_tls
 from populators import clone_pods, clone_snapshot, clone_strategy, flow, names, podstate
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, owner_ref, phase, spec
-from populators.flow import Emit, Observed, SourceError
+from populators.errors import SourceError
+from populators.flow import Emit, Observed
 from populators.importer_pod import Settings
 from populators.reconcile import Reconciler
 from vocab import cdi as api

@@ -30,15 +30,12 @@ from typing import Any, Protocol
 from populators import claims, names, podstate
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, phase, spec
+from populators.errors import SourceError
 from populators.importer_pod import Settings
 from populators.progress import DONE
 from vocab import cdi as api
 
 # -- hooks -----------------------------------------------------------------------------
-
-
-class SourceError(ValueError):
-    """The source object cannot be used as written; the message names the field."""
 
 
 class Populator(Protocol):

@@ -12,7 +12,7 @@ from typing import Any
 from populators import import_source, importer_pod, names
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, meta
-from populators.flow import SourceError
+from populators.errors import SourceError
 from populators.importer_pod import Settings
 from populators.progress import IMPORT_METRIC
 
@@ -20,7 +20,7 @@ from populators.progress import IMPORT_METRIC
 def _parse(source: Obj) -> import_source.ImportSource:
     try:
         return import_source.parse(source)
-    except import_source.SourceError as err:
+    except SourceError as err:
         raise SourceError(f"VolumeImportSource {meta(source).get('name')}: {err}") from None
 
 

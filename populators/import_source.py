@@ -12,15 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from populators.errors import SourceError
 from vocab import cdi as api
 from vocab import sources
 
 SUPPORTED = sources.IMPORTED
 UPSTREAM_ONLY = ("registry", "gcs", "imageio", "vddk")
-
-
-class SourceError(ValueError):
-    """The VolumeImportSource cannot be imported as written; the message names the field."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import sizes
 from pki import certs
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, owned_by, spec
-from populators.flow import SourceError
+from populators.errors import SourceError
 from populators.importer_pod import (
     BLOCK_DEVICE,
     DATA_DIR,

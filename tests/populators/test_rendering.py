@@ -12,7 +12,7 @@ from importer.config import from_env
 from localcluster.apiserver.admission import podsecurity_checks as psa
 from populators import cdiconfig, import_source, importer_pod, progress
 from populators.cdiconfig import CdiConfig
-from populators.flow import SourceError
+from populators.errors import SourceError
 from populators.import_populator import ImportPopulator
 from populators.importer_pod import Settings
 
@@ -205,7 +205,7 @@ def test_importer_accepts_the_rendered_environment(source: dict[str, Any]) -> No
     ({"source": {"blank": {}}, "contentType": "tarball"}, "spec.contentType"),
 ])
 def test_bad_sources_name_the_field(spec: dict[str, Any], field: str) -> None:
-    with pytest.raises(import_source.SourceError, match=re.escape(field)):
+    with pytest.raises(SourceError, match=re.escape(field)):
         import_source.parse({"spec": spec})
 
 

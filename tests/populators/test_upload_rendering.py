@@ -11,7 +11,7 @@ import pytest
 
 from localcluster.apiserver.admission import podsecurity_checks as psa
 from populators.cdiconfig import CdiConfig
-from populators.flow import SourceError
+from populators.errors import SourceError
 from populators.importer_pod import Settings
 from populators.upload_populator import (
     SERVER_CERT_LIFETIME,

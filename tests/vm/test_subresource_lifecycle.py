@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vm.api.lifecycle import Options, Refused, options, restart, start, stop
+from vm.api.lifecycle import Options, options, restart, start, stop
+from vm.errors import Refused
 
 
 def vm(strategy: str | None = "Halted", running: bool | None = None, **status: object) -> dict:

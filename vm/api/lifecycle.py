@@ -25,15 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vm.controller.runstrategy import InvalidRunStrategy, RunStrategy, run_strategy
+from vm.errors import Refused
 
 FINAL = ("Succeeded", "Failed")
-
-
-class Refused(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)

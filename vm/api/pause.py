@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vm.errors import VmError
+
 VM_NOT_RUNNING = "VM is not running"
 VMI_NOT_RUNNING = "VMI is not running"
 ALREADY_PAUSED = "VMI is already paused"
@@ -63,7 +65,7 @@ def refuse(action: str, vmi: Mapping[str, Any]) -> Refusal | None:
     return None
 
 
-class BadOptions(ValueError):
+class BadOptions(VmError, ValueError):
     """The body is not PauseOptions/UnpauseOptions; the message names the field."""
 
 

@@ -20,18 +20,12 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from vm.domain import podnet
+from vm.errors import Refused
 
 PROTOCOL = "plain.kubevirt.io"
 DIAL_TIMEOUT = 10.0
 CHUNK = 32 * 1024
 UDP_MAX = 65507
-
-
-class Refused(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)

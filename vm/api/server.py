@@ -36,6 +36,7 @@ from vm import nodeports
 from vm.api import guestinfo, lifecycle, pause, portforward
 from vm.api import kube as api_kube
 from vm.api.certs import handler_server_name
+from vm.errors import Refused
 from vm.kube import Kube, KubeError
 from vm.webhooks.review import BadReview, respond
 
@@ -145,7 +146,7 @@ class VirtAPI:
             patches = decide(vm, vmi, opts)
             await self._call(api_kube.apply, self.kube, ns, name, patches,
                              dry_run=opts.dry_run)
-        except lifecycle.Refused as err:
+        except Refused as err:
             return status(err.code, err.message)
         except KubeError as err:
             code = 409 if err.status in (409, 422) else 500
@@ -217,7 +218,7 @@ class VirtAPI:
             if target.protocol == "udp":
                 return await portforward.serve_udp(request, target)
             return await portforward.serve_tcp(request, target)
-        except portforward.Refused as err:
+        except Refused as err:
             return status(err.code, err.message)
         except KubeError as err:
             return status(500, f"Internal error occurred: unable to retrieve {name}: "

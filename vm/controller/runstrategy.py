@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from vm.controller.backoff import StartFailure, next_failure
 from vm.controller.views import VMIView
+from vm.errors import VmError
 
 
 class RunStrategy(StrEnum):
@@ -37,7 +38,7 @@ class RunStrategy(StrEnum):
     WAIT_AS_RECEIVER = "WaitAsReceiver"
 
 
-class InvalidRunStrategy(ValueError):
+class InvalidRunStrategy(VmError, ValueError):
     """The spec's running/runStrategy cannot be read; the message names the field."""
 
 

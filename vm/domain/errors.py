@@ -9,8 +9,10 @@ and why, because that text becomes the VMI's failure reason. Tree::
 
 from __future__ import annotations
 
+from vm.errors import VmError
 
-class DomainError(ValueError):
+
+class DomainError(VmError, ValueError):
     """A VMI field that cannot become part of a domain."""
 
     def __init__(self, field: str, message: str) -> None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from vm.errors import VmError
 
-class LauncherError(Exception):
+
+class LauncherError(VmError):
     reason = "LaunchFailed"
 
     def __init__(self, message: str, *, reason: str | None = None) -> None:

@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 from sizes import parse_bytes, parse_quantity
+from vm.errors import VmError
 
 Mi = 1024 * 1024
 FIXED = 240 * Mi
@@ -45,7 +46,7 @@ PROBE_BINARY = 100 * Mi
 CPU_ALLOCATION_RATIO = 10
 
 
-class ResourceError(ValueError):
+class ResourceError(VmError, ValueError):
     """Memory or CPU that cannot be read; the message names the field."""
 
 

@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from vm.errors import VmError
 from vm.webhooks.net_rules import network_problems
 from vm.webhooks.vm_rules import validate_vm
 from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
@@ -40,7 +41,7 @@ def rejection(problems: tuple[Problem, ...]) -> dict[str, Any]:
         for p in problems]}}
 
 
-class BadReview(ValueError):
+class BadReview(VmError, ValueError):
     """The body is not an admission.k8s.io/v1 AdmissionReview request."""
 
 
