@@ -95,10 +95,22 @@ _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 """What Go's ``strconv.ParseBool`` reads as true."""
 
 
+def _same_spec(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Upstream's update rule: the spec may not change, except a multi-stage import's
+    (a vddk or imageio source with checkpoints) ``checkpoints`` and ``finalCheckpoint``."""
+    source = new.get("source") or {}
+    if new.get("checkpoints") and (source.get("vddk") is not None
+                                   or source.get("imageio") is not None):
+        def strip(spec: Mapping[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in spec.items() if k not in ("checkpoints", "finalCheckpoint")}
+        return strip(old) == strip(new)
+    return old == new
+
+
 def validate_update(*, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """A DataVolume's spec cannot change once created, as upstream; nor the requester
     annotation the mutating webhook wrote (rootdisk's: it authorises clones)."""
-    if (old.get("spec") or {}) != (new.get("spec") or {}):
+    if not _same_spec(old.get("spec") or {}, new.get("spec") or {}):
         return ["DataVolume.Spec: Cannot update DataVolume Spec"]
     name = str((new.get("metadata") or {}).get("name") or "")
     if len(name) > NAME_MAX:

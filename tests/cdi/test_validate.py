@@ -218,6 +218,32 @@ def test_an_existing_claim_with_the_adoption_gate(annotations: dict[str, str], g
                         if refused else [])
 
 
+# upstream's update rule: a multi-stage import (vddk/imageio with checkpoints) may change
+# its checkpoints and finalCheckpoint, nothing else; any other DataVolume nothing at all
+_VDDK = {"vddk": {"url": "https://vcenter/sdk", "uuid": "u", "backingFile": "[ds] vm.vmdk",
+                  "thumbprint": "t", "secretRef": "s"}}
+_CP1 = [{"previous": "", "current": "snap-1"}]
+_CP2 = [*_CP1, {"previous": "snap-1", "current": "snap-2"}]
+
+
+@pytest.mark.parametrize(("old_spec", "new_spec", "refused"), [
+    ({"source": _VDDK, "checkpoints": _CP1}, {"source": _VDDK, "checkpoints": _CP2}, False),
+    ({"source": _VDDK, "checkpoints": _CP1},
+     {"source": _VDDK, "checkpoints": _CP1, "finalCheckpoint": True}, False),
+    ({"source": _VDDK, "checkpoints": _CP1},
+     {"source": _VDDK, "checkpoints": _CP2, "preallocation": True}, True),
+    ({"source": {"http": {"url": "http://x/y"}}, "checkpoints": _CP1},
+     {"source": {"http": {"url": "http://x/y"}}, "checkpoints": _CP2}, True),
+])
+def test_multi_stage_checkpoint_updates(old_spec: dict[str, Any], new_spec: dict[str, Any],
+                                        refused: bool) -> None:
+    old, new = dv(storage=SIZE), dv(storage=SIZE)
+    old["spec"].update(old_spec)
+    new["spec"].update(new_spec)
+    assert validate_update(old=old, new=new) == (
+        ["DataVolume.Spec: Cannot update DataVolume Spec"] if refused else [])
+
+
 def test_spec_is_immutable() -> None:
     old = dv(storage=SIZE)
     new = dv(storage={"resources": {"requests": {"storage": "2Gi"}}})
