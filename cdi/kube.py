@@ -15,6 +15,57 @@ from typing import Any
 import kubeclient
 from kubeclient import MERGE, KubeError, Obj, event_body, load_configuration
 from kubeclient import Resource as Kind
+from kubeclient.resources import (
+    CDICONFIGS as CDICONFIGS,
+)
+from kubeclient.resources import (
+    CDIS as CDIS,
+)
+from kubeclient.resources import (
+    CLONE_SOURCES as CLONE_SOURCES,
+)
+from kubeclient.resources import (
+    CONFIGMAPS as CONFIGMAPS,
+)
+from kubeclient.resources import (
+    DATASOURCES as DATASOURCES,
+)
+from kubeclient.resources import (
+    DATAVOLUMES as DATAVOLUMES,
+)
+from kubeclient.resources import (
+    DEPLOYMENTS as DEPLOYMENTS,
+)
+from kubeclient.resources import (
+    EVENTS as EVENTS,
+)
+from kubeclient.resources import (
+    IMPORT_SOURCES as IMPORT_SOURCES,
+)
+from kubeclient.resources import (
+    INGRESSES as INGRESSES,
+)
+from kubeclient.resources import (
+    LEASES as LEASES,
+)
+from kubeclient.resources import (
+    PVCS as PVCS,
+)
+from kubeclient.resources import (
+    SECRETS as SECRETS,
+)
+from kubeclient.resources import (
+    STORAGECLASSES as STORAGECLASSES,
+)
+from kubeclient.resources import (
+    STORAGEPROFILES as STORAGEPROFILES,
+)
+from kubeclient.resources import (
+    SUBJECT_ACCESS_REVIEWS as SUBJECT_ACCESS_REVIEWS,
+)
+from kubeclient.resources import (
+    UPLOAD_SOURCES as UPLOAD_SOURCES,
+)
 from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
@@ -27,24 +78,6 @@ __all__ = ["CDICONFIGS", "CDIS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "
            "PVCS", "SECRETS", "STORAGECLASSES", "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS",
            "Client", "Kind", "KubeError", "Obj", "cdi_namespace", "load_configuration"]
 
-DATAVOLUMES = Kind(api.GROUP, api.VERSION, "datavolumes")
-IMPORT_SOURCES = Kind(api.GROUP, api.VERSION, "volumeimportsources")
-UPLOAD_SOURCES = Kind(api.GROUP, api.VERSION, "volumeuploadsources")
-CLONE_SOURCES = Kind(api.GROUP, api.VERSION, "volumeclonesources")
-DATASOURCES = Kind(api.GROUP, api.VERSION, "datasources")
-SUBJECT_ACCESS_REVIEWS = Kind("authorization.k8s.io", "v1", "subjectaccessreviews",
-                              namespaced=False)
-CDICONFIGS = Kind(api.GROUP, api.VERSION, "cdiconfigs", namespaced=False)
-STORAGEPROFILES = Kind(api.GROUP, api.VERSION, "storageprofiles", namespaced=False)
-CDIS = Kind(api.GROUP, api.VERSION, "cdis", namespaced=False)
-DEPLOYMENTS = Kind("apps", "v1", "deployments")
-PVCS = Kind("", "v1", "persistentvolumeclaims")
-SECRETS = Kind("", "v1", "secrets")
-CONFIGMAPS = Kind("", "v1", "configmaps")
-EVENTS = Kind("", "v1", "events")
-STORAGECLASSES = Kind("storage.k8s.io", "v1", "storageclasses", namespaced=False)
-LEASES = Kind("coordination.k8s.io", "v1", "leases")
-INGRESSES = Kind("networking.k8s.io", "v1", "ingresses")
 
 
 def cdi_namespace() -> str:

@@ -39,11 +39,11 @@ from cdi.kube import (
     CONFIGMAPS,
     SECRETS,
     Client,
-    Kind,
     KubeError,
     cdi_namespace,
     load_configuration,
 )
+from kubeclient.resources import APISERVICES
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
 from vocab import cdi as api
@@ -57,7 +57,6 @@ APISERVICE = f"{VERSION}.{GROUP}"
 SERVICE = "cdi-api"
 TLS_SECRET = "cdi-api-tls"  # noqa: S105 - names
 SIGNING = "cdi-upload-signing-key"
-APISERVICES = Kind("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
 MAX_BODY = 64 * 1024
 
 RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",

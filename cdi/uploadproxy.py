@@ -52,13 +52,13 @@ from cdi.kube import (
     cdi_namespace,
     load_configuration,
 )
+from kubeclient.resources import ENDPOINTS
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
 from vocab import cdi as api
 
 logger = logging.getLogger("cdi.uploadproxy")
 
-ENDPOINTS = Kind("", "v1", "endpoints")
 SERVICE = api.UPLOAD_PROXY_SERVICE
 TLS_SECRET = "cdi-uploadproxy-tls"  # noqa: S105 - names
 CA_CONFIGMAP = "cdi-uploadproxy-ca"

@@ -12,6 +12,7 @@ from typing import Any
 
 import kubeclient
 from kubeclient import MERGE, KubeError, Obj, Resource, load_configuration
+from kubeclient.resources import EVENTS, PODS, PVCS, PVS, SECRETS, SERVICES, STORAGECLASSES
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +66,16 @@ class Kube(kubeclient.Client):
     # -- reads ---------------------------------------------------------------------------
 
     def claim(self, namespace: str, name: str) -> Obj | None:
-        return self._get(_path("", "v1", "persistentvolumeclaims", namespace, name))
+        return self._get(PVCS.path(namespace, name))
 
     def pod(self, namespace: str, name: str) -> Obj | None:
-        return self._get(_path("", "v1", "pods", namespace, name))
+        return self._get(PODS.path(namespace, name))
 
     def volume(self, name: str) -> Obj | None:
-        return self._get(_path("", "v1", "persistentvolumes", None, name))
+        return self._get(PVS.path(None, name))
 
     def storage_class(self, name: str) -> Obj | None:
-        return self._get(_path("storage.k8s.io", "v1", "storageclasses", None, name))
+        return self._get(STORAGECLASSES.path(None, name))
 
     def custom(self, group: str, version: str, plural: str, namespace: str | None,
                name: str) -> Obj | None:
@@ -96,14 +97,14 @@ class Kube(kubeclient.Client):
         return list(result.get("items") or [])
 
     def secret(self, namespace: str, name: str) -> Obj | None:
-        return self._get(_path("", "v1", "secrets", namespace, name))
+        return self._get(SECRETS.path(namespace, name))
 
     def pods(self, namespace: str) -> list[Obj]:
-        result = self.request("GET", _path("", "v1", "pods", namespace))
+        result = self.request("GET", PODS.path(namespace))
         return list(result.get("items") or [])
 
     def events_about(self, namespace: str, uid: str) -> list[Obj]:
-        result = self.request("GET", _path("", "v1", "events", namespace),
+        result = self.request("GET", EVENTS.path(namespace),
                             query={"fieldSelector": f"involvedObject.uid={uid}"})
         return [e for e in result.get("items") or []
                 if (e.get("involvedObject") or {}).get("uid") == uid]
@@ -112,13 +113,13 @@ class Kube(kubeclient.Client):
 
     def create_claim(self, obj: Mapping[str, Any]) -> bool:
         ns = obj["metadata"]["namespace"]
-        return self._create(_path("", "v1", "persistentvolumeclaims", ns), obj)
+        return self._create(PVCS.path(ns), obj)
 
     def create_pod(self, obj: Mapping[str, Any]) -> bool:
-        return self._create(_path("", "v1", "pods", obj["metadata"]["namespace"]), obj)
+        return self._create(PODS.path(obj["metadata"]["namespace"]), obj)
 
     def create_secret(self, obj: Mapping[str, Any]) -> bool:
-        return self._create(_path("", "v1", "secrets", obj["metadata"]["namespace"]), obj)
+        return self._create(SECRETS.path(obj["metadata"]["namespace"]), obj)
 
     def create_custom(self, group: str, version: str, plural: str,
                       obj: Mapping[str, Any]) -> bool:
@@ -129,14 +130,14 @@ class Kube(kubeclient.Client):
         self._delete(_path(group, version, plural, namespace, name), uid)
 
     def create_service(self, obj: Mapping[str, Any]) -> bool:
-        return self._create(_path("", "v1", "services", obj["metadata"]["namespace"]), obj)
+        return self._create(SERVICES.path(obj["metadata"]["namespace"]), obj)
 
     def replace_secret(self, obj: Mapping[str, Any]) -> bool:
         """An Update at the object's resourceVersion; False when the Secret changed
         meanwhile (409): look again."""
         m = obj["metadata"]
         try:
-            self.request("PUT", _path("", "v1", "secrets", m["namespace"], m["name"]), body=obj)
+            self.request("PUT", SECRETS.path(m["namespace"], m["name"]), body=obj)
             return True
         except KubeError as err:
             if err.status == 409:
@@ -144,21 +145,21 @@ class Kube(kubeclient.Client):
             raise
 
     def delete_secret(self, namespace: str, name: str, uid: str) -> None:
-        self._delete(_path("", "v1", "secrets", namespace, name), uid)
+        self._delete(SECRETS.path(namespace, name), uid)
 
     def create_event(self, obj: Mapping[str, Any]) -> bool:
-        return self._create(_path("", "v1", "events", obj["metadata"]["namespace"]), obj)
+        return self._create(EVENTS.path(obj["metadata"]["namespace"]), obj)
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        self._delete(_path("", "v1", "pods", namespace, name), uid)
+        self._delete(PODS.path(namespace, name), uid)
 
     def delete_claim(self, namespace: str, name: str, uid: str) -> None:
-        self._delete(_path("", "v1", "persistentvolumeclaims", namespace, name), uid)
+        self._delete(PVCS.path(namespace, name), uid)
 
     def annotate_claim(self, namespace: str, name: str, changes: Mapping[str, str]) -> None:
         """Merge ``changes`` into the claim's annotations."""
         patch = {"metadata": {"annotations": dict(changes)}}
-        self.request("PATCH", _path("", "v1", "persistentvolumeclaims", namespace, name),
+        self.request("PATCH", PVCS.path(namespace, name),
                    body=patch, content_type=MERGE)
 
     def set_claim_ref(self, name: str, claim_ref: Mapping[str, Any],
@@ -172,7 +173,7 @@ class Kube(kubeclient.Client):
             return False
         pv["spec"]["claimRef"] = dict(claim_ref)
         try:
-            self.request("PUT", _path("", "v1", "persistentvolumes", None, name), body=pv)
+            self.request("PUT", PVS.path(None, name), body=pv)
             return True
         except KubeError as err:
             if err.status == 409:

@@ -15,24 +15,15 @@ from typing import Any
 from kubeclient import JSON_PATCH, MERGE, Client, KubeError, Obj, event_body
 from kubeclient import Resource as Res
 from kubeclient import load_configuration as load_config
-from vocab import cdi as api
-from vocab import kubevirt as names
+from kubeclient.resources import DATASOURCES, EVENTS, KUBEVIRTS, NODES, PODS, PVCS, VMIS, VMS
+from kubeclient.resources import DATAVOLUMES as DVS
+from kubeclient.resources import SUBJECT_ACCESS_REVIEWS as SARS
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DATASOURCES", "DVS", "EVENTS", "KUBEVIRTS", "NODES", "PODS", "PVCS", "SARS", "VMIS",
            "VMS", "Kube", "KubeError", "Obj", "Res", "load_config", "shared"]
 
-VMS = Res(names.GROUP, names.VERSION, names.VM_PLURAL)
-VMIS = Res(names.GROUP, names.VERSION, names.VMI_PLURAL)
-KUBEVIRTS = Res(names.GROUP, names.VERSION, names.KUBEVIRT_PLURAL)
-DVS = Res(api.GROUP, api.VERSION, api.DV_PLURAL)
-DATASOURCES = Res(api.GROUP, api.VERSION, "datasources")
-PODS = Res("", "v1", "pods")
-PVCS = Res("", "v1", "persistentvolumeclaims")
-NODES = Res("", "v1", "nodes", namespaced=False)
-EVENTS = Res("", "v1", "events")
-SARS = Res("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
 
 
 @functools.cache

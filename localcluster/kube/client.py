@@ -22,6 +22,54 @@ from kubeclient import (
     Resource,
     load_configuration,
 )
+from kubeclient.resources import (
+    CONFIGMAPS as CONFIGMAPS,
+)
+from kubeclient.resources import (
+    CSIDRIVERS as CSIDRIVERS,
+)
+from kubeclient.resources import (
+    DAEMONSETS as DAEMONSETS,
+)
+from kubeclient.resources import (
+    DEPLOYMENTS as DEPLOYMENTS,
+)
+from kubeclient.resources import (
+    ENDPOINTS as ENDPOINTS,
+)
+from kubeclient.resources import (
+    EVENTS as EVENTS,
+)
+from kubeclient.resources import (
+    LEASES as LEASES,
+)
+from kubeclient.resources import (
+    NAMESPACES as NAMESPACES,
+)
+from kubeclient.resources import (
+    NODES as NODES,
+)
+from kubeclient.resources import (
+    PODS as PODS,
+)
+from kubeclient.resources import (
+    PVCS as PVCS,
+)
+from kubeclient.resources import (
+    PVS as PVS,
+)
+from kubeclient.resources import (
+    REPLICASETS as REPLICASETS,
+)
+from kubeclient.resources import (
+    SECRETS as SECRETS,
+)
+from kubeclient.resources import (
+    SERVICES as SERVICES,
+)
+from kubeclient.resources import (
+    STORAGECLASSES as STORAGECLASSES,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,22 +93,6 @@ def is_stale(err: Exception) -> bool:
     return is_conflict(err) or is_not_found(err)
 
 
-PODS = Resource("", "v1", "pods")
-PVCS = Resource("", "v1", "persistentvolumeclaims")
-PVS = Resource("", "v1", "persistentvolumes", namespaced=False)
-NODES = Resource("", "v1", "nodes", namespaced=False)
-SERVICES = Resource("", "v1", "services")
-ENDPOINTS = Resource("", "v1", "endpoints")
-SECRETS = Resource("", "v1", "secrets")
-CONFIGMAPS = Resource("", "v1", "configmaps")
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
-EVENTS = Resource("", "v1", "events")
-STORAGECLASSES = Resource("storage.k8s.io", "v1", "storageclasses", namespaced=False)
-CSIDRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", namespaced=False)
-LEASES = Resource("coordination.k8s.io", "v1", "leases")
-DEPLOYMENTS = Resource("apps", "v1", "deployments")
-DAEMONSETS = Resource("apps", "v1", "daemonsets")
-REPLICASETS = Resource("apps", "v1", "replicasets")
 
 
 class Kube(Client):

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from localcluster.kube.client import Resource
+from kubeclient.resources import SNAPSHOT_CLASSES as SNAPSHOT_CLASSES
+from kubeclient.resources import SNAPSHOT_CONTENTS as CONTENTS
+from kubeclient.resources import SNAPSHOT_GROUP as GROUP
+from kubeclient.resources import SNAPSHOTS as SNAPSHOTS
 from localcluster.storage.classes import PROVISIONER
 
-GROUP = "snapshot.storage.k8s.io"
-VERSION = "v1"
+__all__ = ["CONTENTS", "GROUP", "SNAPSHOTS", "SNAPSHOT_CLASSES"]  # and the names below
+VERSION = SNAPSHOTS.version
 API_VERSION = f"{GROUP}/{VERSION}"
-SNAPSHOTS = Resource(GROUP, VERSION, "volumesnapshots")
-CONTENTS = Resource(GROUP, VERSION, "volumesnapshotcontents", namespaced=False)
-SNAPSHOT_CLASSES = Resource(GROUP, VERSION, "volumesnapshotclasses", namespaced=False)
 
 DEFAULT_SNAPSHOT_CLASS = "snapshot.storage.kubernetes.io/is-default-class"
 SNAPSHOT_FINALIZER = "snapshot.storage.kubernetes.io/volumesnapshot-bound-protection"

@@ -9,14 +9,12 @@ import threading
 from typing import Any
 
 from cdi.kube import LEASES, SECRETS, Client, Kind, KubeError
+from kubeclient.resources import MUTATING_WEBHOOKS as MUTATING_WEBHOOK_CONFIGS
+from kubeclient.resources import VALIDATING_WEBHOOKS as WEBHOOK_CONFIGS
 from rootdisk.operator import certs, lease
 
 logger = logging.getLogger(__name__)
 
-WEBHOOK_CONFIGS = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                       namespaced=False)
-MUTATING_WEBHOOK_CONFIGS = Kind("admissionregistration.k8s.io", "v1",
-                                "mutatingwebhookconfigurations", namespaced=False)
 
 
 class Elector:

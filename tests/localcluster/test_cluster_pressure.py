@@ -122,6 +122,9 @@ def test_a_pod_that_fills_the_node_memory_is_evicted_under_pressure(
                   if e["involvedObject"]["name"] == "hog" and e["reason"] == "Evicted"]
         assert events and events[0]["type"] == "Warning"
         assert events[0]["message"] == st["message"]
+        # the host is shared (a guest may boot beside this test): pressure is judged
+        # against what is available now that the pod and its tmpfs are gone
+        set_threshold(node, available() - 64 * MiB)
         wait_for(lambda: memory_pressure(kube) == "False", timeout=TRANSITION + 30,
                  what="MemoryPressure=False once the pod is gone")
         assert main_status(get(kube, client.PODS, "hog"))["restartCount"] == 0

@@ -16,6 +16,8 @@ from apiservice.frontproxy import (
     FrontProxyConfig,
     Identity,
 )
+from kubeclient.resources import APISERVICES, CONFIGMAPS, SECRETS
+from kubeclient.resources import VALIDATING_WEBHOOKS as WEBHOOKS
 from pki import certs, rotation, serving
 from vm.api.certs import API_CLIENT_CN, CA_NAME, HANDLER_CN, HANDLER_SERVICE
 from vm.api.lifecycle import Patch
@@ -23,11 +25,6 @@ from vm.kube import PODS, SARS, VMIS, VMS, Kube, KubeError, Res
 
 logger = logging.getLogger(__name__)
 
-SECRETS = Res("", "v1", "secrets")
-CONFIGMAPS = Res("", "v1", "configmaps")
-WEBHOOKS = Res("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-               namespaced=False)
-APISERVICES = Res("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
 
 CERT_SECRET = "virt-api-certs"  # noqa: S105
 HANDLER_SECRET = "virt-handler-certs"  # noqa: S105

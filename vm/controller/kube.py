@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cdi import authorize, clone
+from kubeclient.resources import DAEMONSETS, DEPLOYMENTS
 from vm.controller import datavolumes, kubevirt_status
 from vm.controller.backoff import StartFailure
 from vm.controller.instance import vmi_from_vm
@@ -27,7 +28,7 @@ from vm.controller.runstrategy import (
 )
 from vm.controller.status import StatusInput, vm_status
 from vm.controller.views import VMIView, dv_view, vmi_view
-from vm.kube import DATASOURCES, DVS, KUBEVIRTS, SARS, VMIS, VMS, Kube, KubeError, Res
+from vm.kube import DATASOURCES, DVS, KUBEVIRTS, SARS, VMIS, VMS, Kube, KubeError
 from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
@@ -172,8 +173,6 @@ def owner_vm(obj: dict[str, Any]) -> str | None:
     return None
 
 
-DEPLOYMENTS = Res("apps", "v1", "deployments")
-DAEMONSETS = Res("apps", "v1", "daemonsets")
 
 
 def sync_kubevirt(kube: Kube, kv: dict[str, Any], all_kvs: list[dict[str, Any]], *,
