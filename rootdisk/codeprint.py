@@ -17,8 +17,8 @@ import hashlib
 import os
 from pathlib import Path
 
-PACKAGES = ("vocab", "sizes", "pki", "kubeclient", "apiservice", "cdi", "importer", "vm",
-            "populators", "localcluster", "rootdisk")
+PACKAGES = ("vocab", "sizes", "pki", "ociregistry", "kubeclient", "apiservice", "cdi",
+            "importer", "vm", "populators", "localcluster", "rootdisk")
 """The project's packages (pyproject.toml's), each a directory of the checkout."""
 SUFFIXES = frozenset({".py", ".yaml", ".yml", ".json"})
 FILE = "code-fingerprint"

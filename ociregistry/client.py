@@ -1,0 +1,171 @@
+"""Talking to a registry with python-dxf: connect with credentials, resolve a manifest digest.
+
+python-dxf (``dxf``) does the registry HTTP API v2: Basic and Bearer-token auth, manifests
+by tag or digest, blob pulls that verify the sha256 as they stream. This module adds what
+CDI's users configure: credentials from the DataVolume's ``secretRef``, a CA bundle from
+``certConfigMap``, and CDIConfig ``insecureRegistries`` (unverified TLS, falling back to
+plain HTTP as containers/image does). Credentials are only ever held in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import ssl
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+import urllib3
+from dxf import DXF, DXFBase
+from dxf import exceptions as dxf_errors
+
+from ociregistry.reference import ImageReference
+
+MEDIA_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+MEDIA_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MEDIA_OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MEDIA_OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+MANIFEST_TYPES = (MEDIA_DOCKER_MANIFEST, MEDIA_OCI_MANIFEST)
+INDEX_TYPES = (MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX)
+_ACCEPT = ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))
+DEFAULT_TIMEOUT = 60.0
+# containers/image's ErrUnauthorizedForCredentials, which CDI's importer reports as is
+AUTH_FAILED = "unable to retrieve auth token: invalid username/password"
+
+
+class RegistryError(RuntimeError):
+    """A registry operation failed; the message follows containers/image's wording."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Registry user and password (CDI secret keys ``accessKeyId``/``secretKey``)."""
+
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # never print the password
+        return f"Credentials(username={self.username!r}, password=<hidden>)"
+
+
+@dataclass(frozen=True)
+class Access:
+    """How to reach one registry: credentials, CA bundle, and whether it is insecure."""
+
+    credentials: Credentials | None = None
+    ca_file: str | None = None  # PEM bundle added to verification; None: system roots
+    insecure: bool = False  # listed in CDIConfig spec.insecureRegistries
+    timeout: float = DEFAULT_TIMEOUT
+
+
+def is_insecure(host: str, insecure_registries: list[str] | tuple[str, ...]) -> bool:
+    """CDI's rule: an exact match of ``host[:port]`` in ``spec.insecureRegistries``."""
+    return host in insecure_registries
+
+
+def _auth(creds: Credentials | None) -> Any:
+    def auth(dxf: DXFBase, response: requests.Response) -> None:
+        if creds is None:
+            dxf.authenticate(response=response)
+        else:
+            dxf.authenticate(creds.username, creds.password, response=response)
+
+    return auth
+
+
+def _speaks_tls(ref: ImageReference, timeout: float) -> bool:
+    """For an insecure registry: does ``host`` answer TLS at all (else plain HTTP)?"""
+    try:
+        with warnings.catch_warnings():  # unverified on purpose: the host is listed insecure
+            warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            requests.get(f"https://{ref.api_host}/v2/", verify=False, timeout=timeout)  # noqa: S501
+    except requests.exceptions.SSLError:
+        return False
+    except requests.exceptions.ConnectionError as e:
+        if isinstance(e.__context__, ssl.SSLError) or "SSL" in str(e):
+            return False
+        raise
+    return True
+
+
+def connect(ref: ImageReference, access: Access) -> DXF:
+    """A DXF client for ``ref``'s repository; not yet authenticated (done on first 401)."""
+    tlsverify: bool | str = access.ca_file if access.ca_file else True
+    plain_http = False
+    if access.insecure:
+        tlsverify = False
+        plain_http = not _speaks_tls(ref, access.timeout)
+    return DXF(
+        ref.api_host,
+        ref.repository,
+        auth=_auth(access.credentials),
+        insecure=plain_http,
+        tlsverify=tlsverify,
+        timeout=access.timeout,
+    )
+
+
+def describe_error(ref: ImageReference, e: Exception) -> str:
+    """containers/image-like text for a failed manifest read of ``ref``."""
+    where = f"reading manifest {ref.alias} in {ref.host}/{ref.repository}"
+    if isinstance(e, requests.exceptions.HTTPError) and e.response is not None:
+        status = e.response.status_code
+        if status == 401:
+            return f"{AUTH_FAILED}: {_registry_message(e.response)}"
+        return f"{where}: {_registry_message(e.response)}"
+    if isinstance(e, dxf_errors.DXFUnauthorizedError):
+        # the registry's 401 body (UNAUTHORIZED, "authentication required") as c/image wraps it
+        return f"{AUTH_FAILED}: unauthorized: authentication required"
+    return f"{where}: {e}"
+
+
+def _registry_message(response: requests.Response) -> str:
+    """The registry's own ``errors[0]`` as ``code: message`` (lower-cased code)."""
+    try:
+        errors = response.json().get("errors") or []
+        first = errors[0]
+        return f"{str(first.get('code', '')).lower().replace('_', ' ')}: {first.get('message', '')}"
+    except (ValueError, AttributeError, IndexError, TypeError):
+        return f"{response.status_code} {response.reason}"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One manifest as fetched: its digest, media type and parsed JSON."""
+
+    digest: str
+    media_type: str
+    body: Mapping[str, Any]
+
+
+def get_manifest(dxf: DXF, ref: ImageReference, alias: str | None = None) -> Manifest:
+    """Fetch the manifest (or index) for ``alias`` (default: ``ref``'s), digest checked."""
+    alias = alias or ref.alias
+    try:
+        _, r = dxf.get_manifest_and_response(alias)
+    except (requests.exceptions.RequestException, dxf_errors.DXFError) as e:
+        raise RegistryError(describe_error(ref, e)) from e
+    digest = "sha256:" + hashlib.sha256(r.content).hexdigest()
+    announced = r.headers.get("Docker-Content-Digest")
+    if announced and announced != digest:
+        raise RegistryError(f"{ref}: manifest digest {digest} does not match {announced}")
+    if alias.startswith("sha256:") and alias != digest:
+        raise RegistryError(f"{ref}: manifest digest {digest} does not match {alias}")
+    try:
+        body = json.loads(r.content)
+    except ValueError as e:
+        raise RegistryError(f"{ref}: manifest is not JSON: {e}") from e
+    media_type = body.get("mediaType") or r.headers.get("Content-Type", "").split(";")[0]
+    return Manifest(digest=digest, media_type=media_type, body=body)
+
+
+def resolve_digest(ref: ImageReference, access: Access) -> str:
+    """The digest of what ``ref`` names now (the index's digest for a manifest list).
+
+    This is the value a DataImportCron compares between polls.
+    """
+    with connect(ref, access) as dxf:
+        return get_manifest(dxf, ref).digest
