@@ -40,6 +40,34 @@ class RegistryError(RuntimeError):
     """A registry operation failed; the message follows containers/image's wording."""
 
 
+class RegistryUnauthorized(RegistryError):
+    """The registry refused the credentials (or wants some)."""
+
+
+class RegistryNotFound(RegistryError):
+    """No such repository, tag, manifest or blob."""
+
+
+class RegistryUnavailable(RegistryError):
+    """The registry could not be reached or failed (5xx, timeout): worth retrying."""
+
+
+def classify(ref: ImageReference, e: Exception) -> RegistryError:
+    """The RegistryError for a failed request of ``ref`` (its kind decides retries)."""
+    text = describe_error(ref, e)
+    status = None
+    if isinstance(e, requests.exceptions.HTTPError) and e.response is not None:
+        status = e.response.status_code
+    if status in (401, 403) or isinstance(e, dxf_errors.DXFUnauthorizedError):
+        return RegistryUnauthorized(text)
+    if status == 404:
+        return RegistryNotFound(text)
+    if (status is None and isinstance(e, requests.exceptions.RequestException)) \
+            or (status is not None and status >= 500):
+        return RegistryUnavailable(text)
+    return RegistryError(text)
+
+
 @dataclass(frozen=True)
 class Credentials:
     """Registry user and password (CDI secret keys ``accessKeyId``/``secretKey``)."""
@@ -147,7 +175,7 @@ def get_manifest(dxf: DXF, ref: ImageReference, alias: str | None = None) -> Man
     try:
         _, r = dxf.get_manifest_and_response(alias)
     except (requests.exceptions.RequestException, dxf_errors.DXFError) as e:
-        raise RegistryError(describe_error(ref, e)) from e
+        raise classify(ref, e) from e
     digest = "sha256:" + hashlib.sha256(r.content).hexdigest()
     announced = r.headers.get("Docker-Content-Digest")
     if announced and announced != digest:
