@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
 from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
+from ociregistry.reference import ReferenceError as BadReference
+from ociregistry.reference import parse_docker_url
 from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
 from vocab import podenv, sources
 
@@ -36,6 +38,8 @@ MAX_HEADER_BYTES = 8 * 1024
 class SourceKind(StrEnum):
     HTTP = "http"
     S3 = "s3"
+    REGISTRY = "registry"
+    """A container-disk image: the file under ``disk/`` (``docker://`` references)."""
     BLANK = "blank"
     UPLOAD = "upload"
     """The bytes arrive in a request to the upload server (``importer.uploadserver``)."""
@@ -65,6 +69,8 @@ class ImporterConfig:
     access_key_id: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    registry_architecture: str | None = None
+    """A registry source's wanted architecture (``platform.architecture``)."""
     s3_endpoint: str | None = None
     """For s3:// URLs: a custom S3 endpoint (path-style addressing is used then)."""
     filesystem_overhead: Fraction = DEFAULT_OVERHEAD
@@ -130,6 +136,11 @@ def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
         )
     if not parts.netloc:
         raise ConfigError(f"{field_name}: {url!r} has no host")
+    if source is SourceKind.REGISTRY:
+        try:
+            parse_docker_url(url)
+        except BadReference as err:
+            raise ConfigError(f"{field_name}: {err}") from None
     if parts.scheme == "s3" or source is SourceKind.S3:
         path = parts.path.lstrip("/")
         if parts.scheme == "s3" and not path:
@@ -166,6 +177,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         secret_key=env.get(podenv.SECRET_KEY) or None,
         extra_headers=_env_headers(env) + secret_headers(
             Path(env.get("IMPORTER_SECRET_EXTRA_HEADERS_DIR") or SECRET_HEADERS_DIR)),
+        registry_architecture=env.get(podenv.REGISTRY_ARCHITECTURE) or None,
         s3_endpoint=env.get("IMPORTER_S3_ENDPOINT") or None,
         filesystem_overhead=_overhead(env.get(podenv.FILESYSTEM_OVERHEAD, ""),
                                       podenv.FILESYSTEM_OVERHEAD),

@@ -62,6 +62,8 @@ def classify(ref: ImageReference, e: Exception) -> RegistryError:
         return RegistryUnauthorized(text)
     if status == 404:
         return RegistryNotFound(text)
+    if isinstance(e, requests.exceptions.SSLError):
+        return RegistryError(text)  # an untrusted certificate stays untrusted: no retry
     if (status is None and isinstance(e, requests.exceptions.RequestException)) \
             or (status is not None and status >= 500):
         return RegistryUnavailable(text)

@@ -34,6 +34,9 @@ class CdiConfig:
     resources: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_RESOURCES.items()})
     retry_limit: int = DEFAULT_RETRY_LIMIT
+    insecure_registries: tuple[str, ...] = ()
+    """``spec.insecureRegistries``: registry hosts (``host[:port]``) reached without TLS
+    verification, or over plain HTTP."""
 
     def overhead(self, *, storage_class: str | None, block: bool) -> str:
         """FILESYSTEM_OVERHEAD for a volume: none on Block or without a class (``""``, a
@@ -56,6 +59,7 @@ def parse(obj: Mapping[str, Any] | None) -> CdiConfig:
         if isinstance(v, str) and _PERCENT.match(v)
     }
     limit = status.get("importRetryLimit")
+    insecure = ((obj or {}).get("spec") or {}).get("insecureRegistries") or []
     return CdiConfig(
         global_overhead=glob if isinstance(glob, str) and _PERCENT.match(glob)
         else DEFAULT_OVERHEAD,
@@ -63,6 +67,8 @@ def parse(obj: Mapping[str, Any] | None) -> CdiConfig:
         resources=_resources(status.get("defaultPodResourceRequirements")),
         retry_limit=limit if isinstance(limit, int) and not isinstance(limit, bool)
         and limit >= 0 else DEFAULT_RETRY_LIMIT,
+        insecure_registries=tuple(h for h in insecure if isinstance(h, str))
+        if isinstance(insecure, list) else (),
     )
 
 

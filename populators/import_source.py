@@ -1,7 +1,7 @@
 """A VolumeImportSource read into what the importer pod needs (pure).
 
-``spec.source`` names exactly one kind. The importer runs http, s3 and blank; upstream's
-other kinds (registry, gcs, imageio, vddk) are refused with a message naming the field,
+``spec.source`` names exactly one kind. The importer runs http, s3, registry and blank;
+upstream's other kinds (gcs, imageio, vddk) are refused with a message naming the field,
 so the import fails at once instead of starting a pod that cannot work. Errors name the
 field as ``spec.source.<kind>.<field>``.
 """
@@ -11,19 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from populators.errors import SourceError
 from vocab import cdi as api
 from vocab import sources
 
 SUPPORTED = sources.IMPORTED
-UPSTREAM_ONLY = ("registry", "gcs", "imageio", "vddk")
+UPSTREAM_ONLY = ("gcs", "imageio", "vddk")
 
 
 @dataclass(frozen=True)
 class ImportSource:
     kind: str
-    """http, s3 or blank (the importer's IMPORTER_SOURCE)."""
+    """http, s3, registry or blank (the importer's IMPORTER_SOURCE)."""
     url: str = ""
     secret: str | None = None
     cert_configmap: str | None = None
@@ -34,6 +35,10 @@ class ImportSource:
     insecure_tls: bool = False
     content_type: str = "kubevirt"
     preallocation: bool = False
+    pull_method: str = ""
+    """registry: ``pod`` or ``node`` (both pulled by the importer pod here)."""
+    architecture: str = ""
+    """registry: ``platform.architecture``."""
 
 
 def parse(obj: Mapping[str, Any]) -> ImportSource:
@@ -41,7 +46,8 @@ def parse(obj: Mapping[str, Any]) -> ImportSource:
     source: Mapping[str, Any] = spec.get("source") or {}
     kinds = [k for k, v in source.items() if v is not None]
     if not kinds:
-        raise SourceError("spec.source: one source kind is required (http, s3 or blank)")
+        raise SourceError("spec.source: one source kind is required (http, s3, registry or"
+                          " blank)")
     if len(kinds) > 1:
         raise SourceError(f"spec.source: exactly one source kind allowed, got {sorted(kinds)}")
     kind = kinds[0]
@@ -58,6 +64,8 @@ def parse(obj: Mapping[str, Any]) -> ImportSource:
     if kind == "blank":
         return ImportSource(kind="blank", content_type=content_type,
                             preallocation=preallocation)
+    if kind == sources.REGISTRY:
+        return _registry(body, content_type=content_type, preallocation=preallocation)
     url = body.get("url")
     if not isinstance(url, str) or not url:
         raise SourceError(f"spec.source.{kind}.url: an image URL is required")
@@ -89,6 +97,38 @@ def parse(obj: Mapping[str, Any]) -> ImportSource:
     )
 
 
+def _registry(body: Mapping[str, Any], *, content_type: str,
+              preallocation: bool) -> ImportSource:
+    """``spec.source.registry``: a ``docker://`` url (ImageStreams are OpenShift's; an
+    ``oci-archive://`` path would name a file inside the importer pod)."""
+    where = "spec.source.registry"
+    if body.get("imageStream"):
+        raise SourceError(f"{where}.imageStream: ImageStreams are an OpenShift API that"
+                          " rootdisk does not serve; give a docker:// url")
+    url = body.get("url")
+    if not isinstance(url, str) or not url.startswith("docker://"):
+        raise SourceError(f"{where}.url: a docker:// image reference is required"
+                          f" (got {url!r})")
+    method = body.get("pullMethod") or "pod"
+    if method not in ("pod", "node"):
+        raise SourceError(f"{where}.pullMethod: {method!r} is not pod or node")
+    platform = body.get("platform") or {}
+    architecture = platform.get("architecture") if isinstance(platform, Mapping) else None
+    if architecture is not None and not isinstance(architecture, str):
+        raise SourceError(f"{where}.platform.architecture: must be a string")
+    return ImportSource(kind=sources.REGISTRY, url=url,
+                        secret=_name(body, "secretRef", sources.REGISTRY),
+                        cert_configmap=_name(body, "certConfigMap", sources.REGISTRY),
+                        content_type=content_type, preallocation=preallocation,
+                        pull_method=method, architecture=architecture or "")
+
+
+def registry_host(url: str) -> str:
+    """``host[:port]`` of a ``docker://`` url: what CDIConfig ``insecureRegistries`` lists
+    (upstream compares the URL's host, port included, exactly)."""
+    return urlsplit(url).netloc
+
+
 def _name(body: Mapping[str, Any], key: str, kind: str) -> str | None:
     value = body.get(key)
     if value in (None, ""):
@@ -113,6 +153,10 @@ def prime_annotations(src: ImportSource) -> dict[str, str]:
         ann[api.IMPORT_CERT_CONFIGMAP] = src.cert_configmap
     if src.checksum:
         ann[api.IMPORT_CHECKSUM] = src.checksum
+    if src.pull_method:
+        ann[api.REGISTRY_IMPORT_METHOD] = src.pull_method
+    if src.architecture:
+        ann[api.REGISTRY_IMAGE_ARCHITECTURE] = src.architecture
     # Extra headers are not copied (upstream does): they often carry tokens, and PVCs
     # are readable by more people than the VolumeImportSource.
     return ann

@@ -19,9 +19,9 @@ from typing import Any
 from pki import rotation
 from populators import names
 from populators.cdiconfig import CdiConfig
-from populators.import_source import ImportSource
+from populators.import_source import ImportSource, registry_host
 from vocab import cdi as api
-from vocab import podenv
+from vocab import podenv, sources
 
 DATA_VOLUME = "cdi-data-vol"
 CERT_VOLUME = "cdi-cert-vol"
@@ -90,8 +90,12 @@ def _env(*, source: ImportSource, prime: Mapping[str, Any], target_uid: str,
             filesystem_overhead=config.overhead(storage_class=spec.get("storageClassName"),
                                                 block=block)),
         source=source.kind, endpoint=source.url, content_type=source.content_type,
-        insecure_tls=source.insecure_tls, cert_dir=CERT_DIR if source.cert_configmap else "",
+        insecure_tls=source.insecure_tls or (
+            source.kind == sources.REGISTRY
+            and registry_host(source.url) in config.insecure_registries),
+        cert_dir=CERT_DIR if source.cert_configmap else "",
         checksum=source.checksum or "", extra_headers=tuple(source.extra_headers),
+        registry_architecture=source.architecture,
     ).render())
     if source.secret:
         for var, key in podenv.CREDENTIAL_KEYS:

@@ -56,6 +56,8 @@ IMPORT_SOURCE: Final = ANN + "storage.import.source"
 IMPORT_ENDPOINT: Final = ANN + "storage.import.endpoint"
 IMPORT_SECRET: Final = ANN + "storage.import.secretName"
 IMPORT_CERT_CONFIGMAP: Final = ANN + "storage.import.certConfigMap"
+REGISTRY_IMPORT_METHOD: Final = ANN + "storage.import.registryImportMethod"
+REGISTRY_IMAGE_ARCHITECTURE: Final = ANN + "storage.import.registryImageArchitecture"
 IMPORT_CHECKSUM: Final = ANN + "storage.import.checksum"
 IMPORT_EXTRA_HEADERS: Final = ANN + "storage.import.extraHeaders"
 

@@ -38,6 +38,8 @@ SECRET_KEY: Final = "IMPORTER_SECRET_KEY"  # noqa: S105 - a variable's name
 CREDENTIAL_KEYS: Final = ((ACCESS_KEY_ID, "accessKeyId"), (SECRET_KEY, "secretKey"))
 """Variable ← key of the source's Secret (upstream's key names); set from the Secret by
 the kubelet (``valueFrom``), never written into the pod spec."""
+REGISTRY_ARCHITECTURE: Final = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE"
+"""A registry source's ``platform.architecture`` (upstream's name)."""
 RETRY_ATTEMPTS: Final = "IMPORTER_RETRY_ATTEMPTS"
 RETRY_DELAY: Final = "IMPORTER_RETRY_DELAY"
 
@@ -88,6 +90,7 @@ class ImportEnv:
     cert_dir: str = ""
     checksum: str = ""
     extra_headers: tuple[str, ...] = ()
+    registry_architecture: str = ""
 
     def render(self) -> list[dict[str, str]]:
         env = [_var(SOURCE, self.source), _var(ENDPOINT, self.endpoint),
@@ -97,5 +100,7 @@ class ImportEnv:
             env.append(_var(CERT_DIR, self.cert_dir))
         if self.checksum:
             env.append(_var(CHECKSUM, self.checksum))
+        if self.registry_architecture:
+            env.append(_var(REGISTRY_ARCHITECTURE, self.registry_architecture))
         env += [_var(f"{EXTRA_HEADER_PREFIX}{i}", h) for i, h in enumerate(self.extra_headers)]
         return env

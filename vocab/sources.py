@@ -23,14 +23,14 @@ IMPORT_KINDS: Final = (HTTP, S3, GCS, REGISTRY, IMAGEIO, VDDK, BLANK)
 CLONE_KINDS: Final = (PVC, SNAPSHOT)
 ALL_KINDS: Final = (*IMPORT_KINDS, *CLONE_KINDS, UPLOAD)
 
-IMPORTED: Final = (HTTP, S3, BLANK)
+IMPORTED: Final = (HTTP, S3, REGISTRY, BLANK)
 """The import sources rootdisk's importer imports (the others are refused, named)."""
 
 TYPE_NAMES: Final = {HTTP: "HTTP", S3: "S3", GCS: "GCS", REGISTRY: "Registry",
                      IMAGEIO: "Imageio", VDDK: "VDDK"}
 """Upstream's spelling of a source in its field paths (``spec.source.HTTP.url``)."""
 
-URL_SCHEMES: Final = {HTTP: ("http", "https"), S3: ("http", "https", "s3")}
+URL_SCHEMES: Final = {HTTP: ("http", "https"), S3: ("http", "https", "s3"), REGISTRY: ("docker",)}
 """The schemes the importer reads for a URL source (``s3://`` only from the command line:
 the DataVolume webhook refuses it, as upstream's)."""
 

@@ -1,6 +1,7 @@
-"""More sources and failures on `rootdisk up`: S3 with credentials, HTTPS with a CA,
-basic auth and headers, a transient fault healing by a pod restart, a too-small volume,
-an operator restart mid-import, two operator replicas."""
+"""More sources and failures on `rootdisk up`: S3 with credentials, a registry with TLS
+and auth or listed insecure, HTTPS with a CA, basic auth and headers, a transient fault
+healing by a pod restart, a too-small volume, an operator restart mid-import, two operator
+replicas."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import base64
 import secrets
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from localcluster.kube.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
+from tests.fixtures.registry import RegistryServer, push_disk
 from tests.fixtures.s3server import S3Server
 from tests.fixtures.tls import TlsMaterial
 from tests.localcluster.clusterkit import logs, needs_root, wait_for
@@ -101,6 +104,57 @@ def test_s3_with_credentials(kube: Kube, ns: str, s3_server: S3Server, s3_bucket
     for pod_event in kit.events_for(kube, ns, kube.get(kit.DVS, "from-s3", ns)["metadata"]
                                     ["uid"]):
         assert s3_server.secret_key not in pod_event.get("message", "")
+
+
+def test_registry_with_tls_and_credentials(kube: Kube, ns: str,
+                                           registry_server: RegistryServer,
+                                           images: ImageFactory, tmp_path: Path) -> None:
+    """A containerDisk image (qcow2 in a gzip layer) behind TLS from a private CA and
+    Basic auth: the DataVolume names the Secret and the CA ConfigMap, as upstream."""
+    push_disk(registry_server, "golden/cirros", "v1", images.get("qcow2").path,
+              tmp_path / "work", name="cirros.qcow2")
+    creds = registry_server.credentials
+    assert creds is not None
+    kit.secret(kube, ns, "pull", {"accessKeyId": creds.username, "secretKey": creds.password})
+    kube.create(client.CONFIGMAPS, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
+        "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
+    kube.create(kit.DVS, kit.datavolume(
+        "golden", {"registry": {"url": registry_server.url("golden/cirros", "v1"),
+                                "secretRef": "pull", "certConfigMap": "registry-ca"}},
+        storage={"storageClassName": "local-immediate"}), ns)
+    status = kit.wait_dv(kube, ns, "golden", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "golden", ns)))
+    seen = [kube.list(res, ns)["items"] for res in (client.PODS, client.PVCS, client.EVENTS,
+                                                      kit.DVS)]
+    assert registry_server.password not in str(seen)
+
+
+def test_registry_listed_insecure_over_plain_http(kube: Kube, ns: str,
+                                                  plain_registry: RegistryServer,
+                                                  images: ImageFactory,
+                                                  tmp_path: Path) -> None:
+    """Plain HTTP works only for a host in CDIConfig ``insecureRegistries``."""
+    push_disk(plain_registry, "golden/raw", "v1", images.get("raw").path, tmp_path / "work",
+              compression="zstd")
+    source = {"registry": {"url": plain_registry.url("golden/raw", "v1")}}
+    kube.create(kit.DVS, kit.datavolume("refused", source,
+                                        storage={"storageClassName": "local-immediate"}), ns)
+    refused = kit.wait_dv(kube, ns, "refused", ("Succeeded", "Failed"))
+    assert refused["phase"] == "Failed", refused
+    assert "SSL" in kit.condition(refused, "Running")["message"]  # HTTPS tried, not HTTP
+    kube.patch(kit.CDICONFIGS, "config", {"spec": {"insecureRegistries": [plain_registry.host]}})
+    try:
+        kube.create(kit.DVS, kit.datavolume(
+            "allowed", source, storage={"storageClassName": "local-immediate"}), ns)
+        status = kit.wait_dv(kube, ns, "allowed", ("Succeeded", "Failed"))
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"insecureRegistries": None}})
+    assert status["phase"] == "Succeeded", str(status["conditions"])
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "allowed", ns)))
 
 
 def test_https_ca_basic_auth_and_headers(kube: Kube, ns: str, https_server: HttpServer,

@@ -76,12 +76,25 @@ def test_secrets_stay_out_of_repr() -> None:
     ({"IMPORTER_SOURCE": "s3", "IMPORTER_ENDPOINT": "http://host/bucketonly"},
      "IMPORTER_ENDPOINT", "path-style"),
     ({"IMPORTER_SOURCE": "blank", "IMPORTER_ENDPOINT": ""}, "IMPORTER_IMAGE_SIZE", "size"),
+    ({"IMPORTER_SOURCE": "registry", "IMPORTER_ENDPOINT": "https://quay.io/x/y"},
+     "IMPORTER_ENDPOINT", "scheme 'https' is not allowed for a registry source"),
+    ({"IMPORTER_SOURCE": "registry", "IMPORTER_ENDPOINT": "docker://quay.io/x/Y:1"},
+     "IMPORTER_ENDPOINT", "invalid repository name component 'Y'"),
+    ({"IMPORTER_SOURCE": "registry", "IMPORTER_ENDPOINT": "docker://quay.io/x@sha256:12"},
+     "IMPORTER_ENDPOINT", "invalid digest"),
 ])
 def test_errors_name_the_field(env: dict[str, str], field: str, words: str) -> None:
     with pytest.raises(ConfigError) as raised:
         from_env({**BASE, **env})
     assert raised.value.message.startswith(field + ":")
     assert words in raised.value.message
+
+
+def test_registry_variables() -> None:
+    config = from_env({**BASE, "IMPORTER_SOURCE": "registry",
+                       "IMPORTER_ENDPOINT": "docker://quay.io/containerdisks/fedora:41",
+                       "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE": "arm64"})
+    assert (config.source, config.registry_architecture) == (SourceKind.REGISTRY, "arm64")
 
 
 def test_blank_needs_no_url() -> None:

@@ -148,7 +148,7 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("target deleted mid-import", {"target": target(deleting=True), "prime": prime(),
                                    "pod": RUNNING_POD}, ["DeletePod", "DeletePrime"]),
     ("bad source fails for good", {"source": {"metadata": {"name": "src"}, "spec": {
-        "source": {"registry": {"url": "docker://x"}}}}}, ["Annotate", "Emit"]),
+        "source": {"gcs": {"url": "gs://x/y"}}}}}, ["Annotate", "Emit"]),
 ]
 
 

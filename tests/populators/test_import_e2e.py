@@ -296,13 +296,13 @@ def test_wrong_password_is_unauthorized_at_once(
 
 @pytest.mark.usefixtures("operator")
 def test_unsupported_source_kind_fails_naming_the_field(kube: Kube, ns: str) -> None:
-    kit.import_source(kube, ns, "src", {"registry": {"url": "docker://quay.io/x/y"}})
+    kit.import_source(kube, ns, "src", {"gcs": {"url": "gs://bucket/disk.img"}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     wait_for(lambda: kit.annotations(kube, ns, "disk").get(PHASE) == "Failed", timeout=60,
              what="Failed")
     ann = kit.annotations(kube, ns, "disk")
     assert ann[REASON] == "InvalidSource"
-    assert "spec.source.registry" in ann[MESSAGE]
+    assert "spec.source.gcs" in ann[MESSAGE]
     uid = target["metadata"]["uid"]
     assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None
     assert kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None

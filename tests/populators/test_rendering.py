@@ -174,6 +174,8 @@ def test_upload_certificate_lifetimes_default_to_upstreams_and_are_checked() -> 
     {"source": {"s3": {"url": "http://127.0.0.1:8333/bucket/disk.qcow2"}}},
     {"source": {"blank": {}}, "preallocation": True},
     {"source": {"http": {"url": "http://h/t.tar"}}, "contentType": "archive"},
+    {"source": {"registry": {"url": "docker://quay.io/containerdisks/fedora:41",
+                             "platform": {"architecture": "arm64"}}}},
 ])
 def test_importer_accepts_the_rendered_environment(source: dict[str, Any]) -> None:
     """The importer's own parser reads what the pod is given (values, not references)."""
@@ -188,7 +190,7 @@ def test_importer_accepts_the_rendered_environment(source: dict[str, Any]) -> No
     ({}, "spec.source:"),
     ({"source": {}}, "spec.source:"),
     ({"source": {"http": {"url": "x"}, "s3": {"url": "y"}}}, "exactly one"),
-    ({"source": {"registry": {"url": "docker://x"}}}, "spec.source.registry"),
+    ({"source": {"gcs": {"url": "gs://x/y"}}}, "spec.source.gcs"),
     ({"source": {"gopher": {}}}, "spec.source.gopher"),
     ({"source": {"http": {}}}, "spec.source.http.url"),
     ({"source": {"s3": {"url": ""}}}, "spec.source.s3.url"),
@@ -203,10 +205,50 @@ def test_importer_accepts_the_rendered_environment(source: dict[str, Any]) -> No
     ({"source": {"http": {"url": "u", "secretExtraHeaders": [""]}}},
      "spec.source.http.secretExtraHeaders"),
     ({"source": {"blank": {}}, "contentType": "tarball"}, "spec.contentType"),
+    ({"source": {"registry": {"imageStream": "fedora"}}}, "spec.source.registry.imageStream"),
+    ({"source": {"registry": {"url": "oci-archive:///a.tar"}}}, "spec.source.registry.url"),
+    ({"source": {"registry": {"url": "docker://r/i", "pullMethod": "kubelet"}}},
+     "spec.source.registry.pullMethod"),
+    ({"source": {"registry": {"url": "docker://r/i", "platform": {"architecture": 1}}}},
+     "spec.source.registry.platform.architecture"),
+    ({"source": {"registry": {"url": "docker://r/i", "secretRef": {"name": "x"}}}},
+     "spec.source.registry.secretRef"),
 ])
 def test_bad_sources_name_the_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(SourceError, match=re.escape(field)):
         import_source.parse({"spec": spec})
+
+
+REGISTRY = {"source": {"registry": {"url": "docker://reg.local:5000/golden/fedora:41",
+                                    "secretRef": "pull", "certConfigMap": "reg-ca",
+                                    "pullMethod": "node",
+                                    "platform": {"architecture": "arm64"}}}}
+
+
+@pytest.mark.parametrize(("insecure", "expected"), [
+    ((), "false"), (("reg.local",), "false"), (("reg.local:5000",), "true"),
+])
+def test_registry_importer_pod(insecure: tuple[str, ...], expected: str) -> None:
+    """As upstream: INSECURE_TLS when the url's host:port is in CDIConfig
+    insecureRegistries (exactly), the architecture variable, credentials by reference."""
+    env = _env(_render(REGISTRY, config=CdiConfig(insecure_registries=insecure)))
+    assert env["IMPORTER_SOURCE"] == "registry"
+    assert env["IMPORTER_ENDPOINT"] == "docker://reg.local:5000/golden/fedora:41"
+    assert env["INSECURE_TLS"] == expected
+    assert env["IMPORTER_REGISTRY_IMAGE_ARCHITECTURE"] == "arm64"
+    assert env["IMPORTER_ACCESS_KEY_ID"] == {"secretKeyRef": {"name": "pull",
+                                                              "key": "accessKeyId"}}
+    assert env["IMPORTER_CERT_DIR"]
+    ann = import_source.prime_annotations(import_source.parse({"spec": REGISTRY}))
+    assert ann["cdi.kubevirt.io/storage.import.source"] == "registry"
+    assert ann["cdi.kubevirt.io/storage.import.registryImportMethod"] == "node"
+    assert ann["cdi.kubevirt.io/storage.import.registryImageArchitecture"] == "arm64"
+
+
+def test_insecure_registries_come_from_the_cdiconfig_spec() -> None:
+    config = cdiconfig.parse({"spec": {"insecureRegistries": ["a:5000", 7, "b"]}})
+    assert config.insecure_registries == ("a:5000", "b")
+    assert cdiconfig.parse({"spec": {"insecureRegistries": "a"}}).insecure_registries == ()
 
 
 def test_archive_into_block_is_refused() -> None:
