@@ -5,7 +5,7 @@ APT_PACKAGES := qemu-utils qemu-system-x86 qemu-block-extra nbdkit \
 	libvirt-clients libnss-wrapper libvirt-dev pkg-config gcc bubblewrap xfsprogs curl util-linux \
 	libseccomp2 kubectl syslinux syslinux-common mtools dosfstools fdisk ovmf \
 	mmdebstrap debian-archive-keyring e2fsprogs xorriso openssh-client \
-	qemu-guest-agent docker-registry apache2-utils
+	qemu-guest-agent docker-registry apache2-utils skopeo
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

@@ -12,10 +12,11 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "import",
         help="import an image URL into a file or block device",
-        description="Import an image (http, https or s3 URL; qcow2, raw, vmdk, vdi, vhd, "
-        "vhdx, optionally gz/xz/zst-compressed) as a raw disk at DEST.",
+        description="Import an image (http, https or s3 URL, or a docker:// container-disk "
+        "image; qcow2, raw, vmdk, vdi, vhd, vhdx, optionally gz/xz/zst-compressed) as a raw "
+        "disk at DEST.",
     )
-    parser.add_argument("url", help="http(s)://… or s3://bucket/key")
+    parser.add_argument("url", help="http(s)://…, s3://bucket/key or docker://host/repo:tag")
     parser.add_argument("dest", type=Path, help="destination file (disk.img) or block device")
     parser.add_argument("--size", help="volume size (e.g. 10Gi): checked before the transfer,"
                         " and the disk is grown to the usable size")
@@ -26,7 +27,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--header", action="append", default=[], metavar="K:V",
                         help="extra HTTP header (repeatable)")
     parser.add_argument("--secret-file", type=Path,
-                        help="file with accessKeyId and secretKey lines (basic auth or S3)")
+                        help="file with accessKeyId and secretKey lines (basic auth, S3 or"
+                        " registry)")
+    parser.add_argument("--architecture", help="docker://: the platform architecture to pull")
     parser.add_argument("--s3-endpoint", help="S3 endpoint URL for s3:// URLs")
     parser.add_argument("--filesystem-overhead", default="0.06",
                         help="fraction of --size kept for the file system (default 0.06)")
@@ -85,6 +88,8 @@ def run_import(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace, cfg: Any) -> Any:
     scheme = args.url.split(":", 1)[0]
     source = cfg.SourceKind.S3 if scheme == "s3" or args.s3_endpoint else cfg.SourceKind.HTTP
+    if scheme == "docker":
+        source = cfg.SourceKind.REGISTRY
     key_id = secret = None
     if args.secret_file:
         key_id, secret = _read_secret(args.secret_file, cfg)
@@ -111,6 +116,7 @@ def _config(args: argparse.Namespace, cfg: Any) -> Any:
         secret_key=secret,
         extra_headers=tuple(cfg.parse_header(h, field_name="--header") for h in args.header),
         s3_endpoint=args.s3_endpoint,
+        registry_architecture=args.architecture,
         filesystem_overhead=overhead,
         preallocation=args.preallocate,
         termination_log=None,

@@ -22,6 +22,7 @@ import requests
 
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
+from tests.fixtures.registry import RegistryServer, push_disk
 
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +132,26 @@ def test_cli_json(images: ImageFactory, http_server: HttpServer, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["format"] == "vdi" and result["reason"] == "Completed"
+    assert compare(images.reference, tmp_path / "d.img")
+
+
+def test_cli_imports_a_container_disk(images: ImageFactory, registry_server: RegistryServer,
+                                     tmp_path: Path) -> None:
+    push_disk(registry_server, "golden/cli", "v1", images.get("qcow2").path, tmp_path / "w",
+              name="d.qcow2")
+    creds = registry_server.credentials
+    assert creds is not None
+    secret = tmp_path / "secret"
+    secret.write_text(f"accessKeyId: {creds.username}\nsecretKey: {creds.password}\n")
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "ca.pem").write_bytes(Path(str(registry_server.verify)).read_bytes())
+    done = subprocess.run([str(ROOTDISK), "import", registry_server.url("golden/cli", "v1"),
+                           str(tmp_path / "d.img"), "--json", "--secret-file", str(secret),
+                           "--cert-dir", str(certs)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["format"] == "qcow2"
     assert compare(images.reference, tmp_path / "d.img")
 
 
