@@ -73,17 +73,31 @@ def _compute(vmi: dict, start: int = 1024) -> dict:
     return compute
 
 
-def test_tcp_and_http_probes_go_to_the_pod_ip_where_the_launcher_takes_the_port() -> None:
+def test_http_probes_go_to_the_pod_ip_where_the_launcher_takes_the_port() -> None:
     compute = _compute(_vmi(
-        readinessProbe={"tcpSocket": {"port": 22}, "periodSeconds": 2, "initialDelaySeconds": 5},
+        readinessProbe={"httpGet": {"port": 22, "path": "/"}, "periodSeconds": 2,
+                        "initialDelaySeconds": 5},
         livenessProbe={"httpGet": {"port": 8080, "path": "/h"}, "failureThreshold": 4}))
-    assert compute["readinessProbe"] == {"tcpSocket": {"port": 30022}, "periodSeconds": 2,
-                                         "initialDelaySeconds": 15}
+    assert compute["readinessProbe"] == {"httpGet": {"port": 30022, "path": "/"},
+                                         "periodSeconds": 2, "initialDelaySeconds": 15}
     assert compute["livenessProbe"] == {"httpGet": {"port": 8080, "path": "/h"},
                                         "failureThreshold": 4, "initialDelaySeconds": 10}
     # a node whose unprivileged ports start at 0 takes port 22 itself
-    assert _compute(_vmi(readinessProbe={"tcpSocket": {"port": 22}}), 0)[
-        "readinessProbe"]["tcpSocket"] == {"port": 22}
+    assert _compute(_vmi(readinessProbe={"httpGet": {"port": 22}}), 0)[
+        "readinessProbe"]["httpGet"] == {"port": 22}
+
+
+def test_tcp_probes_ask_the_launcher_whether_the_guest_accepts() -> None:
+    """QEMU's NAT accepts on the pod side whatever the guest does: a bare tcpSocket probe
+    would always pass, so the launcher checks the guest's side (vm.launcher.tcp_probe)."""
+    compute = _compute(_vmi(
+        readinessProbe={"tcpSocket": {"port": 22}, "periodSeconds": 2, "initialDelaySeconds": 5,
+                        "timeoutSeconds": 2}))
+    sock = "/var/run/kubevirt/sockets/uid-1.sock"
+    assert compute["readinessProbe"] == {
+        "exec": {"command": ["python", "-m", "vm.launcher.probe", "--socket", sock,
+                             "--timeoutSeconds", "2", "--tcpSocket", "22"]},
+        "periodSeconds": 2, "initialDelaySeconds": 15, "timeoutSeconds": 3}
 
 
 def test_exec_and_ping_probes_are_wrapped_in_virt_probe() -> None:

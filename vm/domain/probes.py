@@ -10,7 +10,10 @@ binding takes the guest's ports), ``exec`` and ``guestAgentPing`` wrapped in
 
 Here the wrapper is ``python -m vm.launcher.probe`` with the launcher's control socket
 named on its command line, and a guest port below the node's unprivileged start is
-probed where the launcher took it (``podnet.node_port``). The launcher forwards a
+probed where the launcher took it (``podnet.node_port``). ``tcpSocket`` is wrapped too:
+QEMU's user network accepts on the pod side whether or not the guest listens, so a bare
+connect would always pass; the launcher checks that the guest itself accepted
+(:mod:`vm.launcher.tcp_probe`). The launcher forwards a
 probed TCP port even when the interface does not list it (upstream forwards every
 port), so a probe reaches the guest either way.
 """
@@ -71,7 +74,13 @@ def container_probe(probe: Mapping[str, Any], *, socket: str,
             if port is not None:
                 h["port"] = podnet.node_port(port, unprivileged_start)
     wrapped: list[str] | None = None
-    if probe.get("guestAgentPing") is not None:
+    tcp = probe.get("tcpSocket")
+    tcp_port = _int_port(tcp.get("port")) if isinstance(tcp, Mapping) else None
+    if tcp_port is not None:
+        out.pop("tcpSocket")
+        wrapped = [*PROBE_MODULE, "--socket", socket, "--timeoutSeconds", str(timeout),
+                   "--tcpSocket", str(tcp_port)]
+    elif probe.get("guestAgentPing") is not None:
         wrapped = [*PROBE_MODULE, "--socket", socket, "--timeoutSeconds", str(timeout),
                    "--guestAgentPing"]
     elif isinstance(probe.get("exec"), Mapping):

@@ -118,11 +118,13 @@ def softreboot(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
 
 
 def probe(path: str | Path, *, timeout_seconds: int, command: list[str] | None = None,
-          guest_agent_ping: bool = False) -> dict[str, Any]:
+          guest_agent_ping: bool = False, tcp_port: int | None = None) -> dict[str, Any]:
     """Ask the launcher to run a VMI probe in the guest; the answer's ``ok`` is its
     verdict. The whole exchange is bounded by the probe's timeout plus a second."""
     body: dict[str, Any] = {"cmd": "probe", "timeoutSeconds": timeout_seconds}
-    if guest_agent_ping:
+    if tcp_port is not None:
+        body["tcpSocket"] = tcp_port
+    elif guest_agent_ping:
         body["guestAgentPing"] = True
     else:
         body["command"] = command or []

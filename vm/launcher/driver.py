@@ -57,6 +57,9 @@ class Driver(Protocol):
 
     async def pause(self) -> None: ...
 
+    async def monitor(self, command: str) -> str:
+        """QEMU's human monitor (HMP) ``command``, its text answer. :raise DriverError:"""
+
     async def resume(self) -> None: ...
 
     async def close(self) -> None:

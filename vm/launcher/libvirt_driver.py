@@ -40,6 +40,8 @@ logging.getLogger("virEventAsyncIOImpl").setLevel(logging.INFO)
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
+MONITOR_TIMEOUT = 10.0
+"""Seconds a human-monitor command through libvirt may take."""
 QEMU_CONF = 'stdio_handler = "file"\n'
 NSS_WRAPPER = ("/usr/lib/x86_64-linux-gnu/libnss_wrapper.so", "/usr/lib64/libnss_wrapper.so",
                "/usr/lib/libnss_wrapper.so")
@@ -259,6 +261,21 @@ class LibvirtDriver:
 
     async def resume(self) -> None:
         await self._call("resume")
+
+    async def monitor(self, command: str) -> str:
+        if self._dom is None:
+            raise DriverError("the domain is not defined")
+        try:
+            answer = await asyncio.wait_for(asyncio.to_thread(
+                libvirt_qemu.qemuMonitorCommand, self._dom, command,
+                libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP), MONITOR_TIMEOUT)
+        except TimeoutError as err:
+            raise DriverError(f"libvirt did not answer the monitor command in"
+                              f" {MONITOR_TIMEOUT:g} s") from err
+        except libvirt.libvirtError as err:
+            raise DriverError(f"monitor command through libvirt: {err.get_error_message()}"
+                              ) from err
+        return str(answer)
 
     async def destroy(self) -> None:
         self._destroyed = True

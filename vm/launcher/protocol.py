@@ -49,11 +49,13 @@ class Request:
 class ProbeRequest:
     """``{"cmd": "probe", "timeoutSeconds": t, "command": [...]}`` runs the command in
     the guest through the agent (guest-exec; success is exit code 0);
-    ``"guestAgentPing": true`` instead of a command pings the agent."""
+    ``"guestAgentPing": true`` instead of a command pings the agent;
+    ``"tcpSocket": port`` checks that the guest accepts on its TCP ``port``."""
 
     timeout_seconds: int
     command: tuple[str, ...] = ()
     guest_agent_ping: bool = False
+    tcp_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,14 @@ def _probe_request(body: dict[str, Any]) -> Request | BadRequest:
     if not isinstance(ping, bool):
         return BadRequest("guestAgentPing: must be a boolean")
     command = body.get("command")
+    port = body.get("tcpSocket")
+    if port is not None:
+        if ping or command is not None:
+            return BadRequest("tcpSocket: not with guestAgentPing or command")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            return BadRequest("tcpSocket: must be a port number from 1 to 65535")
+        return Request(cmd="probe", probe=ProbeRequest(timeout_seconds=timeout,
+                                                       tcp_port=port))
     if ping:
         if command is not None:
             return BadRequest("command: not with guestAgentPing")

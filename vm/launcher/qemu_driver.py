@@ -195,6 +195,16 @@ class QemuDriver:
     async def pause(self) -> None:
         await self._execute("stop")
 
+    async def monitor(self, command: str) -> str:
+        if self._qmp is None:
+            raise DriverError("QMP is not connected")
+        try:
+            answer = await self._qmp.execute("human-monitor-command",
+                                             {"command-line": command})
+        except QMPError as err:
+            raise DriverError(f"QMP human-monitor-command failed: {err}") from err
+        return str(answer)
+
     async def resume(self) -> None:
         await self._execute("cont")
 

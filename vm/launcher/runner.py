@@ -20,10 +20,10 @@ import signal
 from vm import nodeports
 from vm.domain.builder import build_spec
 from vm.domain.errors import DomainError
-from vm.domain.model import Domain
+from vm.domain.model import Domain, PortForward
 from vm.domain.options import BuildOptions, Ovmf
 from vm.domain.vmi import VmiSpec, parse_vmi
-from vm.launcher import accel, cloudinit, disks, guest_probe, protocol, scratch, tasks
+from vm.launcher import accel, cloudinit, disks, guest_probe, protocol, scratch, tasks, tcp_probe
 from vm.launcher.agent import AgentError
 from vm.launcher.agent_poller import AgentPoller, Intervals
 from vm.launcher.config import LauncherConfig
@@ -85,6 +85,8 @@ class Supervisor:
         self._grace_task: asyncio.Task[None] | None = None
         self.poller: AgentPoller | None = None
         self.domain_interfaces: list[dict[str, str]] = []
+        self.forwards: tuple[PortForward, ...] = ()
+        """The domain's inbound forwards (a tcpSocket probe dials its port's)."""
 
     def on_state(self, state: protocol.State, reason: str) -> None:
         logger.info("domain %s (%s)", state, reason)
@@ -146,8 +148,17 @@ class Supervisor:
         await self.driver.reboot_acpi()
 
     async def probe(self, request: protocol.ProbeRequest) -> None:
-        """A VMI probe through the guest agent (see :mod:`vm.launcher.guest_probe`)."""
+        """A VMI probe through the guest agent (see :mod:`vm.launcher.guest_probe`), or of
+        a guest TCP port through QEMU's NAT (:mod:`vm.launcher.tcp_probe`)."""
         self._require_live()
+        if request.tcp_port is not None:
+            try:
+                forward = tcp_probe.forward_for(self.forwards, request.tcp_port)
+                await tcp_probe.check(self.driver.monitor, forward,
+                                      timeout=request.timeout_seconds)
+            except tcp_probe.ProbeFailed as err:
+                raise DriverError(str(err)) from err
+            return
         if self.poller is None:
             raise DriverError("the VMI has no guest agent channel")
         try:
@@ -269,6 +280,7 @@ async def run(config: LauncherConfig) -> Outcome:
         except LauncherError as err:
             return Outcome("Failed", err.reason, err.message)
         supervisor.started_at = _now()
+        supervisor.forwards = tuple(f for i in domain.interfaces for f in i.forwards)
         supervisor.domain_interfaces = [
             {"name": i.alias.removeprefix("ua-"), "mac": i.mac or ""} for i in domain.interfaces
         ]

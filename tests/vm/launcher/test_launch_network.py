@@ -53,16 +53,29 @@ def test_listed_port_reaches_the_guest_on_the_pod_ip_and_unlisted_does_not(
     launch: Factory, linux_guest_net: LinuxGuest, driver: str
 ) -> None:
     pod_ip = _pod_ip()
-    run = launch(_vmi([{"name": "echo", "port": 8080}]), driver=driver, sandbox=True,
-                 env={"POD_IP": pod_ip})
+    vmi = _vmi([{"name": "echo", "port": 8080}])
+    spec = vmi["spec"]
+    assert isinstance(spec, dict)
+    spec["readinessProbe"] = {"tcpSocket": {"port": 9}}  # forwarded, not served
+    run = launch(vmi, driver=driver, sandbox=True, env={"POD_IP": pod_ip})
     run.add_disk("root", linux_guest_net.raw)
     run.start()
+    run.wait_for_state("running")
+    # QEMU's NAT accepts at once, but the guest has no network yet: a tcpSocket probe
+    # (vm.launcher.tcp_probe) fails where a bare connect would pass
+    early = run.request({"cmd": "probe", "timeoutSeconds": 1, "tcpSocket": 8080})
+    assert early["ok"] is False and "did not accept TCP port 8080" in early["error"], early
     run.wait_for_console(NET_MARKER, timeout=180)
     # upstream's masquerade addresses, given by DHCP
     assert f"{NET_MARKER} addr=10.0.2.2/24 gw=10.0.2.1" in run.console_text()
     got = _talk(pod_ip, 8080)
     assert got.startswith(f"{NET_HELLO} port=8080\n".encode()), got
     assert b"GUEST-ECHO:ping from the host\n" in got
+    assert run.request({"cmd": "probe", "timeoutSeconds": 5, "tcpSocket": 8080}) == {"ok": True}
+    refused = run.request({"cmd": "probe", "timeoutSeconds": 5, "tcpSocket": 9})
+    assert refused["ok"] is False and "refused TCP port 9" in refused["error"], refused
+    unknown = run.request({"cmd": "probe", "timeoutSeconds": 1, "tcpSocket": 7})
+    assert unknown == {"ok": False, "error": "guest TCP port 7 is not forwarded to the pod"}
     # the guest serves 8081 too, but it is not listed: nothing listens for it
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((pod_ip, 8081), timeout=10).close()
