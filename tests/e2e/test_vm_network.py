@@ -153,3 +153,41 @@ def test_listed_port_by_pod_ip_service_port_forward_and_ssh_proxy(
         for f in (via.stdin, via.stdout):
             if f is not None:
                 f.close()
+
+
+@pytest.mark.timeout(900)
+def test_no_ports_listed_port_forward_reaches_any_port(
+        cluster: Cluster, kube: Kube, ns: str, http_server: HttpServer) -> None:
+    """A VM that lists no ports: upstream forwards every port; here `rootdisk port-forward`
+    (virt-api → the node handler → the launcher's ``hostfwd_add``) reaches any of them."""
+    guest = GuestBuilder().linux(mode="net")
+    vm = _net_vm("open", http_server.publish(guest.raw, "open.img"))
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0].pop("ports")
+    kube.create(vmkit.VMS, vm, ns)
+    try:
+        vmkit.wait_printable(kube, ns, "open", "Running", timeout=400)
+        wait_for(lambda: NET_MARKER in vmkit.cli(cluster, "console", "open", "-n", ns,
+                                                 "--log").stdout,
+                 timeout=180, what="the guest's network up")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    pod_ip = kube.get(vmkit.VMIS, "open", ns)["status"]["interfaces"][0]["ipAddress"]
+    with pytest.raises(ConnectionRefusedError):  # nothing is forwarded before it is asked
+        socket.create_connection((pod_ip, 8081), timeout=10).close()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        local = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "rootdisk", "port-forward", "--kubeconfig",
+                             cluster.kubeconfig, f"vm/open/{ns}", f"{local}:8081"],
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().decode() == f"Forwarding from 127.0.0.1:{local} -> 8081\n"
+        got = _hello("127.0.0.1", local, b"any port\n")
+        assert got.startswith(f"{NET_HELLO} port=8081".encode()), got
+        assert b"GUEST-ECHO:any port\n" in got
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stderr is not None:
+            proc.stderr.close()

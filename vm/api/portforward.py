@@ -81,6 +81,16 @@ def target_of(name: str, vmi: Mapping[str, Any] | None, port: str,
                   protocol=proto)
 
 
+def forwarded_on_request(vmi: Mapping[str, Any]) -> bool:
+    """Whether the VMI's first interface lists no ``ports``: upstream then forwards every
+    port, so the launcher opens the asked-for one on request (QEMU's user network has no
+    wildcard forward); a VMI that lists ports is reached on those only."""
+    devices = ((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}
+    interfaces = devices.get("interfaces") or []
+    first = interfaces[0] if interfaces and isinstance(interfaces[0], Mapping) else {}
+    return not first.get("ports")
+
+
 def _dial_error(target: Target, err: OSError) -> Refused:
     # Go's words for the errno ("connection refused"), not asyncio's "Connect call failed"
     what = (os.strerror(err.errno) if err.errno else err.strerror or str(err)).lower()

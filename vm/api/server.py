@@ -215,6 +215,18 @@ class VirtAPI:
             target = portforward.target_of(
                 name, vmi, request.match_info["port"], request.match_info.get("protocol"),
                 unprivileged_start=nodeports.unprivileged_port_start())
+            if portforward.forwarded_on_request(vmi):
+                got = await self._call_handler(
+                    dict(vmi), "PUT", "forward",
+                    f"&port={request.match_info['port']}&protocol={target.protocol}")
+                if isinstance(got, web.Response):
+                    return got
+                code, body = got
+                if code != 200:
+                    return status(code, str(body.get("message") or body)[:500])
+                target = portforward.Target(host=str(body.get("address") or target.host),
+                                            port=int(body.get("port") or target.port),
+                                            protocol=target.protocol)
             if target.protocol == "udp":
                 return await portforward.serve_udp(request, target)
             return await portforward.serve_tcp(request, target)
@@ -225,8 +237,8 @@ class VirtAPI:
                           f"{err.message}")
 
     # -- guest agent ---------------------------------------------------------------
-    async def _call_handler(self, vmi: dict[str, Any], method: str,
-                            sub: str) -> tuple[int, dict[str, Any]] | web.Response:
+    async def _call_handler(self, vmi: dict[str, Any], method: str, sub: str,
+                            query: str = "") -> tuple[int, dict[str, Any]] | web.Response:
         """One bounded HTTPS call to the handler of the VMI's node: (status, JSON body),
         or virt-api's own answer when the handler cannot be reached or answers nonsense."""
         st = vmi.get("status") or {}
@@ -236,7 +248,7 @@ class VirtAPI:
             return status(503, f"no node handler serves node {st.get('nodeName')}")
         meta = vmi["metadata"]
         url = (f"https://{where[0]}:{where[1]}/v1/namespaces/{meta['namespace']}/"
-               f"virtualmachineinstances/{meta['name']}/{sub}?uid={meta['uid']}")
+               f"virtualmachineinstances/{meta['name']}/{sub}?uid={meta['uid']}{query}")
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
                     total=HANDSHAKE_TIMEOUT)) as session, session.request(

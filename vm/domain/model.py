@@ -108,6 +108,13 @@ class Interface:
     gateway: str = "10.0.2.1"
     guest: str = "10.0.2.2"  # what DHCP gives the guest
     forwards: tuple[PortForward, ...] = ()
+    all_ports: bool = False
+    """The VMI lists no ports: any guest port may be forwarded when asked for."""
+
+    @property
+    def netdev(self) -> str:
+        """QEMU's id of the interface's user-mode network (``hostfwd_add`` names it)."""
+        return f"host{self.alias}"
 
 
 @dataclass(frozen=True)

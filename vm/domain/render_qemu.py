@@ -89,7 +89,7 @@ not know of (see render_libvirt) must be placed where neither puts anything."""
 def interface_args(iface: Interface, index: int = 0) -> list[str]:
     """One NIC on a user-mode (libslirp) network with the masquerade addresses and the
     port forwards; the libvirt driver passes the same arguments (see render_libvirt)."""
-    netdev = f"host{iface.alias}"
+    netdev = iface.netdev
     model = "virtio-net-pci-non-transitional" if iface.model.startswith("virtio") else iface.model
     user = _join(
         "user",

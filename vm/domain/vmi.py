@@ -70,6 +70,9 @@ class InterfaceSpec:
     mac: str | None
     ports: tuple[podnet.PortSpec, ...] = ()
     subnet: podnet.Subnet = podnet.DEFAULT
+    all_ports: bool = True
+    """No ``ports`` listed: upstream forwards every port (here: each port asked for, on
+    demand, see ``vm.launcher.runner.Supervisor.forward``)."""
 
 
 @dataclass(frozen=True)
@@ -396,6 +399,7 @@ def _pod_interfaces(spec: dict[str, Any],
         result.append(InterfaceSpec(
             name=name, model=model, mac=mac,
             ports=podnet.ports(iface.get("ports"), f"{field}.ports"), subnet=cidrs[name],
+            all_ports=not iface.get("ports"),
         ))
     return tuple(result)
 

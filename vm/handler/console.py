@@ -131,6 +131,27 @@ class ConsoleServer:
                                      status=409)
         return web.json_response({})
 
+    async def forward(self, request: web.Request) -> web.Response:
+        """Open a forward of a guest port through the launcher (virt-api's port-forward
+        of a VMI that lists no ports); answers where it is."""
+        vmi = await self._vmi_here(request, "forward guest ports")
+        if isinstance(vmi, web.Response):
+            return vmi
+        port, proto = request.query.get("port", ""), request.query.get("protocol", "tcp")
+        if not (port.isascii() and port.isdigit()) or proto not in ("tcp", "udp"):
+            return web.json_response({"message": "port and protocol (tcp|udp) are required"},
+                                     status=400)
+        try:
+            answer = await asyncio.to_thread(launcher.forward, socket_of(vmi, self.socket_dir),
+                                             port=int(port), protocol=proto,
+                                             timeout=HANDSHAKE_SECONDS)
+        except launcher.ControlError as err:
+            return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
+        if answer.get("ok") is not True:
+            return web.json_response({"message": str(answer.get("error") or answer)[:500]},
+                                     status=409)
+        return web.json_response({"address": answer.get("address"), "port": answer.get("port")})
+
     async def pause_unpause(self, request: web.Request) -> web.Response:
         """QMP stop / cont (libvirt suspend / resume) through the launcher."""
         action = request.match_info["action"]
@@ -154,6 +175,7 @@ class ConsoleServer:
         app.router.add_get(base + "/console", self.console)
         app.router.add_get(base + "/guestinfo", self.guestinfo)
         app.router.add_put(base + "/softreboot", self.softreboot)
+        app.router.add_put(base + "/forward", self.forward)
         app.router.add_put(base + "/{action:pause|unpause}", self.pause_unpause)
         app.router.add_get("/healthz", healthz)
         return app

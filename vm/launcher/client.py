@@ -131,6 +131,14 @@ def probe(path: str | Path, *, timeout_seconds: int, command: list[str] | None =
     return request(path, body, timeout=timeout_seconds + 1.0)
 
 
+def forward(path: str | Path, *, port: int, protocol: str = "tcp",
+            timeout: float = 10.0) -> dict[str, Any]:
+    """Ask the launcher to make the guest's ``port`` reachable on the pod IP; the answer
+    names where (``address``, ``port``)."""
+    return request(path, {"cmd": "forward", "port": port, "protocol": protocol},
+                   timeout=timeout)
+
+
 def pause(path: str | Path, *, timeout: float = 10.0) -> dict[str, Any]:
     return request(path, {"cmd": "pause"}, timeout=timeout)
 

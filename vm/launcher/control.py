@@ -32,6 +32,7 @@ class Controls(Protocol):
     def guestinfo(self) -> dict[str, object]: ...
     async def softreboot(self) -> None: ...
     async def probe(self, request: protocol.ProbeRequest) -> None: ...
+    async def forward(self, request: protocol.ForwardRequest) -> dict[str, object]: ...
 
 
 class ControlServer:
@@ -97,6 +98,8 @@ class ControlServer:
                 await self.controls.softreboot()
             elif request.cmd == "probe" and request.probe is not None:
                 await self.controls.probe(request.probe)
+            elif request.cmd == "forward" and request.forward is not None:
+                return {"ok": True, **await self.controls.forward(request.forward)}
             elif request.cmd == "shutdown":
                 await self.controls.shutdown(request.grace_period_seconds)
             elif request.cmd == "kill":

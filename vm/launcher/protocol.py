@@ -26,11 +26,11 @@ MAX_PROBE_SECONDS = 3600
 
 Command = Literal[
     "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot",
-    "probe",
+    "probe", "forward",
 ]
 COMMANDS: tuple[Command, ...] = (
     "status", "shutdown", "kill", "pause", "unpause", "console", "guestinfo", "softreboot",
-    "probe",
+    "probe", "forward",
 )
 
 State = Literal["starting", "running", "paused", "shutdown", "crashed"]
@@ -43,6 +43,16 @@ class Request:
     cmd: Command
     grace_period_seconds: int | None = None
     probe: ProbeRequest | None = None
+    forward: ForwardRequest | None = None
+
+
+@dataclass(frozen=True)
+class ForwardRequest:
+    """``{"cmd": "forward", "port": p, "protocol": "tcp"}``: make the guest's ``port``
+    reachable on the pod IP (virt-api's port-forward of a VMI that lists no ports)."""
+
+    port: int
+    protocol: Literal["tcp", "udp"] = "tcp"
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,13 @@ def parse_request(*, line: bytes) -> Request | BadRequest:
         return BadRequest(f"cmd: unknown command {cmd!r} (known: {', '.join(COMMANDS)})")
     if cmd == "probe":
         return _probe_request(body)
+    if cmd == "forward":
+        port, proto = body.get("port"), body.get("protocol", "tcp")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            return BadRequest("port: must be a port number from 1 to 65535")
+        if proto not in ("tcp", "udp"):
+            return BadRequest("protocol: must be tcp or udp")
+        return Request(cmd="forward", forward=ForwardRequest(port=port, protocol=proto))
     if cmd != "shutdown":
         return Request(cmd=cmd)
     grace = body.get("gracePeriodSeconds")

@@ -19,8 +19,9 @@ import signal
 
 from vm import nodeports
 from vm.domain.builder import build_spec
+from vm.domain.configurators import network
 from vm.domain.errors import DomainError
-from vm.domain.model import Domain, PortForward
+from vm.domain.model import Domain, Interface, PortForward
 from vm.domain.options import BuildOptions, Ovmf
 from vm.domain.vmi import VmiSpec, parse_vmi
 from vm.launcher import accel, cloudinit, disks, guest_probe, protocol, scratch, tasks, tcp_probe
@@ -86,7 +87,10 @@ class Supervisor:
         self.poller: AgentPoller | None = None
         self.domain_interfaces: list[dict[str, str]] = []
         self.forwards: tuple[PortForward, ...] = ()
-        """The domain's inbound forwards (a tcpSocket probe dials its port's)."""
+        """The domain's inbound forwards (a tcpSocket probe dials its port's), and those
+        opened on request since."""
+        self.interfaces: tuple[Interface, ...] = ()
+        self._forward_lock = asyncio.Lock()
 
     def on_state(self, state: protocol.State, reason: str) -> None:
         logger.info("domain %s (%s)", state, reason)
@@ -168,6 +172,33 @@ class Supervisor:
         except guest_probe.ProbeFailed as err:
             raise DriverError(str(err)) from err
 
+    async def forward(self, request: protocol.ForwardRequest) -> dict[str, object]:
+        """Open a forward of a guest port the VMI does not list, when it lists none
+        (upstream forwards every port then): QEMU's ``hostfwd_add`` on the first
+        interface's user network, at the pod IP where a listed port would be."""
+        self._require_live()
+        if not self.interfaces:
+            raise DriverError("the VMI has no pod network interface")
+        iface = self.interfaces[0]
+        try:
+            fwd = network.on_demand(iface, protocol=request.protocol,
+                                    guest_port=request.port, pod_ip=self.config.pod_ip or "",
+                                    unprivileged_start=nodeports.unprivileged_port_start(),
+                                    taken=self.forwards)
+        except DomainError as err:
+            raise DriverError(str(err)) from err
+        if fwd not in self.forwards:
+            async with self._forward_lock:
+                if fwd not in self.forwards:
+                    rule = f"{fwd.protocol}:{fwd.address}:{fwd.port}-{iface.guest}:{fwd.guest_port}"
+                    said = (await self.driver.monitor(f"hostfwd_add {iface.netdev} {rule}"))
+                    if said.strip():
+                        raise DriverError(f"hostfwd_add {rule}: {said.strip()[:300]}")
+                    logger.info("forwarded %s/%d from %s:%d on request", fwd.protocol,
+                                fwd.guest_port, fwd.address, fwd.port)
+                    self.forwards = (*self.forwards, fwd)
+        return {"address": fwd.address, "port": fwd.port}
+
     async def kill(self) -> None:
         self._require_live()
         await self.driver.destroy()
@@ -219,8 +250,9 @@ def build_domain(config: LauncherConfig, spec: VmiSpec, accelerator: str) -> Dom
             logger.info("interface %s: %s forwarded from the pod IP to %s", iface.alias,
                         ", ".join(f"{f.protocol}/{f.port}" for f in iface.forwards), iface.guest)
         else:
-            logger.warning("interface %s lists no ports: no inbound traffic reaches the guest "
-                           "(KubeVirt would forward every port; list them in its ports)",
+            logger.warning("interface %s lists no ports: a port is forwarded when a"
+                           " port-forward asks for it (KubeVirt forwards every port; list"
+                           " them in its ports for a Service or a client of the pod IP)",
                            iface.alias)
     fw = domain.firmware
     if config.driver == "qemu" and fw.kind == "efi" and fw.nvram and fw.nvram_template:
@@ -275,12 +307,13 @@ async def run(config: LauncherConfig) -> Outcome:
         await control.start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(_on_sigterm(supervisor)))
+        supervisor.forwards = tuple(f for i in domain.interfaces for f in i.forwards)
+        supervisor.interfaces = domain.interfaces
         try:
             await driver.start(domain, supervisor.on_state)
         except LauncherError as err:
             return Outcome("Failed", err.reason, err.message)
         supervisor.started_at = _now()
-        supervisor.forwards = tuple(f for i in domain.interfaces for f in i.forwards)
         supervisor.domain_interfaces = [
             {"name": i.alias.removeprefix("ua-"), "mac": i.mac or ""} for i in domain.interfaces
         ]

@@ -76,6 +76,9 @@ def test_listed_port_reaches_the_guest_on_the_pod_ip_and_unlisted_does_not(
     assert refused["ok"] is False and "refused TCP port 9" in refused["error"], refused
     unknown = run.request({"cmd": "probe", "timeoutSeconds": 1, "tcpSocket": 7})
     assert unknown == {"ok": False, "error": "guest TCP port 7 is not forwarded to the pod"}
+    # ports are listed: only those reach the guest, port-forward included (as upstream)
+    unlisted = run.request({"cmd": "forward", "port": 8081})
+    assert unlisted["ok"] is False and "TCP port 8081 is not listed" in unlisted["error"]
     # the guest serves 8081 too, but it is not listed: nothing listens for it
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((pod_ip, 8081), timeout=10).close()
@@ -83,6 +86,30 @@ def test_listed_port_reaches_the_guest_on_the_pod_ip_and_unlisted_does_not(
     other = next(ip for ip in iter(_pod_ip, None) if ip != pod_ip)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((other, 8080), timeout=10).close()
+    assert run.request({"cmd": "kill"}) == {"ok": True}
+    run.wait()
+
+
+@pytest.mark.parametrize("driver", ["qemu", "libvirt"])
+def test_no_ports_listed_any_port_is_forwarded_on_request(
+    launch: Factory, linux_guest_net: LinuxGuest, driver: str
+) -> None:
+    """Upstream forwards every port of a VMI that lists none; QEMU's user network has no
+    wildcard, so the launcher opens the forward virt-api's port-forward asks for
+    (``hostfwd_add``), at the pod IP, once."""
+    pod_ip = _pod_ip()
+    run = launch(_vmi([]), driver=driver, sandbox=True, env={"POD_IP": pod_ip})
+    run.add_disk("root", linux_guest_net.raw)
+    run.start()
+    run.wait_for_console(NET_MARKER, timeout=180)
+    with pytest.raises(ConnectionRefusedError):  # nothing before it is asked for
+        socket.create_connection((pod_ip, 8081), timeout=10).close()
+    answer = run.request({"cmd": "forward", "port": 8081})
+    assert answer == {"ok": True, "address": pod_ip, "port": 8081}
+    assert run.request({"cmd": "forward", "port": 8081}) == answer  # once
+    got = _talk(pod_ip, 8081)
+    assert got.startswith(f"{NET_HELLO} port=8081\n".encode()), got
+    assert run.request({"cmd": "forward", "port": 0})["error"].startswith("port: must be")
     assert run.request({"cmd": "kill"}) == {"ok": True}
     run.wait()
 

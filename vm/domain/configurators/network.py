@@ -66,6 +66,32 @@ def _forwards(
     return tuple(result)
 
 
+def on_demand(iface: Interface, *, protocol: str, guest_port: int, pod_ip: str,
+              unprivileged_start: int, taken: tuple[PortForward, ...] = ()) -> PortForward:
+    """The forward of ``guest_port`` asked for after the start (virt-api's port-forward
+    of a port the VMI does not list): the one there is, or a new one where a listed port
+    would be, when the interface lists no ports (upstream then forwards every port);
+    refused, naming why, when it lists some (upstream forwards only those)."""
+    for f in (*iface.forwards, *taken):
+        if f.protocol == protocol and f.guest_port == guest_port:
+            return f
+    if not iface.all_ports:
+        raise DomainError("spec.domain.devices.interfaces[0].ports",
+                          f"{protocol.upper()} port {guest_port} is not listed: only the"
+                          " listed ports reach the guest")
+    if not pod_ip:
+        raise DomainError("POD_IP", "the pod IP is not known: nowhere to forward from")
+    if protocol not in ("tcp", "udp") or not 1 <= guest_port <= 65535:
+        raise DomainError("port", f"not a TCP or UDP port: {protocol}/{guest_port}")
+    at = podnet.node_port(guest_port, unprivileged_start)
+    if at > 65535 or any(f.protocol == protocol and f.port == at
+                         for f in (*iface.forwards, *taken)):
+        raise DomainError("port", f"{protocol.upper()} port {guest_port} cannot be taken at"
+                          f" {at} on the pod IP")
+    return PortForward(protocol=protocol, address=pod_ip, port=at,  # type: ignore[arg-type]
+                       guest_port=guest_port)
+
+
 MAX_INTERFACES = 4  # each takes a pcie.0 slot of its own (render_qemu.NIC_SLOT)
 
 
@@ -84,6 +110,7 @@ def configure(*, vmi: VmiSpec, options: BuildOptions, domain: Domain) -> Domain:
             gateway=spec.subnet.gateway,
             guest=spec.subnet.guest,
             forwards=_forwards(spec, i, options, taken),
+            all_ports=spec.all_ports,
         )
         for i, spec in enumerate(vmi.interfaces)
     )
