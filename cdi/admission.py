@@ -1,4 +1,5 @@
-"""AdmissionReview in, AdmissionReview out, for the DataVolume validating webhook (pure).
+"""AdmissionReview in, AdmissionReview out, for the DataVolume and DataImportCron
+validating webhooks (pure).
 
 kube-apiserver sends ``admission.k8s.io/v1`` AdmissionReviews; the answer echoes the
 request's uid, allows or refuses. A refusal is what CDI's webhooks send
@@ -19,6 +20,7 @@ from typing import Any
 from cdi.authorize import requester_annotation
 from cdi.config import CLAIM_ADOPTION_GATE
 from cdi.validate import validate_create, validate_update
+from cdi.validate_cron import validate_cron_create, validate_cron_update
 from vocab import cdi as api
 
 Exists = Callable[[str, str, str], bool]
@@ -39,10 +41,17 @@ def review(body: Mapping[str, Any], *, exists: Exists, metadata: Metadata | None
     problems: list[str]
     kind = (request.get("kind") or {}).get("kind")
     obj = request.get("object") or {}
-    if kind != "DataVolume":
+    ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+    if kind == api.DATAIMPORTCRON_KIND:
+        if request.get("operation") == "CREATE":
+            problems = validate_cron_create(cron=obj, exists=lambda k, n: exists(k, n, ns))
+        elif request.get("operation") == "UPDATE":
+            problems = validate_cron_update(old=request.get("oldObject") or {}, new=obj)
+        else:
+            problems = []
+    elif kind != "DataVolume":
         problems = []
     elif request.get("operation") == "CREATE":
-        ns = request.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
         claim = None
         name = (obj.get("metadata") or {}).get("name")
         if metadata is not None and name:

@@ -15,8 +15,16 @@ from typing import Any
 
 import kopf
 
-from cdi import datasource, reconcile
-from cdi.kube import DATASOURCES, DATAVOLUMES, Client, KubeError, cdi_namespace, load_configuration
+from cdi import cronsync, datasource, reconcile
+from cdi.kube import (
+    DATAIMPORTCRONS,
+    DATASOURCES,
+    DATAVOLUMES,
+    Client,
+    KubeError,
+    cdi_namespace,
+    load_configuration,
+)
 from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
@@ -60,6 +68,32 @@ def datavolume_event(event: Any, body: Any, name: str, namespace: str | None,
         reconcile.reconcile_datavolume(client(), namespace, name)
     else:
         reconcile.delete_clone_source(client(), dict(body))
+    cron = ((body.get("metadata") or {}).get("labels") or {}).get(api.CRON_LABEL)
+    if cron:  # an import of a DataImportCron moved on
+        _cron(namespace, str(cron))
+
+
+@kopf.on.event(api.GROUP, api.VERSION, api.DATAIMPORTCRON_PLURAL)
+def cron_event(event: Any, name: str, namespace: str | None, **_: Any) -> None:
+    if namespace is None:
+        return
+    if event.get("type") == "DELETED":
+        cronsync.cleanup(client(), namespace, name)
+    else:
+        _cron(namespace, name)
+
+
+_cron_guard = threading.Lock()
+
+
+def _cron(namespace: str, name: str) -> None:
+    """One cron reconcile at a time (events and the resync would otherwise race to
+    create the same import)."""
+    with _cron_guard:
+        try:
+            cronsync.reconcile_cron(client(), namespace, name)
+        except KubeError as err:
+            logger.warning("cron %s/%s: %s", namespace, name, err)
 
 
 Source = tuple[str, str, str]
@@ -141,6 +175,12 @@ def _resync() -> None:
             reconcile.reconcile_cdi(client(), version=_version())
         except KubeError as err:
             logger.warning("resync: the CDI object's status: %s", err)
+        try:
+            for cron in client().list(DATAIMPORTCRONS):
+                _cron(cron["metadata"]["namespace"], cron["metadata"]["name"])
+            cronsync.sweep(client())
+        except KubeError as err:
+            logger.warning("resync: DataImportCrons: %s", err)
         try:
             for ds in client().list(DATASOURCES):
                 reconcile.reconcile_data_source(client(), ds["metadata"]["namespace"],

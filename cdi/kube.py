@@ -28,6 +28,9 @@ from kubeclient.resources import (
     CONFIGMAPS as CONFIGMAPS,
 )
 from kubeclient.resources import (
+    DATAIMPORTCRONS as DATAIMPORTCRONS,
+)
+from kubeclient.resources import (
     DATASOURCES as DATASOURCES,
 )
 from kubeclient.resources import (
@@ -73,7 +76,8 @@ logger = logging.getLogger(__name__)
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """Accept header for an object's metadata without its body (a Secret without its data)."""
 
-__all__ = ["CDICONFIGS", "CDIS", "CLONE_SOURCES", "CONFIGMAPS", "DATASOURCES", "DATAVOLUMES",
+__all__ = ["CDICONFIGS", "CDIS", "CLONE_SOURCES", "CONFIGMAPS", "DATAIMPORTCRONS", "DATASOURCES",
+           "DATAVOLUMES",
            "DEPLOYMENTS", "EVENTS", "IMPORT_SOURCES", "INGRESSES", "LEASES", "METADATA_ONLY",
            "PVCS", "SECRETS", "STORAGECLASSES", "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS",
            "Client", "Kind", "KubeError", "Obj", "cdi_namespace", "load_configuration"]

@@ -375,3 +375,12 @@ def _rootdisk_problems(spec: Mapping[str, Any], exists: Exists) -> list[str]:
             if scheme == "gs":
                 problems.append(_p(f"{where}.url", "an S3 source needs an http or https URL"))
     return problems
+
+
+def spec_problems(spec: Mapping[str, Any], exists: Exists, *, field: str = "spec") -> list[str]:
+    """Upstream's ``validateDataVolumeSpec`` then rootdisk's checks, for a DataVolume spec
+    found under ``field`` (a DataImportCron's ``Template``: the paths say so)."""
+    problems = _spec_problems(spec) or _rootdisk_problems(spec, exists)
+    if field == "spec":
+        return problems
+    return [f"{field}.{p[len('spec.'):]}" if p.startswith("spec.") else p for p in problems]

@@ -27,6 +27,7 @@ SETS: dict[str, ControllerSet] = {
     "cdi": ControllerSet(
         handlers=("cdi.handlers", "populators.handlers"),
         webhooks={"/validate-datavolumes": "cdi.admission:review",
+                  "/validate-dataimportcrons": "cdi.admission:review",
                   "/mutate-datavolumes": "cdi.admission:mutate"},
         lease="rootdisk-cdi",
     ),

@@ -1,0 +1,225 @@
+"""A DataImportCron's reconcile: observe, poll the registry when due, decide
+(:mod:`cdi.importcron`, pure), apply. Also what a deleted cron leaves to clean up.
+
+The digest is polled here, by the controller, with ``ociregistry`` (upstream polls a
+``docker://`` source from a CronJob's pod that writes the same annotations); the
+template's ``secretRef`` (keys ``accessKeyId``/``secretKey``) and ``certConfigMap`` are
+read for it, and CDIConfig ``spec.insecureRegistries`` is honoured, as for an import.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import logging
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import certifi
+
+from cdi import importcron
+from cdi.kube import (
+    CDICONFIGS,
+    CONFIGMAPS,
+    DATAIMPORTCRONS,
+    DATASOURCES,
+    DATAVOLUMES,
+    PVCS,
+    SECRETS,
+    Client,
+    KubeError,
+)
+from ociregistry.client import Access, Credentials, RegistryError, resolve_digest
+from ociregistry.reference import ReferenceError as BadReference
+from ociregistry.reference import parse_docker_url
+from vocab import cdi as api
+
+logger = logging.getLogger(__name__)
+Obj = dict[str, Any]
+Resolver = Callable[[str, Access], str]
+"""``resolve(docker_url, access)``: the digest the url names now."""
+POLL_TIMEOUT = 30.0
+
+
+def _resolve(url: str, access: Access) -> str:
+    return resolve_digest(parse_docker_url(url), access)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def reconcile_cron(client: Client, namespace: str, name: str, *,
+                   now: Callable[[], dt.datetime] = _utcnow,
+                   resolve: Resolver = _resolve) -> None:
+    cron = client.get(DATAIMPORTCRONS, name, namespace)
+    if cron is None or (cron.get("metadata") or {}).get("deletionTimestamp"):
+        return
+    spec = cron.get("spec") or {}
+    managed = str(spec.get("managedDataSource") or "")
+    data_source = client.get(DATASOURCES, managed, namespace) if managed else None
+    crons = {c["metadata"]["name"]: c for c in client.list(DATAIMPORTCRONS, namespace)}
+    other = importcron.managed_by_other(data_source, cron, crons)
+    if other is not None:
+        client.event(cron, type_="Warning", reason="ErrDataSourceAlreadyManaged",
+                     message=f"DataSource {managed} is already managed by DataImportCron"
+                     f" {other}")
+        return
+    when = now()
+    poll = _poll(client, cron, resolve) if importcron.should_poll(cron, when) else None
+    imports = (cron.get("status") or {}).get("currentImports") or []
+    current = str(imports[0].get("dataVolumeName")) if imports else ""
+    desired = (poll.digest if poll is not None and poll.digest else
+               ((cron.get("metadata") or {}).get("annotations") or {}).get(
+                   api.SOURCE_DESIRED_DIGEST) or "")
+    existing = None
+    if desired:
+        with contextlib.suppress(ValueError):
+            candidate = importcron.dv_name(managed, desired)
+            if candidate != current:
+                existing = client.get(PVCS, candidate, namespace)
+    claims = [c for c in client.list(PVCS, namespace)
+              if ((c.get("metadata") or {}).get("labels") or {}).get(api.CRON_LABEL) == name]
+    plan = importcron.decide(importcron.Observed(
+        cron=cron, now=when,
+        dv=client.get(DATAVOLUMES, current, namespace) if current else None,
+        pvc=client.get(PVCS, current, namespace) if current else None,
+        existing=existing, data_source=data_source, claims=claims, poll=poll))
+    _apply(client, cron, plan)
+
+
+def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
+    meta = cron["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    for type_, reason, message in plan.events:
+        client.event(cron, type_=type_, reason=reason, message=message)
+    if plan.delete_dv is not None:
+        logger.info("cron %s/%s: DataVolume %s failed; importing again", namespace, name,
+                    plan.delete_dv)
+        client.delete(DATAVOLUMES, plan.delete_dv, namespace)
+    if plan.create_dv is not None:
+        logger.info("cron %s/%s: importing %s", namespace, name,
+                    plan.create_dv["spec"]["source"]["registry"]["url"])
+        client.create(DATAVOLUMES, plan.create_dv)
+    if plan.touch_claim is not None:
+        claim, labels, annotations = plan.touch_claim
+        with contextlib.suppress(KubeError):
+            client.patch(PVCS, claim, {"metadata": {"labels": labels,
+                                                    "annotations": annotations}}, namespace)
+    for old in plan.collect:
+        logger.info("cron %s/%s: garbage-collecting %s", namespace, name, old)
+        if client.get(DATAVOLUMES, old, namespace) is not None:
+            client.delete(DATAVOLUMES, old, namespace)
+        else:
+            client.delete(PVCS, old, namespace)
+    if plan.create_data_source is not None:
+        client.create(DATASOURCES, plan.create_data_source)
+    if plan.data_source_source is not None:
+        source = {"pvc": None, "snapshot": None, "dataSource": None, **plan.data_source_source}
+        client.patch(DATASOURCES, str(cron["spec"]["managedDataSource"]),
+                     {"spec": {"source": source}}, namespace)
+    if plan.annotations:
+        client.patch(DATAIMPORTCRONS, name, {"metadata": {"annotations": plan.annotations}},
+                     namespace)
+    if plan.status is not None:
+        try:
+            client.patch(DATAIMPORTCRONS, name, {"status": plan.status}, namespace,
+                         subresource="status")
+        except KubeError as err:
+            if err.status not in (404, 409):
+                raise
+
+
+# -- polling ---------------------------------------------------------------------------------
+
+def _poll(client: Client, cron: Obj, resolve: Resolver) -> importcron.Poll:
+    url = importcron.registry_url(cron)
+    assert url is not None  # should_poll said so
+    namespace = cron["metadata"]["namespace"]
+    registry = ((cron["spec"]["template"].get("spec") or {}).get("source") or {}).get(
+        "registry") or {}
+    try:
+        with _access(client, namespace, url, registry) as access:
+            digest = resolve(url, access)
+    except (RegistryError, BadReference, OSError, ValueError) as err:
+        logger.warning("cron %s/%s: polling %s failed: %s", namespace,
+                       cron["metadata"]["name"], url, err)
+        return importcron.Poll(error=f"polling {url}: {err}")
+    return importcron.Poll(digest=digest)
+
+
+@contextlib.contextmanager
+def _access(client: Client, namespace: str, url: str,
+            registry: Mapping[str, Any]) -> Iterator[Access]:
+    """The registry access a DataVolume of the template would have: its Secret's
+    credentials, its ConfigMap's CAs (added to the system roots, in a 0600 file removed
+    afterwards), and whether CDIConfig lists the host as insecure."""
+    credentials = None
+    secret_name = registry.get("secretRef")
+    if secret_name:
+        secret = client.get(SECRETS, str(secret_name), namespace)
+        if secret is None:
+            raise ValueError(f"Secret {namespace}/{secret_name} not found")
+        data = secret.get("data") or {}
+        try:
+            user = base64.b64decode(data.get("accessKeyId") or "").decode()
+            password = base64.b64decode(data.get("secretKey") or "").decode()
+        except ValueError:
+            raise ValueError(f"Secret {namespace}/{secret_name}: not base64 text") from None
+        if user and password:
+            credentials = Credentials(user, password)
+    config = client.get(CDICONFIGS, api.CONFIG_NAME) or {}
+    insecure_hosts = (config.get("spec") or {}).get("insecureRegistries") or []
+    insecure = urlsplit(url).netloc in insecure_hosts
+    cm_name = registry.get("certConfigMap")
+    if not cm_name or insecure:
+        yield Access(credentials=credentials, insecure=insecure, timeout=POLL_TIMEOUT)
+        return
+    configmap = client.get(CONFIGMAPS, str(cm_name), namespace)
+    if configmap is None:
+        raise ValueError(f"ConfigMap {namespace}/{cm_name} not found")
+    with tempfile.NamedTemporaryFile(prefix="registry-ca-", suffix=".pem") as bundle:
+        bundle.write(Path(certifi.where()).read_bytes())
+        for value in (configmap.get("data") or {}).values():
+            bundle.write(b"\n" + str(value).encode())
+        bundle.flush()
+        yield Access(credentials=credentials, ca_file=bundle.name, timeout=POLL_TIMEOUT)
+
+
+# -- deletion ------------------------------------------------------------------------------
+
+CLEANED = ((DATASOURCES, "DataSource"), (DATAVOLUMES, "DataVolume"),
+           (PVCS, "PersistentVolumeClaim"))
+
+
+def cleanup(client: Client, namespace: str, name: str) -> None:
+    """Upstream's ``cleanup``: a deleted cron with ``retentionPolicy: None`` takes the
+    DataSources, DataVolumes and claims labelled for it and for clean-up."""
+    for kind, what in CLEANED:
+        for obj in client.list(kind, namespace):
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if labels.get(api.CRON_LABEL) == name and labels.get(api.CRON_CLEANUP_LABEL) == "true":
+                logger.info("cron %s/%s deleted: deleting %s %s", namespace, name, what,
+                            obj["metadata"]["name"])
+                client.delete(kind, obj["metadata"]["name"], namespace)
+
+
+def sweep(client: Client) -> None:
+    """Clean up after crons deleted while no controller ran (no finalizer is used)."""
+    alive = {(c["metadata"]["namespace"], c["metadata"]["name"])
+             for c in client.list(DATAIMPORTCRONS)}
+    gone: set[tuple[str, str]] = set()
+    for kind, _ in CLEANED:
+        for obj in client.list(kind):
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if labels.get(api.CRON_CLEANUP_LABEL) == "true" and labels.get(api.CRON_LABEL):
+                key = (str(meta.get("namespace")), str(labels[api.CRON_LABEL]))
+                if key not in alive:
+                    gone.add(key)
+    for namespace, name in gone:
+        cleanup(client, namespace, name)
