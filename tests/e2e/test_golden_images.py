@@ -1,0 +1,165 @@
+"""Golden images that keep themselves fresh, on `rootdisk up`: a DataImportCron over a
+registry image (TLS, Basic auth) imports it on creation and points its DataSource at it;
+a new push is imported at the next poll (forced by writing nextCronTime in the past, as
+the schedule would), the DataSource flips, importsToKeep deletes the oldest; a VM made
+from the DataSource by sourceRef boots the new image; a deleted cron with
+retentionPolicy None takes what it made."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdi.importcron import dv_name
+from localcluster.cluster import Cluster
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from tests.e2e import kit, vmkit
+from tests.fixtures.guests import write_boot_sector_disk
+from tests.fixtures.registry import RegistryServer, push_disk
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+
+CRONS = client.Resource("cdi.kubevirt.io", "v1beta1", "dataimportcrons")
+DATASOURCES = client.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
+A = "cdi.kubevirt.io/storage.import."
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vm_side(kube: Kube) -> None:
+    vmkit.wait_vm_side_ready(kube)
+
+
+def _cron(registry: RegistryServer, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataImportCron",
+            "metadata": {"name": "golden-cron"},
+            "spec": {"schedule": "0 0 1 1 *",  # yearly: the test forces each poll
+                     "managedDataSource": "golden",
+                     "template": {"spec": {
+                         "source": {"registry": {"url": registry.url("golden/disk", "latest"),
+                                                 "secretRef": "pull",
+                                                 "certConfigMap": "registry-ca"}},
+                         "storage": {"resources": {"requests": {"storage": "64Mi"}},
+                                     "storageClassName": "local-immediate"}}},
+                     **spec}}
+
+
+def _source_claim(kube: Kube, ns: str) -> str | None:
+    ds = kube.get_or_none(DATASOURCES, "golden", ns) or {}
+    ready = next((c for c in (ds.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Ready"), {})
+    pvc = ((ds.get("spec") or {}).get("source") or {}).get("pvc") or {}
+    return str(pvc.get("name")) if ready.get("status") == "True" and pvc else None
+
+
+def _condition(kube: Kube, ns: str, ctype: str) -> dict[str, Any]:
+    cron = kube.get(CRONS, "golden-cron", ns)
+    return next((c for c in (cron.get("status") or {}).get("conditions") or []
+                 if c.get("type") == ctype), {})
+
+
+@pytest.mark.timeout(900)
+def test_a_cron_imports_each_new_digest_and_the_data_source_follows(
+        cluster: Cluster, kube: Kube, ns: str, registry_server: RegistryServer,
+        tmp_path: Path) -> None:
+    v1 = write_boot_sector_disk(tmp_path / "v1.img", marker="GOLDEN-IMAGE-V1")
+    first = push_disk(registry_server, "golden/disk", "latest", v1, tmp_path / "w")
+    creds = registry_server.credentials
+    assert creds is not None
+    kit.secret(kube, ns, "pull", {"accessKeyId": creds.username, "secretKey": creds.password})
+    kube.create(client.CONFIGMAPS, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
+        "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
+    kube.create(CRONS, _cron(registry_server, importsToKeep=1, retentionPolicy="None"), ns)
+
+    # on creation: polled, imported, the DataSource made and pointed at the import
+    first_name = dv_name("golden", first.digest)
+    try:
+        wait_for(lambda: _source_claim(kube, ns) == first_name, timeout=240,
+                 what="the DataSource on the first import")
+    except AssertionError:
+        raise AssertionError(kit.diagnose(kube, ns)) from None
+    cron = kube.get(CRONS, "golden-cron", ns)
+    assert cron["metadata"]["annotations"][A + "sourceDesiredDigest"] == first.digest
+    assert cron["status"]["lastImportedPVC"] == {"namespace": ns, "name": first_name}
+    assert _condition(kube, ns, "UpToDate")["reason"] == "UpToDate"
+    dv = kube.get(kit.DVS, first_name, ns)
+    assert dv["spec"]["source"]["registry"]["url"] == \
+        f"docker://{registry_server.host}/golden/disk@{first.digest}"
+    disk = Path(kit.volume_path(kube, kube.get(client.PVCS, first_name, ns)))
+    assert disk.read_bytes()[:512] == v1.read_bytes()[:512]
+
+    # a new push, then the schedule's tick (nextCronTime in the past): the new digest
+    v2 = write_boot_sector_disk(tmp_path / "v2.img", marker="GOLDEN-IMAGE-V2")
+    second = push_disk(registry_server, "golden/disk", "latest", v2, tmp_path / "w")
+    second_name = dv_name("golden", second.digest)
+    past = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    kube.patch(CRONS, "golden-cron", {"metadata": {"annotations": {A + "nextCronTime": past}}},
+               ns)
+    try:
+        wait_for(lambda: _source_claim(kube, ns) == second_name, timeout=240,
+                 what="the DataSource on the second import")
+        # importsToKeep: 1, the first import goes
+        wait_for(lambda: kube.get_or_none(client.PVCS, first_name, ns) is None, timeout=120,
+                 what="the first import garbage-collected")
+    except AssertionError:
+        raise AssertionError(kit.diagnose(kube, ns)) from None
+    assert kube.get_or_none(kit.DVS, first_name, ns) is None
+    next_time = kube.get(CRONS, "golden-cron", ns)["metadata"]["annotations"][
+        A + "nextCronTime"]
+    assert next_time.startswith(f"{dt.datetime.now(dt.UTC).year + 1}-01-01T00:00:00")
+
+    # a VM from the DataSource by sourceRef boots the new image
+    vm = vmkit.vm("fresh", "http://unused.invalid/x")
+    vm["spec"]["dataVolumeTemplates"][0]["spec"] = {
+        "sourceRef": {"kind": "DataSource", "name": "golden"},
+        "storage": {"resources": {"requests": {"storage": "64Mi"}}}}
+    kube.create(vmkit.VMS, vm, ns)
+    try:
+        vmkit.wait_printable(kube, ns, "fresh", "Running", timeout=300)
+        wait_for(lambda: "GOLDEN-IMAGE-V2" in vmkit.cli(cluster, "console", "fresh", "-n", ns,
+                                                        "--log").stdout,
+                 timeout=120, what="the new image's marker on the VM's console")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    assert "GOLDEN-IMAGE-V1" not in vmkit.cli(cluster, "console", "fresh", "-n", ns,
+                                              "--log").stdout
+    kube.delete(vmkit.VMS, "fresh", ns)
+
+    # retentionPolicy None: the cron's DataSource, DataVolumes and claims go with it
+    kube.delete(CRONS, "golden-cron", ns)
+    try:
+        wait_for(lambda: kube.get_or_none(DATASOURCES, "golden", ns) is None
+                 and kube.get_or_none(client.PVCS, second_name, ns) is None, timeout=120,
+                 what="what the cron made deleted with it")
+    except AssertionError:
+        raise AssertionError(kit.diagnose(kube, ns)) from None
+
+
+def test_a_cron_refused_and_a_poll_that_fails(kube: Kube, ns: str,
+                                              registry_server: RegistryServer) -> None:
+    with pytest.raises(client.KubeError) as refused:  # the Secret it names is missing
+        kube.create(CRONS, _cron(registry_server), ns)
+    assert refused.value.status == 422 and "Secret 'pull' not found" in str(refused.value)
+    # wrong credentials: a Warning Event names the failure, nothing is imported
+    kit.secret(kube, ns, "pull", {"accessKeyId": "rootdisk", "secretKey": "wrong-password"})
+    kube.create(client.CONFIGMAPS, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
+        "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
+    with pytest.raises(client.KubeError) as refused:
+        kube.create(CRONS, _cron(registry_server, schedule="61 * * * *"), ns)
+    assert refused.value.status == 422 and "Illegal cron schedule" in str(refused.value)
+    kube.create(CRONS, _cron(registry_server), ns)
+
+    def failed() -> list[dict[str, Any]]:
+        return [e for e in kube.list(client.EVENTS, ns)["items"]
+                if e.get("reason") == "DigestPollFailed"]
+    events = wait_for(failed, timeout=120, what="the DigestPollFailed Event")
+    assert "invalid username/password" in events[0]["message"]
+    assert "wrong-password" not in str(kube.list(client.EVENTS, ns)["items"])
+    assert _condition(kube, ns, "UpToDate")["reason"] == "NoDigest"
+    assert not [d for d in kube.list(kit.DVS, ns)["items"]]
