@@ -227,7 +227,7 @@ def test_a_data_source_naming_a_snapshot(kube: Kube, ns: str,
     # the snapshot's events bring the DataSource along, before the operator's 10 s resync
     wait_snapshot_ready(kube, src_ns, name)
     wait_for(lambda: ready_condition(kube, src_ns, "fedora") == (
-        "True", "Ready", "DataSource is ready to be consumed"), timeout=8,
+        "True", "Ready", "DataSource is ready to be consumed"), timeout=3,
         what="Ready True")
     dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
           "metadata": {"name": "vm-disk"},
