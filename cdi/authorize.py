@@ -3,7 +3,9 @@
 As upstream: a clone in the DataVolume's own namespace is always allowed (whoever can
 create the DataVolume can already mount the claim). Across namespaces the DataVolume's
 creator must be allowed to ``create datavolumes/source`` (group ``cdi.kubevirt.io``) or
-``create pods`` in the source namespace. The creator is what the mutating webhook recorded
+``create pods`` in the source namespace; from a VolumeSnapshot, ``create datavolumes/source``
+or both ``create pods`` and ``create pvcs`` (upstream's resource name, word for word). The
+creator is what the mutating webhook recorded
 at admission (:func:`requester_annotation`); the controller asks the API server with
 SubjectAccessReviews built here and refuses with upstream's message.
 """
@@ -11,7 +13,7 @@ SubjectAccessReviews built here and refuses with upstream's message.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +82,33 @@ def reviews(*, who: Requester, namespace: str, name: str = "") -> list[dict[str,
     )
     return [{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
              "spec": {**base, "resourceAttributes": attrs}} for attrs in attributes]
+
+
+def snapshot_reviews(*, who: Requester, namespace: str, name: str = "",
+                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Upstream's ``sendSubjectAccessReviewsSnapshot``: the explicit review (``create
+    datavolumes/source``), and the implicit ones that must all be allowed instead
+    (``create pods`` and ``create pvcs``)."""
+    explicit = reviews(who=who, namespace=namespace, name=name)[0]
+    implicit = []
+    for resource in ("pods", "pvcs"):
+        review = json.loads(json.dumps(explicit))
+        attrs = review["spec"]["resourceAttributes"]
+        attrs.pop("subresource")
+        attrs.update({"group": "", "resource": resource})
+        implicit.append(review)
+    return explicit, implicit
+
+
+def allowed(*, ask: Callable[[dict[str, Any]], bool], who: Requester, namespace: str,
+            name: str, snapshot: bool = False) -> bool:
+    """Whether ``who`` may clone ``name`` in ``namespace`` (a claim, or a VolumeSnapshot
+    when ``snapshot``); ``ask`` answers one SubjectAccessReview. Asks no more than needed,
+    in upstream's order."""
+    if not snapshot:
+        return any(ask(r) for r in reviews(who=who, namespace=namespace, name=name))
+    explicit, implicit = snapshot_reviews(who=who, namespace=namespace, name=name)
+    return ask(explicit) or all(ask(r) for r in implicit)
 
 
 def denied_message(*, who: Requester | None, namespace: str) -> str:

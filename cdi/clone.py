@@ -1,6 +1,8 @@
-"""Clone DataVolumes (``source.pvc``, or a DataSource naming a PVC) seen from the
-DataVolume controller (pure): where the source is, how big the target must be, whether a
-smaller target is allowed, and the VolumeCloneSource the clone populator works from.
+"""Clone DataVolumes (``source.pvc``, ``source.snapshot``, or a DataSource naming a PVC
+or a VolumeSnapshot) seen from the DataVolume controller (pure): where the source is,
+how big the target must be, whether a smaller target is allowed, and the
+VolumeCloneSource the clone populator works from (a snapshot's own rules are in
+:mod:`cdi.snapshot_clone`).
 
 Sizes, as upstream: a target that omits its size takes the source's. For the same volume
 mode that is the source claim's request (the storage can then clone it as it is); across
@@ -36,10 +38,16 @@ class CloneError(CdiError):
         self.message = message
 
 
+PVC = "pvc"
+SNAPSHOT = "snapshot"
+
+
 @dataclass(frozen=True)
 class SourceRef:
     namespace: str
     name: str
+    kind: str = PVC
+    """``pvc`` (a claim) or ``snapshot`` (a VolumeSnapshot), as upstream's source types."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,8 @@ class Source:
 
     claim: Mapping[str, Any]
     overhead: Fraction
+    snapshot: bool = False
+    """A VolumeSnapshot standing in for the claim (:func:`cdi.snapshot_clone.as_source`)."""
 
 
 def pvc_source(dv: Mapping[str, Any]) -> SourceRef | None:
@@ -57,6 +67,16 @@ def pvc_source(dv: Mapping[str, Any]) -> SourceRef | None:
         return None
     ns = pvc.get("namespace") or dv["metadata"]["namespace"]
     return SourceRef(namespace=str(ns), name=str(pvc["name"]))
+
+
+def snapshot_source(dv: Mapping[str, Any]) -> SourceRef | None:
+    """``spec.source.snapshot`` of a DataVolume (namespace defaults to the DataVolume's;
+    the webhook asks for one, as upstream's)."""
+    snap = ((dv.get("spec") or {}).get("source") or {}).get("snapshot")
+    if not isinstance(snap, Mapping) or not snap.get("name"):
+        return None
+    ns = snap.get("namespace") or dv["metadata"]["namespace"]
+    return SourceRef(namespace=str(ns), name=str(snap["name"]), kind=SNAPSHOT)
 
 
 def data_source_ref(dv: Mapping[str, Any]) -> SourceRef | None:
@@ -69,24 +89,26 @@ def data_source_ref(dv: Mapping[str, Any]) -> SourceRef | None:
 
 
 def data_source_target(data_source: Mapping[str, Any]) -> tuple[str, SourceRef] | None:
-    """What a DataSource points at: ("pvc", ref) or ("dataSource", ref); None if nothing."""
+    """What a DataSource points at: ("dataSource", ref), ("pvc", ref) or ("snapshot",
+    ref), in upstream's order (a DataSource named wins); None if nothing."""
     ns = str((data_source.get("metadata") or {}).get("namespace") or "")
     source = (data_source.get("spec") or {}).get("source") or {}
-    for kind in ("pvc", "dataSource"):
+    for kind in ("dataSource", PVC, SNAPSHOT):
         ref = source.get(kind)
         if isinstance(ref, Mapping) and ref.get("name"):
             return kind, SourceRef(namespace=str(ref.get("namespace") or ns),
-                                   name=str(ref["name"]))
+                                   name=str(ref["name"]),
+                                   kind=SNAPSHOT if kind == SNAPSHOT else PVC)
     return None
 
 
 def resolve_source(dv: Mapping[str, Any], lookup: Callable[[str, str], Mapping[str, Any] | None]
                    ) -> SourceRef | tuple[str, str] | None:
-    """The claim a clone DataVolume copies: ``source.pvc``, or the PVC its DataSource names
-    (following one DataSource to another, no further; ``lookup(namespace, name)`` reads a
-    DataSource). None for other DataVolumes; a (reason, message) when a DataSource does
-    not lead to a claim."""
-    direct = pvc_source(dv)
+    """The claim or VolumeSnapshot a clone DataVolume copies: ``source.pvc``,
+    ``source.snapshot``, or what its DataSource names (following one DataSource to
+    another, no further; ``lookup(namespace, name)`` reads a DataSource). None for other
+    DataVolumes; a (reason, message) when a DataSource leads to nothing."""
+    direct = pvc_source(dv) or snapshot_source(dv)
     if direct is not None:
         return direct
     ref = data_source_ref(dv)
@@ -101,7 +123,7 @@ def resolve_source(dv: Mapping[str, Any], lookup: Callable[[str, str], Mapping[s
             return ("CloneSourceNotFound",
                     f"DataSource {ref.namespace}/{ref.name} has no source")
         kind, ref = target
-        if kind == "pvc":
+        if kind in (PVC, SNAPSHOT):
             return ref
     return ("CloneSourceNotFound", "DataSource: spec.source.dataSource may refer to another"
             " DataSource only one level deep")
@@ -140,7 +162,9 @@ def image_size(source: Source) -> int:
 
 def default_size(*, source: Source, target_mode: str, target_overhead: Fraction) -> int:
     """The size a target that omits it gets (see the module docstring)."""
-    if target_mode == volume_mode(source.claim):
+    if target_mode == volume_mode(source.claim) or (
+            source.snapshot and volume_mode(source.claim) == "Filesystem"):
+        # a snapshot's restoreSize is used as it is, but from Block into Filesystem
         return _request(source.claim)
     size = image_size(source)
     return required_space(size=size, overhead=target_overhead) if target_overhead else size
@@ -148,11 +172,12 @@ def default_size(*, source: Source, target_mode: str, target_overhead: Fraction)
 
 def check_size(*, dv: Mapping[str, Any], source: Source, requested: int | None) -> None:
     """Upstream's ``ValidateRequestedCloneSize``: the target's request is not below the
-    source's, unless ``permissiveClone``."""
+    source's, unless ``permissiveClone`` (not for a snapshot: storage cannot restore into
+    less than its ``restoreSize``, and upstream's snapshot clone has no such escape)."""
     if requested is None:
         return
     permissive = ((dv.get("metadata") or {}).get("annotations") or {}).get(
-        api.PERMISSIVE_CLONE) == "true"
+        api.PERMISSIVE_CLONE) == "true" and not source.snapshot
     if requested < _request(source.claim) and not permissive:
         raise CloneError("CloneValidationFailed", SMALLER_THAN_SOURCE)
 
@@ -175,6 +200,9 @@ def clone_source(*, dv: Mapping[str, Any], source: SourceRef) -> Obj:
                                 api.CLONE_FOR_DV_LABEL: str(meta["uid"])}},
         "spec": {"source": {"kind": "PersistentVolumeClaim", "name": source.name}},
     }
+    if source.kind == SNAPSHOT:
+        obj["spec"]["source"] = {"apiGroup": api.SNAPSHOT_API_GROUP,
+                                 "kind": api.VOLUME_SNAPSHOT_KIND, "name": source.name}
     if source.namespace != meta["namespace"]:
         obj["metadata"]["annotations"] = {
             api.CLONE_FOR_CLAIM: f"{meta['namespace']}/{meta['name']}"}

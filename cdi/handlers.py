@@ -120,6 +120,16 @@ def claim_event(event: Any, body: Any, namespace: str | None, **kwargs: Any) -> 
     _data_sources_of(("PersistentVolumeClaim", namespace, name), kwargs)
 
 
+@kopf.on.event(api.SNAPSHOT_API_GROUP, "v1", "volumesnapshots")
+def snapshot_event(body: Any, namespace: str | None, **kwargs: Any) -> None:
+    """A VolumeSnapshot came, changed (readyToUse) or went: the DataSources naming it
+    look again."""
+    if namespace is None:
+        return
+    name = str((body.get("metadata") or {}).get("name"))
+    _data_sources_of((api.VOLUME_SNAPSHOT_KIND, namespace, name), kwargs)
+
+
 @kopf.on.event(api.GROUP, api.VERSION, "datasources")
 def data_source_event(event: Any, name: str, namespace: str | None, **kwargs: Any) -> None:
     if namespace is None:
@@ -130,9 +140,9 @@ def data_source_event(event: Any, name: str, namespace: str | None, **kwargs: An
 
 
 def _data_sources_of(source: Source, kwargs: dict[str, Any]) -> None:
-    """A claim or a DataSource came, changed or went: the DataSources naming it look
-    again (one level: a DataSource may name another, not further). kopf hands the index
-    to a handler as the keyword argument of its name."""
+    """A claim, a VolumeSnapshot or a DataSource came, changed or went: the DataSources
+    naming it look again (one level: a DataSource may name another, not further). kopf
+    hands the index to a handler as the keyword argument of its name."""
     index: kopf.Index[Source, tuple[str, str]] = kwargs["data_sources_by_source"]
     for namespace, name in list(index.get(source, ())):
         reconcile.reconcile_data_source(client(), namespace, name)

@@ -58,6 +58,12 @@ from kubeclient.resources import (
     SECRETS as SECRETS,
 )
 from kubeclient.resources import (
+    SNAPSHOT_CONTENTS as SNAPSHOT_CONTENTS,
+)
+from kubeclient.resources import (
+    SNAPSHOTS as SNAPSHOTS,
+)
+from kubeclient.resources import (
     STORAGECLASSES as STORAGECLASSES,
 )
 from kubeclient.resources import (
@@ -79,7 +85,8 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 __all__ = ["CDICONFIGS", "CDIS", "CLONE_SOURCES", "CONFIGMAPS", "DATAIMPORTCRONS", "DATASOURCES",
            "DATAVOLUMES",
            "DEPLOYMENTS", "EVENTS", "IMPORT_SOURCES", "INGRESSES", "LEASES", "METADATA_ONLY",
-           "PVCS", "SECRETS", "STORAGECLASSES", "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS",
+           "PVCS", "SECRETS", "SNAPSHOTS", "SNAPSHOT_CONTENTS", "STORAGECLASSES",
+           "STORAGEPROFILES", "SUBJECT_ACCESS_REVIEWS",
            "Client", "Kind", "KubeError", "Obj", "cdi_namespace", "load_configuration"]
 
 

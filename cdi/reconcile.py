@@ -16,7 +16,16 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cdi import authorize, cdi_status, clone, config, datasource, profiles, validate
+from cdi import (
+    authorize,
+    cdi_status,
+    clone,
+    config,
+    datasource,
+    profiles,
+    snapshot_clone,
+    validate,
+)
 from cdi.kube import (
     CDICONFIGS,
     CDIS,
@@ -27,6 +36,8 @@ from cdi.kube import (
     IMPORT_SOURCES,
     INGRESSES,
     PVCS,
+    SNAPSHOT_CONTENTS,
+    SNAPSHOTS,
     STORAGECLASSES,
     STORAGEPROFILES,
     UPLOAD_SOURCES,
@@ -43,7 +54,7 @@ from cdi.render import (
     source_kind,
     upload_source_name,
 )
-from cdi.status import events_for, observe, status_patch
+from cdi.status import Waiting, events_for, observe, status_patch
 from kubeclient import mergepatch
 from vocab import cdi as api
 
@@ -119,11 +130,14 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
                 logger.debug("datavolume %s/%s changed meanwhile (%s)", namespace, name, err)
                 return previous
             raise
-        src = clone.pvc_source(dv) or clone.data_source_ref(dv)
+        src = clone.pvc_source(dv) or clone.snapshot_source(dv) or clone.data_source_ref(dv)
         for event in events_for(previous=previous, observed=observed, claim_name=name,
                                 clone=(src.namespace, src.name, namespace) if src else None,
-                                upload=source_kind(dv) == "upload"):
+                                upload=source_kind(dv) == "upload",
+                                clone_kind=src.kind if src else clone.PVC):
             client.event(dv, type_=event.type, reason=event.reason, message=event.message)
+        if isinstance(failure, Waiting):
+            client.event(dv, type_="Warning", reason=failure[0], message=failure[1])
         if observed.phase != previous:
             logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, observed.phase)
     if observed.phase == api.SUCCEEDED:
@@ -222,6 +236,10 @@ def _create_target(
         target = render(dv=dv, storage_class=storage_class, profile=profile,
                         config_status=config_status, clone_from=clone_from)
     except RenderError as err:
+        if clone_from is not None and clone_from[1].snapshot and \
+                err.reason == api.CLONE_VALIDATION_FAILED:
+            return None, None, Waiting(err.reason, snapshot_clone.validation_failed(
+                err.message))
         return None, None, (err.reason, err.message)
     ns = dv["metadata"]["namespace"]
     if target.import_source is not None:
@@ -247,12 +265,14 @@ def _clone_source(client: Client, dv: Obj, ref: clone.SourceRef,
     (nothing of the source is read before it passes)."""
     if ref.namespace != dv["metadata"]["namespace"]:
         who = authorize.requester(dv)
-        ok = who is not None and any(
-            client.allowed(r) for r in authorize.reviews(who=who, namespace=ref.namespace,
-                                                         name=ref.name))
+        ok = who is not None and authorize.allowed(
+            ask=client.allowed, who=who, namespace=ref.namespace, name=ref.name,
+            snapshot=ref.kind == clone.SNAPSHOT)
         if not ok:
             return ("CloneUnauthorized",
                     authorize.denied_message(who=who, namespace=ref.namespace))
+    if ref.kind == clone.SNAPSHOT:
+        return _snapshot_source(client, dv, ref, config_status)
     claim = client.get(PVCS, ref.name, ref.namespace)
     if claim is None:
         return ("CloneSourceNotFound",
@@ -264,13 +284,31 @@ def _clone_source(client: Client, dv: Obj, ref: clone.SourceRef,
     return clone.Source(claim=claim, overhead=overhead)
 
 
+def _snapshot_source(client: Client, dv: Obj, ref: clone.SourceRef,
+                     config_status: Mapping[str, Any] | None,
+                     ) -> clone.Source | tuple[str, str]:
+    """The VolumeSnapshot of a clone as its source (see :mod:`cdi.snapshot_clone`), or
+    why the DataVolume waits for it."""
+    snapshot = client.get(SNAPSHOTS, ref.name, ref.namespace)
+    if snapshot is None:
+        return Waiting(api.CLONE_WITHOUT_SOURCE, snapshot_clone.without_source(ref.name))
+    problem = snapshot_clone.problem(snapshot, dv)
+    if problem is not None:
+        return Waiting(api.CLONE_VALIDATION_FAILED, snapshot_clone.validation_failed(problem))
+    content_name = (snapshot.get("status") or {}).get("boundVolumeSnapshotContentName")
+    content = client.get(SNAPSHOT_CONTENTS, str(content_name)) if content_name else None
+    mode = snapshot_clone.source_volume_mode(content)
+    overhead = config.overhead_for(status=config_status, storage_class=None, volume_mode=mode)
+    return snapshot_clone.as_source(snapshot, content, overhead)
+
+
 def reconcile_data_source(client: Client, namespace: str, name: str) -> None:
     """Keep a DataSource's Ready condition in step with its source."""
     ds = client.get(DATASOURCES, name, namespace)
     if ds is None:
         return
     kinds = {"PersistentVolumeClaim": PVCS, "DataVolume": DATAVOLUMES,
-             "DataSource": DATASOURCES}
+             "DataSource": DATASOURCES, "VolumeSnapshot": SNAPSHOTS}
     condition = datasource.ready(
         data_source=ds, lookup=lambda kind, ns, n: client.get(kinds[kind], n, ns))
     new = datasource.status_patch(data_source=ds, condition=condition, now=now())

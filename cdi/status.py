@@ -23,6 +23,22 @@ PERMANENT = frozenset({"InvalidVolumeMode", "UnsupportedSource", "MissingStorage
 """Controller-side failures no later change can mend: the DataVolume's spec is immutable."""
 
 
+class Waiting(tuple[str, str]):
+    """A (reason, message) failure the DataVolume waits out, Pending whatever the reason,
+    and announces with a Warning Event: upstream's snapshot clone leaves the phase as it
+    is for a snapshot not found (``CloneWithoutSource``) or not valid for a clone yet
+    (``CloneValidationFailed``), and tries again."""
+
+    def __new__(cls, reason: str, message: str) -> Waiting:
+        return super().__new__(cls, (reason, message))
+
+
+def _failed_phase(failure: tuple[str, str]) -> str:
+    if isinstance(failure, Waiting):
+        return api.PENDING
+    return api.FAILED if failure[0] in PERMANENT else api.PENDING
+
+
 @dataclass(frozen=True)
 class Event:
     type: str
@@ -55,7 +71,7 @@ def observe(
     name = dv["metadata"]["name"]
     if claim is None:
         if failure is not None:
-            phase = api.FAILED if failure[0] in PERMANENT else api.PENDING
+            phase = _failed_phase(failure)
             return Observed(phase, "N/A", 0, ("Unknown", "NotFound", "No PVC found"),
                             ("False", failure[0], failure[1]),
                             ("False", failure[0], failure[1]))
@@ -79,7 +95,7 @@ def observe(
         return Observed(api.SUCCEEDED, "100.0%", restarts, bound,
                         ("False", running[1] or "Completed", running[2]), ("True", "", ""))
     if failure is not None:
-        phase = api.FAILED if failure[0] in PERMANENT else api.PENDING
+        phase = _failed_phase(failure)
         return Observed(phase, "N/A", restarts, bound, ("False", *failure),
                         ("False", *failure))
     if pod_phase == "Failed" or claim_phase == "Lost":
@@ -93,6 +109,14 @@ def observe(
     if _is_upload(claim):
         return _upload(anns, pod_phase, restarts, bound, running, name)
     cloning = _is_clone(claim)
+    step = _CLONE_STEPS.get(anns.get(api.CLONE_PHASE) or "") if cloning else None
+    if step is not None:
+        # the clone populator's step, as upstream's populatorPhaseMap: the snapshot taken,
+        # restored, then (the pod's phase Succeeded, the claim not Bound yet) rebound
+        if pod_phase == "Succeeded":
+            step = api.REBIND_IN_PROGRESS
+        return Observed(step, anns.get(api.POPULATOR_PROGRESS) or "N/A", restarts, bound,
+                        running, ("False", "TransferRunning", f"Clone into {name} in progress"))
     if pod_phase in ("Running", "Succeeded"):
         # Succeeded on a claim not Bound yet: the populator is rebinding the imported
         # volume to it; the import is still in progress (as upstream), not re-scheduled
@@ -112,6 +136,10 @@ def observe(
     return Observed(api.PENDING, "N/A", restarts, bound, running, ("False", "", ""))
 
 
+_CLONE_STEPS = {api.CLONE_PHASE_SNAPSHOT: api.SNAPSHOT_FOR_SMART_CLONE_IN_PROGRESS,
+                api.CLONE_PHASE_SNAPSHOT_CLONE: api.CLONE_FROM_SNAPSHOT_SOURCE_IN_PROGRESS}
+
+
 def _upload(anns: Mapping[str, str], pod_phase: str | None, restarts: int,
             bound: tuple[str, str, str], running: tuple[str, str, str],
             name: str) -> Observed:
@@ -127,14 +155,25 @@ def _upload(anns: Mapping[str, str], pod_phase: str | None, restarts: int,
 
 def events_for(*, previous: str | None, observed: Observed, claim_name: str,
                clone: tuple[str, str, str] | None = None,
-               upload: bool = False) -> list[Event]:
+               upload: bool = False, clone_kind: str = "pvc") -> list[Event]:
     """Events announcing a phase change (none when the phase did not change). ``clone``:
     (source namespace, source name, target namespace) of a clone DataVolume, whose end
-    is told as upstream tells it (CloneSucceeded / CloneFailed)."""
+    is told as upstream tells it (CloneSucceeded / CloneFailed); ``clone_kind``: its
+    source's type (``pvc`` or ``snapshot``)."""
     if previous == observed.phase:
         return []
     if upload:
         return _upload_events(observed, claim_name)
+    if clone is not None and observed.phase == api.SNAPSHOT_FOR_SMART_CLONE_IN_PROGRESS:
+        return [Event("Normal", observed.phase, api.MESSAGE_SMART_CLONE_IN_PROGRESS.format(
+            namespace=clone[0], name=clone[1]))]
+    if clone is not None and observed.phase == api.CLONE_FROM_SNAPSHOT_SOURCE_IN_PROGRESS:
+        return [Event("Normal", observed.phase,
+                      api.MESSAGE_CLONE_FROM_SNAPSHOT_SOURCE_IN_PROGRESS.format(
+                          kind=clone_kind, namespace=clone[0], name=clone[1]))]
+    if clone is not None and observed.phase == api.REBIND_IN_PROGRESS:
+        return [Event("Normal", observed.phase, api.MESSAGE_REBIND_IN_PROGRESS.format(
+            namespace=clone[2], name=claim_name))]
     if clone is not None and observed.phase == api.SUCCEEDED:
         return [Event("Normal", "CloneSucceeded", f"Successfully cloned from {clone[0]}/"
                       f"{clone[1]} into {clone[2]}/{claim_name}")]

@@ -50,15 +50,28 @@ SNAPSHOT_KEY = "_snapshot"
 """Likewise: the VolumeSnapshot a ``snapshot`` clone still has to make."""
 
 
-def source_claim_name(source: Obj) -> str:
+def source_object(source: Obj) -> tuple[str, str]:
+    """(kind, name) of what a VolumeCloneSource names: a PersistentVolumeClaim, or a
+    VolumeSnapshot (``snapshot.storage.k8s.io``), as upstream's."""
     ref = spec(source).get("source") or {}
-    if ref.get("kind") != "PersistentVolumeClaim" or ref.get("apiGroup") not in (None, ""):
+    pvc = ref.get("kind") == "PersistentVolumeClaim" and ref.get("apiGroup") in (None, "")
+    snap = ref.get("kind") == api.VOLUME_SNAPSHOT_KIND and ref.get(
+        "apiGroup") == api.SNAPSHOT_API_GROUP
+    if not (pvc or snap):
         raise SourceError(f"VolumeCloneSource {meta(source).get('name')}: spec.source.kind "
-                          f"{ref.get('kind')!r} is not supported (PersistentVolumeClaim)")
+                          f"{ref.get('kind')!r} is not supported (PersistentVolumeClaim, "
+                          f"{api.VOLUME_SNAPSHOT_KIND} of {api.SNAPSHOT_API_GROUP})")
     if not ref.get("name"):
         raise SourceError(f"VolumeCloneSource {meta(source).get('name')}: spec.source.name"
                           " is required")
-    return str(ref["name"])
+    return str(ref["kind"]), str(ref["name"])
+
+
+def source_claim_name(source: Obj) -> str:
+    kind, name = source_object(source)
+    if kind != "PersistentVolumeClaim":
+        raise SourceError(f"VolumeCloneSource {meta(source).get('name')} names a {kind}")
+    return name
 
 
 class ClonePopulator:
@@ -79,7 +92,7 @@ class ClonePopulator:
         return names.cloner_pod_name(prime)
 
     def prime_annotations(self, source: Obj) -> dict[str, str]:
-        source_claim_name(source)
+        source_object(source)
         return {}
 
     def pod(self, *, target: Obj, prime: Obj, source: Obj, config: CdiConfig,
@@ -105,10 +118,12 @@ class CloneReconciler(Reconciler):
                 api.SUCCEEDED, api.FAILED):
             return base  # nothing more to read from the source
         try:
-            claim_name = source_claim_name(base.source)
+            kind, claim_name = source_object(base.source)
         except SourceError:
             return base  # the flow reports it
         ns = self.populator.source_namespace(target)
+        if kind == api.VOLUME_SNAPSHOT_KIND:
+            return self._observe_from_snapshot(target, base, ns, claim_name)
         claim = self.kube.claim(ns, claim_name)
         if claim is None:
             return dataclasses.replace(base, source=None)
@@ -155,9 +170,11 @@ class CloneReconciler(Reconciler):
             snap = clone_snapshot.state(self._snapshot(target), target=target,
                                         source=f"{ns}/{claim_name}")
             blocked = snap.waiting
+            notes[api.CLONE_PHASE] = api.CLONE_PHASE_SNAPSHOT
             if snap.ready:
                 data_source = clone_snapshot.data_source(target)
                 request = snap.request
+                notes[api.CLONE_PHASE] = api.CLONE_PHASE_SNAPSHOT_CLONE
             elif snap.create:
                 source[SNAPSHOT_KEY] = clone_snapshot.render(
                     target=target, namespace=ns, source_claim=claim_name,
@@ -167,6 +184,34 @@ class CloneReconciler(Reconciler):
         return dataclasses.replace(base, source=source, prime_data_source=data_source,
                                    prime_request=request, source_busy=busy,
                                    prime_blocked=blocked, notes=notes, note_events=events)
+
+    def _observe_from_snapshot(self, target: Obj, base: Observed, ns: str,
+                               name: str) -> Observed:
+        """A clone from the user's VolumeSnapshot: PVC' restored from it in its namespace
+        (upstream's SnapshotClone step), its volume rebound to the target."""
+        assert base.source is not None
+        snapshot = self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
+                                    clone_snapshot.PLURAL, ns, name)
+        content_name = ((snapshot or {}).get("status") or {}).get(
+            "boundVolumeSnapshotContentName")
+        content = self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
+                                   clone_snapshot.CONTENTS, None, str(content_name)) \
+            if content_name else None
+        if base.prime is not None:  # restoring, or restored
+            restored = clone_snapshot.restored_claim(snapshot, content)
+            return dataclasses.replace(base, prime_needs_pod=restored is not None and
+                                       clone_strategy.needs_growing(source=restored,
+                                                                    target=target))
+        got = clone_snapshot.from_snapshot(snapshot, content=content, target=target,
+                                           target_class=base.storage_class,
+                                           source=f"{ns}/{name}")
+        notes: dict[str, str] = {}
+        if got.data_source is not None:
+            notes = {api.CLONE_STRATEGY: clone_strategy.SNAPSHOT,
+                     api.CLONE_PHASE: api.CLONE_PHASE_SNAPSHOT_CLONE}
+        return dataclasses.replace(base, prime_data_source=got.data_source,
+                                   prime_request=got.request, prime_blocked=got.waiting,
+                                   refused=got.refused, notes=notes)
 
     def _snapshot(self, target: Obj) -> Obj | None:
         return self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,

@@ -94,3 +94,80 @@ def done_with(*, prime: Obj | None, finished: bool) -> bool:
     """Whether the snapshot can go: the clone ended, or PVC' was restored from it."""
     return finished or (prime is not None and (prime.get("status") or {}).get(
         "phase") == "Bound")
+
+
+# -- a clone from a VolumeSnapshot (the VolumeCloneSource names one) ----------------------
+
+CONTENTS = "volumesnapshotcontents"
+
+
+@dataclass(frozen=True)
+class FromSnapshot:
+    """Where a clone from the user's VolumeSnapshot stands, before PVC' exists (upstream's
+    ``computeStrategyForSourceSnapshot`` and ``planSmartCloneFromSnapshot``)."""
+
+    data_source: dict[str, str] | None = None
+    """PVC''s ``dataSource`` once the snapshot can be restored."""
+    request: str | None = None
+    waiting: str = ""
+    refused: tuple[str, str] | None = None
+    """(reason, message): upstream falls back to a host-assisted copy here; rootdisk
+    cannot copy from a snapshot and fails the clone with upstream's reason."""
+
+
+def from_snapshot(snapshot: Obj | None, *, content: Obj | None, target: Obj,
+                  target_class: Obj | None, source: str) -> FromSnapshot:
+    """The decision for a target cloned from the snapshot ``source`` (``ns/name``)."""
+    name = source.rpartition("/")[2]
+    if snapshot is None:
+        return FromSnapshot(waiting=api.MESSAGE_CLONE_WITHOUT_SOURCE.format(
+            kind="snapshot", name=name))
+    status = snapshot.get("status") or {}
+    error = (status.get("error") or {}).get("message")
+    if error:
+        return FromSnapshot(waiting=f"snapshot {source} failed: {error}")
+    if status.get("readyToUse") is not True:
+        return FromSnapshot(waiting=f"waiting for snapshot {source} to be ready")
+    if content is None:
+        return FromSnapshot(waiting=f"waiting for the content of snapshot {source}")
+    if target_class is None:
+        return FromSnapshot(waiting="target claim's storageclass doesn't exist, clone will"
+                                    " not work")
+    cspec = content.get("spec") or {}
+    if target_class.get("provisioner") != cspec.get("driver"):
+        return FromSnapshot(refused=(api.NO_PROVISIONER_MATCH,
+                                     api.MESSAGE_NO_PROVISIONER_MATCH))
+    restore = _bytes(status.get("restoreSize"))
+    wanted = _bytes((((target.get("spec") or {}).get("resources") or {}).get(
+        "requests") or {}).get("storage"))
+    if restore is not None and wanted is not None and restore < wanted and not \
+            target_class.get("allowVolumeExpansion"):
+        return FromSnapshot(refused=(api.NO_VOLUME_EXPANSION, api.MESSAGE_NO_VOLUME_EXPANSION))
+    target_mode = str((target.get("spec") or {}).get("volumeMode") or "Filesystem")
+    if str(cspec.get("sourceVolumeMode") or "Filesystem") != target_mode:
+        return FromSnapshot(refused=(api.INCOMPATIBLE_VOLUME_MODES,
+                                     api.MESSAGE_INCOMPATIBLE_VOLUME_MODES))
+    return FromSnapshot(
+        data_source={"apiGroup": GROUP, "kind": api.VOLUME_SNAPSHOT_KIND, "name": name},
+        request=restore_request(snapshot, target))
+
+
+def restored_claim(snapshot: Obj | None, content: Obj | None) -> dict[str, Any] | None:
+    """The snapshot as the claim it restores (its ``restoreSize``, the mode it was taken
+    from), for the grow step's comparison with the target; None when it is gone."""
+    if snapshot is None:
+        return None
+    size = (snapshot.get("status") or {}).get("restoreSize")
+    if size is None:
+        return None
+    return {"spec": {"volumeMode": ((content or {}).get("spec") or {}).get(
+        "sourceVolumeMode") or "Filesystem", "resources": {"requests": {"storage": str(size)}}}}
+
+
+def _bytes(text: Any) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_bytes(str(text))
+    except ValueError:
+        return None

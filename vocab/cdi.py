@@ -137,6 +137,44 @@ UPLOAD_READY: Final = "UploadReady"
 CLONE_IN_PROGRESS: Final = "CloneInProgress"
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
+SNAPSHOT_FOR_SMART_CLONE_IN_PROGRESS: Final = "SnapshotForSmartCloneInProgress"
+CLONE_FROM_SNAPSHOT_SOURCE_IN_PROGRESS: Final = "CloneFromSnapshotSourceInProgress"
+REBIND_IN_PROGRESS: Final = "RebindInProgress"
+
+# clones from a VolumeSnapshot (upstream's snapshot-clone controller and clone planner)
+SNAPSHOT_API_GROUP: Final = "snapshot.storage.k8s.io"
+VOLUME_SNAPSHOT_KIND: Final = "VolumeSnapshot"
+CLONE_PHASE: Final = ANN + "clonePhase"
+"""On a clone's target: the clone populator's step (upstream's ``AnnClonePhase``)."""
+CLONE_PHASE_SNAPSHOT: Final = "Snapshot"
+"""Taking the temporary snapshot of a source claim (DataVolume phase
+SnapshotForSmartCloneInProgress)."""
+CLONE_PHASE_SNAPSHOT_CLONE: Final = "SnapshotClone"
+"""Restoring a snapshot into PVC' (DataVolume phase CloneFromSnapshotSourceInProgress)."""
+CLONE_WITHOUT_SOURCE: Final = "CloneWithoutSource"
+MESSAGE_CLONE_WITHOUT_SOURCE: Final = "The source {kind} {name} doesn't exist"
+"""``kind`` is ``pvc`` or ``snapshot``."""
+CLONE_VALIDATION_FAILED: Final = "CloneValidationFailed"
+MESSAGE_CLONE_VALIDATION_FAILED: Final = "The clone doesn't meet the validation requirements: {}"
+MESSAGE_SMART_CLONE_IN_PROGRESS: Final = (
+    "Creating snapshot for smart-clone is in progress (for pvc {namespace}/{name})")
+MESSAGE_CLONE_FROM_SNAPSHOT_SOURCE_IN_PROGRESS: Final = (
+    "Creating PVC from snapshot source is in progress (for {kind} {namespace}/{name})")
+MESSAGE_REBIND_IN_PROGRESS: Final = (
+    "Rebinding PersistentVolumeClaim for DataVolume {namespace}/{name}")
+NO_PROVISIONER_MATCH: Final = "NoProvisionerMatch"
+MESSAGE_NO_PROVISIONER_MATCH: Final = (
+    "The storageclass provisioner does not match the volumesnapshotcontent driver")
+INCOMPATIBLE_VOLUME_MODES: Final = "IncompatibleVolumeModes"
+MESSAGE_INCOMPATIBLE_VOLUME_MODES: Final = "The volume modes of source and target are incompatible"
+NO_VOLUME_EXPANSION: Final = "NoVolumeExpansion"
+MESSAGE_NO_VOLUME_EXPANSION: Final = "No volume expansion is possible"
+
+# DataSource Ready condition (upstream's datasource controller)
+DATA_SOURCE_READY_MESSAGE: Final = "DataSource is ready to be consumed"
+SNAPSHOT_NOT_FOUND_MESSAGE: Final = "Snapshot not found"
+SNAPSHOT_NOT_READY: Final = "SnapshotNotReady"
+SNAPSHOT_NOT_READY_MESSAGE: Final = "Snapshot phase is not ready"
 
 # DataImportCron (upstream's dataimportcron-controller.go, common.go)
 DATAIMPORTCRON_KIND: Final = "DataImportCron"

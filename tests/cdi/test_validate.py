@@ -287,3 +287,56 @@ def test_an_existing_claim(claim: dict[str, Any] | None, annotations: dict[str, 
         assert problems == ["DataVolume.Name: Destination PVC ns/disk already exists"]
     else:
         assert problems == []
+
+
+# -- source.snapshot (upstream's validateDataVolumeSpec and validateStorageSize for a clone
+# from a VolumeSnapshot; whether the snapshot exists is the controller's, as upstream's) ----
+
+SNAP = {"snapshot": {"namespace": "gold", "name": "gold-snap"}}
+
+
+@pytest.mark.parametrize("d", [
+    pytest.param(dv(storage={}, source=SNAP), id="storage without size: the restoreSize"),
+    pytest.param(dv(storage=SIZE, source=SNAP), id="storage with size"),
+    pytest.param(dv(pvc=PVC, source=SNAP), id="pvc with size"),
+    pytest.param(dv(storage={"resources": {"requests": {"storage": "1Mi"}}}, source=SNAP),
+                 id="the smallest size"),
+    pytest.param(dv(storage={}, source={"snapshot": {"namespace": "other-ns",
+                                                     "name": "not-there-yet"}}),
+                 id="a snapshot that does not exist yet"),
+])
+def test_snapshot_source_accepted(d: dict[str, Any]) -> None:
+    assert validate_create(dv=d, exists=exists) == []
+
+
+@pytest.mark.parametrize(("d", "problem"), [
+    pytest.param(dv(pvc={"accessModes": ["ReadWriteOnce"]}, source=SNAP),
+                 "spec.PVC.resources.requests.size: PVC size is missing",
+                 id="pvc must give a size"),
+    pytest.param(dv(storage={}, source={"snapshot": {"name": "gold-snap"}}),
+                 "spec.source.Snapshot: spec.source.Snapshot source snapshot is not valid",
+                 id="no namespace"),
+    pytest.param(dv(storage={}, source={"snapshot": {"namespace": "", "name": "gold-snap"}}),
+                 "spec.source.Snapshot: spec.source.Snapshot source snapshot is not valid",
+                 id="empty namespace"),
+    pytest.param(dv(storage={}, source={"snapshot": {"namespace": "gold", "name": ""}}),
+                 "spec.source.Snapshot: spec.source.Snapshot source snapshot is not valid",
+                 id="empty name"),
+    pytest.param(dv(storage={"resources": {"requests": {"storage": "0"}}}, source=SNAP),
+                 "spec.Storage.resources.requests.size: Storage size can't be equal or less "
+                 "than zero", id="zero size"),
+    pytest.param(dv(storage={"resources": {"requests": {"storage": "1023Ki"}}}, source=SNAP),
+                 "spec.Storage.resources.requests.size: Storage size should be at least 1MiB",
+                 id="below 1MiB"),
+    pytest.param(dv(storage={}, source={**SNAP, "pvc": {"namespace": "a", "name": "b"}}),
+                 "spec.source: Multiple Data volume sources", id="snapshot and pvc"),
+    pytest.param(dv(storage={}, source=SNAP, sourceRef={"kind": "DataSource", "name": "f"}),
+                 "spec.source: Data volume should have either Source or SourceRef, or be "
+                 "externally populated", id="snapshot and sourceRef"),
+    pytest.param(dv(storage=SIZE, source={"snapshot": {"namespace": "gold",
+                                                       "name": "gold-snap"},
+                                          "http": {"url": "https://example.com/a"}}),
+                 "spec.source: Multiple Data volume sources", id="snapshot and http"),
+])
+def test_snapshot_source_refused(d: dict[str, Any], problem: str) -> None:
+    assert validate_create(dv=d, exists=exists) == [problem]

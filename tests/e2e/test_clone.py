@@ -400,6 +400,12 @@ def test_snapshot_clones_within_and_across_namespaces_then_drop_the_snapshot(
         assert A + "cloneFallbackReason" not in anns
         assert compare(reference, Path(kit.volume_path(kube, claim)))
         assert "CloneSucceeded" in reasons(kube, n, dv["metadata"]["uid"])
+        # upstream's phase and words while PVC' is restored (clonePhase SnapshotClone; the
+        # snapshot step before it is table-tested: it may pass between two looks)
+        said = {e["reason"]: e["message"] for e in kit.events_for(kube, n,
+                                                                  dv["metadata"]["uid"])}
+        assert said["CloneFromSnapshotSourceInProgress"] == (
+            f"Creating PVC from snapshot source is in progress (for pvc {src_ns}/golden)")
         snap = kube.get_or_none(VOLUMESNAPSHOTS, f"tmp-snapshot-{claim['metadata']['uid']}",
                                 src_ns)
         assert snap is None

@@ -261,3 +261,44 @@ def test_a_missing_data_source_makes_no_datavolume(api: Kube, ns: str) -> None:
     data_source(api, ns, "nowhere", {"namespace": ns, "name": "golden-disk"})
     sync_vm(api, ns, "demo")
     assert api.get(DVS, "demo-rootdisk", ns) is not None
+
+
+def grant(api: Kube, ns: str, sa_namespace: str, sa: str, resource: str) -> None:
+    """``create <resource>`` (core group) in ``ns`` for a ServiceAccount of another
+    namespace."""
+    role = f"{resource}-{sa_namespace}-{sa}"
+    api.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                       "metadata": {"name": role},
+                       "rules": [{"apiGroups": [""], "resources": [resource],
+                                  "verbs": ["create"]}]}, ns)
+    api.create(ROLEBINDINGS, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_namespace}]}, ns)
+
+
+def test_a_data_source_naming_a_snapshot_of_another_namespace(api: Kube, ns: str) -> None:
+    """A template's sourceRef to a DataSource naming a VolumeSnapshot: the DataVolume
+    gets ``source.snapshot``, once the VM's ServiceAccount may clone a snapshot there by
+    upstream's rule (``create pods`` and ``create pvcs``; ``pods`` alone, enough for a
+    claim, is not)."""
+    victim = new_namespace(api)
+    api.create(DATASOURCES, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+                             "metadata": {"name": "golden"},
+                             "spec": {"source": {"snapshot": {"namespace": victim,
+                                                              "name": "gold-snap"}}}}, ns)
+    clone_vm(api, ns, {"sourceRef": {"kind": "DataSource", "name": "golden"}})
+    grant(api, victim, ns, "default", "pods")
+    sync_vm(api, ns, "demo")
+    assert api.get(DVS, "demo-rootdisk", ns) is None
+    assert ("UnauthorizedDataVolumeCreate",
+            f"Not authorized to create DataVolume demo-rootdisk: User"
+            f" system:serviceaccount:{ns}:default has insufficient permissions in clone"
+            f" source namespace {victim}") in warnings(api, ns)
+    grant(api, victim, ns, "default", "pvcs")
+    sync_vm(api, ns, "demo")
+    dv = api.get(DVS, "demo-rootdisk", ns)
+    assert dv is not None
+    assert dv["spec"]["source"] == {"snapshot": {"namespace": victim, "name": "gold-snap"}}
+    assert "sourceRef" not in dv["spec"]

@@ -58,11 +58,12 @@ def service_account_name(vm: Mapping[str, Any]) -> str:
 
 
 def with_source(dv: Mapping[str, Any], claim: SourceRef) -> dict[str, Any]:
-    """The DataVolume with its clone source resolved to ``claim`` (no ``sourceRef``)."""
+    """The DataVolume with its clone source resolved to ``claim`` (no ``sourceRef``): a
+    ``pvc`` source, or a ``snapshot`` one when the DataSource names a VolumeSnapshot."""
     out = copy.deepcopy(dict(dv))
     spec = out["spec"]
     spec.pop("sourceRef", None)
-    spec["source"] = {"pvc": {"namespace": claim.namespace, "name": claim.name}}
+    spec["source"] = {claim.kind: {"namespace": claim.namespace, "name": claim.name}}
     return out
 
 

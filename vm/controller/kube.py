@@ -129,9 +129,11 @@ def _clone_checked(kube: Kube, vm: dict[str, Any], dv: dict[str, Any]
                       f"Error creating DataVolume {name}: {found[1]}")
     if found.namespace != namespace:
         who = authorize.service_account(namespace, datavolumes.service_account_name(vm))
-        if not any((kube.create(SARS, review).get("status") or {}).get("allowed")
-                   for review in authorize.reviews(who=who, namespace=found.namespace,
-                                                   name=found.name)):
+        if not authorize.allowed(
+                ask=lambda review: bool((kube.create(SARS, review).get("status") or {})
+                                        .get("allowed")),
+                who=who, namespace=found.namespace, name=found.name,
+                snapshot=found.kind == clone.SNAPSHOT):
             return None, ("UnauthorizedDataVolumeCreate",
                           f"Not authorized to create DataVolume {name}: "
                           + authorize.denied_message(who=who, namespace=found.namespace))

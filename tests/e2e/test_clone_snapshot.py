@@ -1,0 +1,245 @@
+"""Clones from a VolumeSnapshot on `rootdisk up` (the operator as a pod from manifests/):
+a small DataVolume imported, snapshotted, and restored by a DataVolume with
+``source.snapshot`` and by one whose ``sourceRef`` names a DataSource naming the
+snapshot; the same bytes each time. And what goes wrong, as upstream words it: a
+snapshot not there yet, a target smaller than the restoreSize, another driver, a user
+without rights in the snapshot's namespace."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localcluster.kube import client
+from localcluster.kube.client import Kube
+from sizes import parse_bytes
+from tests.e2e import kit
+from tests.e2e.test_clone import DATASOURCES, VOLUMESNAPSHOTS, create_as, grant
+from tests.fixtures.httpserver import HttpServer
+from tests.fixtures.images import ImageFactory, compare
+from tests.localcluster.clusterkit import needs_root, wait_for
+
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(900)]
+
+A = "cdi.kubevirt.io/"
+TIMEOUT = 240
+CLASS = "local-reflink"
+STORAGE_CLASSES = client.Resource("storage.k8s.io", "v1", "storageclasses",
+                                  namespaced=False)
+
+
+def snapshot(name: str, claim: str) -> dict[str, Any]:
+    return {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": name},
+            "spec": {"source": {"persistentVolumeClaimName": claim}}}
+
+
+def wait_snapshot_ready(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+    wait_for(lambda: ((kube.get_or_none(VOLUMESNAPSHOTS, name, ns) or {}).get("status")
+                      or {}).get("readyToUse") is True, timeout=TIMEOUT,
+             what=f"VolumeSnapshot {ns}/{name} readyToUse")
+    return kube.get(VOLUMESNAPSHOTS, name, ns)
+
+
+def from_snapshot(name: str, src_ns: str, snap: str = "gold-snap", *,
+                  storage: dict[str, Any] | None = None,
+                  pvc: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"source": {"snapshot": {"namespace": src_ns, "name": snap}}}
+    if pvc is not None:
+        spec["pvc"] = pvc
+    else:
+        spec["storage"] = {"storageClassName": CLASS, **(storage or {})}
+    return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def reasons(kube: Kube, ns: str, uid: str) -> list[str]:
+    return [e["reason"] for e in kit.events_for(kube, ns, uid)]
+
+
+def ready_condition(kube: Kube, ns: str, name: str) -> tuple[str, str, str]:
+    ds = kube.get(DATASOURCES, name, ns)
+    cond = next((c for c in (ds.get("status") or {}).get("conditions") or []
+                 if c["type"] == "Ready"), {})
+    return cond.get("status", ""), cond.get("reason", ""), cond.get("message", "")
+
+
+@pytest.fixture(scope="module")
+def golden(kube: Kube, images: ImageFactory, tmp_path_factory: pytest.TempPathFactory,
+           ) -> Iterator[tuple[str, Path]]:
+    """Namespace and reference image of a small imported DataVolume ``golden`` and its
+    ready VolumeSnapshot ``gold-snap`` (the default VolumeSnapshotClass)."""
+    root = tmp_path_factory.mktemp("www")
+    ns = kit.namespace(kube, "snapgold")
+    with HttpServer(root) as server:
+        url = server.publish(images.get("raw").path, "golden.img")
+        kube.create(kit.DVS, kit.datavolume("golden", {"http": {"url": url}},
+                                            storage={"storageClassName": CLASS}), ns)
+        status = kit.wait_dv(kube, ns, "golden", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    kube.create(VOLUMESNAPSHOTS, snapshot("gold-snap", "golden"), ns)
+    wait_snapshot_ready(kube, ns, "gold-snap")
+    yield ns, images.get("raw").path
+
+
+def test_a_datavolume_from_a_snapshot_has_the_same_bytes(kube: Kube, ns: str,
+                                                          golden: tuple[str, Path]) -> None:
+    """source.snapshot, no size (spec.storage): the restoreSize; PVC' restored from the
+    user's snapshot, rebound to the target; the snapshot stays (it is the user's)."""
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, from_snapshot("restored", src_ns), src_ns)
+    status = kit.wait_dv(kube, src_ns, "restored", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = kube.get(client.PVCS, "restored", src_ns)
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    snap = kube.get(VOLUMESNAPSHOTS, "gold-snap", src_ns)
+    assert parse_bytes(claim["spec"]["resources"]["requests"]["storage"]) == parse_bytes(
+        str(snap["status"]["restoreSize"]))
+    anns = claim["metadata"]["annotations"]
+    assert anns[A + "clone.strategy"] == "snapshot"
+    assert anns[A + "clonePhase"] == "SnapshotClone"
+    events = {e["reason"]: e["message"] for e in
+              kit.events_for(kube, src_ns, dv["metadata"]["uid"])}
+    assert events["CloneFromSnapshotSourceInProgress"] == (
+        f"Creating PVC from snapshot source is in progress (for snapshot {src_ns}/gold-snap)")
+    assert events["CloneSucceeded"] == (
+        f"Successfully cloned from {src_ns}/gold-snap into {src_ns}/restored")
+    assert kube.get_or_none(VOLUMESNAPSHOTS, "gold-snap", src_ns) is not None
+    # into another namespace, larger: the volume crosses over, the image is there
+    kube.create(kit.DVS, from_snapshot("restored-big", src_ns,
+                                       storage={"resources": {"requests": {
+                                           "storage": "128Mi"}}}), ns)
+    status = kit.wait_dv(kube, ns, "restored-big", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    big = kube.get(client.PVCS, "restored-big", ns)
+    assert compare(reference, Path(kit.volume_path(kube, big)))
+    kube.delete(kit.DVS, "restored", src_ns)
+
+
+def test_a_missing_snapshot_waits_with_upstreams_words_then_restores(
+        kube: Kube, golden: tuple[str, Path]) -> None:
+    src_ns, reference = golden
+    name = f"later-{uuid.uuid4().hex[:6]}"
+    dv = kube.create(kit.DVS, from_snapshot("waiting", src_ns, name), src_ns)
+    want = ("False", "CloneWithoutSource", f"The source snapshot {name} doesn't exist")
+
+    def ready() -> tuple[str, str, str]:
+        cond = next((c for c in kit.dv_status(kube, src_ns, "waiting").get("conditions")
+                     or [] if c["type"] == "Ready"), {})
+        return cond.get("status", ""), cond.get("reason", ""), cond.get("message", "")
+    wait_for(lambda: ready() == want, timeout=60, what="the DataVolume waits")
+    assert kit.dv_status(kube, src_ns, "waiting")["phase"] == "Pending"
+    assert "CloneWithoutSource" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert kube.get_or_none(client.PVCS, "waiting", src_ns) is None
+    kube.create(VOLUMESNAPSHOTS, snapshot(name, "golden"), src_ns)
+    status = kit.wait_dv(kube, src_ns, "waiting", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = kube.get(client.PVCS, "waiting", src_ns)
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    kube.delete(kit.DVS, "waiting", src_ns)
+    kube.delete(VOLUMESNAPSHOTS, name, src_ns)
+
+
+def test_a_target_smaller_than_the_restore_size_waits(kube: Kube,
+                                                      golden: tuple[str, Path]) -> None:
+    src_ns, _ = golden
+    dv = kube.create(kit.DVS, from_snapshot("small", src_ns, pvc={
+        "accessModes": ["ReadWriteOnce"], "storageClassName": CLASS,
+        "resources": {"requests": {"storage": "16Mi"}}}), src_ns)
+    want = "The clone doesn't meet the validation requirements: target resources requests " \
+        "storage size is smaller than the source"
+    wait_for(lambda: any(c.get("reason") == "CloneValidationFailed"
+                         and c.get("message") == want for c in
+                         kit.dv_status(kube, src_ns, "small").get("conditions") or []),
+             timeout=60, what="CloneValidationFailed")
+    assert kit.dv_status(kube, src_ns, "small")["phase"] == "Pending"
+    assert "CloneValidationFailed" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    assert kube.get_or_none(client.PVCS, "small", src_ns) is None
+    kube.delete(kit.DVS, "small", src_ns)
+
+
+def test_a_class_of_another_driver_fails_with_no_provisioner_match(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    """Upstream falls back to a host-assisted copy here; rootdisk fails the clone with
+    upstream's reason and words (docs/populators.md)."""
+    src_ns, _ = golden
+    cls = f"other-{uuid.uuid4().hex[:6]}"
+    kube.create(STORAGE_CLASSES, {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                  "metadata": {"name": cls},
+                                  "provisioner": "other.example.com",
+                                  "volumeBindingMode": "Immediate"})
+    try:
+        kube.create(kit.DVS, from_snapshot("elsewhere", src_ns, pvc={
+            "accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+            "resources": {"requests": {"storage": "128Mi"}}}), ns)
+        status = kit.wait_dv(kube, ns, "elsewhere", ("Succeeded", "Failed"), timeout=TIMEOUT)
+        assert status["phase"] == "Failed", status
+        running = kit.condition(status, "Running")
+        assert (running["reason"], running["message"]) == (
+            "NoProvisionerMatch",
+            "The storageclass provisioner does not match the volumesnapshotcontent driver")
+        kube.delete(kit.DVS, "elsewhere", ns)
+    finally:
+        kube.delete(STORAGE_CLASSES, cls)
+
+
+def test_across_namespaces_the_user_needs_rights_in_the_snapshots(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    """Upstream's snapshot rule: ``create datavolumes/source``, or both ``create pods``
+    and ``create pvcs`` in the snapshot's namespace; ``pods`` alone is not enough."""
+    src_ns, reference = golden
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    grant(kube, ns, user, [{"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"],
+                            "verbs": ["create", "get", "list"]}])
+    grant(kube, src_ns, user, [{"apiGroups": [""], "resources": ["pods"],
+                                "verbs": ["create"]}])
+    create_as(kube, user, kit.DVS, from_snapshot("denied", src_ns), ns)
+    status = kit.wait_dv(kube, ns, "denied", ("Failed", "Succeeded"), timeout=TIMEOUT)
+    assert status["phase"] == "Failed", status
+    assert kit.condition(status, "Ready")["message"] == (
+        f"User {user} has insufficient permissions in clone source namespace {src_ns}")
+    grant(kube, src_ns, user, [{"apiGroups": [""], "resources": ["pvcs"],
+                                "verbs": ["create"]}])
+    create_as(kube, user, kit.DVS, from_snapshot("allowed", src_ns), ns)
+    status = kit.wait_dv(kube, ns, "allowed", ("Failed", "Succeeded"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    assert compare(reference, Path(kit.volume_path(kube, kube.get(client.PVCS, "allowed",
+                                                                   ns))))
+
+
+def test_a_data_source_naming_a_snapshot(kube: Kube, ns: str,
+                                         golden: tuple[str, Path]) -> None:
+    """Ready follows the snapshot (upstream's reasons and words); a DataVolume whose
+    sourceRef names the DataSource restores the snapshot."""
+    src_ns, reference = golden
+    name = f"fedora-{uuid.uuid4().hex[:6]}"
+    kube.create(DATASOURCES, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+                              "metadata": {"name": "fedora"},
+                              "spec": {"source": {"snapshot": {"namespace": src_ns,
+                                                               "name": name}}}}, src_ns)
+    wait_for(lambda: ready_condition(kube, src_ns, "fedora") == (
+        "False", "NotFound", "Snapshot not found"), timeout=60, what="Ready False NotFound")
+    kube.create(VOLUMESNAPSHOTS, snapshot(name, "golden"), src_ns)
+    # the snapshot's events bring the DataSource along, before the operator's 10 s resync
+    wait_snapshot_ready(kube, src_ns, name)
+    wait_for(lambda: ready_condition(kube, src_ns, "fedora") == (
+        "True", "Ready", "DataSource is ready to be consumed"), timeout=3,
+        what="Ready True")
+    dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+          "metadata": {"name": "vm-disk"},
+          "spec": {"sourceRef": {"kind": "DataSource", "name": "fedora",
+                                 "namespace": src_ns},
+                   "storage": {"storageClassName": CLASS}}}
+    created = kube.create(kit.DVS, dv, ns)
+    status = kit.wait_dv(kube, ns, "vm-disk", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = kube.get(client.PVCS, "vm-disk", ns)
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    assert "CloneFromSnapshotSourceInProgress" in reasons(kube, ns, created["metadata"]["uid"])
+    kube.delete(VOLUMESNAPSHOTS, name, src_ns)
+    wait_for(lambda: ready_condition(kube, src_ns, "fedora") == (
+        "False", "NotFound", "Snapshot not found"), timeout=60, what="Ready False again")
