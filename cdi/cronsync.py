@@ -30,9 +30,13 @@ from cdi.kube import (
     DATAVOLUMES,
     PVCS,
     SECRETS,
+    SNAPSHOTS,
+    STORAGECLASSES,
+    STORAGEPROFILES,
     Client,
     KubeError,
 )
+from cdi.render import pick_storage_class
 from ociregistry.client import Access, Credentials, RegistryError, resolve_digest
 from ociregistry.reference import ReferenceError as BadReference
 from ociregistry.reference import parse_docker_url
@@ -80,16 +84,41 @@ def reconcile_cron(client: Client, namespace: str, name: str, *,
     if desired:
         with contextlib.suppress(ValueError):
             candidate = importcron.dv_name(managed, desired)
-            if candidate != current:
-                existing = client.get(PVCS, candidate, namespace)
-    claims = [c for c in client.list(PVCS, namespace)
-              if ((c.get("metadata") or {}).get("labels") or {}).get(api.CRON_LABEL) == name]
+            if candidate != current:  # a snapshot first, then a claim, as upstream
+                existing = client.get(SNAPSHOTS, candidate, namespace) or \
+                    client.get(PVCS, candidate, namespace)
+    profile = _profile(client, cron)
+    status = (profile or {}).get("status") or {}
     plan = importcron.decide(importcron.Observed(
         cron=cron, now=when,
         dv=client.get(DATAVOLUMES, current, namespace) if current else None,
         pvc=client.get(PVCS, current, namespace) if current else None,
-        existing=existing, data_source=data_source, claims=claims, poll=poll))
+        existing=existing, data_source=data_source,
+        claims=_labelled(client, PVCS, namespace, name), poll=poll,
+        format=str(status.get("dataImportCronSourceFormat") or importcron.PVC_FORMAT),
+        snapshot=client.get(SNAPSHOTS, current, namespace) if current else None,
+        snapshots=_labelled(client, SNAPSHOTS, namespace, name),
+        snapshot_class=((profile or {}).get("metadata") or {}).get("annotations", {}).get(
+            api.SNAPSHOT_CLASS_FOR_CRON) or status.get("snapshotClass") or None))
     _apply(client, cron, plan)
+
+
+def _labelled(client: Client, kind: Any, namespace: str, cron: str) -> list[Obj]:
+    return [o for o in client.list(kind, namespace)
+            if ((o.get("metadata") or {}).get("labels") or {}).get(api.CRON_LABEL) == cron]
+
+
+def _profile(client: Client, cron: Obj) -> Obj | None:
+    """The StorageProfile of the class the template's claims get (named, else the
+    default, virt first): its ``dataImportCronSourceFormat`` and snapshot class."""
+    spec = (cron["spec"].get("template") or {}).get("spec") or {}
+    target = spec.get("storage") or spec.get("pvc") or {}
+    picked = pick_storage_class(requested=target.get("storageClassName"),
+                                classes=client.list(STORAGECLASSES),
+                                content_type=str(spec.get("contentType") or "kubevirt"))
+    if picked is None:
+        return None
+    return client.get(STORAGEPROFILES, str(picked["metadata"]["name"]))
 
 
 def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
@@ -105,17 +134,27 @@ def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
         logger.info("cron %s/%s: importing %s", namespace, name,
                     plan.create_dv["spec"]["source"]["registry"]["url"])
         client.create(DATAVOLUMES, plan.create_dv)
-    if plan.touch_claim is not None:
-        claim, labels, annotations = plan.touch_claim
-        with contextlib.suppress(KubeError):
-            client.patch(PVCS, claim, {"metadata": {"labels": labels,
-                                                    "annotations": annotations}}, namespace)
-    for old in plan.collect:
-        logger.info("cron %s/%s: garbage-collecting %s", namespace, name, old)
+    for kind, touch in ((PVCS, plan.touch_claim), (SNAPSHOTS, plan.touch_snapshot)):
+        if touch is not None:
+            kept, labels, annotations = touch
+            with contextlib.suppress(KubeError):
+                client.patch(kind, kept, {"metadata": {"labels": labels,
+                                                       "annotations": annotations}}, namespace)
+    if plan.create_snapshot is not None:
+        logger.info("cron %s/%s: snapshot of %s", namespace, name,
+                    plan.create_snapshot["metadata"]["name"])
+        client.create(SNAPSHOTS, plan.create_snapshot)
+    if plan.delete_snapshot is not None:
+        client.delete(SNAPSHOTS, plan.delete_snapshot, namespace)
+    for old in [*plan.collect, *([plan.delete_import] if plan.delete_import else [])]:
+        logger.info("cron %s/%s: deleting the import %s", namespace, name, old)
         if client.get(DATAVOLUMES, old, namespace) is not None:
             client.delete(DATAVOLUMES, old, namespace)
         else:
             client.delete(PVCS, old, namespace)
+    for old in plan.collect_snapshots:
+        logger.info("cron %s/%s: garbage-collecting the snapshot %s", namespace, name, old)
+        client.delete(SNAPSHOTS, old, namespace)
     if plan.create_data_source is not None:
         client.create(DATASOURCES, plan.create_data_source)
     if plan.data_source_source is not None:
@@ -193,7 +232,7 @@ def _access(client: Client, namespace: str, url: str,
 # -- deletion ------------------------------------------------------------------------------
 
 CLEANED = ((DATASOURCES, "DataSource"), (DATAVOLUMES, "DataVolume"),
-           (PVCS, "PersistentVolumeClaim"))
+           (PVCS, "PersistentVolumeClaim"), (SNAPSHOTS, "VolumeSnapshot"))
 
 
 def cleanup(client: Client, namespace: str, name: str) -> None:

@@ -44,6 +44,8 @@ OUTDATED = "Outdated"
 SCHEDULED = "ImportScheduled"
 IN_PROGRESS = "ImportProgressing"
 UP_TO_DATE = "UpToDate"
+PVC_FORMAT = "pvc"
+SNAPSHOT_FORMAT = "snapshot"
 ERRONEOUS_REASONS = ("Error", "ImagePullFailed")
 """A DataVolume whose Running condition is False for one of these is deleted and the
 digest imported again (upstream's ``deleteErroneousDataVolume``)."""
@@ -219,6 +221,14 @@ class Observed:
     """The claims labelled with the cron's name (garbage collection's candidates)."""
     poll: Poll | None = None
     """None: no poll this time."""
+    format: str = PVC_FORMAT
+    """The StorageProfile's ``dataImportCronSourceFormat``: ``pvc`` or ``snapshot``."""
+    snapshot: Mapping[str, Any] | None = None
+    """The VolumeSnapshot of the current import's name."""
+    snapshots: Sequence[Mapping[str, Any]] = ()
+    """The VolumeSnapshots labelled with the cron's name."""
+    snapshot_class: str | None = None
+    """The class for a new snapshot (None: the driver's default)."""
 
 
 @dataclass
@@ -230,10 +240,19 @@ class Plan:
     create_dv: Obj | None = None
     touch_claim: tuple[str, dict[str, str], dict[str, str]] | None = None
     """(name, labels, annotations) to merge into a kept claim."""
+    touch_snapshot: tuple[str, dict[str, str], dict[str, str]] | None = None
+    """The same for a kept VolumeSnapshot (the snapshot format)."""
     delete_dv: str | None = None
     """An erroneous DataVolume of the current import, deleted to import again."""
     collect: list[str] = field(default_factory=list)
     """Old imports to delete (the DataVolume, else the claim)."""
+    collect_snapshots: list[str] = field(default_factory=list)
+    create_snapshot: Obj | None = None
+    """The snapshot format: a VolumeSnapshot of the import that succeeded."""
+    delete_import: str | None = None
+    """The snapshot format: the DataVolume (else claim) whose snapshot is ready."""
+    delete_snapshot: str | None = None
+    """A snapshot of the current import while the format is ``pvc``."""
     create_data_source: Obj | None = None
     data_source_source: Obj | None = None
     """The managed DataSource's new ``spec.source`` (None: unchanged)."""
@@ -308,14 +327,20 @@ def decide(seen: Observed) -> Plan:
     succeeded = False
     labels = managed_labels(cron)
 
-    def keep(claim: Mapping[str, Any]) -> None:
-        cmeta = claim.get("metadata") or {}
+    def touch(obj: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, str]] | None:
+        """Upstream's ``updateSource``: the cron's labels and lastUseTime on a kept one."""
+        cmeta = obj.get("metadata") or {}
         have_labels = cmeta.get("labels") or {}
         last = parse_time((cmeta.get("annotations") or {}).get(api.LAST_USE_TIME))
         if any(have_labels.get(k) != v for k, v in labels.items()) or last is None \
                 or now - last >= TOUCH_AFTER:
-            plan.touch_claim = (str(cmeta.get("name")), labels,
-                                {api.LAST_USE_TIME: rfc3339_nano(now)})
+            return (str(cmeta.get("name")), labels, {api.LAST_USE_TIME: rfc3339_nano(now)})
+        return None
+
+    def keep(claim: Mapping[str, Any]) -> None:
+        plan.touch_claim = touch(claim)
+        if seen.format == SNAPSHOT_FORMAT:
+            _snapshot_of(seen, claim, labels, plan)
 
     if seen.dv is not None:
         phase = _phase(seen.dv)
@@ -335,6 +360,13 @@ def decide(seen: Observed) -> Plan:
     elif seen.pvc is not None and _phase(seen.pvc) == "Bound":
         succeeded = True
         keep(seen.pvc)
+    elif seen.snapshot is not None:
+        if seen.format == PVC_FORMAT:
+            # the format went back to pvc: the snapshot goes, the digest is imported again
+            plan.delete_snapshot = str((seen.snapshot.get("metadata") or {}).get("name"))
+        else:
+            plan.touch_snapshot = touch(seen.snapshot)
+            succeeded = True
     else:
         if imports:
             imports = imports[1:]
@@ -352,6 +384,8 @@ def decide(seen: Observed) -> Plan:
         if collects_garbage(cron):
             plan.collect = _garbage(seen.claims, keep_count=imports_to_keep(cron),
                                     touched=plan.touch_claim)
+            plan.collect_snapshots = _garbage(seen.snapshots, keep_count=imports_to_keep(cron),
+                                              touched=plan.touch_snapshot)
 
     _data_source(seen, cron, status, plan)
 
@@ -389,9 +423,13 @@ def decide(seen: Observed) -> Plan:
         if succeeded or not imports:
             _import(seen, cron, desired, status, plan)
     elif succeeded:
-        status["sourceFormat"] = "pvc"
-        _condition(conditions, api.CRON_UP_TO_DATE, "True", "Latest import is up to date",
-                   UP_TO_DATE, stamp)
+        status["sourceFormat"] = seen.format
+        if seen.format == PVC_FORMAT or (seen.snapshot is not None and _ready(seen.snapshot)):
+            _condition(conditions, api.CRON_UP_TO_DATE, "True", "Latest import is up to date",
+                       UP_TO_DATE, stamp)
+        elif seen.snapshot is not None:
+            _condition(conditions, api.CRON_UP_TO_DATE, "False",
+                       "Snapshot of imported data is progressing", IN_PROGRESS, stamp)
     elif imports:
         _condition(conditions, api.CRON_UP_TO_DATE, "False", "Import is progressing",
                    IN_PROGRESS, stamp)
@@ -422,10 +460,43 @@ def _import(seen: Observed, cron: Mapping[str, Any], digest: str, status: Obj,
         return
     status["currentImports"] = [{"dataVolumeName": name, "digest": digest}]
     if seen.existing is not None:
-        plan.touch_claim = (name, managed_labels(cron),
-                            {api.LAST_USE_TIME: rfc3339_nano(seen.now)})
+        touch = (name, managed_labels(cron), {api.LAST_USE_TIME: rfc3339_nano(seen.now)})
+        if seen.existing.get("kind") == api.VOLUME_SNAPSHOT_KIND:
+            plan.touch_snapshot = touch
+        else:
+            plan.touch_claim = touch
         return
     plan.create_dv = new_data_volume(cron, name, digest, seen.now)
+
+
+def _ready(snapshot: Mapping[str, Any]) -> bool:
+    return (snapshot.get("status") or {}).get("readyToUse") is True
+
+
+def _snapshot_of(seen: Observed, claim: Mapping[str, Any], labels: dict[str, str],
+                 plan: Plan) -> None:
+    """Upstream's ``handleSnapshot``: a VolumeSnapshot of the import's claim, of its name;
+    once it is ready the DataVolume and claim go (the snapshot is the golden image)."""
+    cmeta = claim.get("metadata") or {}
+    name = str(cmeta.get("name"))
+    if seen.snapshot is not None:
+        if _ready(seen.snapshot):
+            plan.delete_import = name
+        return
+    spec: Obj = {"source": {"persistentVolumeClaimName": name}}
+    if seen.snapshot_class:
+        spec["volumeSnapshotClassName"] = seen.snapshot_class
+    annotations = {api.LAST_USE_TIME: rfc3339_nano(seen.now)}
+    mode = (claim.get("spec") or {}).get("volumeMode")
+    if mode:
+        annotations[api.SOURCE_VOLUME_MODE] = str(mode)
+    plan.create_snapshot = {
+        "apiVersion": f"{api.SNAPSHOT_API_GROUP}/v1", "kind": api.VOLUME_SNAPSHOT_KIND,
+        "metadata": {"name": name, "namespace": cmeta.get("namespace"),
+                     "labels": {**labels, api.APP_LABEL: api.APP_LABEL_VALUE,
+                                api.COMPONENT_LABEL: ""},
+                     "annotations": annotations},
+        "spec": spec}
 
 
 def _garbage(claims: Sequence[Mapping[str, Any]], *, keep_count: int,
@@ -449,7 +520,8 @@ def _data_source(seen: Observed, cron: Mapping[str, Any], status: Obj, plan: Pla
     (or for none) is left alone; ours names the last imported claim."""
     meta = cron.get("metadata") or {}
     managed = str(_spec(cron).get("managedDataSource") or "")
-    source = {"pvc": dict(status["lastImportedPVC"])} if status.get("lastImportedPVC") else None
+    source = ({seen.format: dict(status["lastImportedPVC"])} if status.get("lastImportedPVC")
+              else None)
     if seen.data_source is None:
         plan.create_data_source = {
             "apiVersion": api.API_VERSION, "kind": "DataSource",

@@ -271,3 +271,70 @@ def test_resource_name_shortens_as_openshift_does() -> None:
 ])
 def test_untagged(url: str, expected: str) -> None:
     assert importcron.untagged(url) == expected
+
+
+SNAP_DS = {"metadata": {"name": "fedora", "labels": {LABEL: "fedora-cron"}},
+           "spec": {"source": {}}}
+
+
+def snapshot(name: str, ready: bool, last_use: str | None = None) -> dict[str, Any]:
+    ann = {A + "lastUseTime": last_use} if last_use else {}
+    return {"kind": "VolumeSnapshot",
+            "metadata": {"name": name, "namespace": "golden", "annotations": ann,
+                         "labels": {LABEL: "fedora-cron"}},
+            "status": {"readyToUse": ready}}
+
+
+def test_snapshot_format_snapshots_the_import_then_drops_the_claim() -> None:
+    """StorageProfile dataImportCronSourceFormat: snapshot (upstream's handleSnapshot):
+    the succeeded import is snapshotted under its name; once the snapshot is ready the
+    DataVolume and claim go and the DataSource names the snapshot."""
+    done = cron(annotations={A + "sourceDesiredDigest": D1,
+                             A + "nextCronTime": "2026-12-06T00:00:00Z"}, status=IMPORTING)
+    first = decide(Observed(cron=done, now=NOW, dv=dv("fedora-aaaaaaaaaaaa", "Succeeded"),
+                            pvc={**claim("fedora-aaaaaaaaaaaa"),
+                                 "spec": {"volumeMode": "Filesystem"}},
+                            data_source=SNAP_DS, format="snapshot",
+                            snapshot_class="local-snapshots"))
+    made = first.create_snapshot
+    assert made is not None
+    assert made["metadata"]["labels"] == {LABEL: "fedora-cron",
+                                          "app": "containerized-data-importer",
+                                          "cdi.kubevirt.io": ""}
+    assert made["metadata"]["annotations"][A + "sourceVolumeMode"] == "Filesystem"
+    assert made["spec"] == {"source": {"persistentVolumeClaimName": "fedora-aaaaaaaaaaaa"},
+                            "volumeSnapshotClassName": "local-snapshots"}
+    assert (made["metadata"]["name"], made["kind"]) == ("fedora-aaaaaaaaaaaa", "VolumeSnapshot")
+    assert first.delete_import is None
+    assert first.data_source_source == {"snapshot": {"namespace": "golden",
+                                                     "name": "fedora-aaaaaaaaaaaa"}}
+    assert first.status is not None and first.status["sourceFormat"] == "snapshot"
+    taking = decide(Observed(cron=done, now=NOW, dv=dv("fedora-aaaaaaaaaaaa", "Succeeded"),
+                             pvc=claim("fedora-aaaaaaaaaaaa"), data_source=SNAP_DS,
+                             format="snapshot",
+                             snapshot=snapshot("fedora-aaaaaaaaaaaa", ready=False)))
+    assert taking.create_snapshot is None and taking.delete_import is None
+    assert cond(taking, "UpToDate") == ("False", "ImportProgressing",
+                                        "Snapshot of imported data is progressing")
+    ready = snapshot("fedora-aaaaaaaaaaaa", ready=True)
+    dropped = decide(Observed(cron=done, now=NOW, dv=dv("fedora-aaaaaaaaaaaa", "Succeeded"),
+                              pvc=claim("fedora-aaaaaaaaaaaa"), data_source=SNAP_DS,
+                              format="snapshot", snapshot=ready))
+    assert dropped.delete_import == "fedora-aaaaaaaaaaaa"
+    # then only the snapshot is left: it is the import, kept and collected by lastUseTime
+    later = decide(Observed(
+        cron=done, now=NOW, data_source=SNAP_DS, format="snapshot", snapshot=ready,
+        snapshots=[ready, snapshot("fedora-000000000001", True, "2026-11-01T00:00:00Z"),
+                   snapshot("fedora-000000000002", True, "2026-11-02T00:00:00Z"),
+                   snapshot("fedora-000000000003", True, "2026-11-03T00:00:00Z")]))
+    assert cond(later, "UpToDate") == ("True", "UpToDate", "Latest import is up to date")
+    assert later.touch_snapshot is not None and later.touch_snapshot[0] == "fedora-aaaaaaaaaaaa"
+    assert later.collect_snapshots == ["fedora-000000000001"]
+
+
+def test_a_snapshot_while_the_format_is_pvc_is_deleted() -> None:
+    done = cron(annotations={A + "sourceDesiredDigest": D1,
+                             A + "nextCronTime": "2026-12-06T00:00:00Z"}, status=IMPORTING)
+    plan = decide(Observed(cron=done, now=NOW,
+                           snapshot=snapshot("fedora-aaaaaaaaaaaa", ready=True)))
+    assert plan.delete_snapshot == "fedora-aaaaaaaaaaaa"

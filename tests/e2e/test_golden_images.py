@@ -163,3 +163,58 @@ def test_a_cron_refused_and_a_poll_that_fails(kube: Kube, ns: str,
     assert "wrong-password" not in str(kube.list(client.EVENTS, ns)["items"])
     assert _condition(kube, ns, "UpToDate")["reason"] == "NoDigest"
     assert not [d for d in kube.list(kit.DVS, ns)["items"]]
+
+
+PROFILES = client.Resource("cdi.kubevirt.io", "v1beta1", "storageprofiles", namespaced=False)
+SNAPSHOTS = client.Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots")
+
+
+@pytest.mark.timeout(600)
+def test_snapshot_format_keeps_the_golden_image_as_a_snapshot(
+        kube: Kube, ns: str, registry_server: RegistryServer, tmp_path: Path) -> None:
+    """StorageProfile ``dataImportCronSourceFormat: snapshot``: the import is snapshotted,
+    its claim dropped, the DataSource names the snapshot, and a DataVolume by sourceRef
+    restores it."""
+    image = write_boot_sector_disk(tmp_path / "s.img", marker="GOLDEN-SNAPSHOT")
+    pushed = push_disk(registry_server, "golden/disk", "latest", image, tmp_path / "w")
+    name = dv_name("golden", pushed.digest)
+    creds = registry_server.credentials
+    assert creds is not None
+    kit.secret(kube, ns, "pull", {"accessKeyId": creds.username, "secretKey": creds.password})
+    kube.create(client.CONFIGMAPS, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
+        "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
+    kube.patch(PROFILES, "local-immediate", {"spec": {"dataImportCronSourceFormat": "snapshot"}})
+    try:
+        wait_for(lambda: (kube.get(PROFILES, "local-immediate").get("status") or {}).get(
+            "dataImportCronSourceFormat") == "snapshot", timeout=60, what="the profile's status")
+        kube.create(CRONS, _cron(registry_server), ns)
+
+        def snapshot_source() -> bool:
+            ds = kube.get_or_none(DATASOURCES, "golden", ns) or {}
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in (ds.get("status") or {}).get("conditions") or [])
+            return ready and ((ds.get("spec") or {}).get("source") or {}).get(
+                "snapshot") == {"namespace": ns, "name": name}
+        try:
+            wait_for(snapshot_source, timeout=240, what="the DataSource on the snapshot")
+            wait_for(lambda: kube.get_or_none(client.PVCS, name, ns) is None, timeout=120,
+                     what="the import's claim dropped once the snapshot is ready")
+        except AssertionError:
+            raise AssertionError(kit.diagnose(kube, ns)) from None
+        cron = kube.get(CRONS, "golden-cron", ns)
+        assert cron["status"]["sourceFormat"] == "snapshot"
+        assert _condition(kube, ns, "UpToDate")["reason"] == "UpToDate"
+        assert kube.get(SNAPSHOTS, name, ns)["metadata"]["labels"][
+            "cdi.kubevirt.io/dataImportCron"] == "golden-cron"
+    finally:
+        kube.patch(PROFILES, "local-immediate", {"spec": {"dataImportCronSourceFormat": None}})
+    kube.create(kit.DVS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+                          "metadata": {"name": "from-golden"},
+                          "spec": {"sourceRef": {"kind": "DataSource", "name": "golden"},
+                                   "storage": {"resources": {"requests": {"storage": "64Mi"}},
+                                               "storageClassName": "local-immediate"}}}, ns)
+    status = kit.wait_dv(kube, ns, "from-golden", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", status
+    disk = Path(kit.volume_path(kube, kube.get(client.PVCS, "from-golden", ns)))
+    assert disk.read_bytes()[:512] == image.read_bytes()[:512]
