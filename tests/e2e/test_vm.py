@@ -148,3 +148,30 @@ def test_reapplied_manifests_get_their_ca_bundles_back(kube: Kube, ns: str,
              what="every caBundle written back")
     kube.request("POST", vmkit.VMS.path(ns), body=vmkit.vm("again", guest_url),
                  query={"dryRun": "All"})  # the VM webhook answers
+
+
+@pytest.mark.timeout(600)
+def test_a_failing_liveness_probe_replaces_the_vmi(kube: Kube, ns: str,
+                                                   guest_url: str) -> None:
+    """A tcpSocket liveness probe on a port the guest never answers (a boot sector has no
+    network stack): after failureThreshold failures the kubelet kills the compute
+    container, the VMI ends, and runStrategy Always starts a new one, as upstream. Before
+    vm.launcher.tcp_probe such a probe passed (QEMU's NAT accepted the connection)."""
+    vm = vmkit.vm("unhealthy", guest_url)
+    vm["spec"]["template"]["spec"]["livenessProbe"] = {
+        "tcpSocket": {"port": 8080}, "initialDelaySeconds": 0, "periodSeconds": 2,
+        "timeoutSeconds": 1, "failureThreshold": 2}
+    kube.create(vmkit.VMS, vm, ns)
+    try:
+        vmkit.wait_printable(kube, ns, "unhealthy", "Running", timeout=400)
+        first = vmkit.vmi_uid(kube, ns, "unhealthy")
+        wait_for(lambda: (u := vmkit.vmi_uid(kube, ns, "unhealthy")) and u != first,
+                 timeout=240, what="a new VMI after the liveness probe failed")
+    except AssertionError:
+        raise AssertionError(vmkit.diagnose(kube, ns)) from None
+    events = kube.list(client.EVENTS, ns)["items"]
+    unhealthy = [e for e in events if e.get("reason") == "Unhealthy"]
+    assert unhealthy and "Liveness probe failed" in unhealthy[0]["message"], [
+        (e.get("reason"), e.get("message")) for e in events]
+    assert any(e.get("reason") == "Killing" and "failed liveness probe" in e["message"]
+               for e in events)
