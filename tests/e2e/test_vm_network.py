@@ -156,10 +156,11 @@ def test_listed_port_by_pod_ip_service_port_forward_and_ssh_proxy(
 
 
 @pytest.mark.timeout(900)
-def test_no_ports_listed_port_forward_reaches_any_port(
+def test_no_ports_listed_a_service_and_port_forward_reach_any_port(
         cluster: Cluster, kube: Kube, ns: str, http_server: HttpServer) -> None:
-    """A VM that lists no ports: upstream forwards every port; here `rootdisk port-forward`
-    (virt-api → the node handler → the launcher's ``hostfwd_add``) reaches any of them."""
+    """A VM that lists no ports: upstream forwards every port; here the port a Service
+    targets (the node handler reads its Endpoints) and any port `rootdisk port-forward`
+    asks for (virt-api → the node handler) are opened by the launcher's ``hostfwd_add``."""
     guest = GuestBuilder().linux(mode="net")
     vm = _net_vm("open", http_server.publish(guest.raw, "open.img"))
     vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][0].pop("ports")
@@ -173,6 +174,22 @@ def test_no_ports_listed_port_forward_reaches_any_port(
         raise AssertionError(vmkit.diagnose(kube, ns)) from None
     pod_ip = kube.get(vmkit.VMIS, "open", ns)["status"]["interfaces"][0]["ipAddress"]
     with pytest.raises(ConnectionRefusedError):  # nothing is forwarded before it is asked
+        socket.create_connection((pod_ip, 8081), timeout=10).close()
+
+    # a Service on the VM's labels: the node handler has its target port forwarded
+    kube.create(client.SERVICES, {"apiVersion": "v1", "kind": "Service",
+                                  "metadata": {"name": "open"},
+                                  "spec": {"selector": {"app": "open-app"},
+                                           "ports": [{"port": 80, "targetPort": 8080}]}}, ns)
+
+    def through_service() -> bytes | None:
+        try:
+            return _hello(pod_ip, 8080, b"via service\n")
+        except ConnectionRefusedError:
+            return None
+    got = wait_for(through_service, timeout=60, what="the Service's target port forwarded")
+    assert b"GUEST-ECHO:via service\n" in got
+    with pytest.raises(ConnectionRefusedError):  # no Service, no port-forward: still closed
         socket.create_connection((pod_ip, 8081), timeout=10).close()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

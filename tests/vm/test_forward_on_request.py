@@ -12,6 +12,7 @@ from vm.api.portforward import forwarded_on_request
 from vm.domain.configurators.network import on_demand
 from vm.domain.errors import DomainError
 from vm.domain.model import Interface, PortForward
+from vm.handler import forwards
 from vm.launcher import protocol
 
 OPEN = Interface(alias="ua-default", model="virtio", all_ports=True)
@@ -72,3 +73,36 @@ def test_refusals(iface: Interface, kwargs: dict[str, Any], words: str) -> None:
 ])
 def test_forward_requests(body: dict[str, Any], parsed: object) -> None:
     assert protocol.parse_request(line=protocol.encode({"cmd": "forward", **body})) == parsed
+
+
+ENDPOINTS = {"subsets": [
+    {"addresses": [{"ip": "127.9.0.2"}, {"ip": "127.9.0.3"}],
+     "notReadyAddresses": [{"ip": "127.9.0.4"}],
+     "ports": [{"port": 8080, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"},
+               {"port": 9, "protocol": "SCTP"}, {"port": 0}]},
+    {"addresses": [{"ip": "127.9.0.2"}], "ports": [{"name": "ssh", "port": 22}]},
+]}
+
+
+def _running(ports: list[dict[str, Any]] | None, ip: str | None = "127.9.0.2") -> dict[str, Any]:
+    iface: dict[str, Any] = {"name": "default", "masquerade": {}}
+    if ports is not None:
+        iface["ports"] = ports
+    return {"spec": {"domain": {"devices": {"interfaces": [iface]}}},
+            "status": {"interfaces": [{"ipAddress": ip}] if ip else []}}
+
+
+def test_the_ports_services_target() -> None:
+    assert forwards.endpoint_ports(ENDPOINTS) == {
+        "127.9.0.2": {(8080, "tcp"), (53, "udp"), (22, "tcp")},
+        "127.9.0.3": {(8080, "tcp"), (53, "udp")}}  # not-ready addresses: none yet
+
+
+def test_what_a_vmi_gets_forwarded_for_services() -> None:
+    seen = [forwards.endpoint_ports(ENDPOINTS)]
+    assert forwards.wanted(_running(None), seen, set()) == [
+        (22, "tcp"), (53, "udp"), (8080, "tcp")]
+    assert forwards.wanted(_running(None), seen, {(22, "tcp"), (53, "udp")}) == [(8080, "tcp")]
+    assert forwards.wanted(_running([{"port": 22}]), seen, set()) == []  # lists its own
+    assert forwards.wanted(_running(None, ip=None), seen, set()) == []
+    assert forwards.wanted(_running(None, ip="127.9.0.9"), seen, set()) == []

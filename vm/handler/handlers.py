@@ -18,10 +18,11 @@ import kopf
 from vm import resync
 from vm.api import certs
 from vm.api.kube import HANDLER_SECRET
+from vm.handler import forwards, sockets
 from vm.handler import kube as handler_kube
-from vm.handler import sockets
 from vm.handler.console import ConsoleServer, ConsoleSite
 from vm.kube import KubeError, shared
+from vm.launcher import client as launcher_client
 from vocab.kubevirt import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,51 @@ def _sync(body: Any) -> None:
         except KubeError as err:
             logger.warning("sync of VMI %s/%s failed: %s", vmi["metadata"].get("namespace"),
                            vmi["metadata"].get("name"), err)
+        _forward(vmi)
+
+
+_endpoint_ports: dict[tuple[str, str], dict[str, set[forwards.Port]]] = {}
+"""(namespace, name) of each Endpoints → its addresses' target ports (from the watch)."""
+_forwarded: defaultdict[str, set[forwards.Port]] = defaultdict(set)
+"""VMI uid → the ports its launcher forwards on request already."""
+
+
+@kopf.on.event("", "v1", "endpoints")
+def endpoints_event(body: Any, type: str | None, name: str, namespace: str | None,
+                    **_: Any) -> None:
+    """Keep what Services target; the poll forwards it (a VMI not running yet is tried
+    again at the next poll)."""
+    key = (namespace or "", name)
+    if type == "DELETED":
+        _endpoint_ports.pop(key, None)
+    else:
+        _endpoint_ports[key] = forwards.endpoint_ports(body)
+
+
+def _forward(vmi: dict[str, Any]) -> None:
+    """The ports Services target on a VMI that lists none, forwarded by its launcher."""
+    uid = vmi["metadata"]["uid"]
+    if (vmi.get("status") or {}).get("phase") != "Running":
+        _forwarded.pop(uid, None)
+        return
+    for port, proto in forwards.wanted(vmi, list(_endpoint_ports.values()), _forwarded[uid]):
+        try:
+            answer = launcher_client.forward(handler_kube.socket_of(vmi, SOCKET_DIR),
+                                             port=port, protocol=proto,
+                                             timeout=handler_kube.STATUS_TIMEOUT)
+        except launcher_client.ControlError as err:
+            logger.debug("forward of %s/%d for %s: %s", proto, port, uid, err)
+            return
+        if answer.get("ok") is True:
+            _forwarded[uid].add((port, proto))
+            logger.info("VMI %s/%s: %s/%d forwarded for a Service",
+                        vmi["metadata"].get("namespace"), vmi["metadata"].get("name"),
+                        proto, port)
+        else:
+            logger.warning("VMI %s/%s: %s/%d not forwarded: %s",
+                           vmi["metadata"].get("namespace"), vmi["metadata"].get("name"),
+                           proto, port, answer.get("error"))
+            _forwarded[uid].add((port, proto))  # refused for good (e.g. taken): not again
 
 
 @kopf.on.event(GROUP, VERSION, VMI_PLURAL, labels={LABEL_NODE_NAME: NODE or kopf.ABSENT})
@@ -117,4 +163,6 @@ def _vmis_and_collect() -> list[dict[str, Any]]:
     root = Path(SOCKET_DIR)
     sockets.ensure(root, _may_start(unplaced + vmis))
     sockets.collect(root, (v["metadata"]["uid"] for v in unplaced + vmis))
+    for gone in set(_forwarded) - {v["metadata"]["uid"] for v in vmis}:
+        _forwarded.pop(gone, None)
     return vmis
