@@ -302,3 +302,45 @@ def _find_member(raw: _BlobReader, digest: str, prefix: str, stack: contextlib.E
         return None
     raw.drain()
     return None
+
+
+class Unsupported(RegistryError):
+    """The image uses what this unpacker does not do (whiteouts)."""
+
+
+def pull_and_unpack(ref: ImageReference, access: Access, dest: str, *,
+                    architecture: str | None = None) -> str:
+    """Unpack every layer of ``ref``, bottom first, into the new directory ``dest``;
+    returns the image manifest's digest.
+
+    Each member goes through tarfile's ``data`` filter (no absolute or ``..`` paths, no
+    links out of ``dest``, no devices, no set-id bits); each layer is read to its end and
+    its digest checked. Whiteout entries (a layer deleting a lower one's file) are
+    refused: a container disk has one layer and never needs them.
+    """
+    try:
+        client = connect(ref, access)
+    except requests.exceptions.RequestException as e:
+        raise classify(ref, e) from e
+    with client as dxf:
+        top = get_manifest(dxf, ref)
+        manifest = top
+        if top.media_type in INDEX_TYPES or "manifests" in top.body:
+            entry = choose_manifest(top.body, Platform(
+                architecture=architecture or host_architecture()))
+            manifest = get_manifest(dxf, ref, alias=str(entry.get("digest")))
+        _check_config(_config(dxf, ref, manifest), architecture)
+        for digest, size in _layers(manifest):
+            raw = _BlobReader(_pull(dxf, ref, digest), digest, size)
+            try:
+                with _decompressed(raw) as stream, \
+                        tarfile.open(fileobj=stream, mode="r|") as tar:
+                    for info in tar:
+                        if info.name.rsplit("/", 1)[-1].startswith(WHITEOUT_PREFIX):
+                            raise Unsupported(f"layer {digest} has a whiteout entry"
+                                              f" ({info.name}): not supported")
+                        tar.extract(info, dest, filter="data")
+            except (tarfile.TarError, EOFError, zstandard.ZstdError, lzma.LZMAError) as e:
+                raise RegistryError(f"layer {digest} is not a readable tar: {e}") from e
+            raw.drain()
+    return manifest.digest

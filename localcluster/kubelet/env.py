@@ -170,4 +170,7 @@ def referenced_names(pod: Obj) -> tuple[set[str], set[str]]:
                 cms.add(src["configMap"].get("name", ""))
             if src.get("secret"):
                 secrets.add(src["secret"].get("name", ""))
+    for ref in spec.get("imagePullSecrets") or []:  # image volumes' registry credentials
+        if isinstance(ref, dict) and ref.get("name"):
+            secrets.add(str(ref["name"]))
     return cms, secrets

@@ -42,6 +42,7 @@ from localcluster.kubelet import execs, logs, memstats, podvolumes, pressure, re
 from localcluster.kubelet.cgroups import CgroupManager
 from localcluster.kubelet.env import referenced_names
 from localcluster.kubelet.images import ImageTable
+from localcluster.kubelet.imagevolumes import ImageStore
 from localcluster.kubelet.sandbox import project_root
 from localcluster.kubelet.worker import PodWorker
 
@@ -94,6 +95,7 @@ class Node:
         self.name = name
         self.pods_dir = os.path.join(os.path.realpath(data_dir), "kubelet", "pods")
         os.makedirs(self.pods_dir, exist_ok=True)
+        self.image_store = ImageStore(data_dir)
         self.api_host, self.api_port, self.ca_pem = api_host, api_port, ca_pem
         self.token_for = token_for
         self.pods, self.claims, self.pvs = pods, claims, volumes
@@ -509,7 +511,8 @@ class Node:
                            audiences=(audience,) if audience else (),
                            expiration_seconds=expiration_seconds),
             ca_pem=self.ca_pem,
-            node_cpu_millis=self.cpu_millis, node_memory=self.memory_bytes)
+            node_cpu_millis=self.cpu_millis, node_memory=self.memory_bytes,
+            images=self.image_store)
 
     # -- exec and attach ---------------------------------------------------------------
 

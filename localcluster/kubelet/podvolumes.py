@@ -31,6 +31,7 @@ from typing import Any
 
 from localcluster.kubelet import ownership
 from localcluster.kubelet.env import ConfigError, Data, field_value, resource_value
+from localcluster.kubelet.imagevolumes import ImageStore, PullError, parse_pull_secrets
 
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 SA_VOLUME = "kube-api-access-localcluster"
@@ -87,6 +88,8 @@ class PodContext:
     ca_pem: str
     node_cpu_millis: int
     node_memory: int
+    images: ImageStore | None = None
+    """The node's image store, for ``image`` volumes (None: such volumes are refused)."""
     tokens: list[ProjectedToken] = field(default_factory=list)
     """Filled by :func:`prepare`: the token files to rotate."""
 
@@ -341,6 +344,9 @@ def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
             else:
                 managed.append(name)
             result[name] = hv
+        elif vol.get("image"):
+            result[name] = HostVolume(_image_volume(pod, vol["image"], ctx, name),
+                                      read_only=True)
         else:
             raise ConfigError(f"volume {name}: unsupported volume type "
                               f"{sorted(k for k in vol if k != 'name')}")
@@ -357,6 +363,25 @@ def prepare(pod: Mapping[str, Any], ctx: PodContext) -> dict[str, HostVolume]:
             ownership.apply_fs_group(hv.host, gid=fs_group, read_only=hv.read_only,
                                      policy=policy)
     return result
+
+
+def _image_volume(pod: Mapping[str, Any], source: Mapping[str, Any], ctx: PodContext,
+                  name: str) -> str:
+    """An ``image`` volume: the image's files from the node's store (pulled as its
+    ``pullPolicy`` says, with the pod's imagePullSecrets); the pod waits while it cannot
+    be pulled, the reason in its status."""
+    reference = source.get("reference")
+    if not isinstance(reference, str) or not reference:
+        raise ConfigError(f"volume {name}: image.reference is required")
+    if ctx.images is None:
+        raise ConfigError(f"volume {name}: this node has no image store")
+    names = [str((s or {}).get("name") or "")
+             for s in (pod.get("spec") or {}).get("imagePullSecrets") or []]
+    try:
+        return ctx.images.mount(reference, policy=source.get("pullPolicy"),
+                                pull_secrets=parse_pull_secrets(ctx.secrets, names))
+    except PullError as err:
+        raise VolumeNotReady(f"volume {name}: {err}") from err
 
 
 def _claim_volume(namespace: str, claim_name: str, ctx: PodContext, *,
