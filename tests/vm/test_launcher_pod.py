@@ -174,3 +174,28 @@ def test_vmi_id_label_is_the_name_or_a_hashed_prefix_when_too_long() -> None:
     long = "a" * 70
     got = vmi_id_label(long)
     assert len(got) == 63 and got.startswith("a" * 54 + "-") and got != vmi_id_label("a" * 71)
+
+
+def test_container_disks_are_image_volumes() -> None:
+    """As upstream's ImageVolume feature gate renders them: an ``image`` volume per
+    containerDisk, mounted read-only at /var/run/kubevirt-image-volume/disk_<index>, its
+    imagePullSecret among the pod's imagePullSecrets."""
+    v = vmi()
+    v["spec"]["volumes"] = [
+        {"name": "ci", "cloudInitNoCloud": {"userData": "#cloud-config\n"}},
+        {"name": "root", "containerDisk": {"image": "quay.io/containerdisks/fedora:41",
+                                           "imagePullPolicy": "IfNotPresent",
+                                           "imagePullSecret": "pull"}},
+        {"name": "data", "containerDisk": {"image": "r/x@sha256:" + "a" * 64,
+                                           "imagePullSecret": "pull"}}]
+    pod = launcher_pod(vmi=v, claims=[], views={}, config=LauncherConfig())
+    volumes = {vol["name"]: vol for vol in pod["spec"]["volumes"]}
+    assert volumes["root"] == {"name": "root", "image": {
+        "reference": "quay.io/containerdisks/fedora:41", "pullPolicy": "IfNotPresent"}}
+    assert volumes["data"] == {"name": "data", "image": {"reference": "r/x@sha256:" + "a" * 64}}
+    [compute] = [c for c in pod["spec"]["containers"] if c["name"] == "compute"]
+    mounts = {m["name"]: m for m in compute["volumeMounts"]}
+    assert mounts["root"] == {"name": "root", "readOnly": True,
+                              "mountPath": "/var/run/kubevirt-image-volume/disk_1"}
+    assert mounts["data"]["mountPath"] == "/var/run/kubevirt-image-volume/disk_2"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "pull"}]

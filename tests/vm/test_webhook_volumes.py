@@ -106,7 +106,7 @@ def test_refused_with_upstream_message(volume: dict[str, Any], message: str) -> 
     assert message in messages(spec(volume))
 
 
-UNSUPPORTED = ["containerDisk", "hostDisk", "configMap", "secret", "serviceAccount",
+UNSUPPORTED = ["hostDisk", "configMap", "secret", "serviceAccount",
                "downwardAPI", "downwardMetrics", "sysprep", "memoryDump", "containerPath"]
 
 
@@ -114,6 +114,28 @@ UNSUPPORTED = ["containerDisk", "hostDisk", "configMap", "secret", "serviceAccou
 def test_sources_the_runtime_cannot_run_are_refused(source: str) -> None:
     [msg] = messages(spec({source: {"name": "x"}}))
     assert msg.startswith(f"spec.volumes[1].{source}: this volume source is not supported")
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ({"image": "quay.io/containerdisks/fedora:41"}, []),
+    ({"image": "r/x", "path": "/disk/x.qcow2", "imagePullPolicy": "Always"}, []),
+    ({"image": "r/x", "path": "/disk/x/"}, []),
+    ({}, ["spec.volumes[1].containerDisk.image: required"]),
+    ({"image": "r/x", "path": "/"},
+     ["spec.volumes[1].containerDisk must not point to root"]),
+    ({"image": "r/x", "path": "disk/x"},
+     ["spec.volumes[1].containerDisk must be an absolute path to a file without relative"
+      " components"]),
+    ({"image": "r/x", "path": "/disk/../etc/shadow"},
+     ["spec.volumes[1].containerDisk must be an absolute path to a file without relative"
+      " components"]),
+    ({"image": "r/x", "imagePullPolicy": "Sometimes"},
+     ["spec.volumes[1].containerDisk.imagePullPolicy: Unsupported value: 'Sometimes':"
+      " supported values: 'Always', 'IfNotPresent', 'Never'"]),
+])
+def test_container_disks(body: dict[str, Any], expected: list[str]) -> None:
+    """Upstream's ValidateContainerDisks (the path, word for word) and the API's rules."""
+    assert messages(spec({"containerDisk": body})) == expected
 
 
 def test_devices_the_runtime_cannot_run_are_refused() -> None:

@@ -31,7 +31,7 @@ class Cpu:
 class Backing:
     path: str
     source_kind: SourceKind = "file"
-    format: Literal["raw"] = "raw"
+    format: Literal["raw", "qcow2"] = "raw"
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,8 @@ def _disk(devices: ET.Element, disk: Disk) -> None:
             _sub(store, "source", dev=b.path)
         else:
             _sub(store, "source", file=b.path)
+        if b.format == "qcow2":
+            _sub(store, "backingStore")  # the chain ends here: no backing named in its header
     _sub(el, "target", dev=disk.target, bus=_BUS[disk.bus])
     if disk.read_only:
         _sub(el, "readonly")

@@ -45,7 +45,7 @@ class DiskSpec:
     serial: str | None
 
 
-VolumeKind = Literal["claim", "ephemeral", "emptyDisk", "cloudInit"]
+VolumeKind = Literal["claim", "ephemeral", "emptyDisk", "cloudInit", "containerDisk"]
 MIB = 1024 * 1024
 
 
@@ -61,6 +61,11 @@ class VolumeSpec:
     cloud_init: CloudInitSpec | None = None
     read_only: bool = False
     """A ``persistentVolumeClaim`` with ``readOnly``: mounted read-only, attached so."""
+    image: str = ""
+    """containerDisk: the image (the launcher pod mounts it as an image volume)."""
+    path: str = ""
+    """containerDisk: the disk file's absolute path in the image ("": the one file under
+    ``/disk``)."""
 
 
 @dataclass(frozen=True)
@@ -277,10 +282,9 @@ def _disk(raw: Any, index: int) -> DiskSpec:
 
 
 _SOURCES_SUPPORTED = ("persistentVolumeClaim", "dataVolume", "ephemeral", "emptyDisk",
-                      "cloudInitNoCloud", "cloudInitConfigDrive")
+                      "cloudInitNoCloud", "cloudInitConfigDrive", "containerDisk")
 _SOURCES_KNOWN = (
     *_SOURCES_SUPPORTED,
-    "containerDisk",
     "hostDisk",
     "configMap",
     "secret",
@@ -320,6 +324,12 @@ def _volume(raw: Any, index: int) -> VolumeSpec:
             raise DomainError(f"{field}.emptyDisk.capacity",
                               f"the size for volume {name} is too low")
         return VolumeSpec(name=name, kind="emptyDisk", capacity=size)
+    if source == "containerDisk":
+        image = _str(body.get("image"), f"{field}.containerDisk.image")
+        path = body.get("path") or ""
+        if not isinstance(path, str):
+            raise DomainError(f"{field}.containerDisk.path", "must be a string")
+        return VolumeSpec(name=name, kind="containerDisk", image=image, path=path)
     if source == "ephemeral":
         at = f"{field}.ephemeral.persistentVolumeClaim"
         claim = _obj(body.get("persistentVolumeClaim"), at)

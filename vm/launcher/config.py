@@ -31,6 +31,8 @@ class LauncherConfig:
     secret_dir: str = "/var/run/kubevirt-private/secret"  # noqa: S105 - a directory
     ephemeral_dir: str = "/var/run/kubevirt-ephemeral-disks"
     runtime_dir: str = "/var/run/libvirt"
+    image_volume_dir: str = "/var/run/kubevirt-image-volume"
+    """containerDisk images, each an image volume at ``disk_<volume index>``."""
     termination_log: str = "/dev/termination-log"
     dev_dir: str = "/dev"
     qemu_binary: str = "qemu-system-x86_64"
@@ -55,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="cloud-init ISOs and ephemeral overlays (an emptyDir)")
     p.add_argument("--runtime-dir", default=LauncherConfig.runtime_dir,
                    help="emptyDisk images (an emptyDir)")
+    p.add_argument("--image-volume-dir", default=LauncherConfig.image_volume_dir,
+                   help="containerDisk image volumes (disk_<index>)")
     p.add_argument(
         "--dev-dir",
         default=LauncherConfig.dev_dir,
@@ -113,6 +117,7 @@ def parse(*, env: Mapping[str, str], argv: Sequence[str]) -> LauncherConfig:
         secret_dir=args.secret_dir or os.path.join(args.private_dir, "secret"),
         ephemeral_dir=args.ephemeral_dir,
         runtime_dir=args.runtime_dir,
+        image_volume_dir=args.image_volume_dir,
         termination_log=args.termination_log,
         dev_dir=args.dev_dir,
         qemu_binary=args.qemu_binary,

@@ -222,6 +222,7 @@ def build_domain(config: LauncherConfig, spec: VmiSpec, accelerator: str) -> Dom
         dev_dir=config.dev_dir,
         runtime_dir=config.runtime_dir,
         ephemeral_dir=config.ephemeral_dir,
+        image_volume_dir=config.image_volume_dir,
     )
     iso = cloudinit.prepare(
         spec, secret_dir=config.secret_dir, ephemeral_dir=config.ephemeral_dir

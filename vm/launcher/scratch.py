@@ -17,6 +17,7 @@ Each ``qemu-img`` run is bounded by :data:`QEMU_IMG_TIMEOUT`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import stat
@@ -74,8 +75,77 @@ def _backing(vmi: VmiSpec, index: int, *, private_dir: str, dev_dir: str) -> Bac
     return Backing(path=image)
 
 
+MAX_INFO_BYTES = 1024 * 1024
+
+
+def container_disk_file(root: str, path: str, field: str) -> str:
+    """The disk of a containerDisk image volume mounted at ``root``: ``path`` when the
+    VMI names one, else the one regular file under ``/disk`` (upstream's rule), never
+    outside ``root`` (symbolic links are not followed out of it)."""
+    if path:
+        candidate = os.path.realpath(os.path.join(root, path.lstrip("/")))
+        if os.path.commonpath([candidate, os.path.realpath(root)]) != os.path.realpath(root):
+            raise DiskError(f"{field}.path: {path} leads out of the image", reason="InvalidDisk")
+    else:
+        disk_dir = os.path.join(root, "disk")
+        try:
+            names = sorted(n for n in os.listdir(disk_dir)
+                           if os.path.isfile(os.path.join(disk_dir, n))
+                           and not os.path.islink(os.path.join(disk_dir, n)))
+        except FileNotFoundError:
+            raise DiskError(f"{field}: the image has no /disk directory",
+                            reason="InvalidDisk") from None
+        if not names:
+            raise DiskError(f"{field}: no disk file under /disk in the image",
+                            reason="InvalidDisk")
+        candidate = os.path.join(disk_dir, names[0])
+    try:
+        st = os.stat(candidate, follow_symlinks=False)
+    except FileNotFoundError:
+        raise DiskError(f"{field}: {path or candidate} is not in the image",
+                        reason="InvalidDisk") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DiskError(f"{field}: {path or candidate} is not a regular file",
+                        reason="InvalidDisk")
+    return candidate
+
+
+def _container_disk(vmi: VmiSpec, index: int, image_volume_dir: str, qemu_img: str) -> Backing:
+    """The image's disk as a read-only backing: qcow2 or raw (``qemu-img info`` says which,
+    the format probed once, never trusted further); one naming a backing or data file of
+    its own is refused (the image is not trusted: it could name a host file)."""
+    volume = vmi.volumes[index]
+    field = f"spec.volumes[{index}].containerDisk"
+    disk = container_disk_file(os.path.join(image_volume_dir, f"disk_{index}"), volume.path,
+                               field)
+    try:
+        done = subprocess.run([qemu_img, "info", "--output=json", disk], capture_output=True,
+                              check=False, timeout=QEMU_IMG_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (subprocess.TimeoutExpired, OSError) as err:
+        raise DiskError(f"{field}: qemu-img info: {err}") from err
+    if done.returncode != 0:
+        raise DiskError(f"{field}: qemu-img info: "
+                        f"{done.stderr.decode(errors='replace').strip()[-300:]}",
+                        reason="InvalidDisk")
+    try:
+        info = json.loads(done.stdout[:MAX_INFO_BYTES])
+    except ValueError as err:
+        raise DiskError(f"{field}: qemu-img info gave no JSON", reason="InvalidDisk") from err
+    fmt = info.get("format")
+    if fmt not in ("raw", "qcow2"):
+        raise DiskError(f"{field}: the disk is {fmt!r}, not qcow2 or raw",
+                        reason="InvalidDisk")
+    specific = ((info.get("format-specific") or {}).get("data") or {})
+    if info.get("backing-filename") or info.get("full-backing-filename") \
+            or specific.get("data-file"):
+        raise DiskError(f"{field}: the image's disk names a backing or data file of its own",
+                        reason="InvalidDisk")
+    return Backing(path=disk, format=fmt)
+
+
 def prepare(vmi: VmiSpec, *, private_dir: str, dev_dir: str, runtime_dir: str,
-            ephemeral_dir: str, qemu_img: str = QEMU_IMG) -> tuple[PreparedDisk, ...]:
+            ephemeral_dir: str, image_volume_dir: str = "/var/run/kubevirt-image-volume",
+            qemu_img: str = QEMU_IMG) -> tuple[PreparedDisk, ...]:
     """Make the emptyDisk images and ephemeral overlays of ``vmi``.
 
     :raise DiskError: naming the volume.
@@ -86,7 +156,7 @@ def prepare(vmi: VmiSpec, *, private_dir: str, dev_dir: str, runtime_dir: str,
         try:
             disk = _prepare_one(vmi, index, what, private_dir=private_dir, dev_dir=dev_dir,
                                 runtime_dir=runtime_dir, ephemeral_dir=ephemeral_dir,
-                                qemu_img=qemu_img)
+                                image_volume_dir=image_volume_dir, qemu_img=qemu_img)
         except OSError as err:
             raise DiskError(f"{what}: {err.strerror}: {err.filename}") from err
         if disk is not None:
@@ -95,7 +165,8 @@ def prepare(vmi: VmiSpec, *, private_dir: str, dev_dir: str, runtime_dir: str,
 
 
 def _prepare_one(vmi: VmiSpec, index: int, what: str, *, private_dir: str, dev_dir: str,
-                 runtime_dir: str, ephemeral_dir: str, qemu_img: str) -> PreparedDisk | None:
+                 runtime_dir: str, ephemeral_dir: str, image_volume_dir: str,
+                 qemu_img: str) -> PreparedDisk | None:
     volume = vmi.volumes[index]
     if volume.kind == "emptyDisk":
         path = empty_disk_path(runtime_dir, volume.name)
@@ -105,8 +176,10 @@ def _prepare_one(vmi: VmiSpec, index: int, what: str, *, private_dir: str, dev_d
                       qemu_img)
             logger.info("created emptyDisk %s of %d bytes", path, volume.capacity)
         return PreparedDisk(volume=volume.name, path=path, format="qcow2")
-    if volume.kind == "ephemeral":
-        backing = _backing(vmi, index, private_dir=private_dir, dev_dir=dev_dir)
+    if volume.kind in ("ephemeral", "containerDisk"):
+        backing = (_container_disk(vmi, index, image_volume_dir, qemu_img)
+                   if volume.kind == "containerDisk"
+                   else _backing(vmi, index, private_dir=private_dir, dev_dir=dev_dir))
         path = overlay_path(ephemeral_dir, volume.name)
         os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
         if not os.path.lexists(path):

@@ -35,6 +35,9 @@ SOCKETS = "/var/run/kubevirt/sockets"
 HOST_SOCKETS = "/var/run/kubevirt/sockets"
 LIBVIRT = "/var/run/libvirt"
 EPHEMERAL = "/var/run/kubevirt-ephemeral-disks"
+IMAGE_VOLUMES = "/var/run/kubevirt-image-volume"
+"""Where each containerDisk's image volume is mounted (``disk_<volume index>``), as
+upstream's ImageVolume feature gate mounts them."""
 CONSOLE_LOG = f"{PRIVATE}/console.log"
 DISKS = f"{PRIVATE}/vmi-disks"
 DEFAULT_GRACE = 30
@@ -138,6 +141,20 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
     secret_vols, secret_mounts = render_secrets(spec)
     volumes += secret_vols
     mounts += secret_mounts
+    pull_secrets: list[dict[str, str]] = []
+    for index, vol in enumerate(spec.get("volumes") or []):
+        disk = vol.get("containerDisk") if isinstance(vol, Mapping) else None
+        if not isinstance(disk, Mapping):
+            continue
+        image: dict[str, Any] = {"reference": str(disk.get("image") or "")}
+        if disk.get("imagePullPolicy"):
+            image["pullPolicy"] = disk["imagePullPolicy"]
+        volumes.append({"name": vol["name"], "image": image})
+        mounts.append({"name": vol["name"], "mountPath": f"{IMAGE_VOLUMES}/disk_{index}",
+                       "readOnly": True})
+        secret = disk.get("imagePullSecret")
+        if secret and {"name": secret} not in pull_secrets:
+            pull_secrets.append({"name": str(secret)})
     compute: dict[str, Any] = {
         "name": "compute",
         "image": config.image,
@@ -181,6 +198,8 @@ def launcher_pod(*, vmi: Mapping[str, Any], claims: list[DiskClaim],
         "containers": [compute, console_log],
         "volumes": volumes,
     }
+    if pull_secrets:
+        pod_spec["imagePullSecrets"] = pull_secrets
     for key in ("nodeSelector", "affinity", "tolerations", "schedulerName",
                 "priorityClassName", "hostname", "subdomain", "dnsConfig", "dnsPolicy"):
         if spec.get(key):

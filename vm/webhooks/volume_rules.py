@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,8 +25,8 @@ CLOUD_INIT_USER_MAX_LEN = 2048
 CLOUD_INIT_NETWORK_MAX_LEN = 2048
 CLOUD_INIT_SOURCES = ("cloudInitNoCloud", "cloudInitConfigDrive")
 SUPPORTED_SOURCES = ("persistentVolumeClaim", "dataVolume", "emptyDisk", "ephemeral",
-                     *CLOUD_INIT_SOURCES)
-UNSUPPORTED_SOURCES = ("containerDisk", "hostDisk", "configMap", "secret", "serviceAccount",
+                     "containerDisk", *CLOUD_INIT_SOURCES)
+UNSUPPORTED_SOURCES = ("hostDisk", "configMap", "secret", "serviceAccount",
                        "downwardAPI", "downwardMetrics", "sysprep", "memoryDump",
                        "containerPath")
 ACCESS_CRED_SUFFIX = "-access-cred"
@@ -100,6 +101,35 @@ def _capacity(body: Any, field: str, name: str, out: list[Problem]) -> None:
         out.append(Problem(f"{field}.capacity", f"the size for volume {name} is too low"))
 
 
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+def _go_clean_join(path: str) -> str:
+    """Go's ``filepath.Join("/", path)``: cleaned, one leading slash."""
+    cleaned = posixpath.normpath("/" + path)
+    return "/" + cleaned.lstrip("/")
+
+
+def _container_disk(body: Any, at: str, out: list[Problem]) -> None:
+    """Upstream's ``ValidateContainerDisks`` (the path) and the API's required image."""
+    if not isinstance(body, Mapping):
+        out.append(Problem(at, "must be an object"))
+        return
+    if not _text(body.get("image")):
+        out.append(Problem(f"{at}.image", "required"))
+    policy = body.get("imagePullPolicy")
+    if policy is not None and policy not in PULL_POLICIES:
+        out.append(Problem(f"{at}.imagePullPolicy", f"Unsupported value: {policy!r}:"
+                           f" supported values: {', '.join(repr(p) for p in PULL_POLICIES)}"))
+    path = body.get("path")
+    if path:
+        if path == "/":
+            out.append(Problem(at, f"{at} must not point to root", verbatim=True))
+        elif _go_clean_join(path) != path.rstrip("/"):
+            out.append(Problem(at, f"{at} must be an absolute path to a file without"
+                               " relative components", verbatim=True))
+
+
 def volume_source_problems(vol: Mapping[str, Any], at: str) -> list[Problem]:
     """Problems of one volume's source (the count of sources is checked by the caller)."""
     out: list[Problem] = []
@@ -131,6 +161,8 @@ def volume_source_problems(vol: Mapping[str, Any], at: str) -> list[Problem]:
             _claim_name(claim, f"{at}.ephemeral.persistentVolumeClaim", out)
     if vol.get("emptyDisk") is not None:
         _capacity(vol["emptyDisk"], f"{at}.emptyDisk", name, out)
+    if vol.get("containerDisk") is not None:
+        _container_disk(vol["containerDisk"], f"{at}.containerDisk", out)
     if vol.get("dataVolume") is not None:
         dv = vol["dataVolume"]
         if not isinstance(dv, Mapping) or not _text(dv.get("name")):

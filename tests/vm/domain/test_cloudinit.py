@@ -127,7 +127,7 @@ def test_launcher_refuses_what_it_cannot_run() -> None:
             "source": {"secret": {"secretName": "k"}},
             "propagationMethod": {"qemuGuestAgent": {"users": ["u"]}}}}]))
     with pytest.raises(UnsupportedError, match="this volume source is not supported"):
-        parse_vmi(vmi([{"name": "c", "containerDisk": {"image": "x"}}], []))
+        parse_vmi(vmi([{"name": "c", "hostDisk": {"path": "/x"}}], []))
 
 
 PREPARED = (

@@ -149,12 +149,18 @@ BAD: list[tuple[str, Mutation, str, type[DomainError]]] = [
         DomainError,
     ),
     (
-        "containerDisk",
+        "hostDisk",
         lambda v: v["spec"]["volumes"].__setitem__(
-            0, {"name": "root", "containerDisk": {"image": "x"}}
+            0, {"name": "root", "hostDisk": {"path": "/x"}}
         ),
-        "spec.volumes[0].containerDisk",
+        "spec.volumes[0].hostDisk",
         UnsupportedError,
+    ),
+    (
+        "containerDisk without image",
+        lambda v: v["spec"]["volumes"].__setitem__(0, {"name": "root", "containerDisk": {}}),
+        "spec.volumes[0].containerDisk.image",
+        DomainError,
     ),
     (
         "bad cache",

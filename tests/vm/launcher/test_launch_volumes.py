@@ -116,3 +116,80 @@ def test_guest_boots_from_an_overlay_over_a_block_claim(
         capture_output=True, check=True, timeout=30).stdout)
     assert info["backing-filename"] == "/dev/root"
     assert Path(dev).read_bytes()[:4096] == before
+
+
+def _image_volume(run: Launch, index: int, disk: Path, *, name: str = "disk.img") -> Path:
+    """An image volume as the kubelet mounts one: the image's files, root-owned, not
+    writable by the launcher."""
+    assert run.pod is not None
+    root = run.pod.empty_dir(f"image-{index}", f"/var/run/kubevirt-image-volume/disk_{index}")
+    os.chown(root, 0, 0)
+    (root / "disk").mkdir()
+    target = root / "disk" / name
+    subprocess.run(["cp", "--sparse=always", str(disk), str(target)], check=True)
+    os.chmod(target, 0o444)
+    return target
+
+
+@pytest.mark.parametrize(("driver", "fmt"), [("qemu", "qcow2"), ("libvirt", "raw"),
+                                             ("qemu", "raw"), ("libvirt", "qcow2")])
+def test_guest_boots_from_a_container_disk_under_a_throwaway_overlay(
+    launch: Factory, boot_sectors: dict[str, Path], tmp_path: Path, driver: str, fmt: str
+) -> None:
+    """A containerDisk: the image's /disk file (qcow2 or raw) is the read-only backing of
+    an overlay in the pod's ephemeral dir; the image's file is never written."""
+    disk = boot_sectors["halt"]
+    if fmt == "qcow2":
+        disk = tmp_path / "halt.qcow2"
+        subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2",
+                        str(boot_sectors["halt"]), str(disk)], check=True)
+    run = launch(make_vmi(memory="128Mi", disks=[DISKS[0]], volumes=[
+        {"name": "root", "containerDisk": {"image": "registry.example/golden/halt:v1"}}]),
+        driver=driver, sandbox=True)
+    base = _image_volume(run, 0, disk, name=f"halt.{fmt}")
+    before = hashlib.sha256(base.read_bytes()).hexdigest()
+    run.start()
+    run.wait_for_console(MARKER, timeout=180)
+    run.wait_for_state("running")
+    overlay = run.ephemeral / "disk-data" / "root" / "disk.qcow2"
+    info = json.loads(subprocess.run(["qemu-img", "info", "-U", "--output=json",
+                                      str(overlay)], capture_output=True, check=True).stdout)
+    assert info["backing-filename"] == f"/var/run/kubevirt-image-volume/disk_0/disk/halt.{fmt}"
+    assert info["backing-filename-format"] == fmt
+    assert run.request({"cmd": "kill"}) == {"ok": True}
+    run.wait()
+    assert hashlib.sha256(base.read_bytes()).hexdigest() == before
+
+
+def test_a_container_disk_naming_a_backing_file_is_refused(
+    launch: Factory, boot_sectors: dict[str, Path], tmp_path: Path
+) -> None:
+    """The image is not trusted: a qcow2 whose header names a backing file (a host path)
+    fails the VMI with InvalidDisk before QEMU opens it."""
+    hostile = tmp_path / "hostile.qcow2"
+    subprocess.run(["qemu-img", "create", "-f", "qcow2", "-F", "raw", "-b", "/etc/shadow",
+                    "-u", str(hostile), "1M"], check=True, capture_output=True)
+    run = launch(make_vmi(memory="128Mi", disks=[DISKS[0]], volumes=[
+        {"name": "root", "containerDisk": {"image": "registry.example/evil:v1"}}]),
+        sandbox=True)
+    _image_volume(run, 0, hostile, name="evil.qcow2")
+    run.start()
+    assert run.wait() != 0
+    term = run.termination()
+    assert term["reason"] == "InvalidDisk", term
+    assert "names a backing or data file of its own" in term["message"]
+    assert not run.qemu_pids()
+
+
+def test_a_container_disk_without_a_disk_file_is_refused(launch: Factory) -> None:
+    run = launch(make_vmi(memory="128Mi", disks=[DISKS[0]], volumes=[
+        {"name": "root", "containerDisk": {"image": "registry.example/empty:v1"}}]),
+        sandbox=True)
+    assert run.pod is not None
+    root = run.pod.empty_dir("image-0", "/var/run/kubevirt-image-volume/disk_0")
+    (root / "disk").mkdir()
+    run.start()
+    assert run.wait() != 0
+    term = run.termination()
+    assert term["reason"] == "InvalidDisk", term
+    assert "spec.volumes[0].containerDisk: no disk file under /disk" in term["message"]
