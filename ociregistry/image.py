@@ -304,6 +304,17 @@ def _find_member(raw: _BlobReader, digest: str, prefix: str, stack: contextlib.E
     return None
 
 
+def _keep_owner(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's ``data`` filter, keeping the owner as the image says (numeric ids):
+    container runtimes do, and a container disk's file is 107:107 0440 for the
+    launcher's user to read. The filter has already dropped set-id bits and anything
+    leading out of ``dest``, so an owner is all that is kept."""
+    safe = tarfile.data_filter(member, dest)
+    if safe is None:
+        return None
+    return safe.replace(uid=member.uid, gid=member.gid, uname="", gname="", deep=False)
+
+
 class Unsupported(RegistryError):
     """The image uses what this unpacker does not do (whiteouts)."""
 
@@ -314,9 +325,9 @@ def pull_and_unpack(ref: ImageReference, access: Access, dest: str, *,
     returns the image manifest's digest.
 
     Each member goes through tarfile's ``data`` filter (no absolute or ``..`` paths, no
-    links out of ``dest``, no devices, no set-id bits); each layer is read to its end and
-    its digest checked. Whiteout entries (a layer deleting a lower one's file) are
-    refused: a container disk has one layer and never needs them.
+    links out of ``dest``, no devices, no set-id bits), its numeric owner kept; each
+    layer is read to its end and its digest checked. Whiteout entries (a layer deleting a
+    lower one's file) are refused: a container disk has one layer and never needs them.
     """
     try:
         client = connect(ref, access)
@@ -339,7 +350,7 @@ def pull_and_unpack(ref: ImageReference, access: Access, dest: str, *,
                         if info.name.rsplit("/", 1)[-1].startswith(WHITEOUT_PREFIX):
                             raise Unsupported(f"layer {digest} has a whiteout entry"
                                               f" ({info.name}): not supported")
-                        tar.extract(info, dest, filter="data")
+                        tar.extract(info, dest, filter=_keep_owner, numeric_owner=True)
             except (tarfile.TarError, EOFError, zstandard.ZstdError, lzma.LZMAError) as e:
                 raise RegistryError(f"layer {digest} is not a readable tar: {e}") from e
             raw.drain()

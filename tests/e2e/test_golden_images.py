@@ -7,7 +7,10 @@ retentionPolicy None takes what it made."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +221,86 @@ def test_snapshot_format_keeps_the_golden_image_as_a_snapshot(
     assert status["phase"] == "Succeeded", status
     disk = Path(kit.volume_path(kube, kube.get(client.PVCS, "from-golden", ns)))
     assert disk.read_bytes()[:512] == image.read_bytes()[:512]
+
+
+def _blob_gets(registry: RegistryServer, repository: str) -> int:
+    """Blob downloads the registry logged for ``repository`` (its access log)."""
+    text = registry.log_path.read_text(errors="replace")
+    return sum(1 for line in text.splitlines()
+               if f"GET /v2/{repository}/blobs/" in line and "HEAD" not in line)
+
+
+def _container_disk_vm(name: str, image: str) -> dict[str, Any]:
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": name},
+            "spec": {"runStrategy": "Always", "template": {"spec": {
+                "terminationGracePeriodSeconds": 5,
+                "domain": {"resources": {"requests": {"memory": "64Mi"}},
+                           "devices": {"disks": [{"name": "root", "bootOrder": 1,
+                                                  "disk": {"bus": "virtio"}}]}},
+                "volumes": [{"name": "root", "containerDisk": {
+                    "image": image, "imagePullSecret": "pull"}}]}}}}
+
+
+@pytest.mark.timeout(600)
+def test_a_vm_boots_from_a_container_disk_pulled_once(
+        cluster: Cluster, kube: Kube, ns: str, registry_server: RegistryServer,
+        tmp_path: Path) -> None:
+    """A containerDisk: the node pulls the image once (an image volume, as upstream's
+    ImageVolume feature gate renders it), the launcher boots its /disk file under a
+    throw-away overlay; a second VM of the same image pulls nothing."""
+    disk = write_boot_sector_disk(tmp_path / "cd.img", marker="CONTAINER-DISK-BOOTED")
+    push_disk(registry_server, "golden/cdisk", "v1", disk, tmp_path / "w")
+    certs = Path(cluster.data_dir, "certs.d", registry_server.host)
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(str(registry_server.verify), certs / "ca.crt")
+    creds = registry_server.credentials
+    assert creds is not None
+    auth = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+    kube.create(client.SECRETS, {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pull"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(json.dumps(
+            {"auths": {registry_server.host: {"auth": auth}}}).encode()).decode()}}, ns)
+    image = f"{registry_server.host}/golden/cdisk:v1"
+    before = _blob_gets(registry_server, "golden/cdisk")
+    for name in ("cd-one", "cd-two"):
+        kube.create(vmkit.VMS, _container_disk_vm(name, image), ns)
+        try:
+            vmkit.wait_printable(kube, ns, name, "Running", timeout=300)
+            wait_for(lambda n=name: "CONTAINER-DISK-BOOTED" in vmkit.cli(  # type: ignore[misc]
+                cluster, "console", n, "-n", ns, "--log").stdout,
+                timeout=120, what=f"{name} booted from the container disk")
+        except AssertionError:
+            events = [(e.get("reason"), e.get("message"))
+                      for e in kube.list(client.EVENTS, ns)["items"]]
+            pods = [(p["metadata"]["name"], p.get("status"))
+                    for p in kube.list(client.PODS, ns)["items"]]
+            pods += [(v["metadata"]["name"], v.get("status"))  # type: ignore[misc]
+                     for v in kube.list(vmkit.VMIS, ns)["items"]]
+            raise AssertionError(f"{vmkit.diagnose(kube, ns)}\nEVENTS {events}\n"
+                                 f"PODS {pods}") from None
+        if name == "cd-one":
+            pulled = _blob_gets(registry_server, "golden/cdisk")
+            assert pulled > before  # the config and the layer
+    assert _blob_gets(registry_server, "golden/cdisk") == pulled  # cd-two: from the store
+    assert registry_server.password not in str(kube.list(client.PODS, ns)["items"])
+
+
+def test_a_container_disk_that_cannot_be_pulled_says_why(
+        kube: Kube, ns: str, registry_server: RegistryServer) -> None:
+    kube.create(vmkit.VMS, _container_disk_vm(
+        "cd-missing", f"{registry_server.host}/golden/none:v1"), ns)
+
+    def waiting() -> str | None:
+        for pod in kube.list(client.PODS, ns)["items"]:
+            for st in (pod.get("status") or {}).get("containerStatuses") or []:
+                reason = ((st.get("state") or {}).get("waiting") or {}).get("reason")
+                if reason:
+                    return str(reason)
+            for cond in (pod.get("status") or {}).get("conditions") or []:
+                if "golden/none" in str(cond.get("message") or ""):
+                    return str(cond["message"])
+        return None
+    wait_for(waiting, timeout=120, what="the launcher pod waiting on the image")
+    assert vmkit.printable(kube, ns, "cd-missing") != "Running"

@@ -47,6 +47,8 @@ def test_pulled_once_then_served_from_the_store(tmp_path: Path,
     ref = f"{registry_server.host}/golden/cd:v1"
     root = Path(store.mount(ref, policy=None, pull_secrets=_secret(registry_server)))
     assert (root / "disk" / "disk.img").read_bytes() == b"\x42" * 100000
+    st = (root / "disk" / "disk.img").stat()  # the image's owner (runtimes keep it)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (107, 107, 0o640)  # data filter: u+w
     assert store.pulls == 1
     again = store.mount(ref, policy="Always", pull_secrets=_secret(registry_server))
     assert again == str(root) and store.pulls == 1  # same digest: not pulled again
