@@ -76,7 +76,7 @@ def reconcile_cron(client: Client, namespace: str, name: str, *,
     when = now()
     poll = _poll(client, cron, resolve) if importcron.should_poll(cron, when) else None
     imports = (cron.get("status") or {}).get("currentImports") or []
-    current = str(imports[0].get("dataVolumeName")) if imports else ""
+    current = str(imports[0].get(importcron.DV_NAME_KEY)) if imports else ""
     desired = (poll.digest if poll is not None and poll.digest else
                ((cron.get("metadata") or {}).get("annotations") or {}).get(
                    api.SOURCE_DESIRED_DIGEST) or "")
@@ -164,10 +164,9 @@ def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
     if plan.annotations:
         client.patch(DATAIMPORTCRONS, name, {"metadata": {"annotations": plan.annotations}},
                      namespace)
-    if plan.status is not None:
+    if plan.status is not None:  # no status subresource, as upstream's CRD
         try:
-            client.patch(DATAIMPORTCRONS, name, {"status": plan.status}, namespace,
-                         subresource="status")
+            client.patch(DATAIMPORTCRONS, name, {"status": plan.status}, namespace)
         except KubeError as err:
             if err.status not in (404, 409):
                 raise

@@ -34,6 +34,9 @@ NAME_MAX = 253
 TOUCH_AFTER = dt.timedelta(minutes=10)
 """A kept claim's lastUseTime is renewed at most this often (upstream writes it on every
 reconcile; here a resync revisits every cron every few seconds)."""
+DV_NAME_KEY = "DataVolumeName"
+DIGEST_KEY = "Digest"
+"""``status.currentImports[]`` keys, capitalised as upstream's JSON tags spell them."""
 POLL_RETRY = dt.timedelta(seconds=30)
 """After a failed poll, the next try (never later than the schedule's next time)."""
 
@@ -136,7 +139,9 @@ def rfc3339(when: dt.datetime) -> str:
 
 
 def rfc3339_nano(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    """Go's ``time.RFC3339Nano``: the fraction without trailing zeros (none when zero)."""
+    text = when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
+    return text + "Z"
 
 
 def parse_time(text: str | None) -> dt.datetime | None:
@@ -174,11 +179,19 @@ def registry_url(cron: Mapping[str, Any]) -> str | None:
     return url if isinstance(url, str) and url else None
 
 
+_ALLOWED_LABEL = re.compile(r"^([\w.]+\.kubevirt\.io|kubevirt\.io)/[\w.-]+$")
+"""Upstream's ``CopyAllowedLabels`` pattern: the cron's ``*kubevirt.io/`` labels (the
+default instancetype and preference among them) go onto what it makes."""
+
+
 def managed_labels(cron: Mapping[str, Any]) -> dict[str, str]:
     """The labels a cron puts on what it manages (upstream's
     ``setDataImportCronResourceLabels``)."""
-    name = str((cron.get("metadata") or {}).get("name"))
-    labels = {api.CRON_LABEL: name}
+    meta = cron.get("metadata") or {}
+    name = str(meta.get("name"))
+    labels = {k: str(v) for k, v in (meta.get("labels") or {}).items()
+              if isinstance(k, str) and _ALLOWED_LABEL.match(k)}
+    labels[api.CRON_LABEL] = name
     if cleans_up(cron):
         labels[api.CRON_CLEANUP_LABEL] = "true"
     return labels
@@ -375,7 +388,7 @@ def decide(seen: Observed) -> Plan:
                    stamp)
 
     if succeeded:
-        last = {"namespace": namespace, "name": imports[0]["dataVolumeName"]}
+        last = {"namespace": namespace, "name": imports[0][DV_NAME_KEY]}
         if status.get("lastImportedPVC") != last:
             status["lastImportedPVC"] = last
             status["lastImportTimestamp"] = stamp
@@ -397,8 +410,8 @@ def decide(seen: Observed) -> Plan:
                                 f"spec.schedule: {spec['schedule']!r} is not a cron schedule"))
             scheduled = None
         if seen.poll is not None:
-            annotations[api.LAST_CRON_TIME] = stamp
-            if seen.poll.digest:
+            if seen.poll.digest:  # upstream's poller writes both only when it got one
+                annotations[api.LAST_CRON_TIME] = stamp
                 annotations[api.SOURCE_DESIRED_DIGEST] = seen.poll.digest
             elif seen.poll.error:
                 plan.events.append(("Warning", "DigestPollFailed", seen.poll.error))
@@ -413,7 +426,7 @@ def decide(seen: Observed) -> Plan:
             annotations[api.NEXT_CRON_TIME] = rfc3339(scheduled)
 
     desired = annotations.get(api.SOURCE_DESIRED_DIGEST) or ""
-    updated = bool(desired) and (not imports or desired != imports[0].get("digest"))
+    updated = bool(desired) and (not imports or desired != imports[0].get(DIGEST_KEY))
     if updated:
         _condition(conditions, api.CRON_UP_TO_DATE, "False",
                    "Source digest updated since last import", OUTDATED, stamp)
@@ -458,7 +471,7 @@ def _import(seen: Observed, cron: Mapping[str, Any], digest: str, status: Obj,
     except ValueError as err:
         plan.events.append(("Warning", "InvalidDigest", f"{digest}: {err}"))
         return
-    status["currentImports"] = [{"dataVolumeName": name, "digest": digest}]
+    status["currentImports"] = [{DV_NAME_KEY: name, DIGEST_KEY: digest}]
     if seen.existing is not None:
         touch = (name, managed_labels(cron), {api.LAST_USE_TIME: rfc3339_nano(seen.now)})
         if seen.existing.get("kind") == api.VOLUME_SNAPSHOT_KIND:

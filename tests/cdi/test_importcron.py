@@ -66,10 +66,10 @@ def test_a_new_cron_polls_at_once_and_imports_the_digest() -> None:
     assert made["metadata"]["labels"] == {LABEL: "fedora-cron"}
     assert made["metadata"]["annotations"][
         "cdi.kubevirt.io/storage.bind.immediate.requested"] == "true"
-    assert made["metadata"]["annotations"][A + "lastUseTime"].startswith("2026-12-05T12:00:00.")
+    assert made["metadata"]["annotations"][A + "lastUseTime"] == "2026-12-05T12:00:00Z"
     assert plan.status is not None
-    assert plan.status["currentImports"] == [{"dataVolumeName": "fedora-aaaaaaaaaaaa",
-                                              "digest": D1}]
+    assert plan.status["currentImports"] == [{"DataVolumeName": "fedora-aaaaaaaaaaaa",
+                                              "Digest": D1}]
     assert plan.status["lastExecutionTimestamp"] == "2026-12-05T12:00:00Z"
     assert cond(plan, "UpToDate") == ("False", "Outdated",
                                       "Source digest updated since last import")
@@ -102,7 +102,7 @@ def test_no_schedule_no_poll() -> None:
     assert plan.annotations == {} and plan.create_dv is None
 
 
-IMPORTING = {"currentImports": [{"dataVolumeName": "fedora-aaaaaaaaaaaa", "digest": D1}]}
+IMPORTING = {"currentImports": [{"DataVolumeName": "fedora-aaaaaaaaaaaa", "Digest": D1}]}
 
 
 @pytest.mark.parametrize(("phase", "progressing"), [
@@ -163,8 +163,8 @@ def test_a_new_digest_after_success_imports_again() -> None:
     assert plan.create_dv is not None
     assert plan.create_dv["metadata"]["name"] == "fedora-bbbbbbbbbbbb"
     assert plan.status is not None
-    assert plan.status["currentImports"] == [{"dataVolumeName": "fedora-bbbbbbbbbbbb",
-                                              "digest": D2}]
+    assert plan.status["currentImports"] == [{"DataVolumeName": "fedora-bbbbbbbbbbbb",
+                                              "Digest": D2}]
     assert cond(plan, "UpToDate")[1] == "Outdated"
 
 
@@ -198,7 +198,7 @@ def test_a_failed_import_gives_way_to_a_new_digest() -> None:
 def test_a_failed_poll_is_an_event_and_tried_again_soon() -> None:
     plan = decide(Observed(cron=cron(), now=NOW, poll=Poll(error="polling x: refused")))
     assert plan.events == [("Warning", "DigestPollFailed", "polling x: refused")]
-    assert plan.annotations[A + "nextCronTime"] == "2026-12-05T12:00:30Z"
+    assert plan.annotations == {A + "nextCronTime": "2026-12-05T12:00:30Z"}  # no lastCronTime
     assert plan.create_dv is None
 
 
@@ -338,3 +338,23 @@ def test_a_snapshot_while_the_format_is_pvc_is_deleted() -> None:
     plan = decide(Observed(cron=done, now=NOW,
                            snapshot=snapshot("fedora-aaaaaaaaaaaa", ready=True)))
     assert plan.delete_snapshot == "fedora-aaaaaaaaaaaa"
+
+
+def test_times_as_go_prints_them() -> None:
+    assert importcron.rfc3339_nano(NOW) == "2026-12-05T12:00:00Z"
+    assert importcron.rfc3339_nano(NOW.replace(microsecond=120000)) == \
+        "2026-12-05T12:00:00.12Z"
+
+
+def test_the_crons_kubevirt_labels_go_onto_what_it_makes() -> None:
+    labelled = cron()
+    labelled["metadata"]["labels"] = {
+        "instancetype.kubevirt.io/default-instancetype": "u1.medium",
+        "kubevirt.io/dynamic-credentials-support": "true", "team": "blue"}
+    plan = decide(Observed(cron=labelled, now=NOW, poll=Poll(digest=D1)))
+    expected = {LABEL: "fedora-cron",
+                "instancetype.kubevirt.io/default-instancetype": "u1.medium",
+                "kubevirt.io/dynamic-credentials-support": "true"}
+    assert plan.create_dv is not None and plan.create_dv["metadata"]["labels"] == expected
+    assert plan.create_data_source is not None
+    assert plan.create_data_source["metadata"]["labels"] == expected

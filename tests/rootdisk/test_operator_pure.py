@@ -52,7 +52,8 @@ def test_release_lets_a_successor_in_at_once() -> None:
 def test_registry() -> None:
     sets = registry.resolve(["cdi"])
     assert sets[0].handlers == ("cdi.handlers", "populators.handlers")
-    assert set(registry.webhooks(sets)) == {"/validate-datavolumes", "/mutate-datavolumes"}
+    assert set(registry.webhooks(sets)) == {"/validate-datavolumes", "/mutate-datavolumes",
+                                            "/validate-dataimportcrons"}
     with pytest.raises(registry.UnknownControllerSet, match=r"unknown controller set.*nope"):
         registry.resolve(["nope"])
     with pytest.raises(registry.UnknownControllerSet):
