@@ -1,9 +1,10 @@
 """Clones from a VolumeSnapshot on `rootdisk up` (the operator as a pod from manifests/):
 a small DataVolume imported, snapshotted, and restored by a DataVolume with
 ``source.snapshot`` and by one whose ``sourceRef`` names a DataSource naming the
-snapshot; the same bytes each time. And what goes wrong, as upstream words it: a
-snapshot not there yet, a target smaller than the restoreSize, another driver, a user
-without rights in the snapshot's namespace."""
+snapshot; the same bytes each time, into another volume mode by upstream's host-assisted
+fallback. And what goes wrong, as upstream words it: a snapshot not there yet, a target
+smaller than the restoreSize, another driver, a user without rights in the snapshot's
+namespace."""
 
 from __future__ import annotations
 
@@ -162,10 +163,37 @@ def test_a_target_smaller_than_the_restore_size_waits(kube: Kube,
     kube.delete(kit.DVS, "small", src_ns)
 
 
-def test_a_class_of_another_driver_fails_with_no_provisioner_match(
+def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Kube, ns: str,
+                                                           golden: tuple[str, Path]) -> None:
+    """The storage restores no snapshot into another volume mode: upstream's fallback, the
+    snapshot restored into a temporary claim beside it, copied from there by the
+    host-assisted pods into a Block target; the temporary claim goes afterwards."""
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, from_snapshot("as-block", src_ns,
+                                            storage={"volumeMode": "Block"}), ns)
+    status = kit.wait_dv(kube, ns, "as-block", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = kube.get(client.PVCS, "as-block", ns)
+    assert claim["spec"]["volumeMode"] == "Block"
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    anns = claim["metadata"]["annotations"]
+    assert anns[A + "clone.strategy"] == "copy"
+    assert anns[A + "cloneFallbackReason"] == \
+        "The volume modes of source and target are incompatible"
+    wait_for(lambda: "IncompatibleVolumeModes" in reasons(kube, ns, claim["metadata"]["uid"]),
+             timeout=30, what="the fallback's Warning Event")
+    said = reasons(kube, ns, dv["metadata"]["uid"])
+    assert "CloneFromSnapshotSourceInProgress" in said and "CloneSucceeded" in said
+    wait_for(lambda: kube.get_or_none(client.PVCS, f"tmp-source-pvc-{claim['metadata']['uid']}",
+                                      src_ns) is None, timeout=60,
+             what="the temporary claim deleted")
+
+
+def test_a_class_of_another_driver_falls_back_and_cleans_up(
         kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
-    """Upstream falls back to a host-assisted copy here; rootdisk fails the clone with
-    upstream's reason and words (docs/populators.md)."""
+    """A target class of another driver: upstream's NoProvisionerMatch fallback, with its
+    words on the target; the temporary claim is made in the first class (by name) of the
+    snapshot's driver, and goes with the DataVolume."""
     src_ns, _ = golden
     cls = f"other-{uuid.uuid4().hex[:6]}"
     kube.create(STORAGE_CLASSES, {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
@@ -176,13 +204,26 @@ def test_a_class_of_another_driver_fails_with_no_provisioner_match(
         kube.create(kit.DVS, from_snapshot("elsewhere", src_ns, pvc={
             "accessModes": ["ReadWriteOnce"], "storageClassName": cls,
             "resources": {"requests": {"storage": "128Mi"}}}), ns)
-        status = kit.wait_dv(kube, ns, "elsewhere", ("Succeeded", "Failed"), timeout=TIMEOUT)
-        assert status["phase"] == "Failed", status
-        running = kit.condition(status, "Running")
-        assert (running["reason"], running["message"]) == (
-            "NoProvisionerMatch",
-            "The storageclass provisioner does not match the volumesnapshotcontent driver")
+        wait_for(lambda: (((kube.get_or_none(client.PVCS, "elsewhere", ns) or {})
+                           .get("metadata") or {}).get("annotations") or {}).get(
+            A + "cloneFallbackReason") == "The storageclass provisioner does not match the "
+            "volumesnapshotcontent driver", timeout=60, what="the fallback's reason")
+        claim = kube.get(client.PVCS, "elsewhere", ns)
+        uid = claim["metadata"]["uid"]
+        wait_for(lambda: "NoProvisionerMatch" in reasons(kube, ns, uid), timeout=30,
+                 what="the fallback's Warning Event")
+        temp = f"tmp-source-pvc-{uid}"
+        # (it binds once the source pod reads it, which waits for a target pod that never
+        # comes: no provisioner serves the target's class)
+        wait_for(lambda: kube.get_or_none(client.PVCS, temp, src_ns) is not None,
+                 timeout=60, what="the temporary claim made")
+        made = kube.get(client.PVCS, temp, src_ns)
+        assert made["spec"]["storageClassName"] == "local"  # the first of the driver's
+        assert made["spec"]["dataSource"] == {"apiGroup": "snapshot.storage.k8s.io",
+                                              "kind": "VolumeSnapshot", "name": "gold-snap"}
         kube.delete(kit.DVS, "elsewhere", ns)
+        wait_for(lambda: kube.get_or_none(client.PVCS, temp, src_ns) is None, timeout=60,
+                 what="the temporary claim deleted with the DataVolume")
     finally:
         kube.delete(STORAGE_CLASSES, cls)
 
