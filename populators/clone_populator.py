@@ -26,7 +26,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pki.certs import paired_tls
-from populators import clone_pods, clone_snapshot, clone_strategy, flow, names, podstate
+from populators import (
+    claims,
+    clone_pods,
+    clone_snapshot,
+    clone_strategy,
+    flow,
+    names,
+    podstate,
+)
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, owner_ref, phase, spec
 from populators.errors import SourceError
@@ -131,6 +139,9 @@ class CloneReconciler(Reconciler):
         except SourceError:
             return base  # the flow reports it
         ns = self.populator.source_namespace(target)
+        if claims.source_serves(source=base.source, source_namespace=ns,
+                                target=target) is not None:
+            return base  # the flow refuses it: nothing of the source is read or made
         if kind == api.VOLUME_SNAPSHOT_KIND:
             return self._observe_from_snapshot(target, base, ns, claim_name)
         claim = self.kube.claim(ns, claim_name)

@@ -19,7 +19,7 @@ from localcluster.kube import client
 from localcluster.kube.client import Kube
 from sizes import parse_bytes
 from tests.e2e import kit
-from tests.e2e.test_clone import DATASOURCES, VOLUMESNAPSHOTS, create_as, grant
+from tests.e2e.test_clone import DATASOURCES, VCS, VOLUMESNAPSHOTS, create_as, grant
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, compare
 from tests.localcluster.clusterkit import needs_root, wait_for
@@ -284,3 +284,45 @@ def test_a_data_source_naming_a_snapshot(kube: Kube, ns: str,
     kube.delete(VOLUMESNAPSHOTS, name, src_ns)
     wait_for(lambda: ready_condition(kube, src_ns, "fedora") == (
         "False", "NotFound", "Snapshot not found"), timeout=60, what="Ready False again")
+
+
+def test_a_claim_cannot_borrow_another_users_snapshot_clone_source(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    """The attack: alice's authorised cross-namespace clone from the snapshot leaves its
+    VolumeCloneSource in the snapshot's namespace (kept: she retains her pods); mallory,
+    who may not read that namespace, points a Block claim of hers at it (a Block target
+    would take the fallback, a temporary claim restored from the snapshot). Her claim
+    fails with CrossNamespaceSourceDenied, and nothing is restored for it."""
+    src_ns, _ = golden
+    grant(kube, ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
+                               "resources": ["datavolumes"], "verbs": ["create", "get"]}])
+    grant(kube, src_ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
+                                   "resources": ["datavolumes/source"], "verbs": ["create"]}])
+    legit = from_snapshot("legit", src_ns)
+    legit["metadata"]["annotations"] = {A + "storage.pod.retainAfterCompletion": "true"}
+    made = create_as(kube, "alice", kit.DVS, legit, ns)
+    status = kit.wait_dv(kube, ns, "legit", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    vcs_name = f"volume-clone-source-{made['metadata']['uid']}"
+    assert kube.get_or_none(VCS, vcs_name, src_ns) is not None
+    theirs = kit.namespace(kube, "mallory")
+    grant(kube, theirs, "mallory", [{"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+                                     "verbs": ["create", "get"]}])
+    create_as(kube, "mallory", client.PVCS, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "loot"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": CLASS,
+                 "volumeMode": "Block", "resources": {"requests": {"storage": "128Mi"}},
+                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeCloneSource",
+                                   "name": vcs_name, "namespace": src_ns}}}, theirs)
+
+    def denied() -> bool:
+        ann = kube.get(client.PVCS, "loot", theirs)["metadata"].get("annotations") or {}
+        return ann.get(A + "storage.condition.running.reason") == "CrossNamespaceSourceDenied"
+
+    wait_for(denied, timeout=TIMEOUT, what="mallory's claim denied")
+    assert not [c["metadata"]["name"] for c in kube.list(client.PVCS, src_ns)["items"]
+                if (c["metadata"].get("annotations") or {}).get(
+                    "populators.rootdisk.io/target", "").startswith(f"{theirs}/loot/")]
+    assert kube.get(client.PVCS, "loot", theirs)["status"].get("phase") != "Bound"
+    kube.delete(client.PVCS, "loot", theirs)
+    kube.delete(kit.DVS, "legit", ns)
