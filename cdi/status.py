@@ -137,7 +137,8 @@ def observe(
 
 
 _CLONE_STEPS = {api.CLONE_PHASE_SNAPSHOT: api.SNAPSHOT_FOR_SMART_CLONE_IN_PROGRESS,
-                api.CLONE_PHASE_SNAPSHOT_CLONE: api.CLONE_FROM_SNAPSHOT_SOURCE_IN_PROGRESS}
+                api.CLONE_PHASE_SNAPSHOT_CLONE: api.CLONE_FROM_SNAPSHOT_SOURCE_IN_PROGRESS,
+                api.CLONE_PHASE_HOST_CLONE: api.CLONE_IN_PROGRESS}
 
 
 def _upload(anns: Mapping[str, str], pod_phase: str | None, restarts: int,

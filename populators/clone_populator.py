@@ -22,11 +22,19 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pki.certs import paired_tls
-from populators import clone_pods, clone_snapshot, clone_strategy, flow, names, podstate
+from populators import (
+    claims,
+    clone_pods,
+    clone_snapshot,
+    clone_strategy,
+    flow,
+    names,
+    podstate,
+)
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, owner_ref, phase, spec
 from populators.errors import SourceError
@@ -48,6 +56,8 @@ SOURCE_CLAIM_KEY = "_sourceClaim"
 VolumeCloneSource it hands to the hooks (never written to the API)."""
 SNAPSHOT_KEY = "_snapshot"
 """Likewise: the VolumeSnapshot a ``snapshot`` clone still has to make."""
+TEMP_CLAIM_KEY = "_tempClaim"
+"""Likewise: the temporary claim a host-assisted clone from a snapshot still has to make."""
 
 
 def source_object(source: Obj) -> tuple[str, str]:
@@ -72,6 +82,13 @@ def source_claim_name(source: Obj) -> str:
     if kind != "PersistentVolumeClaim":
         raise SourceError(f"VolumeCloneSource {meta(source).get('name')} names a {kind}")
     return name
+
+
+def _from_snapshot(annotations: Mapping[str, str]) -> bool:
+    """Whether a target's clone may have a temporary claim restored from a snapshot (its
+    clone phase says a snapshot is, or was, restored)."""
+    return annotations.get(api.CLONE_PHASE) in (api.CLONE_PHASE_SNAPSHOT_CLONE,
+                                                api.CLONE_PHASE_HOST_CLONE)
 
 
 class ClonePopulator:
@@ -122,6 +139,9 @@ class CloneReconciler(Reconciler):
         except SourceError:
             return base  # the flow reports it
         ns = self.populator.source_namespace(target)
+        if claims.source_serves(source=base.source, source_namespace=ns,
+                                target=target) is not None:
+            return base  # the flow refuses it: nothing of the source is read or made
         if kind == api.VOLUME_SNAPSHOT_KIND:
             return self._observe_from_snapshot(target, base, ns, claim_name)
         claim = self.kube.claim(ns, claim_name)
@@ -188,7 +208,9 @@ class CloneReconciler(Reconciler):
     def _observe_from_snapshot(self, target: Obj, base: Observed, ns: str,
                                name: str) -> Observed:
         """A clone from the user's VolumeSnapshot: PVC' restored from it in its namespace
-        (upstream's SnapshotClone step), its volume rebound to the target."""
+        (upstream's SnapshotClone step), its volume rebound to the target; or, when the
+        storage cannot restore it into the target, restored into a temporary claim and
+        copied from there (upstream's host-assisted plan from a snapshot)."""
         assert base.source is not None
         snapshot = self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
                                     clone_snapshot.PLURAL, ns, name)
@@ -197,7 +219,15 @@ class CloneReconciler(Reconciler):
         content = self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
                                    clone_snapshot.CONTENTS, None, str(content_name)) \
             if content_name else None
-        if base.prime is not None:  # restoring, or restored
+        temp_name = clone_snapshot.temp_claim_name(target)
+        if base.prime is not None:  # restoring, restored, or copying
+            if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.COPY:
+                temp = self.kube.claim(ns, temp_name)
+                if not clone_pods.ours(temp, target):
+                    return dataclasses.replace(base, source=None)
+                return dataclasses.replace(
+                    base, source={**base.source, SOURCE_CLAIM_KEY: temp},
+                    helper_failed=self._source_failed(target, base))
             restored = clone_snapshot.restored_claim(snapshot, content)
             return dataclasses.replace(base, prime_needs_pod=restored is not None and
                                        clone_strategy.needs_growing(source=restored,
@@ -205,13 +235,70 @@ class CloneReconciler(Reconciler):
         got = clone_snapshot.from_snapshot(snapshot, content=content, target=target,
                                            target_class=base.storage_class,
                                            source=f"{ns}/{name}")
-        notes: dict[str, str] = {}
-        if got.data_source is not None:
-            notes = {api.CLONE_STRATEGY: clone_strategy.SNAPSHOT,
-                     api.CLONE_PHASE: api.CLONE_PHASE_SNAPSHOT_CLONE}
-        return dataclasses.replace(base, prime_data_source=got.data_source,
-                                   prime_request=got.request, prime_blocked=got.waiting,
-                                   refused=got.refused, notes=notes)
+        if got.fallback is None or snapshot is None:
+            notes: dict[str, str] = {}
+            if got.data_source is not None:
+                notes = {api.CLONE_STRATEGY: clone_strategy.SNAPSHOT,
+                         api.CLONE_PHASE: api.CLONE_PHASE_SNAPSHOT_CLONE}
+            return dataclasses.replace(base, prime_data_source=got.data_source,
+                                       prime_request=got.request, prime_blocked=got.waiting,
+                                       notes=notes)
+        reason, message = got.fallback
+        notes = {api.CLONE_STRATEGY: clone_strategy.COPY,
+                 api.CLONE_FALLBACK_REASON: message,
+                 api.CLONE_PHASE: api.CLONE_PHASE_SNAPSHOT_CLONE}
+        events: tuple[Emit, ...] = ()
+        if annots(target).get(api.CLONE_FALLBACK_REASON) != message:
+            events = (Emit("Warning", reason, message),)
+        source = dict(base.source)
+        temp = self.kube.claim(ns, temp_name)
+        blocked = ""
+        if temp is None:
+            driver = ((content or {}).get("spec") or {}).get("driver")
+            klass = clone_snapshot.temp_class(
+                self.kube.custom_list("storage.k8s.io", "v1", "storageclasses"),
+                str(driver) if driver else None)
+            if klass is None:
+                blocked = clone_snapshot.NO_TEMP_CLASS
+            else:
+                source[TEMP_CLAIM_KEY] = clone_snapshot.render_temp_claim(
+                    target=target, snapshot=snapshot, content=content, namespace=ns,
+                    storage_class=klass,
+                    owner=owner_ref(base.source, kind="VolumeCloneSource",
+                                    api_version=f"{api.GROUP}/{api.VERSION}"))
+                blocked = f"restoring snapshot {ns}/{name} into {temp_name}"
+        elif not clone_pods.ours(temp, target):
+            blocked = (f"PersistentVolumeClaim {ns}/{temp_name} exists and was not made for"
+                       " this clone")
+        else:
+            # not waiting for it to be Bound: in a WaitForFirstConsumer class (upstream's
+            # choice may be one) the source pod reading it is what binds it
+            source[SOURCE_CLAIM_KEY] = temp
+            notes[api.CLONE_PHASE] = api.CLONE_PHASE_HOST_CLONE
+        return dataclasses.replace(base, source=source, prime_blocked=blocked, notes=notes,
+                                   note_events=events)
+
+    def _temp_claim_step(self, target: Obj, observed: Observed, *, finished: bool) -> None:
+        """Make the temporary claim a host-assisted clone from a snapshot waits for;
+        delete it once the clone ended."""
+        wanted = (observed.source or {}).get(TEMP_CLAIM_KEY)
+        if isinstance(wanted, dict) and not finished:
+            if self.kube.create_claim(wanted):
+                logger.info("%s/%s: created %s/%s from the snapshot",
+                            meta(target).get("namespace"), meta(target).get("name"),
+                            wanted["metadata"]["namespace"], wanted["metadata"]["name"])
+            return
+        if finished:
+            self._delete_temp_claim(target)
+
+    def _delete_temp_claim(self, target: Obj) -> None:
+        ns = self.populator.source_namespace(target)
+        temp = self.kube.claim(ns, clone_snapshot.temp_claim_name(target))
+        if temp is not None and clone_pods.ours(temp, target) and not meta(temp).get(
+                "deletionTimestamp"):
+            logger.info("%s/%s: deleting %s/%s", meta(target).get("namespace"),
+                        meta(target).get("name"), ns, meta(temp).get("name"))
+            self.kube.delete_claim(ns, str(meta(temp).get("name")), str(meta(temp).get("uid")))
 
     def _snapshot(self, target: Obj) -> Obj | None:
         return self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
@@ -307,6 +394,8 @@ class CloneReconciler(Reconciler):
             or ann.get(api.POD_PHASE) in (api.SUCCEEDED, api.FAILED)
         if ann.get(api.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
             self._snapshot_step(target, observed, finished=finished)
+        if _from_snapshot(ann) and ann.get(api.CLONE_STRATEGY) == clone_strategy.COPY:
+            self._temp_claim_step(target, observed, finished=finished)
         if ann.get(api.CLONE_STRATEGY) != clone_strategy.COPY:
             return
         if finished and not meta(target).get("deletionTimestamp") and ann.get(
@@ -373,6 +462,8 @@ class CloneReconciler(Reconciler):
                 self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
 
     def target_gone(self, target: Obj) -> None:
+        if _from_snapshot(annots(target)):
+            self._delete_temp_claim(target)
         if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.SNAPSHOT:
             self._delete_snapshot(target)
         if annots(target).get(api.CLONE_STRATEGY) != clone_strategy.COPY:

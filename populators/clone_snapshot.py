@@ -13,7 +13,7 @@ VolumeCloneSource, so the garbage collector takes it with the source object too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,9 +110,10 @@ class FromSnapshot:
     """PVC''s ``dataSource`` once the snapshot can be restored."""
     request: str | None = None
     waiting: str = ""
-    refused: tuple[str, str] | None = None
-    """(reason, message): upstream falls back to a host-assisted copy here; rootdisk
-    cannot copy from a snapshot and fails the clone with upstream's reason."""
+    fallback: tuple[str, str] | None = None
+    """(reason, message): the snapshot cannot be restored into the target; as upstream's
+    ``planHostAssistedFromSnapshot``, it is restored into a temporary claim
+    (:func:`render_temp_claim`) and copied from there (the ``copy`` strategy)."""
 
 
 def from_snapshot(snapshot: Obj | None, *, content: Obj | None, target: Obj,
@@ -135,21 +136,63 @@ def from_snapshot(snapshot: Obj | None, *, content: Obj | None, target: Obj,
                                     " not work")
     cspec = content.get("spec") or {}
     if target_class.get("provisioner") != cspec.get("driver"):
-        return FromSnapshot(refused=(api.NO_PROVISIONER_MATCH,
+        return FromSnapshot(fallback=(api.NO_PROVISIONER_MATCH,
                                      api.MESSAGE_NO_PROVISIONER_MATCH))
     restore = _bytes(status.get("restoreSize"))
     wanted = _bytes((((target.get("spec") or {}).get("resources") or {}).get(
         "requests") or {}).get("storage"))
     if restore is not None and wanted is not None and restore < wanted and not \
             target_class.get("allowVolumeExpansion"):
-        return FromSnapshot(refused=(api.NO_VOLUME_EXPANSION, api.MESSAGE_NO_VOLUME_EXPANSION))
+        return FromSnapshot(fallback=(api.NO_VOLUME_EXPANSION, api.MESSAGE_NO_VOLUME_EXPANSION))
     target_mode = str((target.get("spec") or {}).get("volumeMode") or "Filesystem")
     if str(cspec.get("sourceVolumeMode") or "Filesystem") != target_mode:
-        return FromSnapshot(refused=(api.INCOMPATIBLE_VOLUME_MODES,
+        return FromSnapshot(fallback=(api.INCOMPATIBLE_VOLUME_MODES,
                                      api.MESSAGE_INCOMPATIBLE_VOLUME_MODES))
     return FromSnapshot(
         data_source={"apiGroup": GROUP, "kind": api.VOLUME_SNAPSHOT_KIND, "name": name},
         request=restore_request(snapshot, target))
+
+
+def temp_claim_name(target: Obj) -> str:
+    """Upstream's temporary source claim of a host-assisted clone from a snapshot."""
+    return f"tmp-source-pvc-{meta(target).get('uid')}"
+
+
+NO_TEMP_CLASS = "unable to find a valid storage class for the temporal source claim"
+"""Upstream's error, word for word, when no StorageClass serves the snapshot's driver."""
+
+
+def temp_class(classes: Sequence[Obj], driver: str | None) -> str | None:
+    """The StorageClass of the temporary claim: the first by name whose provisioner is
+    the snapshot's driver (upstream's ``getStorageClassNameForTempSourceClaim``)."""
+    names = sorted(str(meta(c).get("name")) for c in classes
+                   if driver and c.get("provisioner") == driver)
+    return names[0] if names else None
+
+
+def render_temp_claim(*, target: Obj, snapshot: Obj, content: Obj | None, namespace: str,
+                      storage_class: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The temporary claim restored from the snapshot, in its namespace: ReadWriteOnce,
+    the volume mode the snapshot was taken from, its ``restoreSize`` (the target's
+    request when that is 0), as upstream's ``createTempSourceClaim``; it carries the
+    target's reference and is owned by the VolumeCloneSource."""
+    size = (snapshot.get("status") or {}).get("restoreSize")
+    if _bytes(size) in (None, 0):
+        size = (((target.get("spec") or {}).get("resources") or {}).get("requests")
+                or {}).get("storage")
+    mode = ((content or {}).get("spec") or {}).get("sourceVolumeMode") or \
+        (target.get("spec") or {}).get("volumeMode") or "Filesystem"
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": temp_claim_name(target), "namespace": namespace,
+                     "labels": {api.APP_LABEL: api.APP_LABEL_VALUE},
+                     "annotations": {api.PRIME_TARGET: target_reference(target)},
+                     "ownerReferences": [dict(owner)]},
+        "spec": {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"],
+                 "volumeMode": mode, "resources": {"requests": {"storage": str(size)}},
+                 "dataSource": {"apiGroup": GROUP, "kind": api.VOLUME_SNAPSHOT_KIND,
+                                "name": meta(snapshot).get("name")}},
+    }
 
 
 def restored_claim(snapshot: Obj | None, content: Obj | None) -> dict[str, Any] | None:

@@ -103,9 +103,6 @@ class Observed:
     helper_failed: tuple[str, str] | None = None
     """(reason, message): a helper pod of the populator's (the host-assisted clone's
     source pod) failed for good; the population fails with its reason."""
-    refused: tuple[str, str] | None = None
-    """(reason, message): the source cannot be used for this target (a snapshot of another
-    driver or volume mode); before PVC' exists the population fails with its reason."""
 
 
 # -- what to do ------------------------------------------------------------------------
@@ -251,9 +248,6 @@ def decide(o: Observed, populator: Populator, settings: Settings) -> Plan:
         source_annotations = populator.prime_annotations(o.source)
     except SourceError as err:
         return _give_up(o, reason="InvalidSource", message=str(err))
-
-    if o.refused is not None and o.prime is None:
-        return _give_up(o, reason=o.refused[0], message=o.refused[1])
 
     not_ready = claims.not_ready_reason(claim=t, storage_class=o.storage_class)
     if not_ready is not None:

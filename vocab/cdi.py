@@ -150,7 +150,10 @@ CLONE_PHASE_SNAPSHOT: Final = "Snapshot"
 """Taking the temporary snapshot of a source claim (DataVolume phase
 SnapshotForSmartCloneInProgress)."""
 CLONE_PHASE_SNAPSHOT_CLONE: Final = "SnapshotClone"
-"""Restoring a snapshot into PVC' (DataVolume phase CloneFromSnapshotSourceInProgress)."""
+"""Restoring a snapshot into PVC', or into the temporary claim a host-assisted copy reads
+(DataVolume phase CloneFromSnapshotSourceInProgress)."""
+CLONE_PHASE_HOST_CLONE: Final = "HostClone"
+"""Copying by the host-assisted pods (DataVolume phase CloneInProgress)."""
 CLONE_WITHOUT_SOURCE: Final = "CloneWithoutSource"
 MESSAGE_CLONE_WITHOUT_SOURCE: Final = "The source {kind} {name} doesn't exist"
 """``kind`` is ``pvc`` or ``snapshot``."""

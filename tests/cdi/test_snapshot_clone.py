@@ -289,6 +289,9 @@ A = "cdi.kubevirt.io/"
                  "CloneFromSnapshotSourceInProgress",
                  "Creating PVC from snapshot source is in progress (for snapshot "
                  "gold/gold-snap)", id="pvc from snapshot phase"),
+    pytest.param({A + "clonePhase": "HostClone", A + "storage.pod.phase": "Pending"},
+                 "Pending", "CloneInProgress", "CloneInProgress",
+                 "Cloning into copy in progress", id="host clone phase"),
     pytest.param({A + "clonePhase": "SnapshotClone", A + "storage.pod.phase": "Succeeded"},
                  "Pending", "RebindInProgress", "RebindInProgress",
                  "Rebinding PersistentVolumeClaim for DataVolume ns/copy", id="rebind phase"),

@@ -1,9 +1,10 @@
 """Clones from a VolumeSnapshot on `rootdisk up` (the operator as a pod from manifests/):
 a small DataVolume imported, snapshotted, and restored by a DataVolume with
 ``source.snapshot`` and by one whose ``sourceRef`` names a DataSource naming the
-snapshot; the same bytes each time. And what goes wrong, as upstream words it: a
-snapshot not there yet, a target smaller than the restoreSize, another driver, a user
-without rights in the snapshot's namespace."""
+snapshot; the same bytes each time, into another volume mode by upstream's host-assisted
+fallback. And what goes wrong, as upstream words it: a snapshot not there yet, a target
+smaller than the restoreSize, another driver, a user without rights in the snapshot's
+namespace."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from localcluster.kube import client
 from localcluster.kube.client import Kube
 from sizes import parse_bytes
 from tests.e2e import kit
-from tests.e2e.test_clone import DATASOURCES, VOLUMESNAPSHOTS, create_as, grant
+from tests.e2e.test_clone import DATASOURCES, VCS, VOLUMESNAPSHOTS, create_as, grant
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, compare
 from tests.localcluster.clusterkit import needs_root, wait_for
@@ -162,10 +163,37 @@ def test_a_target_smaller_than_the_restore_size_waits(kube: Kube,
     kube.delete(kit.DVS, "small", src_ns)
 
 
-def test_a_class_of_another_driver_fails_with_no_provisioner_match(
+def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Kube, ns: str,
+                                                           golden: tuple[str, Path]) -> None:
+    """The storage restores no snapshot into another volume mode: upstream's fallback, the
+    snapshot restored into a temporary claim beside it, copied from there by the
+    host-assisted pods into a Block target; the temporary claim goes afterwards."""
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, from_snapshot("as-block", src_ns,
+                                            storage={"volumeMode": "Block"}), ns)
+    status = kit.wait_dv(kube, ns, "as-block", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = kube.get(client.PVCS, "as-block", ns)
+    assert claim["spec"]["volumeMode"] == "Block"
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    anns = claim["metadata"]["annotations"]
+    assert anns[A + "clone.strategy"] == "copy"
+    assert anns[A + "cloneFallbackReason"] == \
+        "The volume modes of source and target are incompatible"
+    wait_for(lambda: "IncompatibleVolumeModes" in reasons(kube, ns, claim["metadata"]["uid"]),
+             timeout=30, what="the fallback's Warning Event")
+    said = reasons(kube, ns, dv["metadata"]["uid"])
+    assert "CloneFromSnapshotSourceInProgress" in said and "CloneSucceeded" in said
+    wait_for(lambda: kube.get_or_none(client.PVCS, f"tmp-source-pvc-{claim['metadata']['uid']}",
+                                      src_ns) is None, timeout=60,
+             what="the temporary claim deleted")
+
+
+def test_a_class_of_another_driver_falls_back_and_cleans_up(
         kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
-    """Upstream falls back to a host-assisted copy here; rootdisk fails the clone with
-    upstream's reason and words (docs/populators.md)."""
+    """A target class of another driver: upstream's NoProvisionerMatch fallback, with its
+    words on the target; the temporary claim is made in the first class (by name) of the
+    snapshot's driver, and goes with the DataVolume."""
     src_ns, _ = golden
     cls = f"other-{uuid.uuid4().hex[:6]}"
     kube.create(STORAGE_CLASSES, {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
@@ -176,13 +204,26 @@ def test_a_class_of_another_driver_fails_with_no_provisioner_match(
         kube.create(kit.DVS, from_snapshot("elsewhere", src_ns, pvc={
             "accessModes": ["ReadWriteOnce"], "storageClassName": cls,
             "resources": {"requests": {"storage": "128Mi"}}}), ns)
-        status = kit.wait_dv(kube, ns, "elsewhere", ("Succeeded", "Failed"), timeout=TIMEOUT)
-        assert status["phase"] == "Failed", status
-        running = kit.condition(status, "Running")
-        assert (running["reason"], running["message"]) == (
-            "NoProvisionerMatch",
-            "The storageclass provisioner does not match the volumesnapshotcontent driver")
+        wait_for(lambda: (((kube.get_or_none(client.PVCS, "elsewhere", ns) or {})
+                           .get("metadata") or {}).get("annotations") or {}).get(
+            A + "cloneFallbackReason") == "The storageclass provisioner does not match the "
+            "volumesnapshotcontent driver", timeout=60, what="the fallback's reason")
+        claim = kube.get(client.PVCS, "elsewhere", ns)
+        uid = claim["metadata"]["uid"]
+        wait_for(lambda: "NoProvisionerMatch" in reasons(kube, ns, uid), timeout=30,
+                 what="the fallback's Warning Event")
+        temp = f"tmp-source-pvc-{uid}"
+        # (it binds once the source pod reads it, which waits for a target pod that never
+        # comes: no provisioner serves the target's class)
+        wait_for(lambda: kube.get_or_none(client.PVCS, temp, src_ns) is not None,
+                 timeout=60, what="the temporary claim made")
+        made = kube.get(client.PVCS, temp, src_ns)
+        assert made["spec"]["storageClassName"] == "local"  # the first of the driver's
+        assert made["spec"]["dataSource"] == {"apiGroup": "snapshot.storage.k8s.io",
+                                              "kind": "VolumeSnapshot", "name": "gold-snap"}
         kube.delete(kit.DVS, "elsewhere", ns)
+        wait_for(lambda: kube.get_or_none(client.PVCS, temp, src_ns) is None, timeout=60,
+                 what="the temporary claim deleted with the DataVolume")
     finally:
         kube.delete(STORAGE_CLASSES, cls)
 
@@ -243,3 +284,45 @@ def test_a_data_source_naming_a_snapshot(kube: Kube, ns: str,
     kube.delete(VOLUMESNAPSHOTS, name, src_ns)
     wait_for(lambda: ready_condition(kube, src_ns, "fedora") == (
         "False", "NotFound", "Snapshot not found"), timeout=60, what="Ready False again")
+
+
+def test_a_claim_cannot_borrow_another_users_snapshot_clone_source(
+        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+    """The attack: alice's authorised cross-namespace clone from the snapshot leaves its
+    VolumeCloneSource in the snapshot's namespace (kept: she retains her pods); mallory,
+    who may not read that namespace, points a Block claim of hers at it (a Block target
+    would take the fallback, a temporary claim restored from the snapshot). Her claim
+    fails with CrossNamespaceSourceDenied, and nothing is restored for it."""
+    src_ns, _ = golden
+    grant(kube, ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
+                               "resources": ["datavolumes"], "verbs": ["create", "get"]}])
+    grant(kube, src_ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
+                                   "resources": ["datavolumes/source"], "verbs": ["create"]}])
+    legit = from_snapshot("legit", src_ns)
+    legit["metadata"]["annotations"] = {A + "storage.pod.retainAfterCompletion": "true"}
+    made = create_as(kube, "alice", kit.DVS, legit, ns)
+    status = kit.wait_dv(kube, ns, "legit", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    vcs_name = f"volume-clone-source-{made['metadata']['uid']}"
+    assert kube.get_or_none(VCS, vcs_name, src_ns) is not None
+    theirs = kit.namespace(kube, "mallory")
+    grant(kube, theirs, "mallory", [{"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+                                     "verbs": ["create", "get"]}])
+    create_as(kube, "mallory", client.PVCS, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "loot"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": CLASS,
+                 "volumeMode": "Block", "resources": {"requests": {"storage": "128Mi"}},
+                 "dataSourceRef": {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeCloneSource",
+                                   "name": vcs_name, "namespace": src_ns}}}, theirs)
+
+    def denied() -> bool:
+        ann = kube.get(client.PVCS, "loot", theirs)["metadata"].get("annotations") or {}
+        return ann.get(A + "storage.condition.running.reason") == "CrossNamespaceSourceDenied"
+
+    wait_for(denied, timeout=TIMEOUT, what="mallory's claim denied")
+    assert not [c["metadata"]["name"] for c in kube.list(client.PVCS, src_ns)["items"]
+                if (c["metadata"].get("annotations") or {}).get(
+                    "populators.rootdisk.io/target", "").startswith(f"{theirs}/loot/")]
+    assert kube.get(client.PVCS, "loot", theirs)["status"].get("phase") != "Bound"
+    kube.delete(client.PVCS, "loot", theirs)
+    kube.delete(kit.DVS, "legit", ns)

@@ -1,7 +1,8 @@
 """The clone populator with a VolumeCloneSource naming a VolumeSnapshot (pure): upstream's
 ``computeStrategyForSourceSnapshot`` checks (provisioner, expansion, volume mode) with
 their reasons word for word, PVC' restored from the user's snapshot in its namespace,
-the clone's phase noted on the target, and a refusal failing the population."""
+the clone's phase noted on the target, and upstream's host-assisted fallback: the
+temporary claim restored from the snapshot, of a class serving its driver."""
 
 from __future__ import annotations
 
@@ -53,16 +54,16 @@ RESTORE = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
     pytest.param(from_snapshot(snap()), clone_snapshot.FromSnapshot(
         waiting="waiting for the content of snapshot gold/gold-snap"), id="no content yet"),
     pytest.param(from_snapshot(snap(), c=content(driver="other.csi")),
-                 clone_snapshot.FromSnapshot(refused=(
+                 clone_snapshot.FromSnapshot(fallback=(
                      "NoProvisionerMatch", "The storageclass provisioner does not match the "
                      "volumesnapshotcontent driver")), id="another driver"),
     pytest.param(from_snapshot(snap(restore="512Mi"), c=content(),
                                sc={**SC, "allowVolumeExpansion": False}),
-                 clone_snapshot.FromSnapshot(refused=("NoVolumeExpansion",
+                 clone_snapshot.FromSnapshot(fallback=("NoVolumeExpansion",
                                                       "No volume expansion is possible")),
                  id="larger target, class cannot expand"),
     pytest.param(from_snapshot(snap(), c=content(mode="Block")),
-                 clone_snapshot.FromSnapshot(refused=(
+                 clone_snapshot.FromSnapshot(fallback=(
                      "IncompatibleVolumeModes",
                      "The volume modes of source and target are incompatible")),
                  id="another volume mode"),
@@ -106,13 +107,59 @@ def test_prime_is_restored_from_the_users_snapshot_in_its_namespace() -> None:
     assert Annotate(NOTES) in plan.actions  # the DataVolume shows the step
 
 
-def test_a_refused_snapshot_fails_the_population_with_upstreams_reason() -> None:
-    plan = decide(source=snapshot_source(), refused=("NoProvisionerMatch", "no match"))
-    assert not [a for a in plan.actions if isinstance(a, CreatePrime)]
-    assert Emit("Warning", "NoProvisionerMatch", "no match") in plan.actions
-    changes = next(a for a in plan.actions if isinstance(a, Annotate)).changes
-    assert changes[A + "storage.pod.phase"] == "Failed"
-    assert changes[A + "storage.condition.running.reason"] == "NoProvisionerMatch"
+def test_temp_claim_as_upstreams_create_temp_source_claim() -> None:
+    t = target()
+    owner = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeCloneSource",
+             "name": "volume-clone-source-x", "uid": "vcs-uid", "controller": True}
+    made = clone_snapshot.render_temp_claim(target=t, snapshot=snap(restore="70Mi"),
+                                            content=content(mode="Filesystem"),
+                                            namespace="gold", storage_class="local",
+                                            owner=owner)
+    uid = t["metadata"]["uid"]
+    assert made["metadata"]["name"] == f"tmp-source-pvc-{uid}"
+    assert made["metadata"]["namespace"] == "gold"
+    assert made["metadata"]["ownerReferences"] == [owner]
+    assert made["metadata"]["annotations"] == {
+        "populators.rootdisk.io/target": f"ns/disk/{uid}"}
+    assert made["spec"] == {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                            "volumeMode": "Filesystem",
+                            "resources": {"requests": {"storage": "70Mi"}},
+                            "dataSource": RESTORE}
+    # a restoreSize of 0: the target's request; no sourceVolumeMode: the target's mode
+    zero = clone_snapshot.render_temp_claim(target=target(mode="Block"),
+                                            snapshot=snap(restore="0"), content=None,
+                                            namespace="gold", storage_class="local",
+                                            owner=owner)
+    assert zero["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert zero["spec"]["volumeMode"] == "Block"
+
+
+def test_temp_class_is_the_first_by_name_serving_the_driver() -> None:
+    classes = [{"metadata": {"name": n}, "provisioner": p}
+               for n, p in (("zz", "local"), ("other", "x.csi"), ("aa", "local"))]
+    assert clone_snapshot.temp_class(classes, "local") == "aa"
+    assert clone_snapshot.temp_class(classes, "none.csi") is None
+    assert clone_snapshot.temp_class(classes, None) is None
+
+
+def test_the_fallback_copies_from_the_temp_claim_in_the_target_namespace() -> None:
+    notes = {A + "clone.strategy": "copy",
+             A + "cloneFallbackReason": "The volume modes of source and target are"
+                                        " incompatible",
+             A + "clonePhase": "HostClone"}
+    temp = {"metadata": {"name": "tmp-source-pvc-x", "namespace": "gold"},
+            "spec": {"volumeMode": "Filesystem"}, "status": {"phase": "Bound"}}
+    src = {**snapshot_source(), "_sourceClaim": temp}
+    plan = decide(source=src, notes=notes,
+                  note_events=(Emit("Warning", "IncompatibleVolumeModes",
+                                    "The volume modes of source and target are"
+                                    " incompatible"),))
+    made = next(a for a in plan.actions if isinstance(a, CreatePrime)).manifest
+    assert made["metadata"]["namespace"] == "ns"  # a copy's PVC' is the target's
+    assert "dataSource" not in made["spec"]
+    assert Annotate(notes) in plan.actions
+    assert Emit("Warning", "IncompatibleVolumeModes",
+                "The volume modes of source and target are incompatible") in plan.actions
 
 
 def test_a_missing_snapshot_waits() -> None:
