@@ -71,6 +71,8 @@ class ImporterConfig:
     extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     registry_architecture: str | None = None
     """A registry source's wanted architecture (``platform.architecture``)."""
+    registry_image_dir: Path | None = None
+    """``pullMethod: node``: the image as the node mounted it; the disk is read there."""
     s3_endpoint: str | None = None
     """For s3:// URLs: a custom S3 endpoint (path-style addressing is used then)."""
     filesystem_overhead: Fraction = DEFAULT_OVERHEAD
@@ -171,13 +173,15 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         content_type=_content_type(env.get(podenv.CONTENT_TYPE, "kubevirt"),
                                    podenv.CONTENT_TYPE),
         checksum=_checksum(env.get(podenv.CHECKSUM, ""), podenv.CHECKSUM),
-        cert_dir=_cert_dir(env.get(podenv.CERT_DIR, ""), podenv.CERT_DIR),
+        cert_dir=_existing_dir(env.get(podenv.CERT_DIR, ""), podenv.CERT_DIR),
         insecure_tls=_bool(env, podenv.INSECURE_TLS),
         access_key_id=env.get(podenv.ACCESS_KEY_ID) or None,
         secret_key=env.get(podenv.SECRET_KEY) or None,
         extra_headers=_env_headers(env) + secret_headers(
             Path(env.get("IMPORTER_SECRET_EXTRA_HEADERS_DIR") or SECRET_HEADERS_DIR)),
         registry_architecture=env.get(podenv.REGISTRY_ARCHITECTURE) or None,
+        registry_image_dir=_existing_dir(env.get(podenv.REGISTRY_IMAGE_DIR, ""),
+                                     podenv.REGISTRY_IMAGE_DIR),
         s3_endpoint=env.get("IMPORTER_S3_ENDPOINT") or None,
         filesystem_overhead=_overhead(env.get(podenv.FILESYSTEM_OVERHEAD, ""),
                                       podenv.FILESYSTEM_OVERHEAD),
@@ -294,7 +298,7 @@ def _checksum(text: str, name: str) -> Checksum | None:
         raise ConfigError(str(err)) from None
 
 
-def _cert_dir(text: str, name: str) -> Path | None:
+def _existing_dir(text: str, name: str) -> Path | None:
     if not text:
         return None
     path = Path(text)

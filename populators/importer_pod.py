@@ -25,6 +25,9 @@ from vocab import podenv, sources
 
 DATA_VOLUME = "cdi-data-vol"
 CERT_VOLUME = "cdi-cert-vol"
+NODE_PULL_VOLUME = "registry-image"
+NODE_PULL_DIR = "/var/run/cdi/registry-image"
+"""``pullMethod: node``: the image, mounted by the node (an image volume), read there."""
 DATA_DIR = "/data"
 BLOCK_DEVICE = "/dev/cdi-block-volume"
 CERT_DIR = "/certs"
@@ -96,6 +99,7 @@ def _env(*, source: ImportSource, prime: Mapping[str, Any], target_uid: str,
         cert_dir=CERT_DIR if source.cert_configmap else "",
         checksum=source.checksum or "", extra_headers=tuple(source.extra_headers),
         registry_architecture=source.architecture,
+        registry_image_dir=NODE_PULL_DIR if source.pull_method == "node" else "",
     ).render())
     if source.secret:
         for var, key in podenv.CREDENTIAL_KEYS:
@@ -146,6 +150,13 @@ def render(*, source: ImportSource, prime: Mapping[str, Any], target: Mapping[st
         container.setdefault("volumeMounts", []).append(
             {"name": SECRET_HEADERS_VOLUME.format(i),
              "mountPath": f"{SECRET_HEADERS_DIR}/{i}", "readOnly": True})
+    if source.kind == sources.REGISTRY and source.pull_method == "node":
+        # as upstream's node pull: the node's runtime pulls the image (here, the kubelet's
+        # image store); the importer reads its /disk file from the mount
+        volumes.append({"name": NODE_PULL_VOLUME, "image": {
+            "reference": source.url.removeprefix("docker://"), "pullPolicy": "IfNotPresent"}})
+        container.setdefault("volumeMounts", []).append(
+            {"name": NODE_PULL_VOLUME, "mountPath": NODE_PULL_DIR, "readOnly": True})
     if source.cert_configmap:
         volumes.append({"name": CERT_VOLUME,
                         "configMap": {"name": source.cert_configmap}})

@@ -39,6 +39,9 @@ CREDENTIAL_KEYS: Final = ((ACCESS_KEY_ID, "accessKeyId"), (SECRET_KEY, "secretKe
 """Variable ← key of the source's Secret (upstream's key names); set from the Secret by
 the kubelet (``valueFrom``), never written into the pod spec."""
 REGISTRY_ARCHITECTURE: Final = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE"
+REGISTRY_IMAGE_DIR: Final = "IMPORTER_REGISTRY_IMAGE_DIR"
+"""``pullMethod: node``: where the node mounted the image (an image volume); the disk is
+read from there, not from the registry (rootdisk's own)."""
 """A registry source's ``platform.architecture`` (upstream's name)."""
 RETRY_ATTEMPTS: Final = "IMPORTER_RETRY_ATTEMPTS"
 RETRY_DELAY: Final = "IMPORTER_RETRY_DELAY"
@@ -91,6 +94,7 @@ class ImportEnv:
     checksum: str = ""
     extra_headers: tuple[str, ...] = ()
     registry_architecture: str = ""
+    registry_image_dir: str = ""
 
     def render(self) -> list[dict[str, str]]:
         env = [_var(SOURCE, self.source), _var(ENDPOINT, self.endpoint),
@@ -102,5 +106,7 @@ class ImportEnv:
             env.append(_var(CHECKSUM, self.checksum))
         if self.registry_architecture:
             env.append(_var(REGISTRY_ARCHITECTURE, self.registry_architecture))
+        if self.registry_image_dir:
+            env.append(_var(REGISTRY_IMAGE_DIR, self.registry_image_dir))
         env += [_var(f"{EXTRA_HEADER_PREFIX}{i}", h) for i, h in enumerate(self.extra_headers)]
         return env

@@ -15,7 +15,7 @@ from importer.sources.base import Source, SourceFactory
 SOURCES: dict[SourceKind, str] = {
     SourceKind.HTTP: "importer.sources.http:HTTPSource",
     SourceKind.S3: "importer.sources.s3:S3Source",
-    SourceKind.REGISTRY: "importer.sources.registry:RegistrySource",
+    SourceKind.REGISTRY: "importer.sources.registry:open_registry_source",
     SourceKind.BLANK: "importer.sources.blank:BlankSource",
 }
 

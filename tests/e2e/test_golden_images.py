@@ -22,6 +22,7 @@ from localcluster.kube import client
 from localcluster.kube.client import Kube
 from tests.e2e import kit, vmkit
 from tests.fixtures.guests import write_boot_sector_disk
+from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.registry import RegistryServer, push_disk
 from tests.localcluster.clusterkit import needs_root, wait_for
 
@@ -304,3 +305,24 @@ def test_a_container_disk_that_cannot_be_pulled_says_why(
         return None
     wait_for(waiting, timeout=120, what="the launcher pod waiting on the image")
     assert vmkit.printable(kube, ns, "cd-missing") != "Running"
+
+
+def test_pull_method_node_imports_from_the_image_the_node_mounted(
+        cluster: Cluster, kube: Kube, ns: str, tmp_path: Path,
+        images: ImageFactory) -> None:
+    """``pullMethod: node``: the node's kubelet pulls the image (its CA from the node's
+    certs.d), the importer reads the qcow2 under /disk from the mount and converts it."""
+    with RegistryServer(tmp_path / "node-registry", tls=True, auth=False) as registry:
+        push_disk(registry, "golden/node", "v1", images.get("qcow2").path, tmp_path / "w",
+                  name="disk.qcow2")
+        certs = Path(cluster.data_dir, "certs.d", registry.host)
+        certs.mkdir(parents=True, exist_ok=True)
+        shutil.copy(str(registry.verify), certs / "ca.crt")
+        kube.create(kit.DVS, kit.datavolume(
+            "by-node", {"registry": {"url": registry.url("golden/node", "v1"),
+                                     "pullMethod": "node"}},
+            storage={"storageClassName": "local-immediate"}), ns)
+        status = kit.wait_dv(kube, ns, "by-node", ("Succeeded", "Failed"))
+    assert status["phase"] == "Succeeded", str(status.get("conditions"))
+    assert compare(images.get("raw").path,
+                   kit.volume_path(kube, kube.get(client.PVCS, "by-node", ns)))

@@ -143,3 +143,26 @@ def test_a_resumed_read_stays_on_the_probed_image(registry_server: RegistryServe
         assert resumed == first[1000:]
     finally:
         source.close()
+
+
+@pytest.mark.parametrize(("name", "route"), [("qcow2", "nbd-convert"), ("raw", "stream")])
+def test_node_pull_reads_the_mounted_image(images: ImageFactory, do_import: ImportFn,
+                                           tmp_path: Path, name: str, route: str) -> None:
+    """``pullMethod: node``: the node mounted the image; its /disk file is read at random
+    (a qcow2 converts while it is read, no scratch), no registry is asked."""
+    mounted = tmp_path / "image"
+    (mounted / "disk").mkdir(parents=True)
+    shutil.copy(images.get(name).path, mounted / "disk" / f"disk.{name}")
+    outcome = do_import("docker://registry.invalid/golden/x:v1", tmp_path / "disk.img",
+                        source=SourceKind.REGISTRY, registry_image_dir=mounted)
+    assert outcome.exit_code == 0, outcome.error
+    assert outcome.result is not None and outcome.result.route == route
+    assert compare(images.get(name).expected, tmp_path / "disk.img")
+
+
+def test_node_pull_without_a_disk_file(do_import: ImportFn, tmp_path: Path) -> None:
+    (tmp_path / "image" / "disk").mkdir(parents=True)
+    outcome = do_import("docker://registry.invalid/golden/x:v1", tmp_path / "disk.img",
+                        source=SourceKind.REGISTRY, registry_image_dir=tmp_path / "image")
+    assert isinstance(outcome.error, InvalidImage)
+    assert "Failed to find VM disk image file in the container image" in str(outcome.error)

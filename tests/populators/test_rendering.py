@@ -245,6 +245,24 @@ def test_registry_importer_pod(insecure: tuple[str, ...], expected: str) -> None
     assert ann["cdi.kubevirt.io/storage.import.registryImageArchitecture"] == "arm64"
 
 
+def test_node_pull_mounts_the_image_for_the_importer() -> None:
+    """``pullMethod: node``: the node pulls the image (an image volume, as upstream's node
+    pull has the node's runtime pull it); the importer reads its /disk file there. The
+    pod stays admissible under "restricted" (image volumes are allowed there)."""
+    pod = _render(REGISTRY)
+    assert {"name": "registry-image", "image": {
+        "reference": "reg.local:5000/golden/fedora:41", "pullPolicy": "IfNotPresent"}} in \
+        pod["spec"]["volumes"]
+    mounts = pod["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "registry-image", "mountPath": "/var/run/cdi/registry-image",
+            "readOnly": True} in mounts
+    assert _env(pod)["IMPORTER_REGISTRY_IMAGE_DIR"] == "/var/run/cdi/registry-image"
+    assert psa.evaluate(psa.RESTRICTED, None, pod["metadata"], pod["spec"]) == []
+    by_pod = _render({"source": {"registry": {"url": "docker://r/x:1", "pullMethod": "pod"}}})
+    assert "IMPORTER_REGISTRY_IMAGE_DIR" not in _env(by_pod)
+    assert not any("image" in v for v in by_pod["spec"]["volumes"])
+
+
 def test_insecure_registries_come_from_the_cdiconfig_spec() -> None:
     config = cdiconfig.parse({"spec": {"insecureRegistries": ["a:5000", 7, "b"]}})
     assert config.insecure_registries == ("a:5000", "b")

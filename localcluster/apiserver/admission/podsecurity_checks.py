@@ -390,7 +390,7 @@ def capabilities_restricted_1_25(meta: Obj, spec: Obj) -> Result:
     return None if _windows(spec) else capabilities_restricted_1_22(meta, spec)
 
 
-ALLOWED_VOLUMES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+ALLOWED_VOLUMES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image",
                    "persistentVolumeClaim", "projected", "secret")
 RESTRICTED_VOLUME_TYPES = (
     "hostPath", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "nfs", "iscsi",
