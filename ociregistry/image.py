@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import logging
@@ -23,7 +24,7 @@ import platform as host_platform
 import tarfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 import requests
 import zstandard
@@ -45,6 +46,7 @@ from ociregistry.reference import ImageReference
 logger = logging.getLogger(__name__)
 
 DISK_PREFIX = "disk/"
+OCI_ARCHIVE_PREFIX = "oci-archive:"
 CHUNK = 1024 * 1024
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 """An image config is a few KiB; one this large is not a config."""
@@ -195,29 +197,53 @@ class DiskStream:
         self._raw.drain()
 
 
-def _config(dxf: DXF, ref: ImageReference, manifest: Manifest) -> Mapping[str, Any]:
+class Store(Protocol):
+    """Where an image's manifests and blobs come from: a registry, or an OCI archive."""
+
+    name: str
+
+    def manifest(self, alias: str | None = None) -> Manifest:
+        """What the reference names (None), or the manifest of digest ``alias``."""
+        ...
+
+    def blob(self, digest: str) -> Iterable[bytes]:
+        """The blob's bytes; its sha256 is checked when the iterator ends."""
+        ...
+
+
+class RegistryStore:
+    """A registry's, through python-dxf (which checks each blob's digest)."""
+
+    def __init__(self, dxf: DXF, ref: ImageReference) -> None:
+        self.dxf, self.ref, self.name = dxf, ref, str(ref)
+
+    def manifest(self, alias: str | None = None) -> Manifest:
+        return get_manifest(self.dxf, self.ref, alias=alias)
+
+    def blob(self, digest: str) -> Iterable[bytes]:
+        try:
+            chunks: Iterable[bytes] = self.dxf.pull_blob(  # type: ignore[assignment]
+                digest, chunk_size=CHUNK)
+        except (requests.exceptions.RequestException, dxf_errors.DXFError) as e:
+            raise classify(self.ref, e) from e
+        return chunks
+
+
+def _config(store: Store, manifest: Manifest) -> Mapping[str, Any]:
     descriptor = manifest.body.get("config") or {}
     digest, size = descriptor.get("digest"), descriptor.get("size")
     if not isinstance(digest, str) or not isinstance(size, int) or size > MAX_CONFIG_BYTES:
-        raise RegistryError(f"{ref}: manifest {manifest.digest} has no usable config")
-    raw = _BlobReader(_pull(dxf, ref, digest), digest, size)
+        raise RegistryError(f"{store.name}: manifest {manifest.digest} has no usable config")
+    raw = _BlobReader(store.blob(digest), digest, size)
     body = raw.read(size + 1)
     raw.drain()
     try:
         config = json.loads(body)
     except ValueError as e:
-        raise RegistryError(f"{ref}: image config is not JSON: {e}") from e
+        raise RegistryError(f"{store.name}: image config is not JSON: {e}") from e
     if not isinstance(config, Mapping):
-        raise RegistryError(f"{ref}: image config is not a JSON object")
+        raise RegistryError(f"{store.name}: image config is not a JSON object")
     return config
-
-
-def _pull(dxf: DXF, ref: ImageReference, digest: str) -> Iterable[bytes]:
-    try:
-        chunks: Iterable[bytes] = dxf.pull_blob(digest, chunk_size=CHUNK)  # type: ignore[assignment]
-    except (requests.exceptions.RequestException, dxf_errors.DXFError) as e:
-        raise classify(ref, e) from e
-    return chunks
 
 
 def _check_config(config: Mapping[str, Any], architecture: str | None) -> None:
@@ -259,26 +285,35 @@ def open_disk(ref: ImageReference, access: Access, *, architecture: str | None =
     except requests.exceptions.RequestException as e:
         raise classify(ref, e) from e
     with client as dxf:
-        top = get_manifest(dxf, ref)
-        manifest = top
-        if top.media_type in INDEX_TYPES or "manifests" in top.body:
-            entry = choose_manifest(top.body, Platform(
-                architecture=architecture or host_architecture()))
-            manifest = get_manifest(dxf, ref, alias=str(entry.get("digest")))
-        _check_config(_config(dxf, ref, manifest), architecture)
-        for digest, size in _layers(manifest):
-            raw = _BlobReader(_pull(dxf, ref, digest), digest, size)
-            with contextlib.ExitStack() as stack:
-                found = _find_member(raw, digest, prefix, stack)
-                if found is None:
-                    continue
-                member, info = found
-                logger.info("file %s (%d bytes) found in layer %s", info.name, info.size,
-                            digest)
-                yield DiskStream(name=info.name, size=info.size, image_digest=manifest.digest,
-                                 reference_digest=top.digest, layer_digest=digest,
-                                 _member=member, _raw=raw)
-                return
+        yield from _open_disk(RegistryStore(dxf, ref), architecture, prefix)
+
+
+def _image_manifest(store: Store, architecture: str | None) -> tuple[Manifest, Manifest]:
+    """(what the reference names, the image manifest for the platform)."""
+    top = store.manifest()
+    manifest = top
+    if top.media_type in INDEX_TYPES or "manifests" in top.body:
+        entry = choose_manifest(top.body, Platform(
+            architecture=architecture or host_architecture()))
+        manifest = store.manifest(str(entry.get("digest")))
+    _check_config(_config(store, manifest), architecture)
+    return top, manifest
+
+
+def _open_disk(store: Store, architecture: str | None, prefix: str) -> Iterator[DiskStream]:
+    top, manifest = _image_manifest(store, architecture)
+    for digest, size in _layers(manifest):
+        raw = _BlobReader(store.blob(digest), digest, size)
+        with contextlib.ExitStack() as stack:
+            found = _find_member(raw, digest, prefix, stack)
+            if found is None:
+                continue
+            member, info = found
+            logger.info("file %s (%d bytes) found in layer %s", info.name, info.size, digest)
+            yield DiskStream(name=info.name, size=info.size, image_digest=manifest.digest,
+                             reference_digest=top.digest, layer_digest=digest,
+                             _member=member, _raw=raw)
+            return
     raise RegistryError(NOT_FOUND)
 
 
@@ -334,15 +369,10 @@ def pull_and_unpack(ref: ImageReference, access: Access, dest: str, *,
     except requests.exceptions.RequestException as e:
         raise classify(ref, e) from e
     with client as dxf:
-        top = get_manifest(dxf, ref)
-        manifest = top
-        if top.media_type in INDEX_TYPES or "manifests" in top.body:
-            entry = choose_manifest(top.body, Platform(
-                architecture=architecture or host_architecture()))
-            manifest = get_manifest(dxf, ref, alias=str(entry.get("digest")))
-        _check_config(_config(dxf, ref, manifest), architecture)
+        store = RegistryStore(dxf, ref)
+        _, manifest = _image_manifest(store, architecture)
         for digest, size in _layers(manifest):
-            raw = _BlobReader(_pull(dxf, ref, digest), digest, size)
+            raw = _BlobReader(store.blob(digest), digest, size)
             try:
                 with _decompressed(raw) as stream, \
                         tarfile.open(fileobj=stream, mode="r|") as tar:
@@ -355,3 +385,104 @@ def pull_and_unpack(ref: ImageReference, access: Access, dest: str, *,
                 raise RegistryError(f"layer {digest} is not a readable tar: {e}") from e
             raw.drain()
     return manifest.digest
+
+
+# -- OCI archives (``oci-archive:PATH[:REF]``) ----------------------------------------------
+
+class ArchiveStore:
+    """An OCI image layout in a tar file (containers/image's ``oci-archive`` transport):
+    ``index.json`` names the manifests, ``blobs/sha256/<hex>`` holds every blob; each
+    read is checked against its digest."""
+
+    def __init__(self, path: str, ref_name: str | None) -> None:
+        self.name = f"oci-archive:{path}"
+        self.ref_name = ref_name
+        try:
+            self.tar = tarfile.open(path, "r:")  # noqa: SIM115 - closed by close()
+        except (OSError, tarfile.TarError) as e:
+            raise RegistryError(f"{self.name}: {e}") from e
+
+    def close(self) -> None:
+        self.tar.close()
+
+    def _read(self, member: str, limit: int) -> bytes:
+        try:
+            handle = self.tar.extractfile(member.removeprefix("./"))
+        except KeyError:
+            handle = None
+        if handle is None:
+            raise RegistryError(f"{self.name}: no {member} in the archive")
+        with handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise RegistryError(f"{self.name}: {member} is too large")
+        return data
+
+    def manifest(self, alias: str | None = None) -> Manifest:
+        if alias is None:
+            index = json.loads(self._read("index.json", MAX_CONFIG_BYTES))
+            entries = [e for e in index.get("manifests") or [] if isinstance(e, Mapping)]
+            if self.ref_name is not None:
+                entries = [e for e in entries if (e.get("annotations") or {}).get(
+                    "org.opencontainers.image.ref.name") == self.ref_name]
+            if not entries:
+                raise RegistryError(f"{self.name}: no image"
+                                    f"{' ' + repr(self.ref_name) if self.ref_name else ''}"
+                                    " in index.json")
+            if len(entries) > 1 and self.ref_name is None:
+                raise RegistryError(f"{self.name}: index.json names {len(entries)} images;"
+                                    " name one (oci-archive:PATH:NAME)")
+            alias = str(entries[0].get("digest"))
+        body = b"".join(self.blob(alias, limit=MAX_CONFIG_BYTES))
+        try:
+            parsed = json.loads(body)
+        except ValueError as e:
+            raise RegistryError(f"{self.name}: manifest {alias} is not JSON: {e}") from e
+        media_type = parsed.get("mediaType") or ""
+        return Manifest(digest=alias, media_type=media_type, body=parsed)
+
+    def blob(self, digest: str, limit: int | None = None) -> Iterator[bytes]:
+        algorithm, _, hexdigest = digest.partition(":")
+        if algorithm != "sha256" or len(hexdigest) != 64 or not all(
+                c in "0123456789abcdef" for c in hexdigest):
+            raise RegistryError(f"{self.name}: unsupported digest {digest!r}")
+        try:
+            handle = self.tar.extractfile(f"blobs/sha256/{hexdigest}")
+        except KeyError:
+            handle = None
+        if handle is None:
+            raise RegistryError(f"{self.name}: blob {digest} is not in the archive")
+        hasher = hashlib.sha256()
+        read = 0
+        with handle:
+            while chunk := handle.read(CHUNK):
+                read += len(chunk)
+                if limit is not None and read > limit:
+                    raise RegistryError(f"{self.name}: blob {digest} is too large")
+                hasher.update(chunk)
+                yield chunk
+        if "sha256:" + hasher.hexdigest() != digest:
+            raise RegistryError(f"Digest did not match, expected {digest},"
+                                f" got sha256:{hasher.hexdigest()}")
+
+
+def parse_archive_url(url: str) -> tuple[str, str | None]:
+    """``oci-archive:PATH[:NAME]`` (also ``oci-archive://PATH``) → (PATH, NAME)."""
+    rest = url.removeprefix(OCI_ARCHIVE_PREFIX)
+    rest = rest.removeprefix("//")
+    path, sep, name = rest.rpartition(":") if ":" in rest.rsplit("/", 1)[-1] else (rest, "", "")
+    if not path.startswith("/"):
+        raise RegistryError(f"{url!r}: an oci-archive reference needs an absolute path")
+    return path, (name or None) if sep else None
+
+
+@contextlib.contextmanager
+def open_archive_disk(url: str, *, architecture: str | None = None,
+                      prefix: str = DISK_PREFIX) -> Iterator[DiskStream]:
+    """:func:`open_disk` for an OCI archive on this machine."""
+    path, name = parse_archive_url(url)
+    store = ArchiveStore(path, name)
+    try:
+        yield from _open_disk(store, architecture, prefix)
+    finally:
+        store.close()

@@ -88,7 +88,7 @@ def run_import(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace, cfg: Any) -> Any:
     scheme = args.url.split(":", 1)[0]
     source = cfg.SourceKind.S3 if scheme == "s3" or args.s3_endpoint else cfg.SourceKind.HTTP
-    if scheme == "docker":
+    if scheme in ("docker", "oci-archive"):
         source = cfg.SourceKind.REGISTRY
     key_id = secret = None
     if args.secret_file:

@@ -30,7 +30,8 @@ TYPE_NAMES: Final = {HTTP: "HTTP", S3: "S3", GCS: "GCS", REGISTRY: "Registry",
                      IMAGEIO: "Imageio", VDDK: "VDDK"}
 """Upstream's spelling of a source in its field paths (``spec.source.HTTP.url``)."""
 
-URL_SCHEMES: Final = {HTTP: ("http", "https"), S3: ("http", "https", "s3"), REGISTRY: ("docker",)}
+URL_SCHEMES: Final = {HTTP: ("http", "https"), S3: ("http", "https", "s3"),
+                      REGISTRY: ("docker", "oci-archive")}
 """The schemes the importer reads for a URL source (``s3://`` only from the command line:
 the DataVolume webhook refuses it, as upstream's)."""
 

@@ -38,7 +38,7 @@ from ociregistry.client import (
     RegistryUnauthorized,
     RegistryUnavailable,
 )
-from ociregistry.image import DiskStream, open_disk
+from ociregistry.image import OCI_ARCHIVE_PREFIX, DiskStream, open_archive_disk, open_disk
 from ociregistry.reference import ImageReference, parse_docker_url
 
 
@@ -109,7 +109,10 @@ class RegistrySource:
 
     def __init__(self, config: ImporterConfig) -> None:
         self.config = config
-        self.ref = parse_docker_url(config.endpoint)
+        self.archive = config.endpoint.startswith(OCI_ARCHIVE_PREFIX)
+        """``oci-archive:PATH[:NAME]``: an OCI layout in a tar file on this machine."""
+        self.ref = (ImageReference("oci-archive", "local", "latest", None) if self.archive
+                    else parse_docker_url(config.endpoint))
         self._stack = contextlib.ExitStack()
         bundle: tempfile._TemporaryFileWrapper[bytes] | None = None
         if config.cert_dir is not None and not config.insecure_tls:
@@ -134,6 +137,9 @@ class RegistrySource:
     def _open(self, ref: ImageReference) -> DiskStream:
         """Open the disk of ``ref`` (kept open until :meth:`close`)."""
         try:
+            if self.archive:
+                return self._stack.enter_context(open_archive_disk(
+                    self.config.endpoint, architecture=self.config.registry_architecture))
             return self._stack.enter_context(open_disk(
                 ref, self.access, architecture=self.config.registry_architecture))
         except RegistryError as err:

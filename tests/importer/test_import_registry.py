@@ -166,3 +166,18 @@ def test_node_pull_without_a_disk_file(do_import: ImportFn, tmp_path: Path) -> N
                         source=SourceKind.REGISTRY, registry_image_dir=tmp_path / "image")
     assert isinstance(outcome.error, InvalidImage)
     assert "Failed to find VM disk image file in the container image" in str(outcome.error)
+
+
+def test_an_oci_archive_on_this_machine(images: ImageFactory, do_import: ImportFn,
+                                        tmp_path: Path) -> None:
+    from tests.fixtures.registry import write_oci_archive
+    layer = write_layer(tmp_path / "w", {"disk/disk.qcow2": images.get("qcow2").path})
+    archive = tmp_path / "image.tar"
+    write_oci_archive(archive, {"41": [layer]})
+    outcome = do_import(f"oci-archive:{archive}:41", tmp_path / "disk.img",
+                        source=SourceKind.REGISTRY)
+    assert outcome.exit_code == 0, outcome.error
+    assert compare(images.reference, tmp_path / "disk.img")
+    missing = do_import(f"oci-archive:{tmp_path / 'nope.tar'}", tmp_path / "d2.img",
+                        source=SourceKind.REGISTRY)
+    assert isinstance(missing.error, InvalidImage) and "nope.tar" in str(missing.error)

@@ -207,3 +207,38 @@ def test_choose_manifest_variant_and_os() -> None:
     assert choose_manifest(index, Platform(architecture="arm", variant="v7"))["digest"] \
         == "sha256:3"
     assert choose_manifest(index, Platform(architecture="arm"))["digest"] == "sha256:2"
+
+
+def test_an_oci_archive(tmp_path: Path) -> None:
+    """``oci-archive:PATH[:NAME]``: the same rules over an OCI layout in a tar file, each
+    blob checked against its digest."""
+    from ociregistry.image import open_archive_disk
+    from tests.fixtures.registry import write_oci_archive
+    one = write_layer(tmp_path / "w", {"disk/one.img": b"\x01" * 5000})
+    two = write_layer(tmp_path / "w", {"disk/two.img": b"\x02" * 7000}, compression="zstd")
+    archive = tmp_path / "images.tar"
+    digests = write_oci_archive(archive, {"v1": [one], "v2": [two]})
+    with open_archive_disk(f"oci-archive:{archive}:v2") as disk:
+        assert (disk.name, b"".join(disk.chunks())) == ("disk/two.img", b"\x02" * 7000)
+        assert disk.image_digest == digests["v2"]
+    with pytest.raises(RegistryError, match="names 2 images"), \
+            open_archive_disk(f"oci-archive://{archive}"):
+        pass
+    with pytest.raises(RegistryError, match="no image 'v3'"), \
+            open_archive_disk(f"oci-archive:{archive}:v3"):
+        pass
+    with pytest.raises(RegistryError, match="absolute path"), \
+            open_archive_disk("oci-archive:relative.tar"):
+        pass
+    # a blob whose bytes are not its digest's
+    single = tmp_path / "single.tar"
+    write_oci_archive(single, {"v1": [one]})
+    data = bytearray(single.read_bytes())
+    at = data.index(b"index.json")  # tamper inside a blob, not the index
+    blob_at = data.index(one.path.read_bytes()[:64])
+    assert blob_at != at
+    data[blob_at + 40] ^= 0xFF
+    single.write_bytes(bytes(data))
+    with pytest.raises(RegistryError, match="Digest did not match"), \
+            open_archive_disk(f"oci-archive:{single}") as disk:
+        b"".join(disk.chunks())
