@@ -326,6 +326,19 @@ def ssh_argv(kubeconfig: str, keys: Path, command: str) -> list[str]:
             "--command", command]
 
 
+def wait_agent(kube: Any, *, timeout: float) -> None:
+    """The guest agent connects as the guest's services start, sshd among them: until
+    then no SSH attempt is made (each starts three processes, CPU a booting guest under
+    TCG would miss)."""
+    from vm.kube import VMIS
+
+    def connected() -> bool:
+        vmi = kube.get(VMIS, VM_NAME, NAMESPACE) or {}
+        return any(c.get("type") == "AgentConnected" and c.get("status") == "True"
+                   for c in (vmi.get("status") or {}).get("conditions") or [])
+    wait("the guest agent", connected, timeout=timeout, every=1.0)
+
+
 def guest_says(kubeconfig: str, keys: Path, *, timeout: float) -> str:
     """``uname -a`` and ``cloud-init status --wait`` from the guest, through
     ``rootdisk ssh`` (retried while sshd is not up yet)."""
@@ -373,6 +386,8 @@ def run(data_dir: str, *, timeout: float) -> int:
             apply_vm(kube, url, disk_size=disk_size, userdata=user_data(keys, user))
             follow_import(kube, timeout=timeout)
         wait_running(kube, timeout=timeout)
+        print("== waiting for the guest agent (it starts with the guest's sshd)")
+        wait_agent(kube, timeout=timeout)
         print(f"== logging in: rootdisk ssh vm/{VM_NAME} --command"
               " 'uname -a; cloud-init status --wait'")
         text = guest_says(kubeconfig, keys, timeout=timeout)

@@ -100,10 +100,16 @@ def _endpoint(kube: Kube, ns: str, kind: str) -> tuple[str, int] | None:
     return None
 
 
-def _agent_connected(kube: Kube, ns: str) -> bool:
-    vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
-    return any(c.get("type") == "AgentConnected" and c.get("status") == "True"
-               for c in (vmi.get("status") or {}).get("conditions") or [])
+def _agent_connected(kube: Kube, ns: str, name: str = NAME) -> bool:
+    return bool(_agent_vmi(kube, ns, name))
+
+
+def _agent_vmi(kube: Kube, ns: str, name: str) -> str:
+    """The uid of the VMI ``name`` when its guest agent is connected, else ""."""
+    vmi = kube.get_or_none(vmkit.VMIS, name, ns) or {}
+    connected = any(c.get("type") == "AgentConnected" and c.get("status") == "True"
+                    for c in (vmi.get("status") or {}).get("conditions") or [])
+    return str((vmi.get("metadata") or {}).get("uid") or "") if connected else ""
 
 
 @pytest.mark.timeout(1200)
@@ -231,6 +237,10 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
     try:
         vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
         first = vmkit.vmi_uid(kube, ns, "eph")
+        # the agent comes up with sshd: no login attempt (three Python processes each)
+        # takes CPU from the booting guest before then
+        wait_for(lambda: _agent_connected(kube, ns, "eph"), timeout=400,
+                 what="AgentConnected")
         out = wait_for(lambda: login("cloud-init status --wait >/dev/null; "
                                      "echo EPH-WROTE | sudo tee /var/lib/eph-mark && sync"),
                        timeout=400, what="an SSH login to the ephemeral VM")
@@ -244,6 +254,8 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
         wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") not in ("", first), timeout=300,
                  what="a new VMI after the restart")
         vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
+        wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") == _agent_vmi(kube, ns, "eph"),
+                 timeout=400, what="AgentConnected on the new VMI")
         out = wait_for(lambda: login("test -e /var/lib/eph-mark && echo KEPT || echo GONE"),
                        timeout=400, what="an SSH login after the restart")
     except AssertionError as err:
