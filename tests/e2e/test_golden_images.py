@@ -87,10 +87,14 @@ def test_a_cron_imports_each_new_digest_and_the_data_source_follows(
                  what="the DataSource on the first import")
     except AssertionError:
         raise AssertionError(kit.diagnose(kube, ns)) from None
-    cron = kube.get(CRONS, "golden-cron", ns)
+    # the cron's own record is written after the DataSource (as upstream's Update comes
+    # after updateDataSource): wait for it
+    cron = wait_for(lambda: (c := kube.get(CRONS, "golden-cron", ns)).get(
+        "status", {}).get("lastImportedPVC") and c, timeout=30, what="lastImportedPVC")
     assert cron["metadata"]["annotations"][A + "sourceDesiredDigest"] == first.digest
     assert cron["status"]["lastImportedPVC"] == {"namespace": ns, "name": first_name}
-    assert _condition(kube, ns, "UpToDate")["reason"] == "UpToDate"
+    wait_for(lambda: _condition(kube, ns, "UpToDate").get("reason") == "UpToDate",
+             timeout=30, what="UpToDate")
     dv = kube.get(kit.DVS, first_name, ns)
     assert dv["spec"]["source"]["registry"]["url"] == \
         f"docker://{registry_server.host}/golden/disk@{first.digest}"
@@ -113,9 +117,9 @@ def test_a_cron_imports_each_new_digest_and_the_data_source_follows(
     except AssertionError:
         raise AssertionError(kit.diagnose(kube, ns)) from None
     assert kube.get_or_none(kit.DVS, first_name, ns) is None
-    next_time = kube.get(CRONS, "golden-cron", ns)["metadata"]["annotations"][
-        A + "nextCronTime"]
-    assert next_time.startswith(f"{dt.datetime.now(dt.UTC).year + 1}-01-01T00:00:00")
+    next_year = f"{dt.datetime.now(dt.UTC).year + 1}-01-01T00:00:00"
+    wait_for(lambda: kube.get(CRONS, "golden-cron", ns)["metadata"]["annotations"][
+        A + "nextCronTime"].startswith(next_year), timeout=30, what="the next poll time")
 
     # a VM from the DataSource by sourceRef boots the new image
     vm = vmkit.vm("fresh", "http://unused.invalid/x")
@@ -165,7 +169,8 @@ def test_a_cron_refused_and_a_poll_that_fails(kube: Kube, ns: str,
     events = wait_for(failed, timeout=120, what="the DigestPollFailed Event")
     assert "invalid username/password" in events[0]["message"]
     assert "wrong-password" not in str(kube.list(client.EVENTS, ns)["items"])
-    assert _condition(kube, ns, "UpToDate")["reason"] == "NoDigest"
+    wait_for(lambda: _condition(kube, ns, "UpToDate").get("reason") == "NoDigest",
+             timeout=30, what="UpToDate NoDigest")
     assert not [d for d in kube.list(kit.DVS, ns)["items"]]
 
 
@@ -206,9 +211,9 @@ def test_snapshot_format_keeps_the_golden_image_as_a_snapshot(
                      what="the import's claim dropped once the snapshot is ready")
         except AssertionError:
             raise AssertionError(kit.diagnose(kube, ns)) from None
-        cron = kube.get(CRONS, "golden-cron", ns)
-        assert cron["status"]["sourceFormat"] == "snapshot"
-        assert _condition(kube, ns, "UpToDate")["reason"] == "UpToDate"
+        wait_for(lambda: _condition(kube, ns, "UpToDate").get("reason") == "UpToDate",
+                 timeout=30, what="UpToDate")
+        assert kube.get(CRONS, "golden-cron", ns)["status"]["sourceFormat"] == "snapshot"
         assert kube.get(SNAPSHOTS, name, ns)["metadata"]["labels"][
             "cdi.kubevirt.io/dataImportCron"] == "golden-cron"
     finally:
