@@ -19,10 +19,8 @@ from urllib.parse import urlsplit
 from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
 from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
-from ociregistry.client import RegistryError
-from ociregistry.image import parse_archive_url
 from ociregistry.reference import ReferenceError as BadReference
-from ociregistry.reference import parse_docker_url
+from ociregistry.reference import parse_archive_url, parse_docker_url
 from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
 from vocab import podenv, sources
 
@@ -141,7 +139,7 @@ def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
     if source is SourceKind.REGISTRY and parts.scheme == "oci-archive":
         try:
             parse_archive_url(url)
-        except RegistryError as err:
+        except BadReference as err:
             raise ConfigError(f"{field_name}: {err}") from None
         return
     if not parts.netloc:

@@ -41,12 +41,15 @@ from ociregistry.client import (
     connect,
     get_manifest,
 )
-from ociregistry.reference import ImageReference
+from ociregistry.reference import (
+    ImageReference,
+    ReferenceError,
+    parse_archive_url,
+)
 
 logger = logging.getLogger(__name__)
 
 DISK_PREFIX = "disk/"
-OCI_ARCHIVE_PREFIX = "oci-archive:"
 CHUNK = 1024 * 1024
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 """An image config is a few KiB; one this large is not a config."""
@@ -466,21 +469,14 @@ class ArchiveStore:
                                 f" got sha256:{hasher.hexdigest()}")
 
 
-def parse_archive_url(url: str) -> tuple[str, str | None]:
-    """``oci-archive:PATH[:NAME]`` (also ``oci-archive://PATH``) → (PATH, NAME)."""
-    rest = url.removeprefix(OCI_ARCHIVE_PREFIX)
-    rest = rest.removeprefix("//")
-    path, sep, name = rest.rpartition(":") if ":" in rest.rsplit("/", 1)[-1] else (rest, "", "")
-    if not path.startswith("/"):
-        raise RegistryError(f"{url!r}: an oci-archive reference needs an absolute path")
-    return path, (name or None) if sep else None
-
-
 @contextlib.contextmanager
 def open_archive_disk(url: str, *, architecture: str | None = None,
                       prefix: str = DISK_PREFIX) -> Iterator[DiskStream]:
     """:func:`open_disk` for an OCI archive on this machine."""
-    path, name = parse_archive_url(url)
+    try:
+        path, name = parse_archive_url(url)
+    except ReferenceError as e:
+        raise RegistryError(str(e)) from e
     store = ArchiveStore(path, name)
     try:
         yield from _open_disk(store, architecture, prefix)

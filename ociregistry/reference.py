@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 DOCKER_SCHEME = "docker://"
 OCI_ARCHIVE_SCHEME = "oci-archive://"
+OCI_ARCHIVE_PREFIX = "oci-archive:"
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API_HOST = "registry-1.docker.io"
 
@@ -88,3 +89,13 @@ def parse_reference(ref: str) -> ImageReference:
     if digest is None and tag is None:
         tag = "latest"
     return ImageReference(host=host, repository="/".join(repo_parts), tag=tag, digest=digest)
+
+
+def parse_archive_url(url: str) -> tuple[str, str | None]:
+    """``oci-archive:PATH[:NAME]`` (also ``oci-archive://PATH``) → (PATH, NAME)."""
+    rest = url.removeprefix(OCI_ARCHIVE_PREFIX)
+    rest = rest.removeprefix("//")
+    path, sep, name = rest.rpartition(":") if ":" in rest.rsplit("/", 1)[-1] else (rest, "", "")
+    if not path.startswith("/"):
+        raise ReferenceError(f"{url!r}: an oci-archive reference needs an absolute path")
+    return path, (name or None) if sep else None

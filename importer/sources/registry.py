@@ -38,8 +38,8 @@ from ociregistry.client import (
     RegistryUnauthorized,
     RegistryUnavailable,
 )
-from ociregistry.image import OCI_ARCHIVE_PREFIX, DiskStream, open_archive_disk, open_disk
-from ociregistry.reference import ImageReference, parse_docker_url
+from ociregistry.image import DiskStream, open_archive_disk, open_disk
+from ociregistry.reference import OCI_ARCHIVE_PREFIX, ImageReference, parse_docker_url
 
 
 def translated(err: RegistryError) -> ImporterError:
