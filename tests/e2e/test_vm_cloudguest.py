@@ -172,8 +172,10 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns:
     assert ssh(f"sudo rm {READY_FILE}").returncode == 0
     wait_for(lambda: _ready(kube, ns).get("status") == "False", timeout=120,
              what="Ready=False after the probed file went")
-    vm_status = kube.get(vmkit.VMS, NAME, ns)["status"]
-    assert vm_status.get("ready") is not True
+    # the VM's status.ready follows the VMI's Ready a moment later (the VM controller's
+    # own reconcile): wait for it, as a one-time read lost that race once
+    wait_for(lambda: kube.get(vmkit.VMS, NAME, ns)["status"].get("ready") is not True,
+             timeout=60, what="the VM's status.ready to follow")
 
     # rootdisk port-forward to the guest's sshd, and an SSH login through it
     [local] = free_ports(1)
