@@ -117,19 +117,26 @@ class ConsoleServer:
             return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
         return web.json_response(answer)
 
-    async def softreboot(self, request: web.Request) -> web.Response:
-        vmi = await self._vmi_here(request, "reboot guests")
-        if isinstance(vmi, web.Response):
-            return vmi
+    async def _act(self, vmi: dict[str, Any], call: Callable[..., dict[str, Any]],
+                   **kwargs: Any) -> dict[str, Any] | web.Response:
+        """One control request to the VMI's launcher: its answer when it did it, else
+        the handler's answer (503 unreachable, 409 refused with the launcher's reason)."""
         try:
-            answer = await asyncio.to_thread(launcher.softreboot, socket_of(vmi, self.socket_dir),
-                                             timeout=HANDSHAKE_SECONDS)
+            answer = await asyncio.to_thread(call, socket_of(vmi, self.socket_dir),
+                                             timeout=HANDSHAKE_SECONDS, **kwargs)
         except launcher.ControlError as err:
             return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
         if answer.get("ok") is not True:
             return web.json_response({"message": str(answer.get("error") or answer)[:500]},
                                      status=409)
-        return web.json_response({})
+        return answer
+
+    async def softreboot(self, request: web.Request) -> web.Response:
+        vmi = await self._vmi_here(request, "reboot guests")
+        if isinstance(vmi, web.Response):
+            return vmi
+        answer = await self._act(vmi, launcher.softreboot)
+        return answer if isinstance(answer, web.Response) else web.json_response({})
 
     async def forward(self, request: web.Request) -> web.Response:
         """Open a forward of a guest port through the launcher (virt-api's port-forward
@@ -141,15 +148,9 @@ class ConsoleServer:
         if not (port.isascii() and port.isdigit()) or proto not in ("tcp", "udp"):
             return web.json_response({"message": "port and protocol (tcp|udp) are required"},
                                      status=400)
-        try:
-            answer = await asyncio.to_thread(launcher.forward, socket_of(vmi, self.socket_dir),
-                                             port=int(port), protocol=proto,
-                                             timeout=HANDSHAKE_SECONDS)
-        except launcher.ControlError as err:
-            return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
-        if answer.get("ok") is not True:
-            return web.json_response({"message": str(answer.get("error") or answer)[:500]},
-                                     status=409)
+        answer = await self._act(vmi, launcher.forward, port=int(port), protocol=proto)
+        if isinstance(answer, web.Response):
+            return answer
         return web.json_response({"address": answer.get("address"), "port": answer.get("port")})
 
     async def pause_unpause(self, request: web.Request) -> web.Response:
@@ -158,16 +159,8 @@ class ConsoleServer:
         vmi = await self._vmi_here(request, f"{action} guests")
         if isinstance(vmi, web.Response):
             return vmi
-        call = launcher.pause if action == "pause" else launcher.unpause
-        try:
-            answer = await asyncio.to_thread(call, socket_of(vmi, self.socket_dir),
-                                             timeout=HANDSHAKE_SECONDS)
-        except launcher.ControlError as err:
-            return web.json_response({"message": f"launcher unreachable: {err}"}, status=503)
-        if answer.get("ok") is not True:
-            return web.json_response({"message": str(answer.get("error") or answer)[:500]},
-                                     status=409)
-        return web.json_response({})
+        answer = await self._act(vmi, launcher.pause if action == "pause" else launcher.unpause)
+        return answer if isinstance(answer, web.Response) else web.json_response({})
 
     def app(self) -> web.Application:
         app = web.Application()
