@@ -13,13 +13,9 @@ import base64
 import contextlib
 import datetime as dt
 import logging
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-import certifi
 
 from cdi import importcron
 from cdi.kube import (
@@ -40,6 +36,7 @@ from cdi.render import pick_storage_class
 from ociregistry.client import Access, Credentials, RegistryError, resolve_digest
 from ociregistry.reference import ReferenceError as BadReference
 from ociregistry.reference import parse_docker_url
+from pki.bundle import open_bundle
 from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
@@ -220,11 +217,8 @@ def _access(client: Client, namespace: str, url: str,
     configmap = client.get(CONFIGMAPS, str(cm_name), namespace)
     if configmap is None:
         raise ValueError(f"ConfigMap {namespace}/{cm_name} not found")
-    with tempfile.NamedTemporaryFile(prefix="registry-ca-", suffix=".pem") as bundle:
-        bundle.write(Path(certifi.where()).read_bytes())
-        for value in (configmap.get("data") or {}).values():
-            bundle.write(b"\n" + str(value).encode())
-        bundle.flush()
+    with open_bundle(str(v).encode() for v in (configmap.get("data") or {}).values()) \
+            as bundle:
         yield Access(credentials=credentials, ca_file=bundle.name, timeout=POLL_TIMEOUT)
 
 

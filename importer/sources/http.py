@@ -15,7 +15,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import certifi
 import requests
 import urllib3
 
@@ -34,6 +33,7 @@ from importer.errors import (
 from importer.formats import HEAD_BYTES
 from importer.redact import redact_url
 from importer.sources.base import CHUNK, OpenStreams, Probe, Validators, call_with_retries
+from pki.bundle import open_bundle
 
 logger = logging.getLogger(__name__)
 
@@ -230,13 +230,8 @@ def status_error(code: int, url: str) -> ImporterError:
 
 def ca_bundle(cert_dir: Path) -> tempfile._TemporaryFileWrapper[bytes]:
     """System roots plus every PEM file of the cert dir, as one bundle file."""
-    bundle = tempfile.NamedTemporaryFile(prefix="ca-bundle-", suffix=".pem")  # noqa: SIM115
-    bundle.write(Path(certifi.where()).read_bytes())
-    for path in sorted(cert_dir.iterdir()):
-        if path.is_file() and not path.name.startswith("."):
-            bundle.write(b"\n" + path.read_bytes())
-    bundle.flush()
-    return bundle
+    return open_bundle(path.read_bytes() for path in sorted(cert_dir.iterdir())
+                       if path.is_file() and not path.name.startswith("."))
 
 
 def _validators(response: requests.Response) -> Validators:

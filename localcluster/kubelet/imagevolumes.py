@@ -30,12 +30,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import certifi
-
 from ociregistry.client import Access, Credentials, RegistryError, resolve_digest
 from ociregistry.image import host_architecture, pull_and_unpack
 from ociregistry.reference import ImageReference, parse_reference
 from ociregistry.reference import ReferenceError as BadReference
+from pki.bundle import open_bundle
 
 logger = logging.getLogger(__name__)
 PULL_TIMEOUT = 60.0
@@ -183,9 +182,5 @@ class ImageStore:
         if not cas:
             yield Access(credentials=creds, timeout=PULL_TIMEOUT)
             return
-        with tempfile.NamedTemporaryFile(prefix="registry-ca-", suffix=".pem") as bundle:
-            bundle.write(Path(certifi.where()).read_bytes())
-            for ca in cas:
-                bundle.write(b"\n" + ca.read_bytes())
-            bundle.flush()
+        with open_bundle(ca.read_bytes() for ca in cas) as bundle:
             yield Access(credentials=creds, ca_file=bundle.name, timeout=PULL_TIMEOUT)
