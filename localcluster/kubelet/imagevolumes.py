@@ -177,8 +177,11 @@ class ImageStore:
     def _access(self, ref: ImageReference, secrets: list[PullSecret]) -> Iterator[Access]:
         creds = next((Credentials(s.username, s.password) for s in secrets
                       if s.host == ref.host), None)
-        cas = sorted((self.certs_dir / ref.host).glob("*.crt")) \
-            if (self.certs_dir / ref.host).is_dir() else []
+        host_dir = self.certs_dir / ref.host
+        # the host comes from a pod's spec: only a directory right under certs.d (a host
+        # of ".." must not make the node trust the files beside certs.d)
+        inside = host_dir.resolve().parent == self.certs_dir.resolve()
+        cas = sorted(host_dir.glob("*.crt")) if inside and host_dir.is_dir() else []
         if not cas:
             yield Access(credentials=creds, timeout=PULL_TIMEOUT)
             return

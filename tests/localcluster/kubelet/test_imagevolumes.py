@@ -138,3 +138,18 @@ def test_an_absolute_member_lands_inside(tmp_path: Path, registry_server: Regist
                             pull_secrets=_secret(registry_server)))
     assert (root / "rootdisk-abs-escape").read_bytes() == b"x"
     assert not Path("/rootdisk-abs-escape").exists()
+
+
+def test_a_host_of_dot_dot_reads_no_ca_beside_certs_d(tmp_path: Path) -> None:
+    """The registry host comes from a pod's spec: ``..`` must not name the data dir."""
+    store = ImageStore(str(tmp_path / "node"))
+    store.certs_dir.mkdir(parents=True)
+    planted = store.certs_dir.parent / "planted.crt"
+    planted.write_text("-----BEGIN CERTIFICATE-----\nnot a CA\n-----END CERTIFICATE-----\n")
+    from ociregistry.reference import ImageReference
+    with store._access(ImageReference("..", "x/y", "v1", None), []) as access:
+        assert access.ca_file is None
+    (store.certs_dir / "reg.example").mkdir()
+    shutil.copy(planted, store.certs_dir / "reg.example" / "ca.crt")
+    with store._access(ImageReference("reg.example", "x/y", "v1", None), []) as access:
+        assert access.ca_file is not None and b"not a CA" in Path(access.ca_file).read_bytes()
