@@ -63,12 +63,12 @@ def reconcile_cron(client: Client, namespace: str, name: str, *,
     spec = cron.get("spec") or {}
     managed = str(spec.get("managedDataSource") or "")
     data_source = client.get(DATASOURCES, managed, namespace) if managed else None
-    crons = {c["metadata"]["name"]: c for c in client.list(DATAIMPORTCRONS, namespace)}
-    other = importcron.managed_by_other(data_source, cron, crons)
-    if other is not None:
+    label = importcron.labelled_for_other(data_source, cron)
+    if label is not None and importcron.managed_by_other(
+            data_source, client.get(DATAIMPORTCRONS, label, namespace)):
         client.event(cron, type_="Warning", reason="ErrDataSourceAlreadyManaged",
                      message=f"DataSource {managed} is already managed by DataImportCron"
-                     f" {other}")
+                     f" {label}")
         return
     when = now()
     poll = _poll(client, cron, resolve) if importcron.should_poll(cron, when) else None

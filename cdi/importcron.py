@@ -550,17 +550,19 @@ def _data_source(seen: Observed, cron: Mapping[str, Any], status: Obj, plan: Pla
         plan.data_source_source = source
 
 
-def managed_by_other(data_source: Mapping[str, Any] | None, cron: Mapping[str, Any],
-                     crons: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """Upstream's ``shouldReconcileCron``: the name of another cron that manages this
-    DataSource (this cron then does nothing), else None."""
-    if data_source is None:
-        return None
-    label = ((data_source.get("metadata") or {}).get("labels") or {}).get(api.CRON_LABEL)
+def labelled_for_other(data_source: Mapping[str, Any] | None,
+                       cron: Mapping[str, Any]) -> str | None:
+    """The other cron a DataSource is labelled for (None: none, or this one)."""
+    label = (((data_source or {}).get("metadata") or {}).get("labels") or {}).get(
+        api.CRON_LABEL)
     if not label or label == (cron.get("metadata") or {}).get("name"):
         return None
-    other = crons.get(str(label))
-    if other is not None and _spec(other).get("managedDataSource") == \
-            (data_source.get("metadata") or {}).get("name"):
-        return str(label)
-    return None
+    return str(label)
+
+
+def managed_by_other(data_source: Mapping[str, Any] | None,
+                     other: Mapping[str, Any] | None) -> bool:
+    """Upstream's ``shouldReconcileCron``: ``other`` (the cron the DataSource is labelled
+    for, :func:`labelled_for_other`) manages it, so this cron does nothing."""
+    return data_source is not None and other is not None and \
+        _spec(other).get("managedDataSource") == (data_source.get("metadata") or {}).get("name")

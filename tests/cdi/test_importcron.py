@@ -213,8 +213,10 @@ def test_a_data_source_of_another_cron_or_none_is_left_alone() -> None:
     other = cron()
     other["metadata"]["name"] = "other"
     ds = {"metadata": {"name": "fedora", "labels": {LABEL: "other"}}}
-    assert importcron.managed_by_other(ds, cron(), {"other": other}) == "other"
-    assert importcron.managed_by_other(ds, cron(), {}) is None
+    assert importcron.labelled_for_other(ds, cron()) == "other"
+    assert importcron.labelled_for_other(ds, other) is None
+    assert importcron.managed_by_other(ds, other) is True
+    assert importcron.managed_by_other(ds, None) is False
 
 
 def test_retention_none_labels_for_cleanup() -> None:
