@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,22 +153,27 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
     Either way its first bytes are ``probe.head``."""
     assert probe.size is not None
     size, head = probe.size, probe.head[:probe.size]
-    direct = _direct_argv(config, workdir, probe.validators)
-    if direct is not None:
-        # nbdkit's curl plugin takes a 206 at its word; the importer's own reader checks
-        # Content-Range. One read away from byte 0 shows a server (or cache) that answers
-        # every range from the start before qemu-img reads through it.
-        probe_at = min(size // 2, max(0, size - 4096)) // 512 * 512
-        source.read_range(probe_at, min(4096, size - probe_at))
-        try:
-            with _serve(direct, workdir, "direct") as (uri, log, pid):
-                _check_opens(uri, size, log)
-                yield Export(uri, pid, reads_log=workdir / READS_LOG,
-                             pinned=_pin_head(head, size, workdir))
-                return
-        except _StartFailed as err:
-            logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
-                        " importer", err)
+    # The head's overlay (two short qemu-img runs) is made while nbdkit starts: each waits
+    # on its own children, and the transfer starts that much sooner (bench/import_http.py).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pin-head") as side:
+        pinning = side.submit(_pin_head, head, size, workdir)
+        direct = _direct_argv(config, workdir, probe.validators)
+        if direct is not None:
+            # nbdkit's curl plugin takes a 206 at its word; the importer's own reader
+            # checks Content-Range. One read away from byte 0 shows a server (or cache)
+            # that answers every range from the start before qemu-img reads through it.
+            probe_at = min(size // 2, max(0, size - 4096)) // 512 * 512
+            source.read_range(probe_at, min(4096, size - probe_at))
+            try:
+                with _serve(direct, workdir, "direct") as (uri, log, pid):
+                    _check_opens(uri, size, log)
+                    yield Export(uri, pid, reads_log=workdir / READS_LOG,
+                                 pinned=pinning.result())
+                    return
+            except _StartFailed as err:
+                logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
+                            " importer", err)
+        pinned = pinning.result()
     from importer.rangeproxy import RangeProxy  # its HTTP server: only this route needs it
 
     fetch, close_sources = _fetcher(source, on_fetch)
@@ -177,7 +183,7 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
                     "retries=2", "retry-delay=1"]
             try:
                 with _serve(argv, workdir, "proxy") as (uri, _, pid):
-                    yield Export(uri, pid, proxy, pinned=_pin_head(head, size, workdir))
+                    yield Export(uri, pid, proxy, pinned=pinned)
             except _StartFailed as err:
                 raise ImporterError(f"nbdkit could not serve the image: {err}") from err
     finally:
@@ -326,5 +332,5 @@ def _wait_for(sock: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
                     return
                 except OSError:
                     pass
-        time.sleep(0.02)
+        time.sleep(0.005)  # nbdkit is up in ~20 ms: a coarse poll would add half a step
     raise TransferError("nbdkit did not start serving in time")

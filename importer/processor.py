@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -419,10 +420,15 @@ class Processor:
     def _convert(self, planned: Planned, image: str, *, progress_from: float) -> None:
         assert planned.image is not None
         fmt = planned.image.format
-        info = self.qemu.info(image, fmt)
-        self.result.virtual_size = info.virtual_size
-        plan.check_fits(virtual_size=info.virtual_size, usable=planned.usable)
-        self.qemu.check(image, fmt)
+        # qemu-img check walks the metadata while info reads the header (both read only):
+        # over NBD each is a process, a connection and a request to the server. Info's
+        # verdict comes first; the check's is waited for either way.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="qemu-img-check") as side:
+            checked = side.submit(self.qemu.check, image, fmt)
+            info = self.qemu.info(image, fmt)
+            self.result.virtual_size = info.virtual_size
+            plan.check_fits(virtual_size=info.virtual_size, usable=planned.usable)
+            checked.result()
         zeroed = zero_device(self.target) if self.block else False
         self.progress.stage(start=progress_from, end=100)
         try:

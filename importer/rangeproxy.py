@@ -43,12 +43,21 @@ def _return_blocks_to_the_system() -> None:
     ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1024 * 1024)
 
 
+BLOCK_SIZE = 4 * 1024 * 1024
+"""Bytes per fetch: an S3 GET through boto3 costs the importer milliseconds of CPU of its
+own, so fewer, larger requests leave more of it to moving bytes."""
+READ_AHEAD = 4
+"""Blocks fetched side by side ahead of qemu-img's reads. Measured on 2 cores against
+SeaweedFS, a 512 MiB qcow2 (bench/import_s3.py): 2 x 2 MiB took 2.58 s, 4 x 4 MiB
+2.09 s, more or larger no faster. Memory: (1 kept + 4 ahead) x 4 MiB = 20 MiB."""
+
+
 class RangeProxy:
     def __init__(self, fetch: Callable[[int, int], bytes], *, size: int) -> None:
         _return_blocks_to_the_system()
         self.size = size
-        self.cache = BlockCache(fetch, size=size, block_size=2 * 1024 * 1024,
-                                capacity=2, prefetch=2)
+        self.cache = BlockCache(fetch, size=size, block_size=BLOCK_SIZE,
+                                capacity=1, prefetch=READ_AHEAD)
         self.failure: ImporterError | None = None
         self._path = "/" + secrets.token_urlsafe(16)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import requests
 
 from importer.errors import NotFound
-from importer.rangeproxy import RangeProxy
+from importer.rangeproxy import BLOCK_SIZE, READ_AHEAD, RangeProxy
 
 DATA = bytes(range(256)) * 40_000  # ~10 MiB: several cache blocks
 
@@ -43,3 +46,41 @@ def test_source_failure_is_kept_for_the_report() -> None:
         answer = requests.get(proxy.url, headers={"Range": "bytes=0-99"}, timeout=5)
         assert answer.status_code == 502
         assert isinstance(proxy.failure, NotFound)
+
+
+def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
+    """After one read, READ_AHEAD block fetches run at once (the S3 route's speed), and
+    no more than that plus the block read are ever held or fetched."""
+    size = BLOCK_SIZE * (READ_AHEAD + 4)
+    lock = threading.Lock()
+    running = 0
+    peak = 0
+    fetched: list[int] = []
+    release = threading.Event()
+
+    def fetch(start: int, length: int) -> bytes:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+            fetched.append(start)
+        if start > 0:
+            release.wait(10)  # hold the read-ahead fetches until all have started
+        with lock:
+            running -= 1
+        return bytes(length)
+
+    with RangeProxy(fetch, size=size) as proxy:
+        answer = requests.get(proxy.url, headers={"Range": "bytes=0-99"}, timeout=5)
+        assert answer.status_code == 206
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with lock:
+                if peak >= READ_AHEAD + 1 or len(fetched) > READ_AHEAD:
+                    break
+            time.sleep(0.01)
+        release.set()
+        with lock:
+            assert peak == READ_AHEAD  # every block ahead at once, not one after another
+            assert sorted(fetched) == [i * BLOCK_SIZE for i in range(READ_AHEAD + 1)]
+        assert len(proxy.cache._blocks) <= READ_AHEAD + 1
