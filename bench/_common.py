@@ -279,12 +279,17 @@ class ServedDir:
 
 
 @contextlib.contextmanager
-def serve_dir(root: Path, *, rates: dict[str, int] | None = None) -> Iterator[ServedDir]:
+def serve_dir(root: Path, *, rates: dict[str, int] | None = None,
+              connection_rates: dict[str, int] | None = None) -> Iterator[ServedDir]:
     """Start ``python -m tests.fixtures.httpserver ROOT`` (its own process: the benchmark's
-    sampler thread must not compete with the server for a GIL); stop it on exit."""
+    sampler thread must not compete with the server for a GIL); stop it on exit.
+    ``rates`` throttle a file's link (shared by its requests), ``connection_rates`` each
+    request on its own (a CDN's cap per connection)."""
     argv = [sys.executable, "-m", "tests.fixtures.httpserver", str(root)]
     for name, rate in (rates or {}).items():
         argv += ["--rate", f"{name}={rate}"]
+    for name, rate in (connection_rates or {}).items():
+        argv += ["--connection-rate", f"{name}={rate}"]
     proc = subprocess.Popen(
         argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -346,14 +351,15 @@ def peak_text(case: Case) -> str:
     return human(max(case.peak_rss)) if case.peak_rss else "n/a"
 
 
-def memory_line(case: Case) -> str:
+def memory_line(case: Case, *, goal: int = GOAL_RSS) -> str:
+    """The peak RSS of a case's process tree against ``goal`` bytes."""
     if not case.peak_rss:
         return f"  peak RSS ({case.label}): n/a (failed)"
     peak = max(case.peak_rss)
-    verdict = "met" if peak <= GOAL_RSS else "NOT met"
+    verdict = "met" if peak <= goal else "NOT met"
     return (
         f"  peak RSS of the importer's process tree ({case.label}): {human(peak)}, "
-        f"anon {human(max(case.peak_anon))}  goal <= {human(GOAL_RSS)}: {verdict}"
+        f"anon {human(max(case.peak_anon))}  goal <= {human(goal)}: {verdict}"
     )
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from importer import children, qemu_img
+from importer import children, plan, qemu_img
 from importer.config import ImporterConfig, SourceKind
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from importer.rangeproxy import RangeProxy
 
 logger = logging.getLogger(__name__)
+MiB = 1024 * 1024
 START_TIMEOUT = 15.0
 
 SUN_PATH_MAX = 107
@@ -159,11 +160,13 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
         pinning = side.submit(_pin_head, head, size, workdir)
         direct = _direct_argv(config, workdir, probe.validators)
         if direct is not None:
-            # nbdkit's curl plugin takes a 206 at its word; the importer's own reader
-            # checks Content-Range. One read away from byte 0 shows a server (or cache)
-            # that answers every range from the start before qemu-img reads through it.
-            probe_at = min(size // 2, max(0, size - 4096)) // 512 * 512
-            source.read_range(probe_at, min(4096, size - probe_at))
+            one, two = _server_rates(source, size)
+            if plan.parallel_ranges(one=one, two=two):
+                assert two is not None
+                logger.info("one connection reads %.1f MiB/s, two at once %.1f MiB/s: the"
+                            " image is read as ranges side by side", one / MiB, two / MiB)
+                direct = None
+        if direct is not None:
             try:
                 with _serve(direct, workdir, "direct") as (uri, log, pid):
                     _check_opens(uri, size, log)
@@ -199,6 +202,38 @@ def _pin_head(head: bytes, size: int, workdir: Path) -> Path:
     copy.write_bytes(head[:PIN_CLUSTER])
     return qemu_img.head_overlay(workdir / "pinned-head.qcow2", size=size, head=copy,
                                  cluster=PIN_CLUSTER)
+
+
+def _server_rates(source: Source, size: int) -> tuple[float, float | None]:
+    """The bytes/s one connection reads from the middle of the image and, where that is
+    slow (``plan.PARALLEL_BELOW``) and the image large, the bytes/s two connections read
+    at once (see ``plan.parallel_ranges``).
+
+    The first read is also a check: nbdkit's curl plugin takes a 206 at its word, the
+    importer's own reader checks Content-Range, so one read away from byte 0 shows a
+    server (or cache) that answers every range from the start before qemu-img reads
+    through it."""
+    at = min(size // 2, max(0, size - 4096)) // 512 * 512
+    length = min(plan.RATE_SAMPLE, size - at)
+    started = time.monotonic()
+    source.read_range(at, length)
+    one = length / max(time.monotonic() - started, 1e-6)
+    if one >= plan.PARALLEL_BELOW or size < 8 * plan.RATE_SAMPLE:
+        return one, None
+    readers = [source.fork(), source.fork()]  # a connection each
+    try:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="rate") as pair:
+            started = time.monotonic()
+            reads = [pair.submit(reader.read_range, offset, length) for reader, offset
+                     in zip(readers, (at - length, at + length), strict=True)]
+            for read in reads:
+                read.result()
+            two = 2 * length / max(time.monotonic() - started, 1e-6)
+    finally:
+        for reader in readers:
+            if reader is not source:
+                reader.close()
+    return one, two
 
 
 def _fetcher(source: Source, on_fetch: Callable[[int], None] | None = None,

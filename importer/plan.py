@@ -95,3 +95,20 @@ def check_fits(*, virtual_size: int | None, usable: int) -> None:
             f"DataVolume too small to contain image: virtual size {virtual_size} bytes"
             f" > usable {usable} bytes"
         )
+
+
+RATE_SAMPLE = 2 * 1024 * 1024
+"""Bytes each connection reads when the import measures the server's rates."""
+PARALLEL_BELOW = 64 * 1024 * 1024
+"""Bytes/s of one connection above which ranges read side by side through the importer's
+range endpoint cannot beat nbdkit's one C stream on this class of machine (that endpoint
+moved 250-290 MB/s on two cores), so the second measurement is not taken."""
+
+
+def parallel_ranges(*, one: float, two: float | None) -> bool:
+    """Whether the image is read as ranges side by side: ``one`` is the bytes/s one
+    connection gave, ``two`` the bytes/s of two connections at once (None: not measured).
+    Servers that cap each connection (CDNs, object stores) give two connections about
+    twice one's rate; a link that is simply full gives them the same rate together."""
+    return one < PARALLEL_BELOW and two is not None and two >= 1.5 * one
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -23,12 +24,13 @@ from importer.errors import (
     TransferError,
     Unauthorized,
 )
-from tests.fixtures.httpserver import Faults, HttpServer
+from tests.fixtures.httpserver import Faults, HttpServer, Request
 from tests.fixtures.images import (
     ARCHIVE_FILES,
     SECRET_MARKER,
     ImageFactory,
     allocated_bytes,
+    build_patterned_raw,
     compare,
     sha256,
 )
@@ -368,3 +370,47 @@ def test_a_destination_that_is_no_disk_is_refused_untouched(
     assert outside.read_bytes() == b"victim\n"
     assert dest.is_symlink() if kind == "symlink" else stat.S_ISFIFO(os.lstat(dest).st_mode)
     assert http_server.requests == []
+
+
+def _most_at_once(requests: list[Request]) -> int:
+    """The most GETs with a body the server was answering at the same moment."""
+    spans = [(r.at, r.done) for r in requests if r.method == "GET" and r.done is not None]
+    return max((sum(1 for a, b in spans if a <= at < b) for at, _ in spans), default=0)
+
+
+def test_a_server_capping_each_connection_is_read_in_parallel_ranges(
+        image_factory: ImageFactory, http_server: HttpServer, do_import: ImportFn,
+        tmp_path: Path) -> None:
+    """A CDN-like cap per connection: the import measures one connection, then two, and
+    reads the image as ranges side by side (the server answers several at once)."""
+    raw = tmp_path / "big.raw"
+    build_patterned_raw(raw, size=64 * MiB, data_ratio=0.5, block=MiB)
+    image = tmp_path / "big.qcow2"
+    subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", str(raw),
+                    str(image)], check=True)
+    url = http_server.publish(image, "capped.qcow2")
+    http_server.set_faults("capped.qcow2", Faults(connection_rate=16 * MiB))
+    outcome = do_import(url, tmp_path / "capped.img")
+    assert outcome.exit_code == 0, outcome.error
+    assert compare(raw, tmp_path / "capped.img")
+    assert _most_at_once(http_server.requests_for("capped.qcow2")) >= 4
+
+
+def test_a_full_link_is_read_as_one_stream(image_factory: ImageFactory,
+                                           http_server: HttpServer, do_import: ImportFn,
+                                           tmp_path: Path) -> None:
+    """A link shared by every connection (no cap of its own per connection): two
+    connections are no faster than one, so nbdkit's one stream reads it."""
+    raw = tmp_path / "big.raw"
+    build_patterned_raw(raw, size=64 * MiB, data_ratio=0.5, block=MiB)
+    image = tmp_path / "big.qcow2"
+    subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", str(raw),
+                    str(image)], check=True)
+    url = http_server.publish(image, "link.qcow2")
+    http_server.set_faults("link.qcow2", Faults(rate=32 * MiB))
+    outcome = do_import(url, tmp_path / "link.img")
+    assert outcome.exit_code == 0, outcome.error
+    assert compare(raw, tmp_path / "link.img")
+    gets = [r for r in http_server.requests_for("link.qcow2") if r.method == "GET"]
+    # the measurement's two reads at once, then one stream
+    assert _most_at_once(gets) <= 2

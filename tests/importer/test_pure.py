@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from importer import plan
 from importer.blockcache import BlockCache
 from importer.config import ContentType
 from importer.errors import InvalidImage, TooSmall, TransferError
@@ -138,3 +139,19 @@ def test_checksum_parsing_refuses(text: str) -> None:
     from importer.checksum import parse_checksum
     with pytest.raises(ValueError, match="IMPORTER_CHECKSUM"):
         parse_checksum(text, field="IMPORTER_CHECKSUM")
+
+
+MiBps = 1024 * 1024
+
+
+@pytest.mark.parametrize(("one", "two", "parallel"), [
+    (16 * MiBps, 32 * MiBps, True),  # each connection capped: two add up
+    (16 * MiBps, 24 * MiBps, True),  # 1.5 x one: enough to gain
+    (16 * MiBps, 20 * MiBps, False),  # a full link: two share it
+    (16 * MiBps, None, False),  # not measured
+    (200 * MiBps, None, False),  # fast enough that one C stream is best
+    (64 * MiBps, 128 * MiBps, False),  # at the bound: one stream
+])
+def test_parallel_ranges_only_where_connections_add_up(one: float, two: float | None,
+                                                       parallel: bool) -> None:
+    assert plan.parallel_ranges(one=one, two=two) is parallel
