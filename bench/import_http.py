@@ -48,6 +48,7 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--data-ratio", type=float, default=0.5)
+    parser.add_argument("--skip-unthrottled", action="store_true")
     parser.add_argument("--skip-throttled", action="store_true")
     parser.add_argument("--skip-capped", action="store_true",
                         help="skip the link whose server caps each connection")
@@ -72,7 +73,9 @@ def main() -> None:
     )
     summary: list[str] = []
     link = f"{args.rate * 8 / 1e9:.2f} Gbit/s"
-    modes: list[tuple[str, int | None, int | None]] = [("unthrottled", None, None)]
+    modes: list[tuple[str, int | None, int | None]] = []
+    if not args.skip_unthrottled:
+        modes.append(("unthrottled", None, None))
     if not args.skip_throttled:
         modes.append((f"throttled to {link}", args.rate, None))
     if not args.skip_capped:

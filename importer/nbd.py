@@ -159,9 +159,11 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pin-head") as side:
         pinning = side.submit(_pin_head, head, size, workdir)
         direct = _direct_argv(config, workdir, probe.validators)
+        parallel = False
         if direct is not None:
             one, two = _server_rates(source, size)
-            if plan.parallel_ranges(one=one, two=two):
+            parallel = plan.parallel_ranges(one=one, two=two)
+            if parallel:
                 assert two is not None
                 logger.info("one connection reads %.1f MiB/s, two at once %.1f MiB/s: the"
                             " image is read as ranges side by side", one / MiB, two / MiB)
@@ -177,11 +179,12 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
                 logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
                             " importer", err)
         pinned = pinning.result()
-    from importer.rangeproxy import RangeProxy  # its HTTP server: only this route needs it
+    from importer import rangeproxy  # its HTTP server: only this route needs it
 
     fetch, close_sources = _fetcher(source, on_fetch)
+    shape = rangeproxy.MANY_SMALL if parallel else rangeproxy.FEW_LARGE
     try:
-        with RangeProxy(fetch, size=size) as proxy:
+        with rangeproxy.RangeProxy(fetch, size=size, shape=shape) as proxy:
             argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
                     "retries=2", "retry-delay=1"]
             try:

@@ -8,7 +8,7 @@ import time
 import requests
 
 from importer.errors import NotFound
-from importer.rangeproxy import BLOCK_SIZE, READ_AHEAD, RangeProxy
+from importer.rangeproxy import FEW_LARGE, RangeProxy
 
 DATA = bytes(range(256)) * 40_000  # ~10 MiB: several cache blocks
 
@@ -51,6 +51,7 @@ def test_source_failure_is_kept_for_the_report() -> None:
 def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
     """After one read, READ_AHEAD block fetches run at once (the S3 route's speed), and
     no more than that plus the block read are ever held or fetched."""
+    BLOCK_SIZE, READ_AHEAD = FEW_LARGE.block, FEW_LARGE.ahead
     size = BLOCK_SIZE * (READ_AHEAD + 4)
     lock = threading.Lock()
     running = 0
@@ -83,4 +84,4 @@ def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
         with lock:
             assert peak == READ_AHEAD  # every block ahead at once, not one after another
             assert sorted(fetched) == [i * BLOCK_SIZE for i in range(READ_AHEAD + 1)]
-        assert len(proxy.cache._blocks) <= READ_AHEAD + 1
+        assert len(proxy.cache._blocks) <= READ_AHEAD + FEW_LARGE.keep
