@@ -54,7 +54,7 @@ def wait(kube: Kube, ns: str, name: str, since: str, timeout: float = 1800) -> N
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         left = max(1, int(deadline - time.monotonic()))
-        for event in kube.watch_events(kit.DVS, resource_version=since, namespace=ns,
+        for event in kube.watch(kit.DVS, resource_version=since, namespace=ns,
                                        timeout=min(left, 300),
                                        field_selector=f"metadata.name={name}"):
             obj = event.get("object") or {}

@@ -100,13 +100,13 @@ class Client(kubeclient.Client):
     """The CDI controllers' verbs: ``get`` gives None on not found, ``create`` None when
     the name is taken, ``delete`` ignores not found."""
 
-    get = kubeclient.Client.get_or_none
+    get = kubeclient.Client.get_or_none  # type: ignore[assignment]  # dialect, goes
 
-    def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+    def list(self, kind: Kind, namespace: str | None = None) -> list[Obj]:  # type: ignore[override]  # dialect, goes
         out = self.request("GET", kind.path(namespace))
         return list(out.get("items") or [])
 
-    def create(self, kind: Kind, obj: Obj) -> Obj | None:
+    def create(self, kind: Kind, obj: Obj) -> Obj | None:  # type: ignore[override]  # dialect, goes
         """Create ``obj``; None when an object of that name exists already."""
         ns = obj["metadata"].get("namespace")
         try:
@@ -117,13 +117,13 @@ class Client(kubeclient.Client):
                 return None
             raise
 
-    def patch(self, kind: Kind, name: str, patch: Any, namespace: str | None = None, *,
+    def patch(self, kind: Kind, name: str, patch: Any, namespace: str | None = None, *,  # type: ignore[override]  # dialect, goes
               subresource: str | None = None) -> Obj:
         out: Obj = self.request("PATCH", kind.path(namespace, name, subresource), body=patch,
                                 content_type=MERGE)
         return out
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
+    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:  # type: ignore[override]  # dialect, goes
         try:
             self.request("DELETE", kind.path(namespace, name),
                          body={"apiVersion": "v1", "kind": "DeleteOptions",
@@ -143,7 +143,7 @@ class Client(kubeclient.Client):
         it does not serve PartialObjectMetadata)."""
         return self.metadata(kind, name, namespace) is not None
 
-    def metadata(self, kind: str, name: str, namespace: str) -> Obj | None:
+    def metadata(self, kind: str, name: str, namespace: str) -> Obj | None:  # type: ignore[override]  # dialect, goes
         """The ``metadata`` of a Secret, ConfigMap or PersistentVolumeClaim (None: not
         found), asked for as PartialObjectMetadata; only the metadata is kept."""
         target = {"Secret": SECRETS, "ConfigMap": CONFIGMAPS,
@@ -157,7 +157,7 @@ class Client(kubeclient.Client):
             raise
         return dict((out or {}).get("metadata") or {})
 
-    def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
+    def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,  # type: ignore[override]  # dialect, goes
               component: str = "rootdisk-cdi") -> None:
         """Record an Event about ``obj`` (best effort: a lost Event is only logged)."""
         body = event_body(obj, type_=type_, reason=reason, message=message,

@@ -300,7 +300,7 @@ def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         started = time.monotonic()
         try:
-            for event in client.watch_events(resource, resource_version=version,
+            for event in client.watch(resource, resource_version=version,
                                              timeout=max(1, min(60, int(left))), namespace=ns,
                                              field_selector=f"metadata.name={name}"):
                 if event.get("type") == "ERROR":

@@ -37,31 +37,31 @@ class Kube(Client):
     """The VM side's verbs: ``get`` gives None on not found, ``delete`` False when the
     object is gone or its UID precondition failed."""
 
-    get = Client.get_or_none
+    get = Client.get_or_none  # type: ignore[assignment]  # dialect, goes
 
     def list(self, res: Res, namespace: str | None = None, **query: Any) -> list[Obj]:
         out = self.request("GET", res.path(namespace), query=query)
         return list(out.get("items") or [])
 
-    def create(self, res: Res, obj: Obj, namespace: str | None = None) -> Obj:
+    def create(self, res: Res, obj: Obj, namespace: str | None = None) -> Obj:  # type: ignore[override]  # dialect, goes
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
         out: Obj = self.request("POST", res.path(ns), body=obj)
         return out
 
-    def replace_status(self, res: Res, obj: Obj) -> Obj:
+    def replace_status(self, res: Res, obj: Obj) -> Obj:  # type: ignore[override]  # dialect, goes
         meta = obj["metadata"]
         out: Obj = self.request("PUT", res.path(meta.get("namespace"), meta["name"], "status"),
                                 body=obj)
         return out
 
-    def patch(self, res: Res, name: str, patch: Any, namespace: str | None = None, *,
+    def patch(self, res: Res, name: str, patch: Any, namespace: str | None = None, *,  # type: ignore[override]  # dialect, goes
               kind: str = "merge", sub: str | None = None) -> Obj:
         ctype = {"merge": MERGE, "json": JSON_PATCH}[kind]
         out: Obj = self.request("PATCH", res.path(namespace, name, sub), body=patch,
                                 content_type=ctype)
         return out
 
-    def delete(self, res: Res, name: str, namespace: str | None = None, *,
+    def delete(self, res: Res, name: str, namespace: str | None = None, *,  # type: ignore[override]  # dialect, goes
                grace: int | None = None, uid: str | None = None) -> bool:
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1",
                      "propagationPolicy": "Background"}

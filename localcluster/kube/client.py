@@ -107,16 +107,16 @@ class Kube(Client):
         result: Obj = self.request("GET", res.path(namespace, name))
         return result
 
-    def list(self, res: Resource, namespace: str | None = None, **query: Any) -> Obj:
+    def list(self, res: Resource, namespace: str | None = None, **query: Any) -> Obj:  # type: ignore[override]  # dialect, goes
         result: Obj = self.request("GET", res.path(namespace), query=query)
         return result
 
-    def create(self, res: Resource, obj: Obj, namespace: str | None = None) -> Obj:
+    def create(self, res: Resource, obj: Obj, namespace: str | None = None) -> Obj:  # type: ignore[override]  # dialect, goes
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
         result: Obj = self.request("POST", res.path(ns), body=obj)
         return result
 
-    def replace(self, res: Resource, obj: Obj, namespace: str | None = None,
+    def replace(self, res: Resource, obj: Obj, namespace: str | None = None,  # type: ignore[override]  # dialect, goes
                 subresource: str | None = None) -> Obj:
         meta = obj.get("metadata") or {}
         ns = namespace or meta.get("namespace")
@@ -129,7 +129,7 @@ class Kube(Client):
                                    content_type=content_type)
         return result
 
-    def delete(self, res: Resource, name: str, namespace: str | None = None, *,
+    def delete(self, res: Resource, name: str, namespace: str | None = None, *,  # type: ignore[override]  # dialect, goes
                grace_period: int | None = None, uid: str | None = None) -> Obj | None:
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if grace_period is not None:
@@ -144,10 +144,10 @@ class Kube(Client):
                 return None
             raise
 
-    def watch(self, res: Resource, *, resource_version: str, timeout: int = 300,
+    def watch(self, res: Resource, *, resource_version: str, timeout: int = 300,  # type: ignore[override]  # dialect, goes
               namespace: str | None = None) -> Iterator[Obj]:
         """Watch events (``{"type", "object"}``) until the server ends the watch."""
-        return self.watch_events(res, resource_version=resource_version, timeout=timeout,
+        return Client.watch(self, res, resource_version=resource_version, timeout=timeout,
                                  namespace=namespace)
 
 

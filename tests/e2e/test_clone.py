@@ -794,7 +794,7 @@ def test_copy_progress_is_written_at_most_once_a_second(kube: Kube, ns: str,
     writes: list[tuple[float, str]] = []
     since, deadline = made["metadata"]["resourceVersion"], time.monotonic() + TIMEOUT
     while time.monotonic() < deadline and not (writes and writes[-1][1] == "100.0%"):
-        for event in kube.watch_events(client.PVCS, resource_version=since, namespace=ns,
+        for event in kube.watch(client.PVCS, resource_version=since, namespace=ns,
                                        timeout=30, field_selector="metadata.name=paced"):
             obj = event["object"]
             since = obj["metadata"]["resourceVersion"]
