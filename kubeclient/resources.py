@@ -52,6 +52,7 @@ SECRETS = Resource("", "v1", "secrets")
 CONFIGMAPS = Resource("", "v1", "configmaps")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 EVENTS = Resource("", "v1", "events")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts")
 
 # -- Kubernetes groups -------------------------------------------------------------------
 STORAGECLASSES = Resource("storage.k8s.io", "v1", "storageclasses", namespaced=False)
@@ -63,6 +64,12 @@ REPLICASETS = Resource("apps", "v1", "replicasets")
 INGRESSES = Resource("networking.k8s.io", "v1", "ingresses")
 SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
                                   namespaced=False)
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
+CLUSTERROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+                               namespaced=False)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
 VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1",
                                "validatingwebhookconfigurations", namespaced=False)
