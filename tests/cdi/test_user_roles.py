@@ -11,7 +11,6 @@ import pytest
 
 from kubeclient import Client, Resource
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.kube.client import Kube as LCKube
 from localcluster.workloads.apply import apply_manifests
 from tests.cdi.conftest import ROOT
 from tests.vm.conftest import kube_for
@@ -24,7 +23,7 @@ ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5)
     server = thread.start()
-    lc = LCKube(str(server.kubeconfig_path))
+    lc = Client.connect(str(server.kubeconfig_path))
     c = Client(kube_for(server).configuration)
     try:
         apply_manifests(lc, str(ROOT / "manifests"))

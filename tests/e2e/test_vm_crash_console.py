@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from kubeclient import Client
 from localcluster.cluster import Cluster
-from localcluster.kube.client import Client
 from tests.e2e import vmkit
 from tests.fixtures.guests import MARKER, GuestBuilder, write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer

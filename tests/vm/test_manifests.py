@@ -9,7 +9,6 @@ import pytest
 
 from kubeclient import Client, Resource
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.kube.client import Kube as LCKube
 from localcluster.workloads.apply import apply_manifests
 
 from .conftest import ROOT, kube_for
@@ -21,7 +20,7 @@ SAR = Resource("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, list[str]]]:
     thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5)
     server = thread.start()
-    lc = LCKube(str(server.kubeconfig_path))
+    lc = Client.connect(str(server.kubeconfig_path))
     kube = kube_for(server)
     try:
         yield kube, apply_manifests(lc, str(ROOT / "manifests"))
