@@ -23,8 +23,10 @@ from aiohttp import web
 from apiservice import frontproxy
 from cdi import kube as cdi_kube
 from cdi import uploadapi
-from kubeclient import Client, Resource
-from kubeclient.resources import CONFIGMAPS
+from kubeclient import Client
+from kubeclient.resources import CONFIGMAPS, CRDS, ENDPOINTS, NAMESPACES, SERVICES
+from kubeclient.resources import MUTATING_WEBHOOKS as MUTATING
+from kubeclient.resources import VALIDATING_WEBHOOKS as VALIDATING
 from localcluster.apiserver.threaded import ServerThread
 from localcluster.apiserver.tls import ensure_tls
 from pki import certs
@@ -37,14 +39,6 @@ from tests.vm.conftest import kube_for, wait_served
 pytestmark = needs_kubectl
 ROOT = Path(__file__).resolve().parents[2]
 NS = "rootdisk"
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
-SERVICES = Resource("", "v1", "services")
-ENDPOINTS = Resource("", "v1", "endpoints")
-VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                  namespaced=False)
-MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                namespaced=False)
 
 
 def _free_port() -> int:

@@ -9,14 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubeclient import Client, Resource
+from kubeclient import Client
+from kubeclient.resources import ROLEBINDINGS
+from kubeclient.resources import SUBJECT_ACCESS_REVIEWS as SARS
 from localcluster.apiserver.threaded import ServerThread
 from localcluster.workloads.apply import apply_manifests
 from tests.cdi.conftest import ROOT
 from tests.vm.conftest import kube_for
-
-SARS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
-ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,11 @@ from kopf.testing import KopfRunner
 
 import kubeclient
 from kubeclient import Client, resources
+from kubeclient.resources import CDICONFIGS, CRDS
+from kubeclient.resources import IMPORT_SOURCES as VIS
 from tests.localcluster.clusterkit import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VIS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "volumeimportsources")
-CDICONFIGS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "cdiconfigs", namespaced=False)
-CRDS = kubeclient.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                       namespaced=False)
 
 
 def _minimal_crd(kind: str, plural: str, scope: str) -> dict[str, Any]:

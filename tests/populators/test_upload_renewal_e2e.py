@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import requests
 
-import kubeclient
 from kubeclient import Client, resources
+from kubeclient.resources import UPLOAD_SOURCES as VUS
 from localcluster.cluster import Cluster
 from pki import certs, rotation
 from tests.fixtures.images import ImageFactory, compare
@@ -28,7 +28,6 @@ from tests.populators import kit
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
-VUS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "volumeuploadsources")
 A = "cdi.kubevirt.io/"
 LIFETIME = 24  # seconds: the first server ends after 12
 

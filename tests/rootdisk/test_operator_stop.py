@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeclient import Client, Resource
+from kubeclient import Client
+from kubeclient.resources import LEASES, NAMESPACES
 from localcluster.apiserver.threaded import ServerThread
 from tests.vm.conftest import kube_for
 
 ROOT = Path(__file__).resolve().parents[2]
-LEASES = Resource("coordination.k8s.io", "v1", "leases")
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 STOP_BOUND = 15.0  # seconds; the hang this guards against lasted the whole grace period
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeclient import Client, KubeError, Resource
+from kubeclient import Client, KubeError
+from kubeclient.resources import CRDS
 from localcluster.apiserver.threaded import ServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 CRD_FILES = ("virtualmachines.yaml", "virtualmachineinstances.yaml", "kubevirts.yaml",
              "datavolumes.yaml", "datasources.yaml")
 

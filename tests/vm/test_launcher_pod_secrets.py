@@ -10,15 +10,13 @@ import uuid
 
 import pytest
 
-from kubeclient import Client, Resource
-from kubeclient.resources import EVENTS, PODS, PVCS, VMIS
+from kubeclient import Client
+from kubeclient.resources import EVENTS, NAMESPACES, PODS, PVCS, SECRETS, VMIS
 from vm.vmi.claims import ClaimView, disk_claims
 from vm.vmi.kube import sync_vmi
 from vm.vmi.pod import LauncherConfig, launcher_pod
 from vm.vmi.secret_volumes import SECRET_DIR, secret_volumes
 
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
-SECRETS = Resource("", "v1", "secrets")
 CONTENT = "#cloud-config\npassword: SECRET-CONTENT-7f3a\n"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAISECRETKEY user@host"
 

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubeclient import Client, Resource
+from kubeclient import Client
+from kubeclient.resources import ROLEBINDINGS as RB
+from kubeclient.resources import SUBJECT_ACCESS_REVIEWS as SAR
 from localcluster.apiserver.threaded import ServerThread
 from localcluster.workloads.apply import apply_manifests
 
 from .conftest import ROOT, kube_for
-
-SAR = Resource("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,6 @@ def test_least_privilege(applied: tuple[Client, list[str]], sa: str, verb: str, 
     assert can(applied[0], sa, verb, group, resource, ns=ns, sub=sub, name=name) is ok
 
 
-RB = Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
 
 
 @pytest.mark.parametrize(("role", "verb", "sub", "ok"), [

@@ -8,11 +8,9 @@ import uuid
 
 import pytest
 
-from kubeclient import Client, Resource
-from kubeclient.resources import DATAVOLUMES, EVENTS, KUBEVIRTS, PODS, PVCS, VMIS
+from kubeclient import Client
+from kubeclient.resources import DATAVOLUMES, EVENTS, KUBEVIRTS, NAMESPACES, PODS, PVCS, VMIS
 from vm.vmi.kube import FINALIZER, sync_vmi
-
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from kubeclient import Client, Resource
+from kubeclient import Client
+from kubeclient.resources import ENDPOINTS, NAMESPACES, SERVICES
 from localcluster.apiserver.threaded import ServerThread
 from pki import certs as pki_certs
 from pki import rotation, serving
@@ -28,9 +29,6 @@ from .conftest import CRD_FILES, CRDS, kube_for, wait_served
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kubevirt"
-SERVICES = Resource("", "v1", "services")
-ENDPOINTS = Resource("", "v1", "endpoints")
-NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 
 
 class VirtAPIThread:
