@@ -9,9 +9,7 @@ import threading
 from typing import Any
 
 from kubeclient import Client, KubeError, Resource
-from kubeclient.resources import LEASES, SECRETS
-from kubeclient.resources import MUTATING_WEBHOOKS as MUTATING_WEBHOOK_CONFIGS
-from kubeclient.resources import VALIDATING_WEBHOOKS as WEBHOOK_CONFIGS
+from kubeclient.resources import LEASES, MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
 from rootdisk.operator import certs, lease
 
 logger = logging.getLogger(__name__)
@@ -106,8 +104,8 @@ def webhook_certificate(client: Client, *, namespace: str, secret: str,
 def patch_ca_bundle(client: Client, *, name: str, ca: bytes) -> None:
     """Point every webhook of configurations ``name`` (validating, and mutating when
     there is one) at ``ca`` (no-op when already so)."""
-    _patch_ca_bundle(client, kind=MUTATING_WEBHOOK_CONFIGS, name=name, ca=ca, required=False)
-    _patch_ca_bundle(client, kind=WEBHOOK_CONFIGS, name=name, ca=ca, required=True)
+    _patch_ca_bundle(client, kind=MUTATING_WEBHOOKS, name=name, ca=ca, required=False)
+    _patch_ca_bundle(client, kind=VALIDATING_WEBHOOKS, name=name, ca=ca, required=True)
 
 
 def _patch_ca_bundle(client: Client, *, kind: Resource, name: str, ca: bytes,
