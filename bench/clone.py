@@ -37,9 +37,8 @@ from pathlib import Path
 
 from _common import DEFAULT_WORKDIR, human, parse_size
 
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster, Options
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from pki.certs import paired_tls
 from rootdisk.images import IMAGES
 from tests.e2e import kit
@@ -47,14 +46,14 @@ from tests.e2e import kit
 CHUNK = 16 * 2**20
 
 
-def wait(kube: Kube, ns: str, name: str, since: str, timeout: float = 1800) -> None:
+def wait(kube: Client, ns: str, name: str, since: str, timeout: float = 1800) -> None:
     """Until the DataVolume is Succeeded, through a watch from ``since`` (the resource
     version of its creation): a poll every 20 ms was 50 requests a second to the API
     server, which shares the machine's two cores with the clone it measured."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         left = max(1, int(deadline - time.monotonic()))
-        for event in kube.watch_events(kit.DVS, resource_version=since, namespace=ns,
+        for event in kube.watch(kit.DVS, resource_version=since, namespace=ns,
                                        timeout=min(left, 300),
                                        field_selector=f"metadata.name={name}"):
             obj = event.get("object") or {}
@@ -70,14 +69,14 @@ def wait(kube: Kube, ns: str, name: str, since: str, timeout: float = 1800) -> N
                        f"{kit.dv_status(kube, ns, name)}")
 
 
-def golden(kube: Kube, ns: str, name: str, size: int, data: int) -> Path:
+def golden(kube: Client, ns: str, name: str, size: int, data: int) -> Path:
     """A blank DataVolume on local-reflink, then ``data`` bytes of random data spread
     over its disk.img (written on the host: the bench is root)."""
     made = kube.create(kit.DVS, kit.datavolume(
         name, {"blank": {}}, size=f"{size // 2**20}Mi",
         storage={"storageClassName": "local-reflink"}), ns)
     wait(kube, ns, name, made["metadata"]["resourceVersion"])
-    path = Path(kit.volume_path(kube, kube.get(client.PVCS, name, ns)))
+    path = Path(kit.volume_path(kube, kube.get(resources.PVCS, name, ns)))
     chunks = data // CHUNK
     stride = (path.stat().st_size - CHUNK) // max(1, chunks - 1)
     block = os.urandom(CHUNK)
@@ -91,7 +90,7 @@ def golden(kube: Kube, ns: str, name: str, size: int, data: int) -> Path:
     return path
 
 
-def clone_dv(kube: Kube, ns: str, name: str, source: str) -> float:
+def clone_dv(kube: Client, ns: str, name: str, source: str) -> float:
     start = time.monotonic()
     made = kube.create(kit.DVS, {
         "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
@@ -102,14 +101,14 @@ def clone_dv(kube: Kube, ns: str, name: str, source: str) -> float:
     return time.monotonic() - start
 
 
-def drop_dv(kube: Kube, ns: str, name: str, claim: dict[str, object]) -> None:
+def drop_dv(kube: Client, ns: str, name: str, claim: dict[str, object]) -> None:
     """Delete a measured DataVolume and wait until its volume is gone, so the next cases
     do not run beside it (a loop-mounted volume left behind made the copy programs'
     writes three to five times slower by the third run)."""
     volume = str((claim.get("spec") or {}).get("volumeName"))  # type: ignore[union-attr]
     kube.delete(kit.DVS, name, ns)
     deadline = time.monotonic() + 120
-    while kube.get_or_none(client.PVS, volume) is not None:
+    while kube.get_or_none(resources.PVS, volume) is not None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"volume {volume} of {ns}/{name} not deleted in 120 s")
         time.sleep(0.2)
@@ -220,7 +219,7 @@ def main() -> None:
                       f"{statistics.median(csi):.2f} s (runs {', '.join(f'{t:.2f}' for t in csi)})")
             size = sizes[0]
             gname = f"golden-{size >> 30}g"
-            src = Path(kit.volume_path(kube, kube.get(client.PVCS, gname, ns)))
+            src = Path(kit.volume_path(kube, kube.get(resources.PVCS, gname, ns)))
             kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
             try:
                 dv_times, cl_times, cp_times = [], [], []
@@ -228,7 +227,7 @@ def main() -> None:
                 for i in range(args.runs):
                     name = f"{gname}-copy-{i}"
                     dv_times.append(clone_dv(kube, ns, name, gname))
-                    claim = kube.get(client.PVCS, name, ns)
+                    claim = kube.get(resources.PVCS, name, ns)
                     assert claim["metadata"]["annotations"][
                         "cdi.kubevirt.io/clone.strategy"] == "copy"
                     out = Path(kit.volume_path(kube, claim))

@@ -25,14 +25,14 @@ from pathlib import Path
 
 from _common import DEFAULT_WORKDIR, human, parse_size, prepare_images, rootdisk_argv, serve_dir
 
+from kubeclient import Client
 from localcluster.cluster import Cluster, Options
-from localcluster.kube.client import Kube
 from rootdisk.images import IMAGES
 from tests.e2e import kit
 from tests.fixtures.images import ImageFactory
 
 
-def time_dv(kube: Kube, ns: str, name: str, source: dict, size: str,
+def time_dv(kube: Client, ns: str, name: str, source: dict, size: str,
             timeout: float = 1800) -> float:
     body = kit.datavolume(name, source, size=size,
                           storage={"storageClassName": "local-immediate"})
@@ -50,7 +50,7 @@ def time_dv(kube: Kube, ns: str, name: str, source: dict, size: str,
     return elapsed
 
 
-def delete_dv(kube: Kube, ns: str, name: str) -> None:
+def delete_dv(kube: Client, ns: str, name: str) -> None:
     kube.delete(kit.DVS, name, ns)
     deadline = time.monotonic() + 300
     while kit.leftovers(kube, ns) and time.monotonic() < deadline:

@@ -43,8 +43,8 @@ from pathlib import Path
 from _common import DEFAULT_WORKDIR, human, parse_size, prepare_images, rootdisk_argv
 from aiohttp import web
 
+from kubeclient import resources
 from localcluster.cluster import Cluster, Options
-from localcluster.kube import client
 from pki import certs
 from rootdisk.images import IMAGES
 from tests.e2e import kit
@@ -165,7 +165,7 @@ class ThrottledRelay:
 
 
 def proxy_endpoint(kube: object) -> tuple[str, int]:
-    eps = kube.get(client.ENDPOINTS, "cdi-uploadproxy", kit.OPERATOR_NS)  # type: ignore[attr-defined]
+    eps = kube.get(resources.ENDPOINTS, "cdi-uploadproxy", kit.OPERATOR_NS)  # type: ignore[attr-defined]
     subset = eps["subsets"][0]
     return subset["addresses"][0]["ip"], int(subset["ports"][0]["port"])
 

@@ -32,12 +32,13 @@ from typing import Any
 from _common import human
 from vm_boot_cluster import PodMemorySampler, _launcher_pod, cluster, datavolume, wait
 
+from kubeclient import Client
+from kubeclient.resources import PODS, VMIS, VMS
 from rootdisk.cloudguest import build_cloud_guest
 from rootdisk.demo import serve
 from tests.fixtures.cloudvm import SSH_OPTIONS, CloudVM, keypair, user_data
 from vm import nodeports
 from vm.domain.podnet import node_port
-from vm.kube import PODS, VMIS, VMS, Kube
 
 NS = "default"
 USER = "bench"
@@ -106,7 +107,7 @@ def _qemu_root(name: str) -> Path | None:
     return None
 
 
-def boot_on_cluster(kube: Kube, name: str, dv: str, userdata: str, key: Path, work: Path,
+def boot_on_cluster(kube: Client, name: str, dv: str, userdata: str, key: Path, work: Path,
                     *, timeout: float) -> tuple[float, PodMemorySampler]:
     state: dict[str, str] = {}
     with PodMemorySampler(lambda: state.get("pod_uid")) as sampler:
@@ -114,7 +115,7 @@ def boot_on_cluster(kube: Kube, name: str, dv: str, userdata: str, key: Path, wo
         kube.create(VMS, _vm(name, dv, userdata), NS)
 
         def pod_ip() -> str:
-            vmi = kube.get(VMIS, name, NS)
+            vmi = kube.get_or_none(VMIS, name, NS)
             if vmi and "pod_uid" not in state:
                 pod = _launcher_pod(kube, vmi["metadata"]["uid"])
                 if pod:
@@ -138,10 +139,10 @@ def boot_on_cluster(kube: Kube, name: str, dv: str, userdata: str, key: Path, wo
     return took, sampler
 
 
-def delete(kube: Kube, name: str, *, timeout: float) -> None:
+def delete(kube: Client, name: str, *, timeout: float) -> None:
     kube.delete(VMS, name, NS)
-    wait(f"VM {name} and its launcher pod to go", lambda: kube.get(VMS, name, NS) is None
-         and kube.get(VMIS, name, NS) is None and not kube.list(
+    wait(f"VM {name} and its launcher pod to go", lambda: kube.get_or_none(VMS, name, NS) is None
+         and kube.get_or_none(VMIS, name, NS) is None and not kube.list(
              PODS, NS, labelSelector="kubevirt.io=virt-launcher"), timeout=timeout, every=0.5)
 
 

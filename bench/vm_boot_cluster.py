@@ -34,9 +34,10 @@ from urllib.parse import quote
 
 from _common import REPO, _memory, _tree
 
+from kubeclient import Client, KubeError, load_configuration
+from kubeclient.resources import DATAVOLUMES, KUBEVIRTS, PODS, VMIS, VMS
 from rootdisk.demo import components_ready, serve
 from tests.fixtures.guests import MARKER
-from vm.kube import DVS, KUBEVIRTS, PODS, VMIS, VMS, Kube, KubeError, load_config
 from vm.vmi.overhead import memory_overhead
 
 NS = "default"
@@ -113,7 +114,7 @@ class PodMemorySampler:
 
 
 @contextlib.contextmanager
-def cluster(workdir: Path, *, timeout: float) -> Iterator[tuple[Kube, str]]:
+def cluster(workdir: Path, *, timeout: float) -> Iterator[tuple[Client, str]]:
     """``rootdisk up`` on a fresh data dir (the checkout's manifests), torn down after."""
     data = workdir / "cluster"
     data.mkdir()
@@ -129,7 +130,7 @@ def cluster(workdir: Path, *, timeout: float) -> Iterator[tuple[Kube, str]]:
              timeout=timeout)
         if proc.poll() is not None:
             raise RuntimeError(f"rootdisk up exited {proc.returncode}; see {data}/up.log")
-        kube = Kube(load_config(str(kubeconfig)))
+        kube = Client(load_configuration(str(kubeconfig)))
         wait("the operators (CDI, virt-controller, virt-api, virt-handler)",
              lambda: _quiet(lambda: components_ready(kube)), timeout=timeout, every=1)
         yield kube, str(kubeconfig)
@@ -152,13 +153,13 @@ def _quiet(fn: Callable[[], Any]) -> Any:
         return f"error: {err}"
 
 
-def set_driver(kube: Kube, driver: str) -> None:
+def set_driver(kube: Client, driver: str) -> None:
     for kv in kube.list(KUBEVIRTS, "kubevirt"):
         kube.patch(KUBEVIRTS, kv["metadata"]["name"],
                    {"spec": {"configuration": {"launcherDriver": driver}}}, "kubevirt")
 
 
-def datavolume(kube: Kube, name: str, url: str, *, size: str, timeout: float) -> None:
+def datavolume(kube: Client, name: str, url: str, *, size: str, timeout: float) -> None:
     dv = {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
           "metadata": {"name": name},
           "spec": {"source": {"http": {"url": url}},
@@ -166,17 +167,18 @@ def datavolume(kube: Kube, name: str, url: str, *, size: str, timeout: float) ->
                                "resources": {"requests": {"storage": size}}}}}
     for attempt in range(30):  # the webhook may need a moment after the operator is Ready
         try:
-            kube.create(DVS, dv, NS)
+            kube.create(DATAVOLUMES, dv, NS)
             break
         except KubeError as err:
             if err.status not in (500, 503) or attempt == 29:
                 raise
             time.sleep(2)
-    phase = wait(f"DataVolume {name} Succeeded", lambda: (p := ((kube.get(DVS, name, NS) or {})
+    phase = wait(f"DataVolume {name} Succeeded", lambda: (
+        p := ((kube.get_or_none(DATAVOLUMES, name, NS) or {})
                  .get("status") or {}).get("phase")) in ("Succeeded", "Failed") and p,
                  timeout=timeout, every=0.5)
     if phase != "Succeeded":
-        raise RuntimeError(f"DataVolume {name} failed: {kube.get(DVS, name, NS)}")
+        raise RuntimeError(f"DataVolume {name} failed: {kube.get_or_none(DATAVOLUMES, name, NS)}")
 
 
 def vm_manifest(name: str, dv: str, memory: int) -> dict[str, Any]:
@@ -191,14 +193,14 @@ def vm_manifest(name: str, dv: str, memory: int) -> dict[str, Any]:
                          "volumes": [{"name": "root", "dataVolume": {"name": dv}}]}}}}
 
 
-def _launcher_pod(kube: Kube, vmi_uid: str) -> dict[str, Any] | None:
+def _launcher_pod(kube: Client, vmi_uid: str) -> dict[str, Any] | None:
     pods = kube.list(PODS, NS, labelSelector=f"kubevirt.io/created-by={vmi_uid}")
     pods = [p for p in pods if not (p["metadata"].get("annotations") or {}).get(
         "kubevirt.io/ephemeral-provisioning")]
     return pods[0] if pods else None
 
 
-def _console_log(kube: Kube, pod: str) -> bytes:
+def _console_log(kube: Client, pod: str) -> bytes:
     try:
         resp = kube.api.call_api(
             f"/api/v1/namespaces/{NS}/pods/{quote(pod)}/log", "GET",
@@ -210,7 +212,7 @@ def _console_log(kube: Kube, pod: str) -> bytes:
     return bytes(data or b"")
 
 
-def boot_vm(kube: Kube, name: str, dv: str, memory: int, *,
+def boot_vm(kube: Client, name: str, dv: str, memory: int, *,
             timeout: float) -> tuple[float, PodMemorySampler, dict[str, Any]]:
     """Seconds from the VM's create to the marker in its console log; the pod's memory."""
     state: dict[str, Any] = {}
@@ -224,7 +226,7 @@ def boot_vm(kube: Kube, name: str, dv: str, memory: int, *,
         seen = None
         while time.monotonic() < deadline and seen is None:
             if "vmi" not in state:
-                vmi = kube.get(VMIS, name, NS)
+                vmi = kube.get_or_none(VMIS, name, NS)
                 if vmi:
                     state["vmi"] = vmi
             if "vmi" in state and "pod" not in state:
@@ -235,7 +237,7 @@ def boot_vm(kube: Kube, name: str, dv: str, memory: int, *,
             if "pod" in state and MARKER.encode() in _console_log(kube, state["pod"]):
                 seen = time.monotonic()
                 break
-            status = ((kube.get(VMIS, name, NS) or {}).get("status") or {})
+            status = ((kube.get_or_none(VMIS, name, NS) or {}).get("status") or {})
             if status.get("phase") in ("Failed", "Succeeded"):
                 # a guest that powers off at once may end before the log sidecar has
                 # copied its marker: the sidecar outlives the guest, give it a moment
@@ -248,19 +250,20 @@ def boot_vm(kube: Kube, name: str, dv: str, memory: int, *,
             time.sleep(0.05)
         if seen is None:
             raise TimeoutError(f"no marker from VM {name} within {timeout:g} s "
-                               f"(VMI {((kube.get(VMIS, name, NS) or {}).get('status'))})")
+                               f"(VMI {((kube.get_or_none(VMIS, name, NS) or {}).get('status'))})")
         # the guest powers itself off: sample until the pod's processes are gone
         with contextlib.suppress(TimeoutError):
-            wait("the VMI to finish", lambda: ((kube.get(VMIS, name, NS) or {}).get(
+            wait("the VMI to finish", lambda: ((kube.get_or_none(VMIS, name, NS) or {}).get(
                 "status") or {}).get("phase") in ("Succeeded", "Failed", None),
                 timeout=timeout, every=0.2)
     return seen - start, sampler, state["vmi"]
 
 
-def delete_vm(kube: Kube, name: str, *, timeout: float) -> None:
+def delete_vm(kube: Client, name: str, *, timeout: float) -> None:
     kube.delete(VMS, name, NS)
-    wait(f"VM {name}, its VMI and launcher pod to go", lambda: kube.get(VMS, name, NS) is None
-         and kube.get(VMIS, name, NS) is None and not [
+    wait(f"VM {name}, its VMI and launcher pod to go", lambda:
+         kube.get_or_none(VMS, name, NS) is None
+         and kube.get_or_none(VMIS, name, NS) is None and not [
              p for p in kube.list(PODS, NS, labelSelector="kubevirt.io=virt-launcher")],
          timeout=timeout, every=0.5)
 
@@ -269,7 +272,7 @@ def upstream_for(vmi: dict[str, Any]) -> int:
     return memory_overhead(vmi.get("spec") or {})
 
 
-def prepare(kube: Kube, disks: dict[str, Path], *, timeout: float) -> dict[str, str]:
+def prepare(kube: Client, disks: dict[str, Path], *, timeout: float) -> dict[str, str]:
     """One Succeeded DataVolume per guest disk (served over loopback HTTP for the import)."""
     names = {}
     with tempfile.TemporaryDirectory(prefix="vb-www-", dir="/tmp") as www:

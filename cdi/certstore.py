@@ -14,13 +14,14 @@ import datetime as dt
 import logging
 from typing import Any
 
-from cdi.kube import SECRETS, Client, Kind, KubeError
+from kubeclient import Client, KubeError, Resource
+from kubeclient.resources import SECRETS
 from pki import rotation
 
 logger = logging.getLogger(__name__)
 
 
-def patched(kube: Client, kind: Kind, name: str, namespace: str | None, patch: Any) -> bool:
+def patched(kube: Client, kind: Resource, name: str, namespace: str | None, patch: Any) -> bool:
     """A merge patch carrying the resourceVersion it was made from; False on 409 (someone
     else wrote first)."""
     try:
@@ -38,12 +39,12 @@ def kept_authority(kube: Client, namespace: str, secret: str, *, ca_name: str,
     authority's (an earlier version's serving certificate) are left as they are."""
 
     def read() -> tuple[dict[str, bytes], str] | None:
-        found = kube.get(SECRETS, secret, namespace)
+        found = kube.get_or_none(SECRETS, secret, namespace)
         return None if found is None else rotation.secret_data(found)
 
     def write(data: dict[str, bytes], version: str | None) -> bool:
         if version is None:
-            return kube.create(SECRETS, rotation.secret_object(secret, namespace, data)) \
+            return kube.create_if_absent(SECRETS, rotation.secret_object(secret, namespace, data)) \
                 is not None
         logger.info("rotating CA %s (Secret %s/%s)", ca_name, namespace, secret)
         return patched(kube, SECRETS, secret, namespace,

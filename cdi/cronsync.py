@@ -18,7 +18,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cdi import importcron
-from cdi.kube import (
+from cdi.kube import COMPONENT
+from cdi.render import pick_storage_class
+from kubeclient import Client, KubeError
+from kubeclient.resources import (
     CDICONFIGS,
     CONFIGMAPS,
     DATAIMPORTCRONS,
@@ -29,10 +32,7 @@ from cdi.kube import (
     SNAPSHOTS,
     STORAGECLASSES,
     STORAGEPROFILES,
-    Client,
-    KubeError,
 )
-from cdi.render import pick_storage_class
 from ociregistry.client import Access, Credentials, RegistryError, resolve_digest
 from ociregistry.reference import ReferenceError as BadReference
 from ociregistry.reference import parse_docker_url
@@ -57,18 +57,18 @@ def _utcnow() -> dt.datetime:
 def reconcile_cron(client: Client, namespace: str, name: str, *,
                    now: Callable[[], dt.datetime] = _utcnow,
                    resolve: Resolver = _resolve) -> None:
-    cron = client.get(DATAIMPORTCRONS, name, namespace)
+    cron = client.get_or_none(DATAIMPORTCRONS, name, namespace)
     if cron is None or (cron.get("metadata") or {}).get("deletionTimestamp"):
         return
     spec = cron.get("spec") or {}
     managed = str(spec.get("managedDataSource") or "")
-    data_source = client.get(DATASOURCES, managed, namespace) if managed else None
+    data_source = client.get_or_none(DATASOURCES, managed, namespace) if managed else None
     label = importcron.labelled_for_other(data_source, cron)
     if label is not None and importcron.managed_by_other(
-            data_source, client.get(DATAIMPORTCRONS, label, namespace)):
+            data_source, client.get_or_none(DATAIMPORTCRONS, label, namespace)):
         client.event(cron, type_="Warning", reason="ErrDataSourceAlreadyManaged",
                      message=f"DataSource {managed} is already managed by DataImportCron"
-                     f" {label}")
+                     f" {label}", component=COMPONENT)
         return
     when = now()
     poll = _poll(client, cron, resolve) if importcron.should_poll(cron, when) else None
@@ -82,18 +82,18 @@ def reconcile_cron(client: Client, namespace: str, name: str, *,
         with contextlib.suppress(ValueError):
             candidate = importcron.dv_name(managed, desired)
             if candidate != current:  # a snapshot first, then a claim, as upstream
-                existing = client.get(SNAPSHOTS, candidate, namespace) or \
-                    client.get(PVCS, candidate, namespace)
+                existing = client.get_or_none(SNAPSHOTS, candidate, namespace) or \
+                    client.get_or_none(PVCS, candidate, namespace)
     profile = _profile(client, cron)
     status = (profile or {}).get("status") or {}
     plan = importcron.decide(importcron.Observed(
         cron=cron, now=when,
-        dv=client.get(DATAVOLUMES, current, namespace) if current else None,
-        pvc=client.get(PVCS, current, namespace) if current else None,
+        dv=client.get_or_none(DATAVOLUMES, current, namespace) if current else None,
+        pvc=client.get_or_none(PVCS, current, namespace) if current else None,
         existing=existing, data_source=data_source,
         claims=_labelled(client, PVCS, namespace, name), poll=poll,
         format=str(status.get("dataImportCronSourceFormat") or importcron.PVC_FORMAT),
-        snapshot=client.get(SNAPSHOTS, current, namespace) if current else None,
+        snapshot=client.get_or_none(SNAPSHOTS, current, namespace) if current else None,
         snapshots=_labelled(client, SNAPSHOTS, namespace, name),
         snapshot_class=((profile or {}).get("metadata") or {}).get("annotations", {}).get(
             api.SNAPSHOT_CLASS_FOR_CRON) or status.get("snapshotClass") or None))
@@ -115,14 +115,15 @@ def _profile(client: Client, cron: Obj) -> Obj | None:
                                 content_type=str(spec.get("contentType") or "kubevirt"))
     if picked is None:
         return None
-    return client.get(STORAGEPROFILES, str(picked["metadata"]["name"]))
+    return client.get_or_none(STORAGEPROFILES, str(picked["metadata"]["name"]))
 
 
 def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
     meta = cron["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     for type_, reason, message in plan.events:
-        client.event(cron, type_=type_, reason=reason, message=message)
+        client.event(cron, type_=type_, reason=reason, message=message,
+                     component=COMPONENT)
     if plan.delete_dv is not None:
         logger.info("cron %s/%s: DataVolume %s failed; importing again", namespace, name,
                     plan.delete_dv)
@@ -130,7 +131,7 @@ def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
     if plan.create_dv is not None:
         logger.info("cron %s/%s: importing %s", namespace, name,
                     plan.create_dv["spec"]["source"]["registry"]["url"])
-        client.create(DATAVOLUMES, plan.create_dv)
+        client.create_if_absent(DATAVOLUMES, plan.create_dv)
     for kind, touch in ((PVCS, plan.touch_claim), (SNAPSHOTS, plan.touch_snapshot)):
         if touch is not None:
             kept, labels, annotations = touch
@@ -140,12 +141,12 @@ def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
     if plan.create_snapshot is not None:
         logger.info("cron %s/%s: snapshot of %s", namespace, name,
                     plan.create_snapshot["metadata"]["name"])
-        client.create(SNAPSHOTS, plan.create_snapshot)
+        client.create_if_absent(SNAPSHOTS, plan.create_snapshot)
     if plan.delete_snapshot is not None:
         client.delete(SNAPSHOTS, plan.delete_snapshot, namespace)
     for old in [*plan.collect, *([plan.delete_import] if plan.delete_import else [])]:
         logger.info("cron %s/%s: deleting the import %s", namespace, name, old)
-        if client.get(DATAVOLUMES, old, namespace) is not None:
+        if client.get_or_none(DATAVOLUMES, old, namespace) is not None:
             client.delete(DATAVOLUMES, old, namespace)
         else:
             client.delete(PVCS, old, namespace)
@@ -153,7 +154,7 @@ def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
         logger.info("cron %s/%s: garbage-collecting the snapshot %s", namespace, name, old)
         client.delete(SNAPSHOTS, old, namespace)
     if plan.create_data_source is not None:
-        client.create(DATASOURCES, plan.create_data_source)
+        client.create_if_absent(DATASOURCES, plan.create_data_source)
     if plan.data_source_source is not None:
         source = {"pvc": None, "snapshot": None, "dataSource": None, **plan.data_source_source}
         client.patch(DATASOURCES, str(cron["spec"]["managedDataSource"]),
@@ -196,7 +197,7 @@ def _access(client: Client, namespace: str, url: str,
     credentials = None
     secret_name = registry.get("secretRef")
     if secret_name:
-        secret = client.get(SECRETS, str(secret_name), namespace)
+        secret = client.get_or_none(SECRETS, str(secret_name), namespace)
         if secret is None:
             raise ValueError(f"Secret {namespace}/{secret_name} not found")
         data = secret.get("data") or {}
@@ -207,14 +208,14 @@ def _access(client: Client, namespace: str, url: str,
             raise ValueError(f"Secret {namespace}/{secret_name}: not base64 text") from None
         if user and password:
             credentials = Credentials(user, password)
-    config = client.get(CDICONFIGS, api.CONFIG_NAME) or {}
+    config = client.get_or_none(CDICONFIGS, api.CONFIG_NAME) or {}
     insecure_hosts = (config.get("spec") or {}).get("insecureRegistries") or []
     insecure = urlsplit(url).netloc in insecure_hosts
     cm_name = registry.get("certConfigMap")
     if not cm_name or insecure:
         yield Access(credentials=credentials, insecure=insecure, timeout=POLL_TIMEOUT)
         return
-    configmap = client.get(CONFIGMAPS, str(cm_name), namespace)
+    configmap = client.get_or_none(CONFIGMAPS, str(cm_name), namespace)
     if configmap is None:
         raise ValueError(f"ConfigMap {namespace}/{cm_name} not found")
     with open_bundle(str(v).encode() for v in (configmap.get("data") or {}).values()) \

@@ -16,15 +16,9 @@ from typing import Any
 import kopf
 
 from cdi import cronsync, datasource, reconcile
-from cdi.kube import (
-    DATAIMPORTCRONS,
-    DATASOURCES,
-    DATAVOLUMES,
-    Client,
-    KubeError,
-    cdi_namespace,
-    load_configuration,
-)
+from cdi.kube import cdi_namespace
+from kubeclient import Client, KubeError, load_configuration
+from kubeclient.resources import DATAIMPORTCRONS, DATASOURCES, DATAVOLUMES
 from vocab import cdi as api
 
 logger = logging.getLogger(__name__)

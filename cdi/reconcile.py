@@ -26,7 +26,19 @@ from cdi import (
     snapshot_clone,
     validate,
 )
-from cdi.kube import (
+from cdi.kube import COMPONENT, cdi_namespace
+from cdi.render import (
+    RenderError,
+    import_source_name,
+    owner_reference,
+    pick_storage_class,
+    render,
+    source_kind,
+    upload_source_name,
+)
+from cdi.status import Waiting, events_for, observe, status_patch
+from kubeclient import Client, KubeError, mergepatch
+from kubeclient.resources import (
     CDICONFIGS,
     CDIS,
     CLONE_SOURCES,
@@ -41,21 +53,7 @@ from cdi.kube import (
     STORAGECLASSES,
     STORAGEPROFILES,
     UPLOAD_SOURCES,
-    Client,
-    KubeError,
-    cdi_namespace,
 )
-from cdi.render import (
-    RenderError,
-    import_source_name,
-    owner_reference,
-    pick_storage_class,
-    render,
-    source_kind,
-    upload_source_name,
-)
-from cdi.status import Waiting, events_for, observe, status_patch
-from kubeclient import mergepatch
 from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
@@ -95,14 +93,14 @@ def reconcile_datavolume(client: Client, namespace: str, name: str) -> str | Non
 
 
 def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | None:
-    dv = client.get(DATAVOLUMES, name, namespace)
+    dv = client.get_or_none(DATAVOLUMES, name, namespace)
     if dv is None or dv["metadata"].get("deletionTimestamp"):
         return None
     previous = (dv.get("status") or {}).get("phase")
-    claim = client.get(PVCS, name, namespace)
+    claim = client.get_or_none(PVCS, name, namespace)
     failure: tuple[str, str] | None = None
     if claim is not None and not owned_by(claim, dv):
-        gates = config.feature_gates(client.get(CDICONFIGS, api.CONFIG_NAME))
+        gates = config.feature_gates(client.get_or_none(CDICONFIGS, api.CONFIG_NAME))
         if validate.adoption_allowed(claim.get("metadata") or {}, dv,
                                      adoption_gate=config.CLAIM_ADOPTION_GATE in gates):
             claim = _adopt(client, claim, dv)
@@ -115,7 +113,7 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
         claim, storage_class, failure = _create_target(client, dv)
     if claim is not None and storage_class is None:
         sc_name = (claim.get("spec") or {}).get("storageClassName")
-        storage_class = client.get(STORAGECLASSES, sc_name) if sc_name else None
+        storage_class = client.get_or_none(STORAGECLASSES, sc_name) if sc_name else None
     if claim is None and failure is None and previous == api.FAILED:
         return api.FAILED  # failed before its claim was made: it stays so (no flapping)
     observed = observe(dv=dv, claim=claim, storage_class=storage_class, failure=failure)
@@ -135,9 +133,11 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
                                 clone=(src.namespace, src.name, namespace) if src else None,
                                 upload=source_kind(dv) == "upload",
                                 clone_kind=src.kind if src else clone.PVC):
-            client.event(dv, type_=event.type, reason=event.reason, message=event.message)
+            client.event(dv, type_=event.type, reason=event.reason, message=event.message,
+                         component=COMPONENT)
         if isinstance(failure, Waiting):
-            client.event(dv, type_="Warning", reason=failure[0], message=failure[1])
+            client.event(dv, type_="Warning", reason=failure[0], message=failure[1],
+                         component=COMPONENT)
         if observed.phase != previous:
             logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, observed.phase)
     if observed.phase == api.SUCCEEDED:
@@ -180,7 +180,7 @@ def sweep_clone_sources(client: Client, *, clone_sources: list[Obj],
 
 def clone_target(client: Client, dv: Mapping[str, Any]) -> clone.SourceRef | tuple[str, str] | None:
     """:func:`cdi.clone.resolve_source`, reading DataSources from the API."""
-    return clone.resolve_source(dv, lambda ns, name: client.get(DATASOURCES, name, ns))
+    return clone.resolve_source(dv, lambda ns, name: client.get_or_none(DATASOURCES, name, ns))
 
 
 def _adopt(client: Client, claim: Obj, dv: Obj) -> Obj:
@@ -209,11 +209,11 @@ def _create_target(
     profile = None
     if storage_class is not None:
         sc_name = storage_class["metadata"]["name"]
-        profile = client.get(STORAGEPROFILES, sc_name)
+        profile = client.get_or_none(STORAGEPROFILES, sc_name)
         if profile is None or not profile.get("status"):
             # the StorageClass event may not have been handled yet: do it now
             profile = reconcile_profile(client, sc_name)
-    cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
+    cdi_config = client.get_or_none(CDICONFIGS, api.CONFIG_NAME)
     config_status = (cdi_config or {}).get("status")
     if not config_status:
         config_status = config.compute_status(spec=(cdi_config or {}).get("spec"),
@@ -243,15 +243,16 @@ def _create_target(
         return None, None, (err.reason, err.message)
     ns = dv["metadata"]["namespace"]
     if target.import_source is not None:
-        client.create(UPLOAD_SOURCES if target.import_source["kind"] == api.UPLOAD_SOURCE_KIND
-                      else IMPORT_SOURCES, target.import_source)
+        client.create_if_absent(
+            UPLOAD_SOURCES if target.import_source["kind"] == api.UPLOAD_SOURCE_KIND
+            else IMPORT_SOURCES, target.import_source)
     if target.clone_source is not None:
-        client.create(CLONE_SOURCES, target.clone_source)
-    created = client.create(PVCS, target.claim)
+        client.create_if_absent(CLONE_SOURCES, target.clone_source)
+    created = client.create_if_absent(PVCS, target.claim)
     if created is not None:
         logger.info("datavolume %s/%s: created claim (%s)", ns, dv["metadata"]["name"],
                     (created["spec"].get("resources") or {}).get("requests"))
-    claim = created or client.get(PVCS, dv["metadata"]["name"], ns)
+    claim = created or client.get_or_none(PVCS, dv["metadata"]["name"], ns)
     if claim is not None and not owned_by(claim, dv):
         return None, storage_class, ("ErrResourceExists", f'Resource "{dv["metadata"]["name"]}"'
                                      " already exists and is not managed by DataVolume")
@@ -273,7 +274,7 @@ def _clone_source(client: Client, dv: Obj, ref: clone.SourceRef,
                     authorize.denied_message(who=who, namespace=ref.namespace))
     if ref.kind == clone.SNAPSHOT:
         return _snapshot_source(client, dv, ref, config_status)
-    claim = client.get(PVCS, ref.name, ref.namespace)
+    claim = client.get_or_none(PVCS, ref.name, ref.namespace)
     if claim is None:
         return ("CloneSourceNotFound",
                 f"clone source claim {ref.namespace}/{ref.name} not found")
@@ -289,14 +290,14 @@ def _snapshot_source(client: Client, dv: Obj, ref: clone.SourceRef,
                      ) -> clone.Source | tuple[str, str]:
     """The VolumeSnapshot of a clone as its source (see :mod:`cdi.snapshot_clone`), or
     why the DataVolume waits for it."""
-    snapshot = client.get(SNAPSHOTS, ref.name, ref.namespace)
+    snapshot = client.get_or_none(SNAPSHOTS, ref.name, ref.namespace)
     if snapshot is None:
         return Waiting(api.CLONE_WITHOUT_SOURCE, snapshot_clone.without_source(ref.name))
     problem = snapshot_clone.problem(snapshot, dv)
     if problem is not None:
         return Waiting(api.CLONE_VALIDATION_FAILED, snapshot_clone.validation_failed(problem))
     content_name = (snapshot.get("status") or {}).get("boundVolumeSnapshotContentName")
-    content = client.get(SNAPSHOT_CONTENTS, str(content_name)) if content_name else None
+    content = client.get_or_none(SNAPSHOT_CONTENTS, str(content_name)) if content_name else None
     mode = snapshot_clone.source_volume_mode(content)
     overhead = config.overhead_for(status=config_status, storage_class=None, volume_mode=mode)
     return snapshot_clone.as_source(snapshot, content, overhead)
@@ -304,13 +305,13 @@ def _snapshot_source(client: Client, dv: Obj, ref: clone.SourceRef,
 
 def reconcile_data_source(client: Client, namespace: str, name: str) -> None:
     """Keep a DataSource's Ready condition in step with its source."""
-    ds = client.get(DATASOURCES, name, namespace)
+    ds = client.get_or_none(DATASOURCES, name, namespace)
     if ds is None:
         return
     kinds = {"PersistentVolumeClaim": PVCS, "DataVolume": DATAVOLUMES,
              "DataSource": DATASOURCES, "VolumeSnapshot": SNAPSHOTS}
     condition = datasource.ready(
-        data_source=ds, lookup=lambda kind, ns, n: client.get(kinds[kind], n, ns))
+        data_source=ds, lookup=lambda kind, ns, n: client.get_or_none(kinds[kind], n, ns))
     new = datasource.status_patch(data_source=ds, condition=condition, now=now())
     if new is None:
         return
@@ -328,11 +329,11 @@ def reconcile_data_source(client: Client, namespace: str, name: str) -> None:
 
 def reconcile_config(client: Client) -> Obj:
     """Create the CDIConfig ``config`` if missing and write its effective status."""
-    cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
+    cdi_config = client.get_or_none(CDICONFIGS, api.CONFIG_NAME)
     if cdi_config is None:
-        client.create(CDICONFIGS, {"apiVersion": api.API_VERSION, "kind": "CDIConfig",
+        client.create_if_absent(CDICONFIGS, {"apiVersion": api.API_VERSION, "kind": "CDIConfig",
                                    "metadata": {"name": api.CONFIG_NAME}, "spec": {}})
-        cdi_config = client.get(CDICONFIGS, api.CONFIG_NAME)
+        cdi_config = client.get_or_none(CDICONFIGS, api.CONFIG_NAME)
         assert cdi_config is not None
     try:
         ingresses = client.list(INGRESSES, cdi_namespace())
@@ -352,18 +353,18 @@ def reconcile_config(client: Client) -> Obj:
         for problem in result.problems:
             logger.warning("CDIConfig: %s", problem)
             client.event(cdi_config, type_="Warning", reason="InvalidConfiguration",
-                         message=problem)
+                         message=problem, component=COMPONENT)
     return {**{k: v for k, v in stored.items() if k not in result.status}, **new}
 
 
 def reconcile_cdi(client: Client, *, version: str, at: str | None = None) -> None:
     """Write the ``CDI`` object's status (``cdi.cdi_status``) from the install's
     Deployments in the CDI namespace, when it changed. No CDI object: nothing to do."""
-    cdi = client.get(CDIS, cdi_status.NAME)
+    cdi = client.get_or_none(CDIS, cdi_status.NAME)
     if cdi is None:
         return
     ns = cdi_namespace()
-    deployments = [client.get(DEPLOYMENTS, name, ns) for name in cdi_status.DEPLOYMENTS]
+    deployments = [client.get_or_none(DEPLOYMENTS, name, ns) for name in cdi_status.DEPLOYMENTS]
     status = cdi_status.desired_status(cdi, deployments, version=version,
                                        now=at or now())
     if status == (cdi.get("status") or {}):
@@ -378,20 +379,20 @@ def reconcile_cdi(client: Client, *, version: str, at: str | None = None) -> Non
 
 def reconcile_profile(client: Client, name: str) -> Obj | None:
     """Keep the StorageProfile of StorageClass ``name`` (created, status, minimum size)."""
-    storage_class = client.get(STORAGECLASSES, name)
+    storage_class = client.get_or_none(STORAGECLASSES, name)
     if storage_class is None:
         client.delete(STORAGEPROFILES, name)
         return None
-    profile = client.get(STORAGEPROFILES, name)
+    profile = client.get_or_none(STORAGEPROFILES, name)
     if profile is None:
-        client.create(STORAGEPROFILES, {
+        client.create_if_absent(STORAGEPROFILES, {
             "apiVersion": api.API_VERSION, "kind": "StorageProfile",
             "metadata": {"name": name, "labels": {api.APP_LABEL: api.APP_LABEL_VALUE},
                          "ownerReferences": [{
                              "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                              "name": name, "uid": storage_class["metadata"]["uid"]}]},
             "spec": {}})
-        profile = client.get(STORAGEPROFILES, name)
+        profile = client.get_or_none(STORAGEPROFILES, name)
         if profile is None:
             return None
     status = profiles.compute_status(storage_class=storage_class, spec=profile.get("spec"))

@@ -35,15 +35,9 @@ from aiohttp import web
 
 from apiservice import cabundle, frontproxy
 from cdi import certstore, uploadtoken
-from cdi.kube import (
-    CONFIGMAPS,
-    SECRETS,
-    Client,
-    KubeError,
-    cdi_namespace,
-    load_configuration,
-)
-from kubeclient.resources import APISERVICES
+from cdi.kube import cdi_namespace
+from kubeclient import Client, KubeError, load_configuration
+from kubeclient.resources import APISERVICES, CONFIGMAPS, SECRETS
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
 from vocab import cdi as api
@@ -165,18 +159,18 @@ def _b64(data: bytes) -> str:
 
 def ensure_signing_key(kube: Client, namespace: str) -> bytes:
     """The private signing key (made, with the public ConfigMap, when missing)."""
-    secret = kube.get(SECRETS, SIGNING, namespace)
+    secret = kube.get_or_none(SECRETS, SIGNING, namespace)
     if secret is None:
         private, public = uploadtoken.make_key()
-        kube.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        kube.create_if_absent(SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                               "metadata": {"name": SIGNING, "namespace": namespace},
                               "data": {"private.pem": _b64(private),
                                        "public.pem": _b64(public)}})
-        secret = kube.get(SECRETS, SIGNING, namespace)
+        secret = kube.get_or_none(SECRETS, SIGNING, namespace)
         assert secret is not None
     data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-    if kube.get(CONFIGMAPS, SIGNING, namespace) is None:
-        kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+    if kube.get_or_none(CONFIGMAPS, SIGNING, namespace) is None:
+        kube.create_if_absent(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                  "metadata": {"name": SIGNING, "namespace": namespace},
                                  "data": {"public.pem": data["public.pem"].decode()}})
     return data["private.pem"]
@@ -204,7 +198,7 @@ def publish_ca(kube: Client, bundle: bytes) -> None:
     """The APIService's ``caBundle`` set to ``bundle`` (re-read and retried on a
     conflict, a bounded number of times)."""
     for attempt in range(10):
-        obj = kube.get(APISERVICES, APISERVICE)
+        obj = kube.get_or_none(APISERVICES, APISERVICE)
         if obj is None:
             logger.warning("APIService %s is not installed", APISERVICE)
             return
@@ -229,7 +223,7 @@ def _retry(what: str, fn: Callable[..., T], *args: Any) -> T:
 
 
 def _front_proxy(kube: Client) -> frontproxy.FrontProxyConfig:
-    cm = kube.get(CONFIGMAPS, frontproxy.CONFIGMAP_NAME, frontproxy.CONFIGMAP_NAMESPACE)
+    cm = kube.get_or_none(CONFIGMAPS, frontproxy.CONFIGMAP_NAME, frontproxy.CONFIGMAP_NAMESPACE)
     if cm is None:
         raise RuntimeError("the API server publishes no front-proxy settings")
     return frontproxy.FrontProxyConfig.from_configmap_data(cm.get("data") or {})

@@ -42,17 +42,9 @@ from aiohttp import web
 
 from apiservice.answers import refused_closing
 from cdi import certstore, uploadtoken
-from cdi.kube import (
-    CONFIGMAPS,
-    PVCS,
-    SECRETS,
-    Client,
-    Kind,
-    KubeError,
-    cdi_namespace,
-    load_configuration,
-)
-from kubeclient.resources import ENDPOINTS
+from cdi.kube import cdi_namespace
+from kubeclient import Client, KubeError, Resource, load_configuration
+from kubeclient.resources import CONFIGMAPS, ENDPOINTS, PVCS, SECRETS
 from kubeclient.startup import retry_startup
 from pki import certs, rotation, serving
 from vocab import cdi as api
@@ -182,9 +174,10 @@ class UploadProxy:
             await self._session.close()
         self._lookups.shutdown(wait=False, cancel_futures=True)
 
-    async def _get(self, kind: Kind, name: str, namespace: str) -> dict[str, Any] | None:
+    async def _get(self, kind: Resource, name: str, namespace: str) -> dict[str, Any] | None:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._lookups, self.kube.get, kind, name, namespace)
+        return await loop.run_in_executor(self._lookups, self.kube.get_or_none, kind, name,
+                                          namespace)
 
     async def _public_key(self) -> bytes:
         """The token key, read once (no thread, no lookup, once it is known)."""
@@ -344,9 +337,9 @@ def ensure_tls(kube: Client, namespace: str, pod_ip: str, *,
     ca = certstore.kept_authority(kube, namespace, TLS_SECRET, ca_name=CA_CONFIGMAP, now=now,
                                   lifetime=ca_lifetime)
     bundle = ca.bundle_pem().decode()
-    cm = kube.get(CONFIGMAPS, CA_CONFIGMAP, namespace)
+    cm = kube.get_or_none(CONFIGMAPS, CA_CONFIGMAP, namespace)
     if cm is None:
-        kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+        kube.create_if_absent(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                  "metadata": {"name": CA_CONFIGMAP, "namespace": namespace},
                                  "data": {"ca.crt": bundle}})
     elif (cm.get("data") or {}).get("ca.crt") != bundle and not certstore.patched(

@@ -1,19 +1,24 @@
-"""The shared client: paths, errors, configuration, the JSON request, watch, Events."""
+"""The client: configuration, the JSON request and the verbs every program uses."""
 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
+import logging
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+
+from kubeclient.errors import KubeError, api_error, is_not_found
+from kubeclient.resources import EVENTS, SUBJECT_ACCESS_REVIEWS, Resource
+
+logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
@@ -22,50 +27,8 @@ STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 TIMEOUT = 30.0
 EVENT_MESSAGE_MAX = 1024
-
-
-class KubeError(Exception):
-    """An API call failed: ``status`` is the HTTP code (0 when no answer came), ``reason``
-    its phrase, ``body`` the Status object when the server sent one."""
-
-    def __init__(self, status: int, reason: str, body: Any = None) -> None:
-        self.status = status
-        self.reason = reason
-        self.body = body
-        super().__init__(f"{status} {reason}: {self.message}" if body else
-                         f"{status} {reason}")
-
-    @property
-    def message(self) -> str:
-        """The Status message the API server gave, else the reason."""
-        if isinstance(self.body, Mapping):
-            return str(self.body.get("message") or self.reason)
-        return self.reason
-
-
-def _segment(value: str) -> str:
-    # ':' stays (RBAC names such as system:node); '/', '?', '#' and '%' cannot pass.
-    return quote(value, safe=":")
-
-
-@dataclass(frozen=True)
-class Resource:
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    def path(self, namespace: str | None = None, name: str | None = None,
-             subresource: str | None = None) -> str:
-        out = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            out += f"/namespaces/{_segment(namespace)}"
-        out += f"/{self.plural}"
-        if name:
-            out += f"/{_segment(name)}"
-        if subresource:
-            out += f"/{subresource}"
-        return out
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""Accept header for an object's metadata without its body (a Secret without its data)."""
 
 
 def load_configuration(kubeconfig: str | None = None, *,
@@ -104,7 +67,7 @@ def _error(err: ApiException) -> KubeError:
         body = json.loads(err.body) if err.body else None
     except (TypeError, ValueError):
         body = {"message": str(err.body)[:200]}
-    return KubeError(int(err.status or 0), str(err.reason or ""), body)
+    return api_error(int(err.status or 0), str(err.reason or ""), body)
 
 
 def event_body(obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
@@ -133,6 +96,11 @@ class Client:
         self.configuration = configuration
         self.api = k8s.ApiClient(configuration)
 
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 32) -> Client:
+        """A client on :func:`load_configuration`'s configuration."""
+        return cls(load_configuration(kubeconfig, pool_size=pool_size))
+
     def close(self) -> None:
         self.api.close()
 
@@ -155,18 +123,145 @@ class Client:
         raw = (resp[0] if isinstance(resp, tuple) else resp).data
         return json.loads(raw) if raw else None
 
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        """The object; :class:`~kubeclient.errors.NotFound` when there is none."""
+        out: Obj = self.request("GET", res.path(namespace, name))
+        return out
+
     def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None:
+        """The object, or None when there is none."""
         try:
             out: Obj = self.request("GET", res.path(namespace, name))
             return out
         except KubeError as err:
-            if err.status == 404:
+            if is_not_found(err):
                 return None
             raise
 
-    def watch_events(self, res: Resource, *, resource_version: str, timeout: int = 300,
-                     namespace: str | None = None,
-                     field_selector: str | None = None) -> Iterator[Obj]:
+    def metadata(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None:
+        """The object's ``metadata`` only (None: not found), asked for as
+        PartialObjectMetadata: a Secret's data never reaches the caller (a server that does
+        not serve PartialObjectMetadata sends the whole object; only metadata is kept)."""
+        try:
+            out = self.request("GET", res.path(namespace, name),
+                               accept=f"{METADATA_ONLY},application/json")
+        except KubeError as err:
+            if is_not_found(err):
+                return None
+            raise
+        return dict((out or {}).get("metadata") or {})
+
+    def list(self, res: Resource, namespace: str | None = None, **query: Any) -> list[Obj]:
+        """The items (every namespace when ``namespace`` is None); ``query`` as
+        ``labelSelector=...``, ``fieldSelector=...``."""
+        return list(self.list_object(res, namespace, **query).get("items") or [])
+
+    def list_object(self, res: Resource, namespace: str | None = None, **query: Any) -> Obj:
+        """The whole List (its ``metadata.resourceVersion`` starts a watch)."""
+        out: Obj = self.request("GET", res.path(namespace), query=query)
+        return out
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(self, res: Resource, obj: Mapping[str, Any],
+               namespace: str | None = None) -> Obj:
+        """Create ``obj`` (in ``namespace`` or its own);
+        :class:`~kubeclient.errors.AlreadyExists` when the name is taken."""
+        ns = namespace or (obj.get("metadata") or {}).get("namespace")
+        out: Obj = self.request("POST", res.path(ns), body=obj)
+        return out
+
+    def create_if_absent(self, res: Resource, obj: Mapping[str, Any],
+                         namespace: str | None = None) -> Obj | None:
+        """Create ``obj``; None when an object of that name exists already (409)."""
+        try:
+            return self.create(res, obj, namespace)
+        except KubeError as err:
+            if err.status == 409:
+                return None
+            raise
+
+    def replace(self, res: Resource, obj: Mapping[str, Any], namespace: str | None = None,
+                subresource: str | None = None) -> Obj:
+        """An Update (PUT) of ``obj``, at its resourceVersion when it carries one
+        (:class:`~kubeclient.errors.Conflict` when the object changed meanwhile)."""
+        meta = obj.get("metadata") or {}
+        ns = namespace or meta.get("namespace")
+        out: Obj = self.request("PUT", res.path(ns, meta["name"], subresource), body=obj)
+        return out
+
+    def replace_status(self, res: Resource, obj: Mapping[str, Any]) -> Obj:
+        """An Update of the status subresource."""
+        return self.replace(res, obj, subresource="status")
+
+    def patch(self, res: Resource, name: str, patch: Any, namespace: str | None = None, *,
+              subresource: str | None = None, content_type: str = MERGE) -> Obj:
+        """A PATCH, a JSON merge patch unless ``content_type`` says otherwise."""
+        out: Obj = self.request("PATCH", res.path(namespace, name, subresource), body=patch,
+                                content_type=content_type)
+        return out
+
+    def patch_status(self, res: Resource, name: str, patch: Any,
+                     namespace: str | None = None) -> Obj:
+        """A merge patch of the status subresource."""
+        return self.patch(res, name, patch, namespace, subresource="status")
+
+    def delete(self, res: Resource, name: str, namespace: str | None = None, *,
+               grace_period: int | None = None, uid: str | None = None) -> bool:
+        """Delete in the background (dependents are collected after); with ``uid``, only
+        that object, never a namesake made since. True when deleted; False when it was
+        gone already (404) or the UID precondition failed (409)."""
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1",
+                     "propagationPolicy": "Background"}
+        if grace_period is not None:
+            body["gracePeriodSeconds"] = grace_period
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", res.path(namespace, name), body=body)
+            return True
+        except KubeError as err:
+            if err.status in (404, 409):
+                return False
+            raise
+
+    def create_or_replace(self, res: Resource, obj: Obj) -> Obj:
+        """Create ``obj``, or replace the existing object of that name with it."""
+        meta = obj.get("metadata") or {}
+        try:
+            return self.create(res, obj)
+        except KubeError as err:
+            if err.status != 409:
+                raise
+        current = self.get(res, meta["name"], meta.get("namespace"))
+        merged = dict(obj)
+        merged["metadata"] = {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}
+        return self.replace(res, merged)
+
+    def event(self, obj: Mapping[str, Any], *, type_: str, reason: str, message: str,
+              component: str, now: str | None = None) -> None:
+        """Record an Event about ``obj`` (best effort: a lost Event is only logged)."""
+        body = event_body(obj, type_=type_, reason=reason, message=message,
+                          component=component, now=now)
+        ns = body["metadata"]["namespace"]
+        try:
+            self.create(EVENTS, body, ns)
+        except KubeError as err:
+            logger.warning("event %s on %s/%s not recorded: %s", reason, ns,
+                           body["involvedObject"]["name"], err)
+
+    def allowed(self, review: Obj) -> bool:
+        """Ask the API server a SubjectAccessReview; True when it allows."""
+        out = self.request("POST", SUBJECT_ACCESS_REVIEWS.path(), body=review)
+        return bool(((out or {}).get("status") or {}).get("allowed"))
+
+    # -- watch ---------------------------------------------------------------------------
+
+    def watch(self, res: Resource, *, resource_version: str, timeout: int = 300,
+              namespace: str | None = None,
+              field_selector: str | None = None) -> Iterator[Obj]:
         """Watch events (``{"type", "object"}``) until the server ends the watch."""
         query = {"watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
@@ -186,3 +281,9 @@ class Client:
                     yield json.loads(line)
         finally:
             response.release_conn()
+
+
+@functools.cache
+def shared() -> Client:
+    """The process's one client, made on first use (in a pod: the service account)."""
+    return Client.connect()

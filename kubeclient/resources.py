@@ -1,13 +1,45 @@
-"""Every API resource the project reads or writes, defined once: group, version, plural,
-scope. The adapters (``cdi.kube``, ``populators.kube``, ``vm.kube``, ``vm.api.kube``,
-``localcluster.kube.client``, ``rootdisk.operator.kube``) import them from here; the CDI
-and KubeVirt groups come from :mod:`vocab`.
+"""Every API resource the project reads or writes, defined once (pure): group, version,
+plural, scope. The controllers (cdi, populators, vm), the CLI and localcluster's node side
+call :class:`kubeclient.Client` with these; a kind the project starts to call gets its line
+here. The CDI and KubeVirt groups come from :mod:`vocab`.
 """
 
 from __future__ import annotations
 
-from kubeclient.client import Resource
+from dataclasses import dataclass
+from urllib.parse import quote
+
 from vocab import cdi, kubevirt
+
+
+def _segment(value: str) -> str:
+    # ':' stays (RBAC names such as system:node); '/', '?', '#' and '%' cannot pass.
+    return quote(value, safe=":")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What a verb needs to build a path: group ("" for core), version, plural, scope."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        """The REST path (names quoted, so a name can never add a path segment or a
+        query)."""
+        out = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            out += f"/namespaces/{_segment(namespace)}"
+        out += f"/{self.plural}"
+        if name:
+            out += f"/{_segment(name)}"
+        if subresource:
+            out += f"/{subresource}"
+        return out
+
 
 # -- core ------------------------------------------------------------------------------
 PODS = Resource("", "v1", "pods")
@@ -20,6 +52,7 @@ SECRETS = Resource("", "v1", "secrets")
 CONFIGMAPS = Resource("", "v1", "configmaps")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 EVENTS = Resource("", "v1", "events")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts")
 
 # -- Kubernetes groups -------------------------------------------------------------------
 STORAGECLASSES = Resource("storage.k8s.io", "v1", "storageclasses", namespaced=False)
@@ -31,6 +64,12 @@ REPLICASETS = Resource("apps", "v1", "replicasets")
 INGRESSES = Resource("networking.k8s.io", "v1", "ingresses")
 SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
                                   namespaced=False)
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+CLUSTERROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
+CLUSTERROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+                               namespaced=False)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
 VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1",
                                "validatingwebhookconfigurations", namespaced=False)

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.kube import client
 from localcluster.kube.addresses import networks_for
-from localcluster.kube.client import Kube
 from localcluster.kube.informer import Informer
 from localcluster.kubelet import images, pressure, restarts
 from localcluster.kubelet.node import Node
@@ -123,7 +123,7 @@ class Cluster:
         self.options = options
         self._lock_fh: IO[str] | None = None
         self.api: ServerThread | None = None
-        self.kube: Kube | None = None
+        self.kube: Client | None = None
         self.volumes: VolumeManager | None = None
         self.node: Node | None = None
         self._informers: list[Informer] = []
@@ -186,23 +186,24 @@ class Cluster:
         self.volumes.start()
         self.api = ServerThread(self.data_dir, port=opts.port)
         server = self.api.start()
-        self.kube = kube = Kube(self.kubeconfig)
+        self.kube = kube = Client.connect(self.kubeconfig, pool_size=64)
         install_classes(kube)
         install_snapshot_api(kube)
 
-        def informer(res: client.Resource) -> Informer:
+        def informer(res: kubeclient.Resource) -> Informer:
             inf = Informer(kube, res)
             self._informers.append(inf)
             return inf
 
-        pods, pvcs, pvs = informer(client.PODS), informer(client.PVCS), informer(client.PVS)
-        scs = informer(client.STORAGECLASSES)
+        pods, pvcs = informer(resources.PODS), informer(resources.PVCS)
+        pvs = informer(resources.PVS)
+        scs = informer(resources.STORAGECLASSES)
         vss, vscs, vsclasses = (informer(snapshot_api.SNAPSHOTS), informer(snapshot_api.CONTENTS),
                                 informer(snapshot_api.SNAPSHOT_CLASSES))
-        cms, secrets = informer(client.CONFIGMAPS), informer(client.SECRETS)
-        services, eps = informer(client.SERVICES), informer(client.ENDPOINTS)
-        deps, rss, dss, nodes = (informer(client.DEPLOYMENTS), informer(client.REPLICASETS),
-                                 informer(client.DAEMONSETS), informer(client.NODES))
+        cms, secrets = informer(resources.CONFIGMAPS), informer(resources.SECRETS)
+        services, eps = informer(resources.SERVICES), informer(resources.ENDPOINTS)
+        deps, rss, dss, nodes = (informer(resources.DEPLOYMENTS), informer(resources.REPLICASETS),
+                                 informer(resources.DAEMONSETS), informer(resources.NODES))
         for inf in self._informers:
             inf.start()
         extras = images.load_extra_images(os.environ.get(images.ENV_EXTRA_IMAGES))

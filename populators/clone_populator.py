@@ -25,6 +25,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubeclient.resources import (
+    CDICONFIGS,
+    PODS,
+    PVCS,
+    SECRETS,
+    SNAPSHOT_CLASSES,
+    SNAPSHOT_CONTENTS,
+    SNAPSHOTS,
+    STORAGECLASSES,
+    STORAGEPROFILES,
+)
 from pki.certs import paired_tls
 from populators import (
     claims,
@@ -40,6 +51,7 @@ from populators.claims import Obj, annots, meta, owner_ref, phase, spec
 from populators.errors import SourceError
 from populators.flow import Emit, Observed
 from populators.importer_pod import Settings
+from populators.kube import list_served, source_resource
 from populators.reconcile import Reconciler
 from vocab import cdi as api
 
@@ -144,17 +156,15 @@ class CloneReconciler(Reconciler):
             return base  # the flow refuses it: nothing of the source is read or made
         if kind == api.VOLUME_SNAPSHOT_KIND:
             return self._observe_from_snapshot(target, base, ns, claim_name)
-        claim = self.kube.claim(ns, claim_name)
+        claim = self.kube.get_or_none(PVCS, claim_name, ns)
         if claim is None:
             return dataclasses.replace(base, source=None)
         source = {**base.source, SOURCE_CLAIM_KEY: claim}
-        config = self.kube.custom(api.GROUP, api.VERSION, "cdiconfigs", None,
-                                  "config") or {}
+        config = self.kube.get_or_none(CDICONFIGS, "config") or {}
         tclass_name = spec(target).get("storageClassName")
-        profile = self.kube.custom(api.GROUP, api.VERSION, "storageprofiles",
-                                   None, str(tclass_name)) if tclass_name else None
+        profile = self.kube.get_or_none(STORAGEPROFILES, str(tclass_name)) if tclass_name else None
         sclass_name = spec(claim).get("storageClassName")
-        sclass = self.kube.storage_class(str(sclass_name)) if sclass_name else None
+        sclass = self.kube.get_or_none(STORAGECLASSES, str(sclass_name)) if sclass_name else None
         if base.prime is not None:  # chosen when PVC' was made
             return dataclasses.replace(base, source=source,
                                        source_busy=self._busy(ns, claim_name, base),
@@ -167,8 +177,7 @@ class CloneReconciler(Reconciler):
         profile_class = None
         if clone_strategy.asked_for(override=override, profile_strategy=profile_strategy) \
                 == clone_strategy.SNAPSHOT:
-            snapshot_classes = self.kube.custom_list(
-                clone_snapshot.GROUP, clone_snapshot.VERSION, clone_snapshot.CLASSES)
+            snapshot_classes = list_served(self.kube, SNAPSHOT_CLASSES)
             profile_class = self._common_snapshot_class(profile, sclass_name)
         choice = clone_strategy.choose(
             override=override, profile_strategy=profile_strategy,
@@ -212,17 +221,15 @@ class CloneReconciler(Reconciler):
         storage cannot restore it into the target, restored into a temporary claim and
         copied from there (upstream's host-assisted plan from a snapshot)."""
         assert base.source is not None
-        snapshot = self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
-                                    clone_snapshot.PLURAL, ns, name)
+        snapshot = self.kube.get_or_none(SNAPSHOTS, name, ns)
         content_name = ((snapshot or {}).get("status") or {}).get(
             "boundVolumeSnapshotContentName")
-        content = self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
-                                   clone_snapshot.CONTENTS, None, str(content_name)) \
+        content = self.kube.get_or_none(SNAPSHOT_CONTENTS, str(content_name)) \
             if content_name else None
         temp_name = clone_snapshot.temp_claim_name(target)
         if base.prime is not None:  # restoring, restored, or copying
             if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.COPY:
-                temp = self.kube.claim(ns, temp_name)
+                temp = self.kube.get_or_none(PVCS, temp_name, ns)
                 if not clone_pods.ours(temp, target):
                     return dataclasses.replace(base, source=None)
                 return dataclasses.replace(
@@ -251,12 +258,12 @@ class CloneReconciler(Reconciler):
         if annots(target).get(api.CLONE_FALLBACK_REASON) != message:
             events = (Emit("Warning", reason, message),)
         source = dict(base.source)
-        temp = self.kube.claim(ns, temp_name)
+        temp = self.kube.get_or_none(PVCS, temp_name, ns)
         blocked = ""
         if temp is None:
             driver = ((content or {}).get("spec") or {}).get("driver")
             klass = clone_snapshot.temp_class(
-                self.kube.custom_list("storage.k8s.io", "v1", "storageclasses"),
+                list_served(self.kube, STORAGECLASSES),
                 str(driver) if driver else None)
             if klass is None:
                 blocked = clone_snapshot.NO_TEMP_CLASS
@@ -283,7 +290,7 @@ class CloneReconciler(Reconciler):
         delete it once the clone ended."""
         wanted = (observed.source or {}).get(TEMP_CLAIM_KEY)
         if isinstance(wanted, dict) and not finished:
-            if self.kube.create_claim(wanted):
+            if self.kube.create_if_absent(PVCS, wanted):
                 logger.info("%s/%s: created %s/%s from the snapshot",
                             meta(target).get("namespace"), meta(target).get("name"),
                             wanted["metadata"]["namespace"], wanted["metadata"]["name"])
@@ -293,24 +300,23 @@ class CloneReconciler(Reconciler):
 
     def _delete_temp_claim(self, target: Obj) -> None:
         ns = self.populator.source_namespace(target)
-        temp = self.kube.claim(ns, clone_snapshot.temp_claim_name(target))
+        temp = self.kube.get_or_none(PVCS, clone_snapshot.temp_claim_name(target), ns)
         if temp is not None and clone_pods.ours(temp, target) and not meta(temp).get(
                 "deletionTimestamp"):
             logger.info("%s/%s: deleting %s/%s", meta(target).get("namespace"),
                         meta(target).get("name"), ns, meta(temp).get("name"))
-            self.kube.delete_claim(ns, str(meta(temp).get("name")), str(meta(temp).get("uid")))
+            self.kube.delete(PVCS, str(meta(temp).get("name")), ns,
+                             uid=str(meta(temp).get("uid")))
 
     def _snapshot(self, target: Obj) -> Obj | None:
-        return self.kube.custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
-                                clone_snapshot.PLURAL, self.populator.source_namespace(target),
-                                clone_snapshot.snapshot_name(target))
+        return self.kube.get_or_none(SNAPSHOTS, clone_snapshot.snapshot_name(target),
+                                     self.populator.source_namespace(target))
 
     def _common_snapshot_class(self, target_profile: Obj | None,
                                source_class: Any) -> str | None:
         """The VolumeSnapshotClass both claims' StorageProfiles name (upstream's common
         ``snapshotClass``), None unless both name the same one."""
-        source_profile = self.kube.custom(api.GROUP, api.VERSION,
-                                          "storageprofiles", None, str(source_class)) \
+        source_profile = self.kube.get_or_none(STORAGEPROFILES, str(source_class)) \
             if source_class else None
         found = {((p or {}).get("status") or {}).get("snapshotClass")
                  for p in (target_profile, source_profile)}
@@ -319,7 +325,7 @@ class CloneReconciler(Reconciler):
     def _busy(self, ns: str, claim_name: str, base: Observed) -> str:
         if base.pod is not None:
             return ""
-        users = clone_strategy.writers(pods=self.kube.pods(ns), claim=claim_name)
+        users = clone_strategy.writers(pods=self.kube.list(PODS, ns), claim=claim_name)
         if not users:
             return ""
         return (f"pod(s) {', '.join(users)} write to clone source {ns}/{claim_name};"
@@ -328,8 +334,8 @@ class CloneReconciler(Reconciler):
     # -- the host-assisted copy's source side --------------------------------------------
 
     def _source_pod(self, target: Obj) -> Obj | None:
-        pod = self.kube.pod(self.populator.source_namespace(target),
-                            names.clone_source_pod_name(str(meta(target).get("uid"))))
+        pod = self.kube.get_or_none(PODS, names.clone_source_pod_name(str(meta(target).get("uid"))),
+                                    self.populator.source_namespace(target))
         return pod if clone_pods.ours(pod, target) else None
 
     def _source_failed(self, target: Obj, base: Observed) -> tuple[str, str] | None:
@@ -354,30 +360,31 @@ class CloneReconciler(Reconciler):
         tns = str(meta(target).get("namespace"))
         sns = self.populator.source_namespace(target)
         tname, sname = names.clone_secret_names(uid)
-        have_t, have_s = self.kube.secret(tns, tname), self.kube.secret(sns, sname)
+        have_t = self.kube.get_or_none(SECRETS, tname, tns)
+        have_s = self.kube.get_or_none(SECRETS, sname, sns)
         if clone_pods.secrets_match(have_t, have_s):
             return
         for ns, have in ((tns, have_t), (sns, have_s)):
             if have is not None and clone_pods.ours(have, target):
-                self.kube.delete_secret(ns, str(meta(have).get("name")),
-                                        str(meta(have).get("uid")))
+                self.kube.delete(SECRETS, str(meta(have).get("name")), ns,
+                                 uid=str(meta(have).get("uid")))
         source_pod = self._source_pod(target)
         if source_pod is not None:  # it holds the old material
-            self.kube.delete_pod(sns, str(meta(source_pod).get("name")),
-                                 str(meta(source_pod).get("uid")))
-        prime = self.kube.claim(tns, names.prime_name(uid))
-        vcs = self.kube.custom(api.GROUP, api.VERSION, self.populator.plural, sns,
-                               str(spec(target).get("dataSourceRef", {}).get("name")))
+            self.kube.delete(PODS, str(meta(source_pod).get("name")), sns,
+                             uid=str(meta(source_pod).get("uid")))
+        prime = self.kube.get_or_none(PVCS, names.prime_name(uid), tns)
+        vcs = self.kube.get_or_none(source_resource(self.populator.plural),
+                                    str(spec(target).get("dataSourceRef", {}).get("name")), sns)
         if prime is None or vcs is None:
             return
         pair = paired_tls(server_name=clone_pods.SERVER_NAME,
                           client_name=clone_pods.CLIENT_NAME,
                           now=datetime.datetime.now(datetime.UTC), validity=TLS_VALIDITY)
-        self.kube.create_secret(clone_pods.render_secret(
+        self.kube.create_if_absent(SECRETS, clone_pods.render_secret(
             name=tname, namespace=tns, ca=pair.server.ca, cert=pair.server.cert,
             key=pair.server.key, fingerprint=pair.fingerprint, target=target,
             owner=owner_ref(prime, kind="PersistentVolumeClaim")))
-        self.kube.create_secret(clone_pods.render_secret(
+        self.kube.create_if_absent(SECRETS, clone_pods.render_secret(
             name=sname, namespace=sns, ca=pair.client.ca, cert=pair.client.cert,
             key=pair.client.key, fingerprint=pair.fingerprint, target=target,
             owner=owner_ref(vcs, kind="VolumeCloneSource",
@@ -411,9 +418,9 @@ class CloneReconciler(Reconciler):
         if step.delete_pod and source_pod is not None:
             logger.info("%s/%s: deleting clone source pod", meta(target).get("namespace"),
                         meta(target).get("name"))
-            self.kube.delete_pod(str(meta(source_pod).get("namespace")),
-                                 str(meta(source_pod).get("name")),
-                                 str(meta(source_pod).get("uid")))
+            self.kube.delete(PODS, str(meta(source_pod).get("name")),
+                             str(meta(source_pod).get("namespace")),
+                             uid=str(meta(source_pod).get("uid")))
         if step.delete_secrets:
             self._delete_secrets(target)
         if step.create and observed.source is not None:
@@ -424,7 +431,7 @@ class CloneReconciler(Reconciler):
                     address=clone_pods.target_address(target_pod), config=observed.config,
                     settings=self.settings,
                     target_restarts=clone_pods.target_restarts(target_pod))
-                if self.kube.create_pod(pod):
+                if self.kube.create_if_absent(PODS, pod):
                     logger.info("%s/%s: created clone source pod %s/%s",
                                 meta(target).get("namespace"), meta(target).get("name"),
                                 pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -434,8 +441,7 @@ class CloneReconciler(Reconciler):
         or the clone ended."""
         wanted = (observed.source or {}).get(SNAPSHOT_KEY)
         if isinstance(wanted, dict) and not finished:
-            if self.kube.create_custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
-                                       clone_snapshot.PLURAL, wanted):
+            if self.kube.create_if_absent(SNAPSHOTS, wanted):
                 logger.info("%s/%s: created VolumeSnapshot %s/%s", meta(target).get("namespace"),
                             meta(target).get("name"), wanted["metadata"]["namespace"],
                             wanted["metadata"]["name"])
@@ -449,17 +455,16 @@ class CloneReconciler(Reconciler):
                 "deletionTimestamp"):
             logger.info("%s/%s: deleting VolumeSnapshot %s", meta(target).get("namespace"),
                         meta(target).get("name"), meta(snap).get("name"))
-            self.kube.delete_custom(clone_snapshot.GROUP, clone_snapshot.VERSION,
-                                    clone_snapshot.PLURAL, str(meta(snap).get("namespace")),
-                                    str(meta(snap).get("name")), str(meta(snap).get("uid")))
+            self.kube.delete(SNAPSHOTS, str(meta(snap).get("name")),
+                             str(meta(snap).get("namespace")), uid=str(meta(snap).get("uid")))
 
     def _delete_secrets(self, target: Obj) -> None:
         tname, sname = names.clone_secret_names(str(meta(target).get("uid")))
         for ns, name in ((str(meta(target).get("namespace")), tname),
                          (self.populator.source_namespace(target), sname)):
-            have = self.kube.secret(ns, name)
+            have = self.kube.get_or_none(SECRETS, name, ns)
             if have is not None and clone_pods.ours(have, target):
-                self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
+                self.kube.delete(SECRETS, name, ns, uid=str(meta(have).get("uid")))
 
     def target_gone(self, target: Obj) -> None:
         if _from_snapshot(annots(target)):
@@ -470,7 +475,7 @@ class CloneReconciler(Reconciler):
             return
         source_pod = self._source_pod(target)
         if source_pod is not None:
-            self.kube.delete_pod(str(meta(source_pod).get("namespace")),
-                                 str(meta(source_pod).get("name")),
-                                 str(meta(source_pod).get("uid")))
+            self.kube.delete(PODS, str(meta(source_pod).get("name")),
+                             str(meta(source_pod).get("namespace")),
+                             uid=str(meta(source_pod).get("uid")))
         self._delete_secrets(target)

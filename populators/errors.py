@@ -6,8 +6,8 @@
                             message names the object and the field. The flow turns it into
                             the target's Failed annotations and a Warning Event.
 
-API failures are ``kubeclient``'s errors (``KubeError``), raised by the adapter
-(``populators.kube``), never by the decisions.
+API failures are ``kubeclient``'s errors (``KubeError`` and its tree), raised by the
+client the reconcilers call, never by the decisions.
 """
 
 from __future__ import annotations

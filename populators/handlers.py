@@ -25,11 +25,11 @@ from typing import Any
 
 import kopf
 
+from kubeclient import Client, connection_params, load_configuration
 from populators import names
 from populators.clone_populator import ClonePopulator, CloneReconciler
 from populators.import_populator import ImportPopulator
 from populators.importer_pod import Settings
-from populators.kube import Kube, connection_params, load_configuration
 from populators.reconcile import Reconciler
 from populators.upload_populator import COMPONENT as UPLOAD_COMPONENT
 from populators.upload_populator import UploadPopulator
@@ -96,13 +96,13 @@ LOGIN_PRIORITY = 10
 def _login(**_: Any) -> kopf.ConnectionInfo:
     """In a pod: the service account (through KUBERNETES_SERVICE_HOST/PORT); else the
     kubeconfig named by KUBECONFIG now."""
-    params = connection_params(os.environ.get("KUBECONFIG") or None)
+    params = connection_params(load_configuration(os.environ.get("KUBECONFIG") or None))
     return kopf.ConnectionInfo(**params, priority=LOGIN_PRIORITY)
 
 
 @kopf.on.startup()
 async def _startup(**_: Any) -> None:
-    kube = Kube(load_configuration(os.environ.get("KUBECONFIG") or None))
+    kube = Client(load_configuration(os.environ.get("KUBECONFIG") or None))
     pods = Settings.from_env(os.environ)
     _state.reconcilers = {
         "VolumeImportSource": Reconciler(kube, ImportPopulator(), pods),

@@ -16,12 +16,14 @@ from typing import Any
 
 import requests
 
+from kubeclient import Client, KubeError
+from kubeclient.resources import CDICONFIGS, EVENTS, PODS, PVCS, PVS, STORAGECLASSES
 from populators import claims, events, flow, names, progress
 from populators.cdiconfig import CdiConfig
 from populators.cdiconfig import parse as parse_config
 from populators.claims import Obj, meta, spec
 from populators.importer_pod import Settings
-from populators.kube import Kube, KubeError
+from populators.kube import events_about, set_claim_ref, source_resource
 from vocab import cdi as api
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ CDI_CONFIG = "config"
 
 
 class Reconciler:
-    def __init__(self, kube: Kube, populator: flow.Populator, settings: Settings) -> None:
+    def __init__(self, kube: Client, populator: flow.Populator, settings: Settings) -> None:
         self.kube = kube
         self.populator = populator
         self.settings = settings
@@ -72,7 +74,7 @@ class Reconciler:
     def reconcile(self, namespace: str, name: str) -> bool:
         """Bring one target a step closer; True to be looked at again soon."""
         with self._lock(f"{namespace}/{name}"):
-            target = self.kube.claim(namespace, name)
+            target = self.kube.get_or_none(PVCS, name, namespace)
             if target is None or not self.is_target(target):
                 return False
             observed = self._observe(target)
@@ -102,23 +104,23 @@ class Reconciler:
         """``namespace/name`` of PVC''s target, to reconcile; when the target is gone, stop the pod
         and remove PVC' here (garbage collection alone would wait: PVC' is protected
         while the pod that uses it runs, and the pod goes only after PVC')."""
-        prime = self.kube.claim(namespace, prime_name)
+        prime = self.kube.get_or_none(PVCS, prime_name, namespace)
         if prime is None:
             return None
         owner = claims.prime_target(prime)
         if owner is None:
             return None
-        target = self.kube.claim(owner[0], owner[1])
+        target = self.kube.get_or_none(PVCS, owner[1], owner[0])
         if target is not None and meta(target).get("uid") == owner[2]:
             return f"{owner[0]}/{owner[1]}"
-        pod = self.kube.pod(namespace, self.populator.pod_name(prime_name))
+        pod = self.kube.get_or_none(PODS, self.populator.pod_name(prime_name), namespace)
         if pod is not None and claims.owned_by(pod, prime):
             logger.info("%s/%s: target gone; deleting pod %s", namespace, prime_name,
                         meta(pod).get("name"))
-            self.kube.delete_pod(namespace, str(meta(pod).get("name")),
-                                 str(meta(pod).get("uid")))
+            self.kube.delete(PODS, str(meta(pod).get("name")), namespace,
+                             uid=str(meta(pod).get("uid")))
         if not meta(prime).get("deletionTimestamp"):
-            self.kube.delete_claim(namespace, prime_name, str(meta(prime).get("uid")))
+            self.kube.delete(PVCS, prime_name, namespace, uid=str(meta(prime).get("uid")))
         return None
 
     # -- observe ---------------------------------------------------------------------------
@@ -126,33 +128,32 @@ class Reconciler:
     def _observe(self, target: Obj) -> flow.Observed:
         ns = self.populator.prime_namespace(target)
         prime_name = names.prime_name(str(meta(target).get("uid")))
-        prime = self.kube.claim(ns, prime_name)
+        prime = self.kube.get_or_none(PVCS, prime_name, ns)
         if prime is not None and not claims.prime_of(prime, target):
             prime = None  # a namesake that is not ours: never touched
         pod = None
         if prime is not None:
-            pod = self.kube.pod(ns, self.populator.pod_name(prime_name))
+            pod = self.kube.get_or_none(PODS, self.populator.pod_name(prime_name), ns)
             if pod is not None and not claims.owned_by(pod, prime):
                 pod = None
         volume = None
         if prime is not None and spec(prime).get("volumeName"):
-            volume = self.kube.volume(str(spec(prime)["volumeName"]))
+            volume = self.kube.get_or_none(PVS, str(spec(prime)["volumeName"]))
         sc_name = spec(target).get("storageClassName")
         source_name = claims.source_ref(target, kind=self.populator.kind) or ""
         users: tuple[str, ...] = ()
         if prime is not None and pod is None:
-            users = tuple(_users(self.kube.pods(ns), prime_name,
+            users = tuple(_users(self.kube.list(PODS, ns), prime_name,
                                  self.populator.pod_name(prime_name)))
         return flow.Observed(
             target=target,
-            storage_class=self.kube.storage_class(str(sc_name)) if sc_name else None,
-            source=self.kube.custom(api.GROUP, api.VERSION, self.populator.plural,
-                                    self.populator.source_namespace(target), source_name),
+            storage_class=self.kube.get_or_none(STORAGECLASSES, str(sc_name)) if sc_name else None,
+            source=self.kube.get_or_none(source_resource(self.populator.plural),
+                                         source_name, self.populator.source_namespace(target)),
             prime=prime, pod=pod, volume=volume, users=users, config=self._config())
 
     def _config(self) -> CdiConfig:
-        return parse_config(self.kube.custom(api.GROUP, api.VERSION,
-                                             "cdiconfigs", None, CDI_CONFIG))
+        return parse_config(self.kube.get_or_none(CDICONFIGS, CDI_CONFIG))
 
     # -- act -------------------------------------------------------------------------------
 
@@ -160,24 +161,24 @@ class Reconciler:
         ns, name = str(meta(target).get("namespace")), str(meta(target).get("name"))
         match action:
             case flow.CreatePrime(manifest=m):
-                if self.kube.create_claim(m):
+                if self.kube.create_if_absent(PVCS, m):
                     logger.info("%s/%s: created PVC' %s", ns, name, m["metadata"]["name"])
             case flow.CreatePod(manifest=m):
-                if self.kube.create_pod(m):
+                if self.kube.create_if_absent(PODS, m):
                     logger.info("%s/%s: created pod %s", ns, name, m["metadata"]["name"])
             case flow.DeletePod(name=pod, uid=uid, namespace=pns):
                 logger.info("%s/%s: deleting pod %s/%s", ns, name, pns or ns, pod)
-                self.kube.delete_pod(pns or ns, pod, uid)
+                self.kube.delete(PODS, pod, pns or ns, uid=uid)
             case flow.DeletePrime(name=prime, uid=uid, namespace=pns):
                 logger.info("%s/%s: deleting PVC' %s/%s", ns, name, pns or ns, prime)
-                self.kube.delete_claim(pns or ns, prime, uid)
+                self.kube.delete(PVCS, prime, pns or ns, uid=uid)
             case flow.Annotate(changes=changes):
-                self.kube.annotate_claim(ns, name, changes)
+                self.kube.patch(PVCS, name, {"metadata": {"annotations": dict(changes)}}, ns)
             case flow.Rebind(volume=pv, claim_ref=ref, resource_version=rv):
-                if self.kube.set_claim_ref(pv, ref, rv):
+                if set_claim_ref(self.kube, pv, ref, rv):
                     logger.info("%s/%s: volume %s rebound to the target", ns, name, pv)
             case flow.Emit() as emit:
-                self.kube.create_event(events.emitted_event(target=target, emit=emit,
+                self.kube.create_if_absent(EVENTS, events.emitted_event(target=target, emit=emit,
                                                           now=_now()))
 
     def _progress_due(self, uid: str) -> bool:
@@ -203,8 +204,9 @@ class Reconciler:
             return
         text = progress.render(value)
         if claims.annots(target).get(api.POPULATOR_PROGRESS) != text:
-            self.kube.annotate_claim(str(meta(target).get("namespace")),
-                                     str(meta(target).get("name")), {api.POPULATOR_PROGRESS: text})
+            self.kube.patch(PVCS, str(meta(target).get("name")),
+                            {"metadata": {"annotations": {api.POPULATOR_PROGRESS: text}}},
+                            str(meta(target).get("namespace")))
 
     def _copy_events(self, target: Obj, o: flow.Observed) -> None:
         ns = str(meta(target).get("namespace"))
@@ -216,10 +218,10 @@ class Reconciler:
             if obj is None:
                 continue
             try:
-                for event in self.kube.events_about(ns, str(meta(obj).get("uid"))):
+                for event in events_about(self.kube, ns, str(meta(obj).get("uid"))):
                     copy = events.copied_event(target=target, event=event)
                     if copy["metadata"]["name"] not in done:
-                        self.kube.create_event(copy)
+                        self.kube.create_if_absent(EVENTS, copy)
                         done.add(copy["metadata"]["name"])
             except KubeError as err:
                 if err.status == 403 and not self._events_forbidden:

@@ -19,11 +19,13 @@ import logging
 import threading
 from typing import Any
 
+from kubeclient import Client
+from kubeclient.resources import PODS, PVCS, SECRETS, SERVICES
 from pki import certs, rotation
 from populators import flow, names
 from populators.claims import Obj, annots, meta
 from populators.importer_pod import Settings
-from populators.kube import Kube
+from populators.kube import replaced
 from populators.reconcile import Reconciler
 from populators.upload_populator import (
     CLIENT_NAME,
@@ -44,7 +46,7 @@ CLIENT_SECRET = "cdi-uploadproxy-client"  # noqa: S105
 
 
 class UploadReconciler(Reconciler):
-    def __init__(self, kube: Kube, populator: flow.Populator, settings: Settings, *,
+    def __init__(self, kube: Client, populator: flow.Populator, settings: Settings, *,
                  namespace: str) -> None:
         super().__init__(kube, populator, settings)
         self.namespace = namespace
@@ -61,21 +63,21 @@ class UploadReconciler(Reconciler):
             return ca
 
     def _read_ca(self) -> tuple[dict[str, bytes], str] | None:
-        found = self.kube.secret(self.namespace, CA_SECRET)
+        found = self.kube.get_or_none(SECRETS, CA_SECRET, self.namespace)
         return None if found is None else rotation.secret_data(found)
 
     def _write_ca(self, data: dict[str, bytes], version: str | None) -> bool:
         obj = rotation.secret_object(CA_SECRET, self.namespace, data)
         if version is None:
-            return self.kube.create_secret(obj)
+            return self.kube.create_if_absent(SECRETS, obj) is not None
         obj["metadata"]["resourceVersion"] = version
         logger.info("rotated the upload CA")
-        return self.kube.replace_secret(obj)
+        return replaced(self.kube, SECRETS, obj)
 
     def _keep_client(self, ca: rotation.Authority, now: dt.datetime) -> None:
         lifetime = self._cert_lifetime()
         for _ in range(rotation.ATTEMPTS):
-            found = self.kube.secret(self.namespace, CLIENT_SECRET)
+            found = self.kube.get_or_none(SECRETS, CLIENT_SECRET, self.namespace)
             if found is not None:
                 have, _ = rotation.secret_data(found)
                 if have.get("ca.crt") == ca.bundle_pem() and not rotation.leaf_due(
@@ -91,10 +93,10 @@ class UploadReconciler(Reconciler):
                                           "tls.key": client.key_pem,
                                           "ca.crt": ca.bundle_pem()})}
             if found is None:
-                done = self.kube.create_secret(obj)
+                done = self.kube.create_if_absent(SECRETS, obj) is not None
             else:
                 obj["metadata"]["resourceVersion"] = meta(found).get("resourceVersion")
-                done = self.kube.replace_secret(obj)
+                done = replaced(self.kube, SECRETS, obj)
             if done:
                 logger.info("issued the upload proxy's client certificate")
                 return
@@ -113,25 +115,25 @@ class UploadReconciler(Reconciler):
         comes half a lifetime before the certificate ends) and Service."""
         ns = str(pod["metadata"]["namespace"])
         prime_ref = pod["metadata"]["ownerReferences"][0]
-        prime = self.kube.claim(ns, str(prime_ref["name"]))
+        prime = self.kube.get_or_none(PVCS, str(prime_ref["name"]), ns)
         if prime is None:
             return
         name = server_name(str(meta(prime).get("name")))
-        have = self.kube.secret(ns, name)
+        have = self.kube.get_or_none(SECRETS, name, ns)
         if have is not None and secret_due(have, prime=prime, now=now,
                                            lifetime=self._cert_lifetime()):
             logger.info("%s/%s: renewing the upload server's certificate", ns, name)
-            self.kube.delete_secret(ns, name, str(meta(have).get("uid")))
+            self.kube.delete(SECRETS, name, ns, uid=str(meta(have).get("uid")))
             have = None
         ca = self.authority(now)
         if have is None:
             serving = certs.issue(ca=ca.current, common_name=name,
                                   dns_names=certs.service_names(name, ns), now=now,
                                   validity=self._cert_lifetime())
-            self.kube.create_secret(render_secret(prime=prime, cert_pem=serving.cert_pem,
-                                                  key_pem=serving.key_pem,
-                                                  ca_pem=ca.bundle_pem()))
-        if self.kube.create_service(render_service(prime=prime)):
+            self.kube.create_if_absent(SECRETS, render_secret(
+                prime=prime, cert_pem=serving.cert_pem, key_pem=serving.key_pem,
+                ca_pem=ca.bundle_pem()))
+        if self.kube.create_if_absent(SERVICES, render_service(prime=prime)):
             logger.info("%s/%s: created upload service", ns, name)
 
     def _cert_lifetime(self) -> dt.timedelta:
@@ -143,7 +145,7 @@ class UploadReconciler(Reconciler):
 
     def reconcile(self, namespace: str, name: str) -> bool:
         again = super().reconcile(namespace, name)
-        target = self.kube.claim(namespace, name)
+        target = self.kube.get_or_none(PVCS, name, namespace)
         if target is None or not self.is_target(target):
             return again
         ann = annots(target)
@@ -151,8 +153,9 @@ class UploadReconciler(Reconciler):
         prime = names.prime_name(str(meta(target).get("uid")))
         if ann.get(api.POD_PHASE) not in (api.SUCCEEDED, api.FAILED) and \
                 (target.get("status") or {}).get("phase") != "Bound":
-            ready = "true" if pod_ready(self.kube.pod(namespace, server_name(prime))) \
-                else "false"
+            pod = self.kube.get_or_none(PODS, server_name(prime), namespace)
+            ready = "true" if pod_ready(pod) else "false"
         if ann.get(POD_READY) != ready:
-            self.kube.annotate_claim(namespace, name, {POD_READY: ready})
+            self.kube.patch(PVCS, name, {"metadata": {"annotations": {POD_READY: ready}}},
+                            namespace)
         return again

@@ -167,7 +167,8 @@ def _upload(args: argparse.Namespace) -> int:
     import requests
     from tqdm import tqdm
 
-    from cdi.kube import CONFIGMAPS, Client, Kind, KubeError, load_configuration
+    from kubeclient import Client, KubeError, load_configuration
+    from kubeclient.resources import CONFIGMAPS
     from rootdisk.kubeconfig import KubeconfigNotFound, discover, namespace
 
     if not os.path.isfile(args.image_path):
@@ -231,13 +232,13 @@ def _upload(args: argparse.Namespace) -> int:
         if not token:
             raise UploadFailed("upload token: the cluster answered without a token")
         logger.info("upload token received")
-        url = args.uploadproxy_url or _proxy_url(client, Kind)
+        url = args.uploadproxy_url or _proxy_url(client)
         logger.info("upload proxy: %s", url)
         verify: bool | str = not args.insecure
         ca_file = None
         if not args.insecure:
             try:
-                cm = client.get(CONFIGMAPS, PROXY_CA, PROXY_NAMESPACE)
+                cm = client.get_or_none(CONFIGMAPS, PROXY_CA, PROXY_NAMESPACE)
             except KubeError:
                 cm = None
             pem = ((cm or {}).get("data") or {}).get("ca.crt")
@@ -285,7 +286,8 @@ def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
     poll); when a watch ends or fails, reads the object again and watches on from it, a
     round at most every POLL seconds (a server that ends every watch at once, or fails
     it, is not asked again in a tight loop)."""
-    from cdi.kube import DATAVOLUMES, PVCS, KubeError
+    from kubeclient import KubeError
+    from kubeclient.resources import DATAVOLUMES, PVCS
 
     resource = DATAVOLUMES if kind == "dv" else PVCS
     while True:
@@ -300,7 +302,7 @@ def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         started = time.monotonic()
         try:
-            for event in client.watch_events(resource, resource_version=version,
+            for event in client.watch(resource, resource_version=version,
                                              timeout=max(1, min(60, int(left))), namespace=ns,
                                              field_selector=f"metadata.name={name}"):
                 if event.get("type") == "ERROR":
@@ -319,16 +321,17 @@ def _await(client: Any, *, kind: str, ns: str, name: str, get: Any,
                                 deadline - time.monotonic())))
 
 
-def _proxy_url(client: Any, kind: Any) -> str:
+def _proxy_url(client: Any) -> str:
     """CDIConfig status.uploadProxyURL, else the proxy Service's ready endpoint."""
-    from cdi.kube import CDICONFIGS, KubeError
+    from kubeclient import KubeError
+    from kubeclient.resources import CDICONFIGS, ENDPOINTS
 
     try:
-        config = client.get(CDICONFIGS, "config") or {}
+        config = client.get_or_none(CDICONFIGS, "config") or {}
         url = (config.get("status") or {}).get("uploadProxyURL")
         if url:
             return str(url) if "://" in str(url) else f"https://{url}"
-        endpoints = client.get(kind("", "v1", "endpoints"), PROXY_SERVICE, PROXY_NAMESPACE)
+        endpoints = client.get_or_none(ENDPOINTS, PROXY_SERVICE, PROXY_NAMESPACE)
     except KubeError as err:
         raise UploadFailed(f"finding the upload proxy: {err} (use --uploadproxy-url)") from None
     for subset in (endpoints or {}).get("subsets") or []:

@@ -65,19 +65,19 @@ def register(subparsers: Any) -> None:
 
 
 def _connect(args: argparse.Namespace) -> tuple[Any, str]:
+    from kubeclient import Client, load_configuration
     from rootdisk import kubeconfig
-    from vm.kube import Kube, load_config
     try:
         found = kubeconfig.discover(args.kubeconfig)
     except kubeconfig.KubeconfigNotFound as err:
         raise SystemExit(f"rootdisk {args.command}: {err}") from None
-    return Kube(load_config(found.path)), kubeconfig.namespace(args.namespace, found)
+    return Client(load_configuration(found.path)), kubeconfig.namespace(args.namespace, found)
 
 
 def cmd_lifecycle(args: argparse.Namespace) -> int:
     import json
 
-    from vm.kube import KubeError
+    from kubeclient import KubeError
     kube, ns = _connect(args)
     body: dict[str, Any] = {"kind": f"{args.action.capitalize()}Options",
                             "apiVersion": "subresources.kubevirt.io/v1"}
@@ -113,9 +113,10 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
 
 def cmd_pause(args: argparse.Namespace) -> int:
     """virtctl's pause/unpause: for a VM, the VMI of its name (upstream's messages)."""
+    from kubeclient import KubeError
+    from kubeclient.resources import VMS
     from rootdisk.vmtarget import TargetError, parse_target
     from vm.controller.runstrategy import InvalidRunStrategy, run_strategy
-    from vm.kube import VMS, KubeError
     text = f"{args.target}/{args.name}" if args.name else args.target
     try:
         target = parse_target(text)

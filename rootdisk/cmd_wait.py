@@ -52,7 +52,8 @@ def failure_text(status: dict[str, Any]) -> str:
 def cmd_wait_dv(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from cdi.kube import DATAVOLUMES, Client, KubeError, load_configuration
+    from kubeclient import Client, KubeError, load_configuration
+    from kubeclient.resources import DATAVOLUMES
     from rootdisk.kubeconfig import KubeconfigNotFound, discover, namespace
 
     try:
@@ -68,7 +69,7 @@ def cmd_wait_dv(args: argparse.Namespace) -> int:
     try:
         while True:
             try:
-                dv = client.get(DATAVOLUMES, args.name, ns)
+                dv = client.get_or_none(DATAVOLUMES, args.name, ns)
             except KubeError as err:
                 bar.close()
                 print(f"rootdisk wait: {err}", file=sys.stderr)

@@ -24,14 +24,15 @@ from urllib.parse import quote
 import aiohttp
 
 from apiservice.refusal import keep_refusal, last_refusal
-from vm.kube import PODS, VMIS, Kube, KubeError
+from kubeclient import Client, KubeError
+from kubeclient.resources import PODS, VMIS
 from vocab import kubevirt as names
 
 ESCAPE = b"\x1d"  # Ctrl+]
 SUB = "/apis/subresources.kubevirt.io/v1"
 
 
-def _ssl_and_headers(kube: Kube) -> tuple[ssl.SSLContext, dict[str, str], str]:
+def _ssl_and_headers(kube: Client) -> tuple[ssl.SSLContext, dict[str, str], str]:
     cfg = kube.api.configuration
     ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else \
         ssl.create_default_context()
@@ -47,13 +48,13 @@ def _ssl_and_headers(kube: Kube) -> tuple[ssl.SSLContext, dict[str, str], str]:
     return ctx, headers, str(cfg.host).rstrip("/")
 
 
-def _wait_running(kube: Kube, ns: str, name: str, timeout: float) -> dict[str, Any]:
+def _wait_running(kube: Client, ns: str, name: str, timeout: float) -> dict[str, Any]:
     """The VMI once it is Running, as virtctl waits for it; said once on stderr, so a
     misspelt name is not a silent wait."""
     deadline = time.monotonic() + timeout
     said = False
     while True:
-        vmi = kube.get(VMIS, name, ns)
+        vmi = kube.get_or_none(VMIS, name, ns)
         phase = ((vmi or {}).get("status") or {}).get("phase")
         if phase == "Running":
             return vmi  # type: ignore[return-value]
@@ -87,8 +88,8 @@ def visible(data: bytes) -> bytes:
     return _CONTROL.sub(_shown, text).encode("utf-8", errors="surrogateescape")
 
 
-def print_log(kube: Kube, ns: str, name: str, *, raw: bool = False) -> int:
-    vmi = kube.get(VMIS, name, ns)
+def print_log(kube: Client, ns: str, name: str, *, raw: bool = False) -> int:
+    vmi = kube.get_or_none(VMIS, name, ns)
     if vmi is None:
         print(f"rootdisk console: VMI {ns}/{name} does not exist", file=sys.stderr)
         return 1
@@ -115,7 +116,7 @@ def print_log(kube: Kube, ns: str, name: str, *, raw: bool = False) -> int:
     return 0
 
 
-def attach(kube: Kube, ns: str, name: str, *, timeout: float) -> int:
+def attach(kube: Client, ns: str, name: str, *, timeout: float) -> int:
     try:
         _wait_running(kube, ns, name, timeout)
     except KubeError as err:

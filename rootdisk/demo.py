@@ -211,12 +211,12 @@ def answers(kubeconfig: str) -> bool:
     it once it listens)."""
     import urllib3
 
-    from vm.kube import Kube, KubeError, load_config
+    from kubeclient import Client, KubeError, load_configuration
 
     if not os.path.exists(kubeconfig):
         return False
     try:
-        kube = Kube(load_config(kubeconfig))
+        kube = Client(load_configuration(kubeconfig))
     except (OSError, ValueError):  # being rewritten
         return False
     try:
@@ -231,8 +231,8 @@ def answers(kubeconfig: str) -> bool:
 def no_stuck_pods(kube: Any, namespaces: tuple[str, ...]) -> None:
     """DemoError naming each pod of ``namespaces`` that crash-loops or cannot start, with
     its reason and last log lines: waiting longer would not help."""
+    from kubeclient.resources import PODS
     from rootdisk import podhealth
-    from vm.kube import PODS
     found = [item for ns in namespaces for item in podhealth.stuck(kube.list(PODS, ns))]
     if found:
         raise DemoError("these pods will not come up:\n"
@@ -240,7 +240,7 @@ def no_stuck_pods(kube: Any, namespaces: tuple[str, ...]) -> None:
 
 
 def components_ready(kube: Any) -> bool:
-    from vm.kube import PODS, Res
+    from kubeclient.resources import APISERVICES, PODS
     no_stuck_pods(kube, ("kubevirt", "rootdisk"))
     ready = set()
     for ns in ("kubevirt", "rootdisk"):
@@ -250,8 +250,7 @@ def components_ready(kube: Any) -> bool:
             if conds.get("Ready") == "True":
                 labels = pod["metadata"].get("labels") or {}
                 ready.add(labels.get("kubevirt.io") or labels.get("app.kubernetes.io/name"))
-    svc = kube.get(Res("apiregistration.k8s.io", "v1", "apiservices", namespaced=False),
-                   "v1.subresources.kubevirt.io") or {}
+    svc = kube.get_or_none(APISERVICES, "v1.subresources.kubevirt.io") or {}
     available = any(c.get("type") == "Available" and c.get("status") == "True"
                     for c in (svc.get("status") or {}).get("conditions") or [])
     return available and {"virt-api", "virt-controller", "virt-handler",
@@ -259,21 +258,21 @@ def components_ready(kube: Any) -> bool:
 
 
 def apply_vm(kube: Any, url: str, *, disk_size: int, userdata: str) -> None:
-    from vm.kube import DVS, VMIS, VMS, KubeError, Res
-    secrets = Res("", "v1", "secrets")
-    if kube.get(VMS, VM_NAME, NAMESPACE) is not None:
+    from kubeclient import KubeError
+    from kubeclient.resources import DATAVOLUMES, SECRETS, VMIS, VMS
+    if kube.get_or_none(VMS, VM_NAME, NAMESPACE) is not None:
         print(f"== replacing the VirtualMachine {VM_NAME} of an earlier demo")
         kube.delete(VMS, VM_NAME, NAMESPACE)
         wait("the old VM, VMI and DataVolume to go", lambda: all(
-            kube.get(res, name, NAMESPACE) is None for res, name in (
-                (VMS, VM_NAME), (VMIS, VM_NAME), (DVS, f"{VM_NAME}-rootdisk"))),
+            kube.get_or_none(res, name, NAMESPACE) is None for res, name in (
+                (VMS, VM_NAME), (VMIS, VM_NAME), (DATAVOLUMES, f"{VM_NAME}-rootdisk"))),
              timeout=120)
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
               "metadata": {"name": SECRET, "namespace": NAMESPACE},
               "stringData": {"userdata": userdata}}
-    if kube.get(secrets, SECRET, NAMESPACE) is not None:
-        kube.delete(secrets, SECRET, NAMESPACE)
-    kube.create(secrets, secret, NAMESPACE)
+    if kube.get_or_none(SECRETS, SECRET, NAMESPACE) is not None:
+        kube.delete(SECRETS, SECRET, NAMESPACE)
+    kube.create(SECRETS, secret, NAMESPACE)
     for attempt in range(30):  # the webhook may take a moment after the APIService
         try:
             kube.create(VMS, vm_manifest(url, disk_size=disk_size), NAMESPACE)
@@ -285,12 +284,12 @@ def apply_vm(kube: Any, url: str, *, disk_size: int, userdata: str) -> None:
 
 
 def follow_import(kube: Any, *, timeout: float) -> None:
-    from vm.kube import DVS
+    from kubeclient.resources import DATAVOLUMES
     name = f"{VM_NAME}-rootdisk"
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        status = (kube.get(DVS, name, NAMESPACE) or {}).get("status") or {}
+        status = (kube.get_or_none(DATAVOLUMES, name, NAMESPACE) or {}).get("status") or {}
         now = (status.get("phase"), status.get("progress"))
         if now != last and now[0]:
             print(f"   DataVolume {name}: {now[0]:<18} {now[1] or ''}")
@@ -304,12 +303,12 @@ def follow_import(kube: Any, *, timeout: float) -> None:
 
 
 def wait_running(kube: Any, *, timeout: float) -> None:
-    from vm.kube import VMS
+    from kubeclient.resources import VMS
     seen = None
 
     def running() -> bool:
         nonlocal seen
-        status = ((kube.get(VMS, VM_NAME, NAMESPACE) or {}).get("status") or {})
+        status = ((kube.get_or_none(VMS, VM_NAME, NAMESPACE) or {}).get("status") or {})
         if status.get("printableStatus") != seen:
             seen = status.get("printableStatus")
             print(f"   VirtualMachine {VM_NAME}: {seen}")
@@ -330,10 +329,10 @@ def wait_agent(kube: Any, *, timeout: float) -> None:
     """The guest agent connects as the guest's services start, sshd among them: until
     then no SSH attempt is made (each starts three processes, CPU a booting guest under
     TCG would miss)."""
-    from vm.kube import VMIS
+    from kubeclient.resources import VMIS
 
     def connected() -> bool:
-        vmi = kube.get(VMIS, VM_NAME, NAMESPACE) or {}
+        vmi = kube.get_or_none(VMIS, VM_NAME, NAMESPACE) or {}
         return any(c.get("type") == "AgentConnected" and c.get("status") == "True"
                    for c in (vmi.get("status") or {}).get("conditions") or [])
     wait("the guest agent", connected, timeout=timeout, every=1.0)
@@ -360,11 +359,11 @@ def guest_says(kubeconfig: str, keys: Path, *, timeout: float) -> str:
 
 
 def run(data_dir: str, *, timeout: float) -> int:
-    from vm.kube import Kube, load_config
+    from kubeclient import Client, load_configuration
 
     started = time.monotonic()
     kubeconfig = start_cluster(data_dir, timeout=timeout)
-    kube = Kube(load_config(kubeconfig))
+    kube = Client(load_configuration(kubeconfig))
     try:
         print("== waiting for the operators (CDI, virt-controller, virt-api, virt-handler)")
         wait("the operators", lambda: components_ready(kube), timeout=timeout)

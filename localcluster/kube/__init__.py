@@ -1,7 +1,7 @@
 """The node side's ground floor: what the kubelet, the storage controller and the
-workload controllers all build on, with one home each.
+workload controllers all build on, with one home each (the API client itself is
+:class:`kubeclient.Client`, and its resources are :mod:`kubeclient.resources`).
 
-- client.py: a dict-in, dict-out API client and the resources it knows;
 - informer.py: informers and the level-triggered controller loop;
 - events.py: recording Events (``kubectl describe``);
 - addresses.py: 127.x.y.z address pools for pods and Services;

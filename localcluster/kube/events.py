@@ -9,8 +9,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError
+from kubeclient import Client, KubeError, resources
 from localcluster.kube.times import now
 
 logger = logging.getLogger(__name__)
@@ -21,7 +20,7 @@ class EventRecorder:
     """The same event about the same object is recorded at most once a minute (a crash
     loop or a failing provisioning pass would otherwise flood the namespace)."""
 
-    def __init__(self, kube: Kube, *, component: str, host: str = "") -> None:
+    def __init__(self, kube: Client, *, component: str, host: str = "") -> None:
         self.kube = kube
         self.component = component
         self.host = host
@@ -68,6 +67,6 @@ class EventRecorder:
             "reportingComponent": self.component,
         }
         try:
-            self.kube.create(client.EVENTS, event, ns)
+            self.kube.create(resources.EVENTS, event, ns)
         except KubeError as err:
             logger.debug("could not record event %s: %s", reason, err)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from localcluster.kube.client import Kube, KubeError, Obj, Resource
+from kubeclient import Client, KubeError, Obj, Resource
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def key_of(obj: Obj) -> tuple[str, str]:
 
 
 class Informer:
-    def __init__(self, kube: Kube, resource: Resource, *, watch_timeout: int = 300) -> None:
+    def __init__(self, kube: Client, resource: Resource, *, watch_timeout: int = 300) -> None:
         self.kube = kube
         self.resource = resource
         self.watch_timeout = watch_timeout
@@ -76,7 +76,7 @@ class Informer:
             fn()
 
     def _relist(self) -> str:
-        result = self.kube.list(self.resource)
+        result = self.kube.list_object(self.resource)
         with self._lock:
             self._cache = {key_of(o): o for o in result.get("items") or []}
         self.synced.set()

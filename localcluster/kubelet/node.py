@@ -33,9 +33,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
-from localcluster.kube import claims, client, times
+from kubeclient import Client, KubeError, Obj, resources
+from localcluster.kube import claims, times
 from localcluster.kube.addresses import AddressPool, listening_addresses
-from localcluster.kube.client import Kube, KubeError, Obj
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
 from localcluster.kubelet import execs, logs, memstats, podvolumes, pressure, restarts
@@ -80,7 +80,7 @@ def cgroup_prefix(data_dir: str) -> str:
 
 class Node:
     def __init__(
-        self, kube: Kube, *, data_dir: str, api_host: str, api_port: int, ca_pem: str,
+        self, kube: Client, *, data_dir: str, api_host: str, api_port: int, ca_pem: str,
         token_for: Callable[..., str], pods: Informer, claims: Informer,
         volumes: Informer, storage_classes: Informer, configmaps: Informer, secrets: Informer,
         images: ImageTable, backoff: restarts.BackoffSettings | None = None,
@@ -171,7 +171,7 @@ class Node:
                 if cond["type"] == "Ready":
                     cond.update(status="Unknown", reason="NodeStatusUnknown",
                                 message="localcluster kubelet stopped posting node status")
-            self.kube.patch(client.NODES, self.name, {"status": st}, subresource="status")
+            self.kube.patch(resources.NODES, self.name, {"status": st}, subresource="status")
         except Exception as err:
             logger.debug("could not mark the node stopped: %s", err)
 
@@ -247,21 +247,21 @@ class Node:
 
     def _register(self) -> None:
         node = self._node_object()
-        if self.kube.get_or_none(client.NODES, self.name) is None:
-            self.kube.create(client.NODES, node)
-        self.kube.patch(client.NODES, self.name, {"status": node["status"]},
+        if self.kube.get_or_none(resources.NODES, self.name) is None:
+            self.kube.create(resources.NODES, node)
+        self.kube.patch(resources.NODES, self.name, {"status": node["status"]},
                         subresource="status")
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": self.name, "namespace": "kube-node-lease"},
                  "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40,
                           "renewTime": times.micro_now()}}
-        if self.kube.get_or_none(client.LEASES, self.name, "kube-node-lease") is None:
-            self.kube.create(client.LEASES, lease)
+        if self.kube.get_or_none(resources.LEASES, self.name, "kube-node-lease") is None:
+            self.kube.create(resources.LEASES, lease)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
             try:
-                self.kube.patch(client.LEASES, self.name,
+                self.kube.patch(resources.LEASES, self.name,
                                 {"spec": {"renewTime": times.micro_now()}}, "kube-node-lease")
             except Exception as err:
                 logger.debug("heartbeat failed: %s", err)
@@ -310,7 +310,7 @@ class Node:
 
     def _push_node_status(self) -> None:
         try:
-            self.kube.patch(client.NODES, self.name, {"status": self._node_status()},
+            self.kube.patch(resources.NODES, self.name, {"status": self._node_status()},
                             subresource="status")
         except Exception as err:
             logger.debug("node status update failed: %s", err)
@@ -326,7 +326,7 @@ class Node:
         logger.warning("pod %s/%s rejected: %s", meta["namespace"], meta["name"], message)
         self.events.emit(pod, "Warning", reason, message, kind="Pod")
         try:
-            self.kube.patch(client.PODS, meta["name"], {"status": {
+            self.kube.patch(resources.PODS, meta["name"], {"status": {
                 "phase": "Failed", "reason": reason, "message": "Pod was rejected: " + message,
                 "qosClass": "BestEffort"}}, meta["namespace"], subresource="status")
         except KubeError as err:
@@ -365,7 +365,7 @@ class Node:
                 if meta.get("deletionTimestamp") and not (pod.get("status") or {}).get(
                         "containerStatuses"):
                     # never ran here: nothing to stop
-                    self.kube.delete(client.PODS, meta["name"], meta["namespace"],
+                    self.kube.delete(resources.PODS, meta["name"], meta["namespace"],
                                      grace_period=0, uid=meta["uid"])
                     continue
                 worker = PodWorker(self, pod)
@@ -389,7 +389,7 @@ class Node:
             ann = claim["metadata"].get("annotations") or {}
             if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and \
                     ann.get(claims.SELECTED_NODE) != self.name:
-                self.kube.patch(client.PVCS, claim_name,
+                self.kube.patch(resources.PVCS, claim_name,
                                 {"metadata": {"annotations": {
                                     claims.SELECTED_NODE: self.name}}}, ns)
         return True
@@ -415,7 +415,7 @@ class Node:
                for c in conditions):
             return
         meta = pod["metadata"]
-        self.kube.patch(client.PODS, meta["name"], {"status": {"phase": "Pending",
+        self.kube.patch(resources.PODS, meta["name"], {"status": {"phase": "Pending",
                         "conditions": [{"type": "PodScheduled", "status": "False",
                                         "reason": "Unschedulable", "lastProbeTime": None,
                                         "lastTransitionTime": times.now(),
@@ -435,7 +435,7 @@ class Node:
                    "metadata": {"name": meta["name"], "namespace": ns},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": self.name}}
         try:
-            self.kube.request("POST", client.PODS.path(ns, meta["name"], "binding"),
+            self.kube.request("POST", resources.PODS.path(ns, meta["name"], "binding"),
                               body=binding)
             logger.info("scheduled pod %s/%s on %s", ns, meta["name"], self.name)
             self._scheduler_events.emit(pod, "Normal", "Scheduled",

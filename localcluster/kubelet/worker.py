@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import sizes
-from localcluster.kube import client, times
+from kubeclient import Client, KubeError, resources
+from localcluster.kube import times
 from localcluster.kube.addresses import AddressPool
-from localcluster.kube.client import Kube, KubeError
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer
 from localcluster.kubelet import (
@@ -61,7 +61,7 @@ class NodeServices(Protocol):
     creates it: the node imports the worker, never the other way round.
     """
 
-    kube: Kube
+    kube: Client
     pods: Informer
     pods_dir: str
     pod_ips: AddressPool
@@ -622,7 +622,7 @@ class PodWorker(threading.Thread):
         for key in ("message", "reason", "podIP", "podIPs"):
             patch.setdefault(key, None)  # merge patch: absent keeps, null removes
         try:
-            self.node.kube.patch(client.PODS, self.name, {"status": patch}, self.namespace,
+            self.node.kube.patch(resources.PODS, self.name, {"status": patch}, self.namespace,
                                  subresource="status")
             self._last_status = st
             return True
@@ -667,7 +667,7 @@ class PodWorker(threading.Thread):
         self._kill_all(grace=grace)
         self._push_status()
         try:
-            self.node.kube.delete(client.PODS, self.name, self.namespace, grace_period=0,
+            self.node.kube.delete(resources.PODS, self.name, self.namespace, grace_period=0,
                                   uid=self.uid)
         except KubeError as err:
             logger.warning("pod %s/%s: final delete failed: %s", self.namespace, self.name, err)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
-from localcluster.kube import client
+import kubeclient
+from kubeclient import Client, KubeError, resources
 from localcluster.kube.addresses import AddressPool
-from localcluster.kube.client import Kube, KubeError
 from localcluster.kube.informer import Informer, Loop
 from localcluster.services import endpoints
 
@@ -24,7 +24,7 @@ SERVICE_CIDR = "127.2.0.0/16"
 
 
 class ServiceController:
-    def __init__(self, kube: Kube, *, services: Informer, endpoints_: Informer,
+    def __init__(self, kube: Client, *, services: Informer, endpoints_: Informer,
                  pods: Informer, service_cidr: str = SERVICE_CIDR) -> None:
         self.kube = kube
         self.services = services
@@ -51,17 +51,17 @@ class ServiceController:
             try:
                 self._sync(svc)
             except KubeError as err:
-                log = logger.debug if client.is_stale(err) else logger.warning
+                log = logger.debug if kubeclient.is_stale(err) else logger.warning
                 log("service %s/%s: %s", svc["metadata"]["namespace"], svc["metadata"]["name"],
                     err)
 
-    def _sync(self, svc: client.Obj) -> None:
+    def _sync(self, svc: kubeclient.Obj) -> None:
         meta, spec = svc["metadata"], svc.get("spec") or {}
         ns, name = meta["namespace"], meta["name"]
         kind = spec.get("type") or "ClusterIP"
         if kind in ("ClusterIP", "NodePort", "LoadBalancer") and not spec.get("clusterIP"):
             ip = self.ips.allocate(f"{ns}/{name}")
-            self.kube.patch(client.SERVICES, name,
+            self.kube.patch(resources.SERVICES, name,
                             {"spec": {"clusterIP": ip, "clusterIPs": [ip]}}, ns)
             logger.info("service %s/%s: clusterIP %s", ns, name, ip)
         if not spec.get("selector"):
@@ -69,16 +69,16 @@ class ServiceController:
         desired = endpoints.endpoints_for(svc, self.pods.list(ns))
         current = self.endpoints.get(name, ns)
         if current is None:
-            self.kube.create(client.ENDPOINTS, desired, ns)
+            self.kube.create(resources.ENDPOINTS, desired, ns)
         elif (current.get("subsets") or []) != desired["subsets"]:
             current["subsets"] = desired["subsets"]
-            self.kube.replace(client.ENDPOINTS, current, ns)
+            self.kube.replace(resources.ENDPOINTS, current, ns)
 
     def resolve(self, namespace: str, name: str, port: int) -> tuple[str, int]:
         """For the API server's admission webhooks (``ServiceResolver``)."""
         svc = self.services.get(name, namespace)
         if svc is None:
-            svc = self.kube.get_or_none(client.SERVICES, name, namespace)
+            svc = self.kube.get_or_none(resources.SERVICES, name, namespace)
         if svc is not None:
             found = endpoints.resolve(svc, self.pods.list(namespace), port)
             if found is not None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import kubeclient
 import sizes
-from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError, Obj
+from kubeclient import Client, KubeError, Obj, resources
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
 from localcluster.storage import classes, decisions, snapshot_decisions
@@ -25,17 +25,17 @@ from localcluster.storage.volumes import REFLINK, STANDARD, Image, VolumeManager
 logger = logging.getLogger(__name__)
 
 
-def install_classes(kube: Kube) -> None:
+def install_classes(kube: Client) -> None:
     for sc in classes.storage_classes():
-        if kube.get_or_none(client.STORAGECLASSES, sc["metadata"]["name"]) is None:
-            kube.create(client.STORAGECLASSES, sc)
+        if kube.get_or_none(resources.STORAGECLASSES, sc["metadata"]["name"]) is None:
+            kube.create(resources.STORAGECLASSES, sc)
     driver = classes.csi_driver()
-    if kube.get_or_none(client.CSIDRIVERS, driver["metadata"]["name"]) is None:
-        kube.create(client.CSIDRIVERS, driver)
+    if kube.get_or_none(resources.CSIDRIVERS, driver["metadata"]["name"]) is None:
+        kube.create(resources.CSIDRIVERS, driver)
 
 
 class StorageController:
-    def __init__(self, kube: Kube, volumes: VolumeManager, *, node: str,
+    def __init__(self, kube: Client, volumes: VolumeManager, *, node: str,
                  claims: Informer, pvs: Informer, storage_classes: Informer,
                  pods: Informer, snapshots: Informer, contents: Informer,
                  store: SnapshotStore) -> None:
@@ -69,7 +69,7 @@ class StorageController:
             try:
                 self._provision(claim, sclasses, pvs, claims)
             except (KubeError, StorageError) as err:
-                if client.is_stale(err):
+                if kubeclient.is_stale(err):
                     logger.debug("provisioning %s/%s: %s (a newer view is on its way)", *key, err)
                     continue
                 logger.warning("provisioning %s/%s: %s", *key, err)
@@ -79,7 +79,7 @@ class StorageController:
             try:
                 self._sync_volume(pv, claims)
             except (KubeError, StorageError) as err:
-                log = logger.debug if client.is_stale(err) else logger.warning
+                log = logger.debug if kubeclient.is_stale(err) else logger.warning
                 log("volume %s: %s", pv["metadata"]["name"], err)
         pods = self.pods.list()
         for key, claim in sorted(claims.items()):
@@ -87,14 +87,14 @@ class StorageController:
                 self._sync_claim(claim, pvs)
                 self._protect(claim, pods)
             except KubeError as err:
-                log = logger.debug if client.is_stale(err) else logger.warning
+                log = logger.debug if kubeclient.is_stale(err) else logger.warning
                 log("claim %s/%s: %s", *key, err)
 
     def _protect(self, claim: Obj, pods: list[Obj]) -> None:
         finalizers = decisions.claim_finalizers(claim=claim, pods=pods)
         if finalizers is not None:
             meta = claim["metadata"]
-            self.kube.patch(client.PVCS, meta["name"],
+            self.kube.patch(resources.PVCS, meta["name"],
                             {"metadata": {"finalizers": finalizers,
                                           "resourceVersion": meta["resourceVersion"]}},
                             meta["namespace"])
@@ -139,7 +139,7 @@ class StorageController:
         pv = decisions.volume_manifest(
             claim=claim, storage_class=sc, plan=plan, path=vol.path, node=self.node,
             provisioner=classes.PROVISIONER, capacity=vol.capacity)
-        self.kube.create(client.PVS, pv)
+        self.kube.create(resources.PVS, pv)
         self.events.emit(claim, "Normal", "ProvisioningSucceeded",
                          f"Successfully provisioned volume {plan.volume_name}"
                          + (f" (cloned from {plan.clone_from})" if plan.clone_from else "")
@@ -182,14 +182,14 @@ class StorageController:
                 self._delete_volume(pv)
             return
         if plan.claim_uid:
-            self.kube.patch(client.PVS, name, {"spec": {"claimRef": {"uid": plan.claim_uid}}})
+            self.kube.patch(resources.PVS, name, {"spec": {"claimRef": {"uid": plan.claim_uid}}})
         if (pv.get("status") or {}).get("phase") != plan.phase:
-            self.kube.patch(client.PVS, name, {"status": {"phase": plan.phase}},
+            self.kube.patch(resources.PVS, name, {"status": {"phase": plan.phase}},
                             subresource="status")
             logger.info("volume %s is %s", name, plan.phase)
         if plan.delete and self._ours(pv):
             self._delete_volume(pv)
-            self.kube.delete(client.PVS, name)
+            self.kube.delete(resources.PVS, name)
 
     def _ours(self, pv: Obj) -> bool:
         ann = pv["metadata"].get("annotations") or {}
@@ -205,7 +205,7 @@ class StorageController:
                 pass
         finalizers = pv["metadata"].get("finalizers") or []
         if finalizers and pv["metadata"].get("deletionTimestamp"):
-            self.kube.patch(client.PVS, name, {"metadata": {"finalizers": [
+            self.kube.patch(resources.PVS, name, {"metadata": {"finalizers": [
                 f for f in finalizers if f != decisions.PV_PROTECTION]}})
 
     def _sync_claim(self, claim: Obj, pvs: dict[str, Obj]) -> None:
@@ -220,7 +220,7 @@ class StorageController:
         if missing:
             patch["metadata"] = {"annotations": missing}
         if patch:
-            self.kube.patch(client.PVCS, name, patch, ns)
+            self.kube.patch(resources.PVCS, name, patch, ns)
         volume_name = plan.volume_name or (claim.get("spec") or {}).get("volumeName")
         if plan.phase == "Bound" and volume_name:
             self._expand(claim, pvs[volume_name])
@@ -249,7 +249,7 @@ class StorageController:
         if any(current.get(k) != v for k, v in status.items() if v is not None) or (
             "conditions" in status and status["conditions"] is None and current.get("conditions")
         ):
-            self.kube.patch(client.PVCS, name, {"status": status}, ns, subresource="status")
+            self.kube.patch(resources.PVCS, name, {"status": status}, ns, subresource="status")
             if current.get("phase") != plan.phase:
                 logger.info("claim %s/%s is %s", ns, name, plan.phase)
                 if plan.phase == "Lost":
@@ -262,7 +262,7 @@ class StorageController:
             return
         name = pv["metadata"]["name"]
         vol = self.volumes.expand(name, want)
-        self.kube.patch(client.PVS, name,
+        self.kube.patch(resources.PVS, name,
                         {"spec": {"capacity": {"storage": sizes.format_bytes(vol.capacity)}}})
         self.events.emit(claim, "Normal", "VolumeResizeSuccessful",
                          f"volume {name} expanded to {sizes.format_bytes(vol.capacity)}")

@@ -15,8 +15,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError, Obj
+import kubeclient
+from kubeclient import Client, KubeError, Obj
+from kubeclient.resources import CRDS
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
 from localcluster.kube.times import now
@@ -33,13 +34,11 @@ from localcluster.storage.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
-CRDS = client.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                       namespaced=False)
 SERVED_WAIT = 10.0
 """Seconds to wait for a CRD just created to be served (this API server: at once)."""
 
 
-def install_snapshot_api(kube: Kube) -> None:
+def install_snapshot_api(kube: Client) -> None:
     """The snapshot CRDs (created, or replaced when their spec changed) and the default
     VolumeSnapshotClass (created when missing: an administrator may have edited it)."""
     for crd in snapshot_api.crds():
@@ -59,7 +58,7 @@ def install_snapshot_api(kube: Kube) -> None:
                 kube.create(snapshot_api.SNAPSHOT_CLASSES, vsclass)
             return
         except KubeError as err:
-            if not client.is_not_found(err) or time.monotonic() > deadline:
+            if not kubeclient.is_not_found(err) or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
@@ -69,7 +68,7 @@ def _remove(finalizers: list[str], name: str) -> list[str]:
 
 
 class SnapshotController:
-    def __init__(self, kube: Kube, store: SnapshotStore, *, snapshots: Informer,
+    def __init__(self, kube: Client, store: SnapshotStore, *, snapshots: Informer,
                  contents: Informer, snapshot_classes: Informer, claims: Informer,
                  pvs: Informer, storage_classes: Informer) -> None:
         self.kube = kube
@@ -98,7 +97,7 @@ class SnapshotController:
             try:
                 self._sync_snapshot(snapshot, contents)
             except (KubeError, StorageError) as err:
-                if client.is_stale(err):
+                if kubeclient.is_stale(err):
                     logger.debug("snapshot %s/%s: %s (a newer view is on its way)", *key, err)
                     continue
                 logger.warning("snapshot %s/%s: %s", *key, err)
@@ -110,7 +109,7 @@ class SnapshotController:
             try:
                 self._sync_content(content, snapshots)
             except (KubeError, StorageError) as err:
-                log = logger.debug if client.is_stale(err) else logger.warning
+                log = logger.debug if kubeclient.is_stale(err) else logger.warning
                 log("snapshot content %s: %s", name, err)
 
     # -- VolumeSnapshots -------------------------------------------------------------

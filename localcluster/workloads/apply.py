@@ -26,8 +26,7 @@ from collections.abc import Iterable
 
 import yaml
 
-from kubeclient import mergepatch
-from localcluster.kube.client import MERGE, Kube, KubeError, Obj, Resource
+from kubeclient import MERGE, Client, KubeError, Obj, Resource, mergepatch
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ class ManifestError(Exception):
 
 
 class Discovery:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Client) -> None:
         self.kube = kube
         self._cache: dict[tuple[str, str], Resource] = {}
 
@@ -119,7 +118,7 @@ def last_applied(obj: Obj) -> Obj | None:
     return found if isinstance(found, dict) else None
 
 
-def apply_object(kube: Kube, discovery: Discovery, manifest: Obj, *,
+def apply_object(kube: Client, discovery: Discovery, manifest: Obj, *,
                  wait: float = 1.0) -> Obj:
     res = discovery.resource(manifest["apiVersion"], manifest["kind"], wait=wait)
     obj = copy.deepcopy(manifest)
@@ -150,7 +149,7 @@ def apply_object(kube: Kube, discovery: Discovery, manifest: Obj, *,
     return patched
 
 
-def apply_manifests(kube: Kube, root: str) -> list[str]:
+def apply_manifests(kube: Client, root: str) -> list[str]:
     """Apply ``root``'s crds/, rbac/ and deploy/ in that order; returns what was applied."""
     discovery = Discovery(kube)
     applied = []

@@ -9,8 +9,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError
+import kubeclient
+from kubeclient import Client, KubeError, resources
 from localcluster.kube.events import EventRecorder
 from localcluster.kube.informer import Informer, Loop
 from localcluster.kube.times import now
@@ -23,15 +23,15 @@ PENDING_FOR = 30.0
 
 
 class AppsController:
-    def __init__(self, kube: Kube, *, deployments: Informer, replicasets: Informer,
+    def __init__(self, kube: Client, *, deployments: Informer, replicasets: Informer,
                  daemonsets: Informer, pods: Informer, nodes: Informer) -> None:
         self.kube = kube
         self.deployments, self.replicasets, self.daemonsets = (deployments, replicasets,
                                                                daemonsets)
         self.pods, self.nodes = pods, nodes
-        self.events = {client.REPLICASETS.plural: EventRecorder(
+        self.events = {resources.REPLICASETS.plural: EventRecorder(
                            kube, component="replicaset-controller"),
-                       client.DAEMONSETS.plural: EventRecorder(
+                       resources.DAEMONSETS.plural: EventRecorder(
                            kube, component="daemonset-controller")}
         self.loop = Loop("apps", self.reconcile,
                          informers=(deployments, replicasets, daemonsets, pods, nodes))
@@ -72,18 +72,18 @@ class AppsController:
     def reconcile(self) -> None:
         nodes = sorted(n["metadata"]["name"] for n in self.nodes.list())
         for d in self.deployments.list():
-            self._guard(d, client.DEPLOYMENTS, self._deployment)
+            self._guard(d, resources.DEPLOYMENTS, self._deployment)
         for rs in self.replicasets.list():
-            self._guard(rs, client.REPLICASETS, lambda rs: self._pods_plan(
-                rs, client.REPLICASETS, replicasets.replicaset_plan(
+            self._guard(rs, resources.REPLICASETS, lambda rs: self._pods_plan(
+                rs, resources.REPLICASETS, replicasets.replicaset_plan(
                     replicaset=rs, pods=self._seen(self.pods, "pods", _ns(rs)))))
         for ds in self.daemonsets.list():
-            self._guard(ds, client.DAEMONSETS, lambda ds: self._pods_plan(
-                ds, client.DAEMONSETS, shared.daemonset_plan(
+            self._guard(ds, resources.DAEMONSETS, lambda ds: self._pods_plan(
+                ds, resources.DAEMONSETS, shared.daemonset_plan(
                     daemonset=ds, pods=self._seen(self.pods, "pods", _ns(ds)), nodes=nodes,
                     now=now())))
 
-    def _guard(self, owner: dict[str, Any], res: client.Resource, act: Any) -> None:
+    def _guard(self, owner: dict[str, Any], res: kubeclient.Resource, act: Any) -> None:
         if owner["metadata"].get("deletionTimestamp"):
             return
         try:
@@ -103,7 +103,7 @@ class AppsController:
             return
         if plan.create is not None:
             try:
-                created = self.kube.create(client.REPLICASETS, dict(plan.create), ns)
+                created = self.kube.create(resources.REPLICASETS, dict(plan.create), ns)
             except KubeError as err:
                 if err.status != 409:
                     raise
@@ -117,13 +117,13 @@ class AppsController:
                 patch["spec"] = {"replicas": plan.scale[rs_name]}
             if rs_name in plan.annotate:
                 patch["metadata"] = {"annotations": dict(plan.annotate[rs_name])}
-            updated = self.kube.patch(client.REPLICASETS, rs_name, patch, ns)
+            updated = self.kube.patch(resources.REPLICASETS, rs_name, patch, ns)
             self._remember("replicasets", ns, rs_name, updated)
             if rs_name in plan.scale:
                 logger.info("deployments %s/%s: scaled replica set %s to %d", ns, name,
                             rs_name, plan.scale[rs_name])
         for rs_name in plan.delete:
-            self.kube.delete(client.REPLICASETS, rs_name, ns)
+            self.kube.delete(resources.REPLICASETS, rs_name, ns)
             self._remember("replicasets", ns, rs_name, None)
             logger.info("deployments %s/%s: deleted old replica set %s", ns, name, rs_name)
         # Pods a Deployment owns directly were made by rootdisk's earlier controller (before
@@ -131,24 +131,24 @@ class AppsController:
         # them.
         for pod in self._seen(self.pods, "pods", ns):
             if shared.owned_by(pod, d) and not shared.deleting(pod):
-                self.kube.delete(client.PODS, pod["metadata"]["name"], ns)
+                self.kube.delete(resources.PODS, pod["metadata"]["name"], ns)
                 self._remember("pods", ns, pod["metadata"]["name"], None)
                 logger.info("deployments %s/%s: deleted pod %s of the pre-ReplicaSet layout",
                             ns, name, pod["metadata"]["name"])
         annotations = d["metadata"].get("annotations") or {}
         if plan.revision and annotations.get(deployments.REVISION) != plan.revision:
-            self.kube.patch(client.DEPLOYMENTS, name, {"metadata": {"annotations": {
+            self.kube.patch(resources.DEPLOYMENTS, name, {"metadata": {"annotations": {
                 deployments.REVISION: plan.revision}}}, ns)
         if _differs(d.get("status") or {}, plan.status):
-            self.kube.patch(client.DEPLOYMENTS, name, {"status": dict(plan.status)}, ns,
+            self.kube.patch(resources.DEPLOYMENTS, name, {"status": dict(plan.status)}, ns,
                             subresource="status")
 
-    def _pods_plan(self, owner: Mapping[str, Any], res: client.Resource,
+    def _pods_plan(self, owner: Mapping[str, Any], res: kubeclient.Resource,
                    plan: shared.Plan) -> None:
         ns, name = _ns(owner), owner["metadata"]["name"]
         for pod in plan.create:
             try:
-                created = self.kube.create(client.PODS, dict(pod), ns)
+                created = self.kube.create(resources.PODS, dict(pod), ns)
             except KubeError as err:
                 if err.status != 403:
                     raise
@@ -157,7 +157,7 @@ class AppsController:
                 if recorder is not None:
                     recorder.emit(owner, "Warning", "FailedCreate",
                                   f"Error creating: {err.message}", api_version="apps/v1",
-                                  kind="ReplicaSet" if res is client.REPLICASETS
+                                  kind="ReplicaSet" if res is resources.REPLICASETS
                                   else "DaemonSet")
                 logger.warning("%s %s/%s: %s", res.plural, ns, name, err.message)
                 break
@@ -165,7 +165,7 @@ class AppsController:
             logger.info("%s %s/%s: created pod %s", res.plural, ns, name,
                         created["metadata"]["name"])
         for pod_name in plan.delete:
-            self.kube.delete(client.PODS, pod_name, ns)
+            self.kube.delete(resources.PODS, pod_name, ns)
             self._remember("pods", ns, pod_name, None)
             logger.info("%s %s/%s: deleted pod %s", res.plural, ns, name, pod_name)
         if _differs(owner.get("status") or {}, plan.status):

@@ -8,9 +8,8 @@ import logging
 import threading
 from typing import Any
 
-from cdi.kube import LEASES, SECRETS, Client, Kind, KubeError
-from kubeclient.resources import MUTATING_WEBHOOKS as MUTATING_WEBHOOK_CONFIGS
-from kubeclient.resources import VALIDATING_WEBHOOKS as WEBHOOK_CONFIGS
+from kubeclient import Client, KubeError, Resource
+from kubeclient.resources import LEASES, MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
 from rootdisk.operator import certs, lease
 
 logger = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ class Elector:
 
     def try_acquire(self) -> bool:
         """One attempt: True when this candidate holds the Lease afterwards."""
-        current = self.client.get(LEASES, self.name, self.namespace)
+        current = self.client.get_or_none(LEASES, self.name, self.namespace)
         decision = lease.decide(
             lease_spec=(current or {}).get("spec"), exists=current is not None,
             identity=self.identity, now=datetime.datetime.now(datetime.UTC),
@@ -40,7 +39,7 @@ class Elector:
                                 "spec": decision.spec}
         try:
             if decision.action == "create":
-                return self.client.create(LEASES, body) is not None
+                return self.client.create_if_absent(LEASES, body) is not None
             assert current is not None
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             self.client.request("PUT", LEASES.path(self.namespace, self.name), body=body)
@@ -64,7 +63,7 @@ class Elector:
 
     def release(self) -> None:
         try:
-            current = self.client.get(LEASES, self.name, self.namespace)
+            current = self.client.get_or_none(LEASES, self.name, self.namespace)
             if current is None or (current.get("spec") or {}).get("holderIdentity") != (
                     self.identity):
                 return
@@ -79,7 +78,7 @@ def webhook_certificate(client: Client, *, namespace: str, secret: str,
                         service: str) -> certs.ServingCert:
     """The serving certificate from ``secret``, made and stored first if missing."""
     for _ in range(3):
-        found = client.get(SECRETS, secret, namespace)
+        found = client.get_or_none(SECRETS, secret, namespace)
         if found is not None:
             data = found.get("data") or {}
             try:
@@ -96,7 +95,7 @@ def webhook_certificate(client: Client, *, namespace: str, secret: str,
                 "data": {"ca.crt": base64.b64encode(made.ca).decode(),
                          "tls.crt": base64.b64encode(made.cert).decode(),
                          "tls.key": base64.b64encode(made.key).decode()}}
-        if client.create(SECRETS, body) is not None:
+        if client.create_if_absent(SECRETS, body) is not None:
             logger.info("webhook certificate created in Secret %s/%s", namespace, secret)
             return made
     raise KubeError(0, f"Secret {namespace}/{secret} could not be read or created")
@@ -105,13 +104,13 @@ def webhook_certificate(client: Client, *, namespace: str, secret: str,
 def patch_ca_bundle(client: Client, *, name: str, ca: bytes) -> None:
     """Point every webhook of configurations ``name`` (validating, and mutating when
     there is one) at ``ca`` (no-op when already so)."""
-    _patch_ca_bundle(client, kind=MUTATING_WEBHOOK_CONFIGS, name=name, ca=ca, required=False)
-    _patch_ca_bundle(client, kind=WEBHOOK_CONFIGS, name=name, ca=ca, required=True)
+    _patch_ca_bundle(client, kind=MUTATING_WEBHOOKS, name=name, ca=ca, required=False)
+    _patch_ca_bundle(client, kind=VALIDATING_WEBHOOKS, name=name, ca=ca, required=True)
 
 
-def _patch_ca_bundle(client: Client, *, kind: Kind, name: str, ca: bytes,
+def _patch_ca_bundle(client: Client, *, kind: Resource, name: str, ca: bytes,
                      required: bool) -> None:
-    config = client.get(kind, name)
+    config = client.get_or_none(kind, name)
     if config is None and not required:
         return
     if config is None:

@@ -26,9 +26,10 @@ from typing import Any
 import kopf
 
 from apiservice import cabundle
+from cdi import kube as cdi_kube
 from cdi.config import feature_gates
-from cdi.kube import CDICONFIGS, Client, KubeError, load_configuration
-from kubeclient import connection_params
+from kubeclient import Client, KubeError, connection_params, load_configuration
+from kubeclient.resources import CDICONFIGS
 from pki.certs import write_pair
 from rootdisk.operator import kube, registry
 from rootdisk.operator.server import LEADER, Server
@@ -126,9 +127,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                              name="ca-bundle", daemon=True).start()
         server = Server(host=args.bind, health_port=args.health_port,
                         webhook_port=args.webhook_port or None, webhooks=hooks,
-                        exists=lambda kind, name, ns: client.exists(kind, name, ns), tls=tls,
-                        metadata=lambda kind, name, ns: client.metadata(kind, name, ns),
-                        feature_gates=lambda: feature_gates(client.get(CDICONFIGS, CONFIG_NAME)))
+                        exists=lambda kind, name, ns: cdi_kube.exists(client, kind, name, ns),
+                        tls=tls,
+                        metadata=lambda kind, name, ns: cdi_kube.metadata(client, kind, name, ns),
+                        feature_gates=lambda: feature_gates(
+                            client.get_or_none(CDICONFIGS, CONFIG_NAME)))
         server.start()
         previous = {s: signal.signal(s, lambda *_: stop.set())
                     for s in (signal.SIGTERM, signal.SIGINT)}

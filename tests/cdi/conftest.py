@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from cdi.kube import Client, Kind
+from kubeclient import Client
+from kubeclient.resources import CRDS, NAMESPACES
 from localcluster.apiserver.threaded import ServerThread
 from tests.localcluster.apiserver.server_fixtures import (  # noqa: F401
     api,
@@ -20,8 +21,6 @@ from tests.localcluster.apiserver.server_fixtures import (  # noqa: F401
 from tests.vm.conftest import kube_for, wait_served
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
-NAMESPACES = Kind("", "v1", "namespaces", namespaced=False)
 
 
 @contextmanager

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from cdi import cdi_status, reconcile
-from cdi.kube import CDIS, DEPLOYMENTS, Client
+from kubeclient import Client
+from kubeclient.resources import CDIS, DEPLOYMENTS
 from localcluster.apiserver.threaded import ServerThread
 from tests.cdi.conftest import CRDS, NAMESPACES, ROOT
 from tests.localcluster.apiserver.kubectl_tool import Run, needs_kubectl, runner
@@ -103,7 +104,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Cli
 
 
 def _set_status(c: Client, name: str, ready: int) -> None:
-    current = c.get(DEPLOYMENTS, name, "rootdisk")
+    current = c.get_or_none(DEPLOYMENTS, name, "rootdisk")
     assert current is not None
     current["status"] = {"replicas": 1, "readyReplicas": ready}
     c.request("PUT", DEPLOYMENTS.path("rootdisk", name, "status"), body=current)

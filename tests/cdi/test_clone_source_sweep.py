@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from cdi import clone, reconcile
-from cdi.kube import CLONE_SOURCES, DATAVOLUMES, Client
+from kubeclient import Client
+from kubeclient.resources import CLONE_SOURCES, DATAVOLUMES
 from tests.cdi.conftest import cdi_client
 from vocab import cdi as api
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+import kubeclient
 from cdi import kube
 from tests.localcluster.apiserver.server_fixtures import Raw
 
@@ -20,7 +21,7 @@ def test_exists_reads_no_secret_data(api: k8s.ApiClient, namespace: str,
     k8s.CoreV1Api(api).create_namespaced_secret(namespace, {
         "metadata": {"name": "creds"},
         "data": {"secretKey": base64.b64encode(SECRET_VALUE.encode()).decode()}})
-    client = kube.Client(api.configuration)
+    client = kubeclient.Client(api.configuration)
     answers: list[Any] = []
     real = client.request
 
@@ -31,9 +32,9 @@ def test_exists_reads_no_secret_data(api: k8s.ApiClient, namespace: str,
 
     monkeypatch.setattr(client, "request", recording)
     try:
-        assert client.exists("Secret", "creds", namespace)
-        assert not client.exists("Secret", "absent", namespace)
-        assert not client.exists("ConfigMap", "absent", namespace)
+        assert kube.exists(client, "Secret", "creds", namespace)
+        assert not kube.exists(client, "Secret", "absent", namespace)
+        assert not kube.exists(client, "ConfigMap", "absent", namespace)
     finally:
         client.close()
     assert answers[0]["kind"] == "PartialObjectMetadata"
@@ -49,7 +50,7 @@ def test_server_serves_partial_object_metadata(api: k8s.ApiClient, namespace: st
     k8s.CoreV1Api(api).create_namespaced_secret(namespace, {
         "metadata": {"name": "s1", "labels": {"a": "b"}}, "data": {"k": "dmFsdWU="}})
     path = f"/api/v1/namespaces/{namespace}/secrets"
-    code, one = raw.request("GET", f"{path}/s1", headers={"Accept": kube.METADATA_ONLY})
+    code, one = raw.request("GET", f"{path}/s1", headers={"Accept": kubeclient.METADATA_ONLY})
     assert code == 200 and one["kind"] == "PartialObjectMetadata"
     assert one["apiVersion"] == "meta.k8s.io/v1" and "data" not in one
     assert one["metadata"]["labels"] == {"a": "b"}

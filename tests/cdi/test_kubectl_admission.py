@@ -21,8 +21,12 @@ import yaml
 from aiohttp import web
 
 from apiservice import frontproxy
+from cdi import kube as cdi_kube
 from cdi import uploadapi
-from cdi.kube import CONFIGMAPS, Client, Kind
+from kubeclient import Client
+from kubeclient.resources import CONFIGMAPS, CRDS, ENDPOINTS, NAMESPACES, SERVICES
+from kubeclient.resources import MUTATING_WEBHOOKS as MUTATING
+from kubeclient.resources import VALIDATING_WEBHOOKS as VALIDATING
 from localcluster.apiserver.threaded import ServerThread
 from localcluster.apiserver.tls import ensure_tls
 from pki import certs
@@ -35,14 +39,6 @@ from tests.vm.conftest import kube_for, wait_served
 pytestmark = needs_kubectl
 ROOT = Path(__file__).resolve().parents[2]
 NS = "rootdisk"
-CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
-NAMESPACES = Kind("", "v1", "namespaces", namespaced=False)
-SERVICES = Kind("", "v1", "services")
-ENDPOINTS = Kind("", "v1", "endpoints")
-VALIDATING = Kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                  namespaced=False)
-MUTATING = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                namespaced=False)
 
 
 def _free_port() -> int:
@@ -75,7 +71,8 @@ def _webhooks(c: Client, tmp: Path) -> Server:
     port = _free_port()
     server = Server(host="127.0.0.1", health_port=_free_port(), webhook_port=port,
                     webhooks=registry.webhooks(registry.resolve(["cdi"])),
-                    exists=lambda kind, name, ns: c.exists(kind, name, ns), tls=context)
+                    exists=lambda kind, name, ns: cdi_kube.exists(c, kind, name, ns),
+                    tls=context)
     server.start()
     _service(c, "rootdisk-cdi-webhook", port)
     bundle = base64.b64encode(tls.ca_cert.read_bytes()).decode()
@@ -95,7 +92,7 @@ def _upload_api(c: Client, tmp: Path) -> AppThread:
 
     async def build() -> tuple[web.Application, ssl.SSLContext]:
         issued = await asyncio.to_thread(uploadapi.issue_serving, c, NS)
-        cm = c.get(CONFIGMAPS, frontproxy.CONFIGMAP_NAME, frontproxy.CONFIGMAP_NAMESPACE)
+        cm = c.get_or_none(CONFIGMAPS, frontproxy.CONFIGMAP_NAME, frontproxy.CONFIGMAP_NAMESPACE)
         assert cm is not None
         proxy = frontproxy.FrontProxyConfig.from_configmap_data(cm.get("data") or {})
         directory = tmp / "cdi-api-tls"

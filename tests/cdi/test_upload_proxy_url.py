@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from cdi import config, reconcile
-from cdi.kube import CDICONFIGS, INGRESSES, STORAGECLASSES, Client
+from kubeclient import Client
+from kubeclient.resources import CDICONFIGS, INGRESSES, STORAGECLASSES
 from tests.cdi.conftest import cdi_client
 from vocab import cdi as api
 
@@ -57,7 +58,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
 
 
 def _url(c: Client) -> Any:
-    return ((c.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}).get(
+    return ((c.get_or_none(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}).get(
         "uploadProxyURL")
 
 
@@ -80,13 +81,13 @@ def test_reconcile_follows_ingresses_and_the_override(client: Client,
     client.patch(CDICONFIGS, api.CONFIG_NAME, {"spec": {"uploadProxyURLOverride": None}})
     client.delete(INGRESSES, "up", api.CDI_NAMESPACE)
     reconcile.reconcile_config(client)
-    status = (client.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
+    status = (client.get_or_none(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
     assert "uploadProxyURL" not in status
     assert status["importRetryLimit"] == config.DEFAULT_IMPORT_RETRY_LIMIT  # the rest kept
 
 
 def _overheads(c: Client) -> Any:
-    status = (c.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
+    status = (c.get_or_none(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
     return status["filesystemOverhead"]["storageClass"]
 
 
@@ -105,7 +106,7 @@ def test_a_deleted_storage_class_and_a_removed_limit_leave_the_status(client: Cl
         "limits": None}}})
     returned = reconcile.reconcile_config(client)
     assert "short-lived" not in _overheads(client)
-    status = (client.get(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
+    status = (client.get_or_none(CDICONFIGS, api.CONFIG_NAME) or {}).get("status") or {}
     assert status["defaultPodResourceRequirements"] == {"requests": {"cpu": "100m"}}
     assert returned == status
     client.patch(CDICONFIGS, api.CONFIG_NAME, {"spec": {"podResourceRequirements": None}})

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cdi import uploadproxy
-from cdi.kube import CONFIGMAPS, SECRETS, Client
+from kubeclient import Client
+from kubeclient.resources import CONFIGMAPS, SECRETS
 from pki import certs, rotation
 from tests.cdi.conftest import cdi_client
 from tests.fixtures.tls import handshake, signer_index
@@ -32,13 +33,13 @@ def kube(tmp_path: Path) -> Iterator[Client]:
 
 
 def published(kube: Client) -> bytes:
-    cm = kube.get(CONFIGMAPS, uploadproxy.CA_CONFIGMAP, NS)
+    cm = kube.get_or_none(CONFIGMAPS, uploadproxy.CA_CONFIGMAP, NS)
     assert cm is not None
     return str(cm["data"]["ca.crt"]).encode()
 
 
 def secret_data(kube: Client) -> dict[str, bytes]:
-    secret = kube.get(SECRETS, uploadproxy.TLS_SECRET, NS)
+    secret = kube.get_or_none(SECRETS, uploadproxy.TLS_SECRET, NS)
     assert secret is not None
     return {k: base64.b64decode(v) for k, v in secret["data"].items()}
 

@@ -33,7 +33,8 @@ import requests
 from aiohttp import web
 
 from cdi import uploadproxy, uploadtoken
-from cdi.kube import CONFIGMAPS, PVCS, SECRETS, Client
+from kubeclient import Client
+from kubeclient.resources import CONFIGMAPS, PVCS, SECRETS
 from pki import certs
 from tests.cdi.conftest import cdi_client
 from tests.fixtures.images import ImageFactory, compare

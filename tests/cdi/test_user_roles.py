@@ -9,22 +9,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdi.kube import Client, Kind
+from kubeclient import Client
+from kubeclient.resources import ROLEBINDINGS
+from kubeclient.resources import SUBJECT_ACCESS_REVIEWS as SARS
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.kube.client import Kube as LCKube
 from localcluster.workloads.apply import apply_manifests
 from tests.cdi.conftest import ROOT
 from tests.vm.conftest import kube_for
-
-SARS = Kind("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
-ROLEBINDINGS = Kind("rbac.authorization.k8s.io", "v1", "rolebindings")
 
 
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5)
     server = thread.start()
-    lc = LCKube(str(server.kubeconfig_path))
+    lc = Client.connect(str(server.kubeconfig_path))
     c = Client(kube_for(server).configuration)
     try:
         apply_manifests(lc, str(ROOT / "manifests"))
@@ -41,7 +39,7 @@ def user_can(c: Client, role: str, verb: str, group: str, resource: str, *,
     """Whether a user bound to ClusterRole ``role`` in namespace default may (``role``
     empty: a user bound to nothing)."""
     name = user or f"cdi-{role}"
-    if role and c.get(ROLEBINDINGS, name, "default") is None:
+    if role and c.get_or_none(ROLEBINDINGS, name, "default") is None:
         c.create(ROLEBINDINGS, {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": name, "namespace": "default"},

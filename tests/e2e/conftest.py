@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubeclient import Client
 from localcluster.cluster import Cluster
-from localcluster.kube.client import Kube
 from rootdisk.cmd_cluster import POD_PIDS_LIMIT
 from tests.e2e import kit
 from tests.localcluster.clusterkit import running
@@ -24,10 +24,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Kube:
+def kube(cluster: Cluster) -> Client:
     return kit.cluster_kube(cluster)
 
 
 @pytest.fixture
-def ns(kube: Kube) -> str:
+def ns(kube: Client) -> str:
     return kit.namespace(kube)

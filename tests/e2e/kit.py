@@ -9,30 +9,30 @@ import os
 import uuid
 from typing import Any
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import try_logs, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFESTS = os.path.join(ROOT, "manifests")
-DVS = client.Resource("cdi.kubevirt.io", "v1beta1", "datavolumes")
-VIS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeimportsources")
-CDICONFIGS = client.Resource("cdi.kubevirt.io", "v1beta1", "cdiconfigs", namespaced=False)
-PROFILES = client.Resource("cdi.kubevirt.io", "v1beta1", "storageprofiles", namespaced=False)
-WEBHOOKS = client.Resource("admissionregistration.k8s.io", "v1",
+DVS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "datavolumes")
+VIS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "volumeimportsources")
+CDICONFIGS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "cdiconfigs", namespaced=False)
+PROFILES = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "storageprofiles", namespaced=False)
+WEBHOOKS = kubeclient.Resource("admissionregistration.k8s.io", "v1",
                            "validatingwebhookconfigurations", namespaced=False)
 OPERATOR_NS = "rootdisk"
 
 
-def operator_pods(kube: Kube) -> list[dict[str, Any]]:
-    items = kube.list(client.PODS, OPERATOR_NS)["items"]
+def operator_pods(kube: Client) -> list[dict[str, Any]]:
+    items = kube.list(resources.PODS, OPERATOR_NS)
     return [p for p in items
             if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name")
             == "rootdisk-cdi-operator"]
 
 
-def wait_operator_ready(kube: Kube, timeout: float = 180) -> None:
+def wait_operator_ready(kube: Client, timeout: float = 180) -> None:
     """The operator pod is Ready, it filled CDIConfig status and trusted its webhook."""
     def ready() -> bool:
         for pod in operator_pods(kube):
@@ -49,9 +49,9 @@ def wait_operator_ready(kube: Kube, timeout: float = 180) -> None:
         "filesystemOverhead"), timeout=timeout, what="CDIConfig status")
 
 
-def namespace(kube: Kube, prefix: str = "dv") -> str:
+def namespace(kube: Client, prefix: str = "dv") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    kube.create(client.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+    kube.create(resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": name}})
     return name
 
@@ -68,17 +68,17 @@ def datavolume(name: str, source: dict[str, Any], *, size: str = "64Mi",
             "metadata": {"name": name, "annotations": annotations or {}}, "spec": s}
 
 
-def secret(kube: Kube, ns: str, name: str, data: dict[str, str]) -> None:
-    kube.create(client.SECRETS, {
+def secret(kube: Client, ns: str, name: str, data: dict[str, str]) -> None:
+    kube.create(resources.SECRETS, {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}, ns)
 
 
-def dv_status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+def dv_status(kube: Client, ns: str, name: str) -> dict[str, Any]:
     return dict((kube.get_or_none(DVS, name, ns) or {}).get("status") or {})
 
 
-def wait_dv(kube: Kube, ns: str, name: str, phases: tuple[str, ...],
+def wait_dv(kube: Client, ns: str, name: str, phases: tuple[str, ...],
             timeout: float = 120) -> dict[str, Any]:
     try:
         wait_for(lambda: dv_status(kube, ns, name).get("phase") in phases, timeout=timeout,
@@ -88,15 +88,15 @@ def wait_dv(kube: Kube, ns: str, name: str, phases: tuple[str, ...],
     return dv_status(kube, ns, name)
 
 
-def diagnose(kube: Kube, ns: str) -> str:
+def diagnose(kube: Client, ns: str) -> str:
     """What a failed wait shows: DataVolumes, claims, pods, and the operator's log tail."""
     lines = []
-    for dv in kube.list(DVS, ns)["items"]:
+    for dv in kube.list(DVS, ns):
         lines.append(f"DV {dv['metadata']['name']}: {dv.get('status')}")
-    for pvc in kube.list(client.PVCS, ns)["items"]:
+    for pvc in kube.list(resources.PVCS, ns):
         lines.append(f"PVC {pvc['metadata']['name']}: {pvc.get('status', {}).get('phase')} "
                      f"{pvc['metadata'].get('annotations')}")
-    for pod in kube.list(client.PODS, ns)["items"]:
+    for pod in kube.list(resources.PODS, ns):
         lines.append(f"pod {pod['metadata']['name']}: {pod.get('status')}")
     for pod in operator_pods(kube):
         log = try_logs(kube, pod["metadata"]["name"], OPERATOR_NS)[-6000:]
@@ -108,21 +108,21 @@ def condition(status: dict[str, Any], ctype: str) -> dict[str, Any]:
     return next(c for c in status.get("conditions") or [] if c["type"] == ctype)
 
 
-def volume_path(kube: Kube, claim: dict[str, Any]) -> str:
+def volume_path(kube: Client, claim: dict[str, Any]) -> str:
     """Where the claim's bytes are on this host: disk.img, or the loop device."""
-    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    pv = kube.get(resources.PVS, claim["spec"]["volumeName"])
     path = pv["spec"]["local"]["path"]
     if pv["spec"].get("volumeMode") == "Filesystem":
         return os.path.join(path, "disk.img")
     return os.path.realpath(path)
 
 
-def events_for(kube: Kube, ns: str, uid: str) -> list[dict[str, Any]]:
-    return [e for e in kube.list(client.EVENTS, ns)["items"]
+def events_for(kube: Client, ns: str, uid: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list(resources.EVENTS, ns)
             if (e.get("involvedObject") or {}).get("uid") == uid]
 
 
-def cluster_kube(cluster: Cluster) -> Kube:
+def cluster_kube(cluster: Cluster) -> Client:
     assert cluster.kube is not None
     return cluster.kube
 
@@ -137,9 +137,9 @@ def consumer_pod(name: str, claim: str) -> dict[str, Any]:
                      "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]}}
 
 
-def leftovers(kube: Kube, ns: str) -> list[str]:
+def leftovers(kube: Client, ns: str) -> list[str]:
     """Every claim, pod and VolumeImportSource still in ``ns``."""
     out = []
-    for res in (client.PVCS, client.PODS, VIS):
-        out += [f"{res.plural}/{o['metadata']['name']}" for o in kube.list(res, ns)["items"]]
+    for res in (resources.PVCS, resources.PODS, VIS):
+        out += [f"{res.plural}/{o['metadata']['name']}" for o in kube.list(res, ns)]
     return out

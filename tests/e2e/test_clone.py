@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError
+import kubeclient
+from kubeclient import Client, KubeError, resources
 from sizes import required_space, usable_space
 from tests.e2e import kit, vmkit
 from tests.fixtures.httpserver import HttpServer
@@ -28,12 +28,12 @@ from tests.localcluster.clusterkit import needs_root, wait_for
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 MiB = 2**20
-DATASOURCES = client.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
-VCS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeclonesources")
-ROLES = client.Resource("rbac.authorization.k8s.io", "v1", "roles")
-ROLEBINDINGS = client.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
-VOLUMESNAPSHOTS = client.Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots")
-VOLUMESNAPSHOTCONTENTS = client.Resource("snapshot.storage.k8s.io", "v1",
+DATASOURCES = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
+VCS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "volumeclonesources")
+ROLES = kubeclient.Resource("rbac.authorization.k8s.io", "v1", "roles")
+ROLEBINDINGS = kubeclient.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+VOLUMESNAPSHOTS = kubeclient.Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots")
+VOLUMESNAPSHOTCONTENTS = kubeclient.Resource("snapshot.storage.k8s.io", "v1",
                                          "volumesnapshotcontents", namespaced=False)
 A = "cdi.kubevirt.io/"
 TIMEOUT = 240
@@ -41,7 +41,7 @@ PROGRESS = "storage.populator.progress"
 
 
 @pytest.fixture(scope="module")
-def golden(kube: Kube, images: ImageFactory, tmp_path_factory: pytest.TempPathFactory,
+def golden(kube: Client, images: ImageFactory, tmp_path_factory: pytest.TempPathFactory,
            ) -> Iterator[tuple[str, Path]]:
     """Namespace and reference image of a golden PVC ``golden`` (64Mi on local-reflink,
     a 16 MiB raw image inside)."""
@@ -67,11 +67,11 @@ def clone_dv(name: str, src_ns: str, *, src: str = "golden", size: str | None = 
             "spec": {"source": {"pvc": {"namespace": src_ns, "name": src}}, "storage": st}}
 
 
-def claim_of(kube: Kube, ns: str, name: str) -> dict[str, Any]:
-    return kube.get(client.PVCS, name, ns)
+def claim_of(kube: Client, ns: str, name: str) -> dict[str, Any]:
+    return kube.get(resources.PVCS, name, ns)
 
 
-def create_as(kube: Kube, user: str, res: client.Resource, obj: dict[str, Any],
+def create_as(kube: Client, user: str, res: kubeclient.Resource, obj: dict[str, Any],
               ns: str) -> dict[str, Any]:
     """Create ``obj`` impersonating ``user`` (kubectl --as)."""
     headers = {"Accept": "application/json", "Content-Type": "application/json",
@@ -83,7 +83,7 @@ def create_as(kube: Kube, user: str, res: client.Resource, obj: dict[str, Any],
     return dict(json.loads(raw))
 
 
-def grant(kube: Kube, ns: str, user: str, rules: list[dict[str, Any]]) -> None:
+def grant(kube: Client, ns: str, user: str, rules: list[dict[str, Any]]) -> None:
     name = f"r-{uuid.uuid4().hex[:6]}"
     kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                         "metadata": {"name": name}, "rules": rules}, ns)
@@ -99,14 +99,14 @@ DV_RULES = [{"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"],
              "verbs": ["create", "get", "list"]}]
 
 
-def reasons(kube: Kube, ns: str, uid: str) -> list[str]:
+def reasons(kube: Client, ns: str, uid: str) -> list[str]:
     return [e["reason"] for e in kit.events_for(kube, ns, uid)]
 
 
 # -- csi-clone -----------------------------------------------------------------------------
 
 
-def test_same_namespace_csi_clone_without_size(kube: Kube, golden: tuple[str, Path]) -> None:
+def test_same_namespace_csi_clone_without_size(kube: Client, golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     dv = kube.create(kit.DVS, clone_dv("copy1", src_ns,
                                        storage={"storageClassName": "local-reflink"}), src_ns)
@@ -128,36 +128,36 @@ def test_same_namespace_csi_clone_without_size(kube: Kube, golden: tuple[str, Pa
     kube.delete(kit.DVS, "copy1", src_ns)
 
 
-def source_ns_clean_but(kube: Kube, ns: str, keep: set[str]) -> bool:
+def source_ns_clean_but(kube: Client, ns: str, keep: set[str]) -> bool:
     """Nothing a clone made is left in ``ns`` (PVC', pod, VolumeCloneSource): only the
     claims in ``keep`` (those of DataVolumes still being deleted aside)."""
-    claims = {c["metadata"]["name"] for c in kube.list(client.PVCS, ns)["items"]
+    claims = {c["metadata"]["name"] for c in kube.list(resources.PVCS, ns)
               if not c["metadata"].get("deletionTimestamp")}
-    pods = kube.list(client.PODS, ns)["items"]
+    pods = kube.list(resources.PODS, ns)
     return claims <= keep | _dv_claims(kube, ns) and not [
         c for c in claims if c.startswith("prime-")] and not pods and not kube.list(
-        VCS, ns)["items"]
+        VCS, ns)
 
 
-def wait_clean(kube: Kube, ns: str, keep: set[str]) -> None:
+def wait_clean(kube: Client, ns: str, keep: set[str]) -> None:
     try:
         wait_for(lambda: source_ns_clean_but(kube, ns, keep), timeout=TIMEOUT,
                  what=f"nothing but {sorted(keep)} left in {ns}")
     except AssertionError as err:
-        left = [f"{r.plural}/{o['metadata']['name']}" for r in (client.PVCS, client.PODS, VCS)
-                for o in kube.list(r, ns)["items"]]
+        left = [f"{r.plural}/{o['metadata']['name']}" for r in (resources.PVCS, resources.PODS, VCS)
+                for o in kube.list(r, ns)]
         raise AssertionError(f"{err}: {left}\n{kit.diagnose(kube, ns)}") from None
 
 
-def _dv_claims(kube: Kube, ns: str) -> set[str]:
-    return {d["metadata"]["name"] for d in kube.list(kit.DVS, ns)["items"]}
+def _dv_claims(kube: Client, ns: str) -> set[str]:
+    return {d["metadata"]["name"] for d in kube.list(kit.DVS, ns)}
 
 
 # -- host-assisted copy ----------------------------------------------------------------------
 
 
 @pytest.fixture
-def copy_strategy(kube: Kube) -> Iterator[None]:
+def copy_strategy(kube: Client) -> Iterator[None]:
     """CDIConfig's cloneStrategyOverride: copy (the storage could clone these itself)."""
     kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
     try:
@@ -166,13 +166,13 @@ def copy_strategy(kube: Kube) -> Iterator[None]:
         kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": None}})
 
 
-def secrets_of(kube: Kube, ns: str, uid: str) -> list[str]:
-    return [s["metadata"]["name"] for s in kube.list(client.SECRETS, ns)["items"]
+def secrets_of(kube: Client, ns: str, uid: str) -> list[str]:
+    return [s["metadata"]["name"] for s in kube.list(resources.SECRETS, ns)
             if uid in s["metadata"]["name"]]
 
 
 def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
-        kube: Kube, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
+        kube: Client, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
     """Cross-namespace, Filesystem → Filesystem, pods kept (retainAfterCompletion) to be
     looked at: the source pod in the source namespace read the golden claim read-only, the
     target pod beside PVC' in the target namespace wrote it, each with its own half of one
@@ -184,11 +184,11 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
     dv = kube.create(kit.DVS, clone_dv(
         "tls", src_ns, storage={"storageClassName": "local-immediate"},
         annotations={A + "storage.pod.retainAfterCompletion": "true"}), ns)
-    target_uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "tls", ns) or {}).get(
+    target_uid = wait_for(lambda: (kube.get_or_none(resources.PVCS, "tls", ns) or {}).get(
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
-    spod = wait_for(lambda: kube.get_or_none(client.PODS, f"{target_uid}-source-pod",
+    spod = wait_for(lambda: kube.get_or_none(resources.PODS, f"{target_uid}-source-pod",
                                              src_ns), timeout=TIMEOUT, what="source pod")
-    ssec = kube.get(client.SECRETS, f"clone-source-tls-{target_uid}", src_ns)
+    ssec = kube.get(resources.SECRETS, f"clone-source-tls-{target_uid}", src_ns)
     status = kit.wait_dv(kube, ns, "tls", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     claim = claim_of(kube, ns, "tls")
@@ -200,11 +200,11 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
     assert "CloneSucceeded" in reasons(kube, ns, dv["metadata"]["uid"])
     # retained: PVC' and the target pod in the target namespace; the source pod (done)
     # and its Secret in the source one, with the VolumeCloneSource that owns them
-    assert kube.get(client.PODS, f"{uid}-source-pod", src_ns)["status"]["phase"] == "Succeeded"
+    assert kube.get(resources.PODS, f"{uid}-source-pod", src_ns)["status"]["phase"] == "Succeeded"
     assert secrets_of(kube, src_ns, uid)
-    assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is not None
-    assert kube.get_or_none(client.PVCS, f"prime-{uid}", src_ns) is None
-    tpod = kube.get(client.PODS, f"cloner-prime-{uid}", ns)
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is not None
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is None
+    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", ns)
     assert tpod["status"]["phase"] == "Succeeded"
     assert spod["metadata"]["ownerReferences"][0]["kind"] == "VolumeCloneSource"
     tvols = {v["name"]: v for v in tpod["spec"]["volumes"]}
@@ -218,7 +218,7 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
     for pod in (tpod, spod):
         assert "PRIVATE KEY" not in json.dumps(pod)
     # one CA, two leaves: the target's serves, the source's logs in
-    tsec = kube.get(client.SECRETS, tvols["clone-tls"]["secret"]["secretName"], ns)
+    tsec = kube.get(resources.SECRETS, tvols["clone-tls"]["secret"]["secretName"], ns)
     assert svols["clone-tls"]["secret"]["secretName"] == ssec["metadata"]["name"]
     import base64
     tdata = {k: base64.b64decode(v) for k, v in tsec["data"].items()}
@@ -231,13 +231,13 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
         assert list(eku) == [usage]
     # no key material in any Event of either namespace
     for n in (ns, src_ns):
-        assert "PRIVATE KEY" not in json.dumps(kube.list(client.EVENTS, n)["items"])
+        assert "PRIVATE KEY" not in json.dumps(kube.list(resources.EVENTS, n))
     # deleting the DataVolume takes all of it away, in both namespaces
     kube.delete(kit.DVS, "tls", ns)
-    wait_for(lambda: not kube.list(client.PODS, ns)["items"] and not secrets_of(
+    wait_for(lambda: not kube.list(resources.PODS, ns) and not secrets_of(
         kube, ns, uid) and not secrets_of(kube, src_ns, uid) and kube.get_or_none(
-        client.PODS, f"{uid}-source-pod", src_ns) is None and kube.get_or_none(
-        client.PVCS, f"prime-{uid}", ns) is None, timeout=TIMEOUT,
+        resources.PODS, f"{uid}-source-pod", src_ns) is None and kube.get_or_none(
+        resources.PVCS, f"prime-{uid}", ns) is None, timeout=TIMEOUT,
         what="clone pods, Secrets and PVC' gone")
 
 
@@ -262,7 +262,7 @@ def _clone_target_pid(owner_uid: str) -> int | None:
     return None
 
 
-def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Kube, ns: str,
+def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Client, ns: str,
                                                       copy_strategy: None) -> None:
     """The target program dies while the data streams in (SIGKILL): the kubelet restarts
     it, the populator replaces the source pod made for its first run (its annotation
@@ -283,11 +283,11 @@ def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Kube, ns: str,
     kube.create(kit.DVS, clone_dv("again", ns, src="big", annotations={
         A + "storage.pod.retainAfterCompletion": "true"},
         storage={"storageClassName": "local-immediate"}), ns)
-    uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "again", ns) or {}).get(
+    uid = wait_for(lambda: (kube.get_or_none(resources.PVCS, "again", ns) or {}).get(
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
 
     def streaming() -> int | None:
-        prime = kube.get_or_none(client.PVCS, f"prime-{uid}", ns)
+        prime = kube.get_or_none(resources.PVCS, f"prime-{uid}", ns)
         if prime is None or not prime["spec"].get("volumeName"):
             return None
         written = Path(kit.volume_path(kube, prime))
@@ -300,15 +300,15 @@ def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Kube, ns: str,
 
     pid = wait_for(streaming, timeout=TIMEOUT,
                    what="the stream into PVC' under way")
-    first_source = kube.get(client.PODS, f"{uid}-source-pod", ns)["metadata"]["uid"]
+    first_source = kube.get(resources.PODS, f"{uid}-source-pod", ns)["metadata"]["uid"]
     os.kill(pid, 9)
     status = kit.wait_dv(kube, ns, "again", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    tpod = kube.get(client.PODS, f"cloner-prime-{uid}", ns)
+    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", ns)
     assert tpod["status"]["containerStatuses"][0]["restartCount"] >= 1
     # the source pod made for the first run was replaced (retained pods stay otherwise);
     # its successor, if the clone did not end before it was made, names the new run
-    spod = kube.get_or_none(client.PODS, f"{uid}-source-pod", ns)
+    spod = kube.get_or_none(resources.PODS, f"{uid}-source-pod", ns)
     assert spod is None or spod["metadata"]["uid"] != first_source
     if spod is not None:
         assert int(spod["metadata"]["annotations"][
@@ -320,7 +320,7 @@ def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Kube, ns: str,
 
 
 def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
-        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+        kube: Client, ns: str, golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     # Filesystem → Block: the modes differ, csi-clone falls back to copy with the reason
     dv = kube.create(kit.DVS, clone_dv(
@@ -349,7 +349,7 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     assert "CloneSucceeded" in reasons(kube, ns, dv2["metadata"]["uid"])
     # not retained: the source pod and its Secret went with the clone
     buid = back["metadata"]["uid"]
-    wait_for(lambda: kube.get_or_none(client.PODS, f"{buid}-source-pod", src_ns) is None
+    wait_for(lambda: kube.get_or_none(resources.PODS, f"{buid}-source-pod", src_ns) is None
              and not secrets_of(kube, src_ns, buid), timeout=TIMEOUT,
              what="the source pod and its Secret gone after the clone")
     # Block → Block by copy (asked for: the storage could clone it), device to device
@@ -370,7 +370,7 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
 
 
 @contextlib.contextmanager
-def snapshot_strategy(kube: Kube) -> Iterator[None]:
+def snapshot_strategy(kube: Client) -> Iterator[None]:
     kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "snapshot"}})
     try:
         yield
@@ -379,7 +379,7 @@ def snapshot_strategy(kube: Kube) -> Iterator[None]:
 
 
 def test_snapshot_clones_within_and_across_namespaces_then_drop_the_snapshot(
-        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+        kube: Client, ns: str, golden: tuple[str, Path]) -> None:
     """The snapshot strategy end to end: a VolumeSnapshot of the golden claim, PVC'
     restored from it by the storage, the volume rebound to the target; into a larger
     claim the disk image is grown; the temporary snapshot (and its content) is gone
@@ -417,13 +417,13 @@ def test_snapshot_clones_within_and_across_namespaces_then_drop_the_snapshot(
         required_space(size=128 * MiB, overhead=overhead))
     assert os.path.getsize(kit.volume_path(kube, big)) == usable_space(
         capacity=required_space(size=128 * MiB, overhead=overhead), overhead=overhead)
-    wait_for(lambda: not kube.list(VOLUMESNAPSHOTCONTENTS)["items"], timeout=60,
+    wait_for(lambda: not kube.list(VOLUMESNAPSHOTCONTENTS), timeout=60,
              what="the temporary snapshots' contents deleted")
     kube.delete(kit.DVS, "snap", src_ns)
     kube.delete(kit.DVS, "snap-big", ns)
 
 
-def test_snapshot_without_a_usable_class_falls_back_to_copy(kube: Kube, ns: str,
+def test_snapshot_without_a_usable_class_falls_back_to_copy(kube: Client, ns: str,
                                                           golden: tuple[str, Path]) -> None:
     """The StorageProfiles name a VolumeSnapshotClass that does not exist: upstream's
     NoVolumeSnapshotClass fallback to the host-assisted copy, reason recorded."""
@@ -447,14 +447,14 @@ def test_snapshot_without_a_usable_class_falls_back_to_copy(kube: Kube, ns: str,
     assert anns[A + "cloneFallbackReason"] == "No compatible volumesnapshotclass found"
     assert "NoVolumeSnapshotClass" in reasons(kube, src_ns, claim["metadata"]["uid"])
     assert compare(reference, Path(kit.volume_path(kube, claim)))
-    assert not kube.list(VOLUMESNAPSHOTS, src_ns)["items"]
+    assert not kube.list(VOLUMESNAPSHOTS, src_ns)
     kube.delete(kit.DVS, "nosnap", src_ns)
 
 
 # -- sizes -----------------------------------------------------------------------------------
 
 
-def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
+def test_smaller_target_is_refused_unless_permissive(kube: Client, ns: str,
                                                      golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     kube.create(kit.DVS, clone_dv("small", src_ns, size="32Mi",
@@ -463,7 +463,7 @@ def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
     assert status["phase"] == "Failed"
     assert kit.condition(status, "Ready")["message"] == (
         "target resources requests storage size is smaller than the source")
-    assert kube.get_or_none(client.PVCS, "small", src_ns) is None
+    assert kube.get_or_none(resources.PVCS, "small", src_ns) is None
     # permissive: the 16 MiB of data fit in 32Mi; the clone goes ahead (by copy: the
     # storage cannot clone into a smaller volume)
     kube.create(kit.DVS, clone_dv("small-ok", src_ns, size="32Mi",
@@ -500,7 +500,7 @@ def test_smaller_target_is_refused_unless_permissive(kube: Kube, ns: str,
 # -- authorisation ---------------------------------------------------------------------------
 
 
-def test_cross_namespace_denied_reads_nothing(kube: Kube, ns: str,
+def test_cross_namespace_denied_reads_nothing(kube: Client, ns: str,
                                               golden: tuple[str, Path]) -> None:
     src_ns, _ = golden
     grant(kube, ns, "mallory", DV_RULES)
@@ -512,19 +512,19 @@ def test_cross_namespace_denied_reads_nothing(kube: Kube, ns: str,
     assert kit.condition(status, "Ready")["message"] == (
         f"User mallory has insufficient permissions in clone source namespace {src_ns}")
     # nothing was made for it in either namespace, so no pod read the source
-    assert kube.get_or_none(client.PVCS, "steal", ns) is None
-    assert not [v for v in kube.list(VCS, src_ns)["items"]
+    assert kube.get_or_none(resources.PVCS, "steal", ns) is None
+    assert not [v for v in kube.list(VCS, src_ns)
                 if v["metadata"]["labels"].get(A + "clone-for-datavolume")
                 == dv["metadata"]["uid"]]
-    assert not [c for c in kube.list(client.PVCS, src_ns)["items"]
+    assert not [c for c in kube.list(resources.PVCS, src_ns)
                 if (c["metadata"].get("annotations") or {}).get(
                     "populators.rootdisk.io/target", "").startswith(f"{ns}/steal/")]
-    assert not [p for p in kube.list(client.PODS, src_ns)["items"]
+    assert not [p for p in kube.list(resources.PODS, src_ns)
                 if any((v.get("persistentVolumeClaim") or {}).get("claimName") == "golden"
                        for v in p["spec"].get("volumes") or [])]
 
 
-def test_requester_cannot_be_forged_or_changed(kube: Kube, ns: str,
+def test_requester_cannot_be_forged_or_changed(kube: Client, ns: str,
                                                golden: tuple[str, Path]) -> None:
     src_ns, _ = golden
     grant(kube, ns, "mallory", [*DV_RULES, {"apiGroups": ["cdi.kubevirt.io"],
@@ -544,7 +544,7 @@ def test_requester_cannot_be_forged_or_changed(kube: Kube, ns: str,
     assert err.value.status in (400, 422) and "storage.clone.requester" in str(err.value)
 
 
-def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
+def test_cross_namespace_allowed_by_datavolumes_source(kube: Client, ns: str,
                                                        golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     grant(kube, ns, "alice", DV_RULES)
@@ -560,14 +560,14 @@ def test_cross_namespace_allowed_by_datavolumes_source(kube: Kube, ns: str,
     anns = claim["metadata"]["annotations"]
     assert anns[A + "clone.strategy"] == "csi-clone" and A + "cloneFallbackReason" not in anns
     assert anns[A + "storage.populator.pvcPrime"].startswith("prime-")
-    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+    pv = kube.get(resources.PVS, claim["spec"]["volumeName"])
     assert pv["spec"]["claimRef"]["namespace"] == ns
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     wait_clean(kube, src_ns, {"golden"})
 
 
 def test_a_vm_clones_another_namespace_only_as_its_service_account(
-        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+        kube: Client, ns: str, golden: tuple[str, Path]) -> None:
     """The attack: the VM controller creates a VM's DataVolumes under its own identity,
     which may clone from anywhere. mallory, who may only create VMs in her namespace,
     asks for another namespace's golden image through a dataVolumeTemplate: no
@@ -587,7 +587,7 @@ def test_a_vm_clones_another_namespace_only_as_its_service_account(
     wait_for(lambda: "UnauthorizedDataVolumeCreate" in reasons(kube, ns, vm["metadata"]["uid"]),
              timeout=60, what="UnauthorizedDataVolumeCreate")
     assert kube.get_or_none(kit.DVS, "thief-root", ns) is None
-    assert kube.get_or_none(client.PVCS, "thief-root", ns) is None
+    assert kube.get_or_none(resources.PVCS, "thief-root", ns) is None
     kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                         "metadata": {"name": "vm-cloner"},
                         "rules": [{"apiGroups": ["cdi.kubevirt.io"],
@@ -611,7 +611,7 @@ def test_a_vm_clones_another_namespace_only_as_its_service_account(
     wait_clean(kube, src_ns, {"golden"})
 
 
-def test_a_claim_cannot_borrow_another_users_clone_source(kube: Kube, ns: str,
+def test_a_claim_cannot_borrow_another_users_clone_source(kube: Client, ns: str,
                                                           golden: tuple[str, Path]) -> None:
     """The attack: alice's authorised cross-namespace clone leaves a VolumeCloneSource in
     the golden namespace (kept while the clone waits for a writer of the source); mallory,
@@ -619,8 +619,8 @@ def test_a_claim_cannot_borrow_another_users_clone_source(kube: Kube, ns: str,
     CrossNamespaceSourceDenied and nothing is made that could read the golden image."""
     src_ns, _ = golden
     writer = kit.consumer_pod("holder", "golden")
-    kube.create(client.PODS, writer, src_ns)
-    wait_for(lambda: (kube.get(client.PODS, "holder", src_ns).get("status") or {}).get(
+    kube.create(resources.PODS, writer, src_ns)
+    wait_for(lambda: (kube.get(resources.PODS, "holder", src_ns).get("status") or {}).get(
         "phase") == "Running", timeout=120, what="holder running")
     grant(kube, ns, "alice", DV_RULES)
     grant(kube, src_ns, "alice", [{"apiGroups": ["cdi.kubevirt.io"],
@@ -633,7 +633,7 @@ def test_a_claim_cannot_borrow_another_users_clone_source(kube: Kube, ns: str,
     theirs = kit.namespace(kube, "mallory")
     grant(kube, theirs, "mallory", [{"apiGroups": [""], "resources": ["persistentvolumeclaims"],
                                      "verbs": ["create", "get"]}])
-    create_as(kube, "mallory", client.PVCS, {
+    create_as(kube, "mallory", resources.PVCS, {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "loot"},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
                  "resources": {"requests": {"storage": "64Mi"}},
@@ -641,22 +641,22 @@ def test_a_claim_cannot_borrow_another_users_clone_source(kube: Kube, ns: str,
                                    "name": vcs_name, "namespace": src_ns}}}, theirs)
 
     def denied() -> bool:
-        ann = kube.get(client.PVCS, "loot", theirs)["metadata"].get("annotations") or {}
+        ann = kube.get(resources.PVCS, "loot", theirs)["metadata"].get("annotations") or {}
         return ann.get(A + "storage.condition.running.reason") == "CrossNamespaceSourceDenied"
 
     wait_for(denied, timeout=TIMEOUT, what="mallory's claim denied")
-    assert not [c for c in kube.list(client.PVCS, src_ns)["items"]
+    assert not [c for c in kube.list(resources.PVCS, src_ns)
                 if (c["metadata"].get("annotations") or {}).get(
                     "populators.rootdisk.io/target", "").startswith(f"{theirs}/loot/")]
-    assert [p["metadata"]["name"] for p in kube.list(client.PODS, src_ns)["items"]
+    assert [p["metadata"]["name"] for p in kube.list(resources.PODS, src_ns)
             if any((v.get("persistentVolumeClaim") or {}).get("claimName") == "golden"
                    for v in p["spec"].get("volumes") or [])] == ["holder"]
-    assert kube.get(client.PVCS, "loot", theirs)["status"].get("phase") != "Bound"
+    assert kube.get(resources.PVCS, "loot", theirs)["status"].get("phase") != "Bound"
     # alice's clone goes ahead once the writer is gone
-    kube.delete(client.PODS, "holder", src_ns)
+    kube.delete(resources.PODS, "holder", src_ns)
     status = kit.wait_dv(kube, ns, "legit", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    kube.delete(client.PVCS, "loot", theirs)
+    kube.delete(resources.PVCS, "loot", theirs)
     kube.delete(kit.DVS, "legit", ns)
     wait_clean(kube, src_ns, {"golden"})
 
@@ -664,21 +664,21 @@ def test_a_claim_cannot_borrow_another_users_clone_source(kube: Kube, ns: str,
 # -- source in use ---------------------------------------------------------------------------
 
 
-def test_source_written_by_a_pod_waits_read_only_does_not(kube: Kube, ns: str,
+def test_source_written_by_a_pod_waits_read_only_does_not(kube: Client, ns: str,
                                                           golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     writer = kit.consumer_pod("writer", "golden")
-    kube.create(client.PODS, writer, src_ns)
-    wait_for(lambda: (kube.get(client.PODS, "writer", src_ns).get("status") or {}).get(
+    kube.create(resources.PODS, writer, src_ns)
+    wait_for(lambda: (kube.get(resources.PODS, "writer", src_ns).get("status") or {}).get(
         "phase") == "Running", timeout=120, what="writer running")
     dv = kube.create(kit.DVS, clone_dv("busy", src_ns,
                                        storage={"storageClassName": "local-reflink"}), src_ns)
     wait_for(lambda: "CloneSourceInUse" in reasons(
-        kube, src_ns, (kube.get_or_none(client.PVCS, "busy", src_ns) or {"metadata": {
+        kube, src_ns, (kube.get_or_none(resources.PVCS, "busy", src_ns) or {"metadata": {
             "uid": "-"}})["metadata"]["uid"]),
         timeout=TIMEOUT, what="CloneSourceInUse event")
     assert kit.dv_status(kube, src_ns, "busy").get("phase") != "Succeeded"
-    kube.delete(client.PODS, "writer", src_ns)
+    kube.delete(resources.PODS, "writer", src_ns)
     status = kit.wait_dv(kube, src_ns, "busy", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     assert dv["metadata"]["uid"]
@@ -686,7 +686,7 @@ def test_source_written_by_a_pod_waits_read_only_does_not(kube: Kube, ns: str,
     reader = kit.consumer_pod("reader", "golden")
     reader["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] = True
     reader["spec"]["containers"][0]["volumeMounts"][0]["readOnly"] = True
-    kube.create(client.PODS, reader, src_ns)
+    kube.create(resources.PODS, reader, src_ns)
     kube.create(kit.DVS, clone_dv("shared", src_ns,
                                   storage={"storageClassName": "local-reflink"}), src_ns)
     status = kit.wait_dv(kube, src_ns, "shared", ("Succeeded", "Failed"), timeout=TIMEOUT)
@@ -694,7 +694,7 @@ def test_source_written_by_a_pod_waits_read_only_does_not(kube: Kube, ns: str,
     assert "CloneSourceInUse" not in reasons(kube, src_ns,
                                              claim_of(kube, src_ns, "shared")["metadata"]["uid"])
     assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, src_ns, "shared"))))
-    kube.delete(client.PODS, "reader", src_ns)
+    kube.delete(resources.PODS, "reader", src_ns)
     for name in ("busy", "shared"):
         kube.delete(kit.DVS, name, src_ns)
 
@@ -702,7 +702,7 @@ def test_source_written_by_a_pod_waits_read_only_does_not(kube: Kube, ns: str,
 # -- DataSource ------------------------------------------------------------------------------
 
 
-def test_data_source_ready_follows_the_golden_claim(kube: Kube, ns: str, images: ImageFactory,
+def test_data_source_ready_follows_the_golden_claim(kube: Client, ns: str, images: ImageFactory,
                                                     golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     kube.create(kit.DVS, clone_dv("gold2", src_ns,
@@ -745,21 +745,21 @@ def test_data_source_ready_follows_the_golden_claim(kube: Kube, ns: str, images:
 # -- deletion and many at once ---------------------------------------------------------------
 
 
-def test_deletion_mid_clone_leaves_nothing(kube: Kube, ns: str,
+def test_deletion_mid_clone_leaves_nothing(kube: Client, ns: str,
                                            golden: tuple[str, Path]) -> None:
     src_ns, _ = golden
     kube.create(kit.DVS, clone_dv("gone", src_ns,
                                   storage={"storageClassName": "local-immediate"}), ns)
-    wait_for(lambda: kube.get_or_none(client.PVCS, "gone", ns) is not None, timeout=TIMEOUT,
+    wait_for(lambda: kube.get_or_none(resources.PVCS, "gone", ns) is not None, timeout=TIMEOUT,
              what="target claim")
     kube.delete(kit.DVS, "gone", ns)
-    wait_for(lambda: not kube.list(client.PVCS, ns)["items"]
-             and not kube.list(client.PODS, ns)["items"], timeout=TIMEOUT,
+    wait_for(lambda: not kube.list(resources.PVCS, ns)
+             and not kube.list(resources.PODS, ns), timeout=TIMEOUT,
              what="target namespace empty")
     wait_clean(kube, src_ns, {"golden"})
 
 
-def big_golden(kube: Kube, ns: str, name: str) -> Path:
+def big_golden(kube: Client, ns: str, name: str) -> Path:
     """A golden claim whose copy lasts a while: 384 MiB of random data spread over a
     1Gi blank DataVolume on local-reflink, written on the host; its disk.img."""
     kube.create(kit.DVS, kit.datavolume(name, {"blank": {}}, size="1Gi",
@@ -779,7 +779,7 @@ def big_golden(kube: Kube, ns: str, name: str) -> Path:
     return path
 
 
-def test_copy_progress_is_written_at_most_once_a_second(kube: Kube, ns: str,
+def test_copy_progress_is_written_at_most_once_a_second(kube: Client, ns: str,
                                                         copy_strategy: None) -> None:
     """Every progress write on the target is a watch event that reconciles it again. Read
     on every reconcile, a copy's progress (which moves faster than a reconcile) kept the
@@ -794,7 +794,7 @@ def test_copy_progress_is_written_at_most_once_a_second(kube: Kube, ns: str,
     writes: list[tuple[float, str]] = []
     since, deadline = made["metadata"]["resourceVersion"], time.monotonic() + TIMEOUT
     while time.monotonic() < deadline and not (writes and writes[-1][1] == "100.0%"):
-        for event in kube.watch_events(client.PVCS, resource_version=since, namespace=ns,
+        for event in kube.watch(resources.PVCS, resource_version=since, namespace=ns,
                                        timeout=30, field_selector="metadata.name=paced"):
             obj = event["object"]
             since = obj["metadata"]["resourceVersion"]
@@ -814,7 +814,7 @@ def test_copy_progress_is_written_at_most_once_a_second(kube: Kube, ns: str,
     kube.delete(kit.DVS, "big", ns)
 
 
-def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str, Path],
+def test_deletion_mid_copy_leaves_nothing(kube: Client, ns: str, golden: tuple[str, Path],
                                           copy_strategy: None) -> None:
     """A copy of a golden image large enough to catch it running (384 MiB of data in 1Gi,
     written on the host): deleting the DataVolume then removes both pods, both Secrets
@@ -823,26 +823,26 @@ def test_deletion_mid_copy_leaves_nothing(kube: Kube, ns: str, golden: tuple[str
     big_golden(kube, src_ns, "big")
     kube.create(kit.DVS, clone_dv("half", src_ns, src="big",
                                   storage={"storageClassName": "local-immediate"}), ns)
-    uid = wait_for(lambda: (kube.get_or_none(client.PVCS, "half", ns) or {}).get(
+    uid = wait_for(lambda: (kube.get_or_none(resources.PVCS, "half", ns) or {}).get(
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
-    wait_for(lambda: ((kube.get_or_none(client.PODS, f"{uid}-source-pod", src_ns) or {}
+    wait_for(lambda: ((kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) or {}
                        ).get("status") or {}).get("phase") == "Running", timeout=TIMEOUT,
              what="source pod running")
     assert secrets_of(kube, ns, uid) and secrets_of(kube, src_ns, uid)
     assert kit.dv_status(kube, ns, "half").get("phase") != "Succeeded"
     kube.delete(kit.DVS, "half", ns)
     try:
-        wait_for(lambda: not kube.list(client.PVCS, ns)["items"]
-                 and not kube.list(client.PODS, ns)["items"]
+        wait_for(lambda: not kube.list(resources.PVCS, ns)
+                 and not kube.list(resources.PODS, ns)
                  and not secrets_of(kube, ns, uid) and not secrets_of(kube, src_ns, uid)
-                 and kube.get_or_none(client.PODS, f"{uid}-source-pod", src_ns) is None,
+                 and kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) is None,
                  timeout=TIMEOUT, what="clone pods, Secrets and PVC' gone")
     finally:
         kube.delete(kit.DVS, "big", src_ns)
     wait_clean(kube, src_ns, {"golden"})
 
 
-def test_many_clones_of_one_golden_image(kube: Kube, ns: str,
+def test_many_clones_of_one_golden_image(kube: Client, ns: str,
                                          golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     names = [f"vm{i}" for i in range(20)]

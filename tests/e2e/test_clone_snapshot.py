@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube import client
-from localcluster.kube.client import Kube
+import kubeclient
+from kubeclient import Client, resources
 from sizes import parse_bytes
 from tests.e2e import kit
 from tests.e2e.test_clone import DATASOURCES, VCS, VOLUMESNAPSHOTS, create_as, grant
@@ -29,7 +29,7 @@ pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout
 A = "cdi.kubevirt.io/"
 TIMEOUT = 240
 CLASS = "local-reflink"
-STORAGE_CLASSES = client.Resource("storage.k8s.io", "v1", "storageclasses",
+STORAGE_CLASSES = kubeclient.Resource("storage.k8s.io", "v1", "storageclasses",
                                   namespaced=False)
 
 
@@ -39,7 +39,7 @@ def snapshot(name: str, claim: str) -> dict[str, Any]:
             "spec": {"source": {"persistentVolumeClaimName": claim}}}
 
 
-def wait_snapshot_ready(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+def wait_snapshot_ready(kube: Client, ns: str, name: str) -> dict[str, Any]:
     wait_for(lambda: ((kube.get_or_none(VOLUMESNAPSHOTS, name, ns) or {}).get("status")
                       or {}).get("readyToUse") is True, timeout=TIMEOUT,
              what=f"VolumeSnapshot {ns}/{name} readyToUse")
@@ -58,11 +58,11 @@ def from_snapshot(name: str, src_ns: str, snap: str = "gold-snap", *,
             "metadata": {"name": name}, "spec": spec}
 
 
-def reasons(kube: Kube, ns: str, uid: str) -> list[str]:
+def reasons(kube: Client, ns: str, uid: str) -> list[str]:
     return [e["reason"] for e in kit.events_for(kube, ns, uid)]
 
 
-def ready_condition(kube: Kube, ns: str, name: str) -> tuple[str, str, str]:
+def ready_condition(kube: Client, ns: str, name: str) -> tuple[str, str, str]:
     ds = kube.get(DATASOURCES, name, ns)
     cond = next((c for c in (ds.get("status") or {}).get("conditions") or []
                  if c["type"] == "Ready"), {})
@@ -70,7 +70,7 @@ def ready_condition(kube: Kube, ns: str, name: str) -> tuple[str, str, str]:
 
 
 @pytest.fixture(scope="module")
-def golden(kube: Kube, images: ImageFactory, tmp_path_factory: pytest.TempPathFactory,
+def golden(kube: Client, images: ImageFactory, tmp_path_factory: pytest.TempPathFactory,
            ) -> Iterator[tuple[str, Path]]:
     """Namespace and reference image of a small imported DataVolume ``golden`` and its
     ready VolumeSnapshot ``gold-snap`` (the default VolumeSnapshotClass)."""
@@ -87,7 +87,7 @@ def golden(kube: Kube, images: ImageFactory, tmp_path_factory: pytest.TempPathFa
     yield ns, images.get("raw").path
 
 
-def test_a_datavolume_from_a_snapshot_has_the_same_bytes(kube: Kube, ns: str,
+def test_a_datavolume_from_a_snapshot_has_the_same_bytes(kube: Client, ns: str,
                                                           golden: tuple[str, Path]) -> None:
     """source.snapshot, no size (spec.storage): the restoreSize; PVC' restored from the
     user's snapshot, rebound to the target; the snapshot stays (it is the user's)."""
@@ -95,7 +95,7 @@ def test_a_datavolume_from_a_snapshot_has_the_same_bytes(kube: Kube, ns: str,
     dv = kube.create(kit.DVS, from_snapshot("restored", src_ns), src_ns)
     status = kit.wait_dv(kube, src_ns, "restored", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    claim = kube.get(client.PVCS, "restored", src_ns)
+    claim = kube.get(resources.PVCS, "restored", src_ns)
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     snap = kube.get(VOLUMESNAPSHOTS, "gold-snap", src_ns)
     assert parse_bytes(claim["spec"]["resources"]["requests"]["storage"]) == parse_bytes(
@@ -116,13 +116,13 @@ def test_a_datavolume_from_a_snapshot_has_the_same_bytes(kube: Kube, ns: str,
                                            "storage": "128Mi"}}}), ns)
     status = kit.wait_dv(kube, ns, "restored-big", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    big = kube.get(client.PVCS, "restored-big", ns)
+    big = kube.get(resources.PVCS, "restored-big", ns)
     assert compare(reference, Path(kit.volume_path(kube, big)))
     kube.delete(kit.DVS, "restored", src_ns)
 
 
 def test_a_missing_snapshot_waits_with_upstreams_words_then_restores(
-        kube: Kube, golden: tuple[str, Path]) -> None:
+        kube: Client, golden: tuple[str, Path]) -> None:
     src_ns, reference = golden
     name = f"later-{uuid.uuid4().hex[:6]}"
     dv = kube.create(kit.DVS, from_snapshot("waiting", src_ns, name), src_ns)
@@ -135,17 +135,17 @@ def test_a_missing_snapshot_waits_with_upstreams_words_then_restores(
     wait_for(lambda: ready() == want, timeout=60, what="the DataVolume waits")
     assert kit.dv_status(kube, src_ns, "waiting")["phase"] == "Pending"
     assert "CloneWithoutSource" in reasons(kube, src_ns, dv["metadata"]["uid"])
-    assert kube.get_or_none(client.PVCS, "waiting", src_ns) is None
+    assert kube.get_or_none(resources.PVCS, "waiting", src_ns) is None
     kube.create(VOLUMESNAPSHOTS, snapshot(name, "golden"), src_ns)
     status = kit.wait_dv(kube, src_ns, "waiting", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    claim = kube.get(client.PVCS, "waiting", src_ns)
+    claim = kube.get(resources.PVCS, "waiting", src_ns)
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     kube.delete(kit.DVS, "waiting", src_ns)
     kube.delete(VOLUMESNAPSHOTS, name, src_ns)
 
 
-def test_a_target_smaller_than_the_restore_size_waits(kube: Kube,
+def test_a_target_smaller_than_the_restore_size_waits(kube: Client,
                                                       golden: tuple[str, Path]) -> None:
     src_ns, _ = golden
     dv = kube.create(kit.DVS, from_snapshot("small", src_ns, pvc={
@@ -159,11 +159,11 @@ def test_a_target_smaller_than_the_restore_size_waits(kube: Kube,
              timeout=60, what="CloneValidationFailed")
     assert kit.dv_status(kube, src_ns, "small")["phase"] == "Pending"
     assert "CloneValidationFailed" in reasons(kube, src_ns, dv["metadata"]["uid"])
-    assert kube.get_or_none(client.PVCS, "small", src_ns) is None
+    assert kube.get_or_none(resources.PVCS, "small", src_ns) is None
     kube.delete(kit.DVS, "small", src_ns)
 
 
-def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Kube, ns: str,
+def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Client, ns: str,
                                                            golden: tuple[str, Path]) -> None:
     """The storage restores no snapshot into another volume mode: upstream's fallback, the
     snapshot restored into a temporary claim beside it, copied from there by the
@@ -173,7 +173,7 @@ def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Kube, ns: str,
                                             storage={"volumeMode": "Block"}), ns)
     status = kit.wait_dv(kube, ns, "as-block", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    claim = kube.get(client.PVCS, "as-block", ns)
+    claim = kube.get(resources.PVCS, "as-block", ns)
     assert claim["spec"]["volumeMode"] == "Block"
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     anns = claim["metadata"]["annotations"]
@@ -184,13 +184,13 @@ def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Kube, ns: str,
              timeout=30, what="the fallback's Warning Event")
     said = reasons(kube, ns, dv["metadata"]["uid"])
     assert "CloneFromSnapshotSourceInProgress" in said and "CloneSucceeded" in said
-    wait_for(lambda: kube.get_or_none(client.PVCS, f"tmp-source-pvc-{claim['metadata']['uid']}",
+    wait_for(lambda: kube.get_or_none(resources.PVCS, f"tmp-source-pvc-{claim['metadata']['uid']}",
                                       src_ns) is None, timeout=60,
              what="the temporary claim deleted")
 
 
 def test_a_class_of_another_driver_falls_back_and_cleans_up(
-        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+        kube: Client, ns: str, golden: tuple[str, Path]) -> None:
     """A target class of another driver: upstream's NoProvisionerMatch fallback, with its
     words on the target; the temporary claim is made in the first class (by name) of the
     snapshot's driver, and goes with the DataVolume."""
@@ -204,32 +204,32 @@ def test_a_class_of_another_driver_falls_back_and_cleans_up(
         kube.create(kit.DVS, from_snapshot("elsewhere", src_ns, pvc={
             "accessModes": ["ReadWriteOnce"], "storageClassName": cls,
             "resources": {"requests": {"storage": "128Mi"}}}), ns)
-        wait_for(lambda: (((kube.get_or_none(client.PVCS, "elsewhere", ns) or {})
+        wait_for(lambda: (((kube.get_or_none(resources.PVCS, "elsewhere", ns) or {})
                            .get("metadata") or {}).get("annotations") or {}).get(
             A + "cloneFallbackReason") == "The storageclass provisioner does not match the "
             "volumesnapshotcontent driver", timeout=60, what="the fallback's reason")
-        claim = kube.get(client.PVCS, "elsewhere", ns)
+        claim = kube.get(resources.PVCS, "elsewhere", ns)
         uid = claim["metadata"]["uid"]
         wait_for(lambda: "NoProvisionerMatch" in reasons(kube, ns, uid), timeout=30,
                  what="the fallback's Warning Event")
         temp = f"tmp-source-pvc-{uid}"
         # (it binds once the source pod reads it, which waits for a target pod that never
         # comes: no provisioner serves the target's class)
-        wait_for(lambda: kube.get_or_none(client.PVCS, temp, src_ns) is not None,
+        wait_for(lambda: kube.get_or_none(resources.PVCS, temp, src_ns) is not None,
                  timeout=60, what="the temporary claim made")
-        made = kube.get(client.PVCS, temp, src_ns)
+        made = kube.get(resources.PVCS, temp, src_ns)
         assert made["spec"]["storageClassName"] == "local"  # the first of the driver's
         assert made["spec"]["dataSource"] == {"apiGroup": "snapshot.storage.k8s.io",
                                               "kind": "VolumeSnapshot", "name": "gold-snap"}
         kube.delete(kit.DVS, "elsewhere", ns)
-        wait_for(lambda: kube.get_or_none(client.PVCS, temp, src_ns) is None, timeout=60,
+        wait_for(lambda: kube.get_or_none(resources.PVCS, temp, src_ns) is None, timeout=60,
                  what="the temporary claim deleted with the DataVolume")
     finally:
         kube.delete(STORAGE_CLASSES, cls)
 
 
 def test_across_namespaces_the_user_needs_rights_in_the_snapshots(
-        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+        kube: Client, ns: str, golden: tuple[str, Path]) -> None:
     """Upstream's snapshot rule: ``create datavolumes/source``, or both ``create pods``
     and ``create pvcs`` in the snapshot's namespace; ``pods`` alone is not enough."""
     src_ns, reference = golden
@@ -248,11 +248,11 @@ def test_across_namespaces_the_user_needs_rights_in_the_snapshots(
     create_as(kube, user, kit.DVS, from_snapshot("allowed", src_ns), ns)
     status = kit.wait_dv(kube, ns, "allowed", ("Failed", "Succeeded"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    assert compare(reference, Path(kit.volume_path(kube, kube.get(client.PVCS, "allowed",
+    assert compare(reference, Path(kit.volume_path(kube, kube.get(resources.PVCS, "allowed",
                                                                    ns))))
 
 
-def test_a_data_source_naming_a_snapshot(kube: Kube, ns: str,
+def test_a_data_source_naming_a_snapshot(kube: Client, ns: str,
                                          golden: tuple[str, Path]) -> None:
     """Ready follows the snapshot (upstream's reasons and words); a DataVolume whose
     sourceRef names the DataSource restores the snapshot."""
@@ -278,7 +278,7 @@ def test_a_data_source_naming_a_snapshot(kube: Kube, ns: str,
     created = kube.create(kit.DVS, dv, ns)
     status = kit.wait_dv(kube, ns, "vm-disk", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    claim = kube.get(client.PVCS, "vm-disk", ns)
+    claim = kube.get(resources.PVCS, "vm-disk", ns)
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     assert "CloneFromSnapshotSourceInProgress" in reasons(kube, ns, created["metadata"]["uid"])
     kube.delete(VOLUMESNAPSHOTS, name, src_ns)
@@ -287,7 +287,7 @@ def test_a_data_source_naming_a_snapshot(kube: Kube, ns: str,
 
 
 def test_a_claim_cannot_borrow_another_users_snapshot_clone_source(
-        kube: Kube, ns: str, golden: tuple[str, Path]) -> None:
+        kube: Client, ns: str, golden: tuple[str, Path]) -> None:
     """The attack: alice's authorised cross-namespace clone from the snapshot leaves its
     VolumeCloneSource in the snapshot's namespace (kept: she retains her pods); mallory,
     who may not read that namespace, points a Block claim of hers at it (a Block target
@@ -308,7 +308,7 @@ def test_a_claim_cannot_borrow_another_users_snapshot_clone_source(
     theirs = kit.namespace(kube, "mallory")
     grant(kube, theirs, "mallory", [{"apiGroups": [""], "resources": ["persistentvolumeclaims"],
                                      "verbs": ["create", "get"]}])
-    create_as(kube, "mallory", client.PVCS, {
+    create_as(kube, "mallory", resources.PVCS, {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "loot"},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": CLASS,
                  "volumeMode": "Block", "resources": {"requests": {"storage": "128Mi"}},
@@ -316,13 +316,13 @@ def test_a_claim_cannot_borrow_another_users_snapshot_clone_source(
                                    "name": vcs_name, "namespace": src_ns}}}, theirs)
 
     def denied() -> bool:
-        ann = kube.get(client.PVCS, "loot", theirs)["metadata"].get("annotations") or {}
+        ann = kube.get(resources.PVCS, "loot", theirs)["metadata"].get("annotations") or {}
         return ann.get(A + "storage.condition.running.reason") == "CrossNamespaceSourceDenied"
 
     wait_for(denied, timeout=TIMEOUT, what="mallory's claim denied")
-    assert not [c["metadata"]["name"] for c in kube.list(client.PVCS, src_ns)["items"]
+    assert not [c["metadata"]["name"] for c in kube.list(resources.PVCS, src_ns)
                 if (c["metadata"].get("annotations") or {}).get(
                     "populators.rootdisk.io/target", "").startswith(f"{theirs}/loot/")]
-    assert kube.get(client.PVCS, "loot", theirs)["status"].get("phase") != "Bound"
-    kube.delete(client.PVCS, "loot", theirs)
+    assert kube.get(resources.PVCS, "loot", theirs)["status"].get("phase") != "Bound"
+    kube.delete(resources.PVCS, "loot", theirs)
     kube.delete(kit.DVS, "legit", ns)

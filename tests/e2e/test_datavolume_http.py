@@ -10,9 +10,8 @@ import threading
 import pytest
 import yaml
 
+from kubeclient import Client, KubeError, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, build_patterned_raw, compare, convert
@@ -32,7 +31,7 @@ def wait_cli(cluster: Cluster, ns: str, name: str) -> subprocess.CompletedProces
         env={**os.environ, "KUBECONFIG": "/nonexistent"})
 
 
-def test_http_qcow2_filesystem_succeeds_with_content(kube: Kube, ns: str,
+def test_http_qcow2_filesystem_succeeds_with_content(kube: Client, ns: str,
                                                       http_server: HttpServer,
                                                       images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
@@ -44,7 +43,7 @@ def test_http_qcow2_filesystem_succeeds_with_content(kube: Kube, ns: str,
     assert status["progress"] == "100.0%" and status["claimName"] == "disk"
     assert kit.condition(status, "Ready")["status"] == "True"
     assert kit.condition(status, "Bound")["reason"] == "Bound"
-    claim = kube.get(client.PVCS, "disk", ns)
+    claim = kube.get(resources.PVCS, "disk", ns)
     # sized for the class's measured overhead (0.03) on top of the 64 MiB asked for
     assert claim["spec"]["resources"]["requests"]["storage"] == str(-(-64 * MiB * 103 // 100))
     assert claim["metadata"]["ownerReferences"][0]["uid"] == dv["metadata"]["uid"]
@@ -68,12 +67,12 @@ IMPORTER_TREE_PEAK = 100 * MiB
 """The importer's promise for a qcow2 import: its process tree's peak RSS (README)."""
 
 
-def importer_pod_uid(kube: Kube, ns: str) -> str | None:
-    pods = kube.list(client.PODS, ns, labelSelector="app=containerized-data-importer")["items"]
+def importer_pod_uid(kube: Client, ns: str) -> str | None:
+    pods = kube.list(resources.PODS, ns, labelSelector="app=containerized-data-importer")
     return pods[0]["metadata"]["uid"] if pods else None
 
 
-def test_importer_pod_memory_stays_bounded(kube: Kube, ns: str, http_server: HttpServer,
+def test_importer_pod_memory_stays_bounded(kube: Client, ns: str, http_server: HttpServer,
                                            tmp_path) -> None:
     """The importer pod's whole process tree (sandbox, importer, nbdkit, qemu-img) stays
     within the importer's 100 MiB for a qcow2 of 128 MiB of data: sampled on the host
@@ -88,7 +87,7 @@ def test_importer_pod_memory_stays_bounded(kube: Kube, ns: str, http_server: Htt
             storage={"storageClassName": "local-immediate"}), ns)
         status = kit.wait_dv(kube, ns, "big", ("Succeeded", "Failed"), timeout=300)
     assert status["phase"] == "Succeeded", str(status["conditions"])
-    claim = kube.get(client.PVCS, "big", ns)
+    claim = kube.get(resources.PVCS, "big", ns)
     assert compare(raw, kit.volume_path(kube, claim))
     report = memory.report()
     # it measured the importer pod itself: its program and the converter it drives
@@ -101,7 +100,7 @@ def test_importer_pod_memory_stays_bounded(kube: Kube, ns: str, http_server: Htt
     print(report)
 
 
-def test_progress_moves_and_wait_dv_follows(cluster: Cluster, kube: Kube, ns: str,
+def test_progress_moves_and_wait_dv_follows(cluster: Cluster, kube: Client, ns: str,
                                             http_server: HttpServer,
                                             images: ImageFactory) -> None:
     """A paced raw image: progress between 0 and 100 is seen, `rootdisk wait dv` exits 0."""
@@ -127,11 +126,11 @@ def test_progress_moves_and_wait_dv_follows(cluster: Cluster, kube: Kube, ns: st
     assert f"DataVolume {ns}/slow Succeeded" in done.stdout
     middle = [p for p in seen if p.endswith("%") and 0 < float(p[:-1]) < 100]
     assert middle, seen
-    claim = kube.get(client.PVCS, "slow", ns)
+    claim = kube.get(resources.PVCS, "slow", ns)
     assert compare(images.get("raw").path, kit.volume_path(kube, claim))
 
 
-def test_not_found_fails_with_reason(cluster: Cluster, kube: Kube, ns: str,
+def test_not_found_fails_with_reason(cluster: Cluster, kube: Client, ns: str,
                                      http_server: HttpServer) -> None:
     kube.create(kit.DVS, kit.datavolume("missing", {"http": {"url": http_server.url_for(
         "no-such-image.qcow2")}}, storage={"storageClassName": "local-immediate"}), ns)
@@ -144,7 +143,7 @@ def test_not_found_fails_with_reason(cluster: Cluster, kube: Kube, ns: str,
     assert done.returncode == 1 and "Failed: NotFound" in done.stderr, done.stderr
 
 
-def test_raw_xz_spec_pvc_waits_for_first_consumer(kube: Kube, ns: str, http_server: HttpServer,
+def test_raw_xz_spec_pvc_waits_for_first_consumer(kube: Client, ns: str, http_server: HttpServer,
                                                    images: ImageFactory) -> None:
     url = http_server.publish(images.get("raw.xz").path, "disk.img.xz")
     pvc = {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
@@ -152,21 +151,21 @@ def test_raw_xz_spec_pvc_waits_for_first_consumer(kube: Kube, ns: str, http_serv
     kube.create(kit.DVS, kit.datavolume("wffc", {"http": {"url": url}}, pvc=pvc), ns)
     kit.wait_dv(kube, ns, "wffc", ("PendingPopulation",), timeout=60)
     assert not http_server.requests_for("disk.img.xz")  # nothing fetched before a consumer
-    kube.create(client.PODS, kit.consumer_pod("consumer", "wffc"), ns)
+    kube.create(resources.PODS, kit.consumer_pod("consumer", "wffc"), ns)
     status = kit.wait_dv(kube, ns, "wffc", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status["conditions"])
-    claim = kube.get(client.PVCS, "wffc", ns)
+    claim = kube.get(resources.PVCS, "wffc", ns)
     assert claim["spec"]["resources"]["requests"]["storage"] == "64Mi"  # verbatim
     assert compare(images.get("raw").path, kit.volume_path(kube, claim))
 
 
-def test_blank_block(kube: Kube, ns: str) -> None:
+def test_blank_block(kube: Client, ns: str) -> None:
     kube.create(kit.DVS, kit.datavolume(
         "blank", {"blank": {}}, size="32Mi",
         storage={"storageClassName": "local-immediate", "volumeMode": "Block"}), ns)
     status = kit.wait_dv(kube, ns, "blank", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status["conditions"])
-    claim = kube.get(client.PVCS, "blank", ns)
+    claim = kube.get(resources.PVCS, "blank", ns)
     assert claim["spec"]["volumeMode"] == "Block"
     assert claim["spec"]["resources"]["requests"]["storage"] == "32Mi"  # Block: no overhead
     with open(kit.volume_path(kube, claim), "rb") as dev:
@@ -186,7 +185,7 @@ def test_blank_block(kube: Kube, ns: str) -> None:
               "resources": {"requests": {"storage": "1Gi"}}}}, "Duplicate storage definition"),
     ({"storage": {}}, "spec.Storage.resources.requests.size: Storage size is missing"),
 ])
-def test_webhook_rejects(kube: Kube, ns: str, spec_change: dict, field: str) -> None:
+def test_webhook_rejects(kube: Client, ns: str, spec_change: dict, field: str) -> None:
     body = kit.datavolume("bad", {"blank": {}})
     body["spec"].update(spec_change)
     with pytest.raises(KubeError) as err:
@@ -196,13 +195,13 @@ def test_webhook_rejects(kube: Kube, ns: str, spec_change: dict, field: str) -> 
     assert kube.get_or_none(kit.DVS, "bad", ns) is None
 
 
-def test_claim_adoption(kube: Kube, ns: str) -> None:
-    kube.create(client.PVCS, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+def test_claim_adoption(kube: Client, ns: str) -> None:
+    kube.create(resources.PVCS, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                               "metadata": {"name": "existing"},
                               "spec": {"accessModes": ["ReadWriteOnce"],
                                        "storageClassName": "local-immediate",
                                        "resources": {"requests": {"storage": "16Mi"}}}}, ns)
-    wait_for(lambda: (kube.get(client.PVCS, "existing", ns).get("status") or {}).get("phase")
+    wait_for(lambda: (kube.get(resources.PVCS, "existing", ns).get("status") or {}).get("phase")
              == "Bound", timeout=60, what="claim bound")
     # without the annotation the DataVolume is refused at admission, as upstream
     with pytest.raises(KubeError) as err:
@@ -210,23 +209,23 @@ def test_claim_adoption(kube: Kube, ns: str) -> None:
     assert err.value.status == 422, err.value
     assert f"Destination PVC {ns}/existing already exists" in str(err.value), err.value
     assert kube.get_or_none(kit.DVS, "existing", ns) is None
-    assert kube.get_or_none(client.PVCS, "existing", ns) is not None  # not ours: left alone
+    assert kube.get_or_none(resources.PVCS, "existing", ns) is not None  # not ours: left alone
     dv = kube.create(kit.DVS, kit.datavolume(
         "existing", {"blank": {}}, size="16Mi",
         annotations={"cdi.kubevirt.io/allowClaimAdoption": "true"}), ns)
     status = kit.wait_dv(kube, ns, "existing", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded"
-    claim = kube.get(client.PVCS, "existing", ns)
+    claim = kube.get(resources.PVCS, "existing", ns)
     assert dv["metadata"]["uid"] in [r["uid"] for r in claim["metadata"]["ownerReferences"]]
     assert "dataSourceRef" not in claim["spec"]  # adopted, not re-imported
-    assert not kube.list(client.PODS, ns)["items"]
+    assert not kube.list(resources.PODS, ns)
 
 
-def test_claim_adoption_by_the_feature_gate(kube: Kube, ns: str) -> None:
+def test_claim_adoption_by_the_feature_gate(kube: Client, ns: str) -> None:
     """CDIConfig's DataVolumeClaimAdoption gate lets a DataVolume without the annotation
     adopt its claim, at admission and in the controller; the annotation "false" still
     refuses, as upstream."""
-    kube.create(client.PVCS, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+    kube.create(resources.PVCS, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                               "metadata": {"name": "gated"},
                               "spec": {"accessModes": ["ReadWriteOnce"],
                                        "storageClassName": "local-immediate",
@@ -244,12 +243,12 @@ def test_claim_adoption_by_the_feature_gate(kube: Kube, ns: str) -> None:
     finally:
         kube.patch(kit.CDICONFIGS, "config", {"spec": {"featureGates": None}})
     assert status["phase"] == "Succeeded", status
-    claim = kube.get(client.PVCS, "gated", ns)
+    claim = kube.get(resources.PVCS, "gated", ns)
     assert dv["metadata"]["uid"] in [r["uid"] for r in claim["metadata"]["ownerReferences"]]
     assert "dataSourceRef" not in claim["spec"]  # adopted, not imported
 
 
-def test_delete_mid_import_leaves_nothing(kube: Kube, ns: str, http_server: HttpServer,
+def test_delete_mid_import_leaves_nothing(kube: Client, ns: str, http_server: HttpServer,
                                           images: ImageFactory) -> None:
     url = http_server.publish(images.get("raw").path, "crawl.img")
     http_server.set_faults("crawl.img", Faults(rate=256 * 1024))
@@ -257,15 +256,15 @@ def test_delete_mid_import_leaves_nothing(kube: Kube, ns: str, http_server: Http
                                         storage={"storageClassName": "local-immediate"}), ns)
     kit.wait_dv(kube, ns, "gone", ("ImportInProgress",), timeout=120)
     assert any(p["metadata"]["name"].startswith("importer-") for p in
-               kube.list(client.PODS, ns)["items"])
+               kube.list(resources.PODS, ns))
     kube.delete(kit.DVS, "gone", ns)
     wait_for(lambda: not kit.leftovers(kube, ns), timeout=120,
              what="claims, PVC', importer pod and VolumeImportSource gone")
 
 
-def test_profiles_and_config_follow_the_classes(kube: Kube) -> None:
+def test_profiles_and_config_follow_the_classes(kube: Client) -> None:
     classes = [c["metadata"]["name"] for c in
-               kube.list(client.STORAGECLASSES)["items"]]
+               kube.list(resources.STORAGECLASSES)]
     for name in classes:
         profile = kube.get(kit.PROFILES, name)
         assert profile["status"]["provisioner"] == "local.localcluster.rootdisk.io"
@@ -299,7 +298,7 @@ def test_profiles_and_config_follow_the_classes(kube: Kube) -> None:
                  ["storageClass"].get("local") == "0.03", timeout=60, what="config reset")
 
 
-def test_many_datavolumes_at_once(kube: Kube, ns: str, http_server: HttpServer,
+def test_many_datavolumes_at_once(kube: Client, ns: str, http_server: HttpServer,
                                   images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "many.qcow2")
     names = [f"many-{i}" for i in range(8)]
@@ -313,11 +312,11 @@ def test_many_datavolumes_at_once(kube: Kube, ns: str, http_server: HttpServer,
         assert status["phase"] == "Succeeded", (name, status.get("conditions"))
     for i, name in enumerate(names):
         if i % 2:
-            claim = kube.get(client.PVCS, name, ns)
+            claim = kube.get(resources.PVCS, name, ns)
             assert compare(images.get("raw").path, kit.volume_path(kube, claim))
 
 
-def test_webhook_trust_restored_after_reapply(kube: Kube, ns: str) -> None:
+def test_webhook_trust_restored_after_reapply(kube: Client, ns: str) -> None:
     """Re-applying manifests/ empties the caBundle; the operator puts it back."""
 
 
@@ -336,7 +335,7 @@ def test_webhook_trust_restored_after_reapply(kube: Kube, ns: str) -> None:
     assert kit.wait_dv(kube, ns, "trusted", ("Succeeded", "Failed"))["phase"] == "Succeeded"
 
 
-def test_http_qcow2_into_block(kube: Kube, ns: str, http_server: HttpServer,
+def test_http_qcow2_into_block(kube: Client, ns: str, http_server: HttpServer,
                                images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "block.qcow2")
     kube.create(kit.DVS, kit.datavolume(
@@ -344,13 +343,13 @@ def test_http_qcow2_into_block(kube: Kube, ns: str, http_server: HttpServer,
         storage={"storageClassName": "local-immediate", "volumeMode": "Block"}), ns)
     status = kit.wait_dv(kube, ns, "block", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status["conditions"])
-    claim = kube.get(client.PVCS, "block", ns)
+    claim = kube.get(resources.PVCS, "block", ns)
     assert claim["spec"]["resources"]["requests"]["storage"] == "64Mi"  # Block: no overhead
     assert "alerts.k8s.io/KubePersistentVolumeFillingUp" not in claim["metadata"]["labels"]
     assert compare(images.get("raw").path, kit.volume_path(kube, claim))
 
 
-def test_checksums(kube: Kube, ns: str, http_server: HttpServer,
+def test_checksums(kube: Client, ns: str, http_server: HttpServer,
                    images: ImageFactory) -> None:
     image = images.get("qcow2")
     url = http_server.publish(image.path, "summed.qcow2")
@@ -372,15 +371,15 @@ def test_checksums(kube: Kube, ns: str, http_server: HttpServer,
     assert reasons.count("ImportFailed") == 1
 
 
-def test_import_into_a_namespace_enforcing_restricted(kube: Kube, http_server: HttpServer,
+def test_import_into_a_namespace_enforcing_restricted(kube: Client, http_server: HttpServer,
                                                        images: ImageFactory) -> None:
     """The importer pod is admissible where PodSecurity enforces "restricted", as
     upstream's (issue 24), while a privileged pod there is refused."""
     ns = kit.namespace(kube, prefix="restricted")
-    kube.patch(client.NAMESPACES, ns, {"metadata": {"labels": {
+    kube.patch(resources.NAMESPACES, ns, {"metadata": {"labels": {
         "pod-security.kubernetes.io/enforce": "restricted"}}})
     with pytest.raises(KubeError) as refused:
-        kube.create(client.PODS, {"apiVersion": "v1", "kind": "Pod",
+        kube.create(resources.PODS, {"apiVersion": "v1", "kind": "Pod",
                                   "metadata": {"name": "root"},
                                   "spec": {"containers": [{"name": "c", "image": "x",
                                            "securityContext": {"privileged": True}}]}}, ns)
@@ -392,7 +391,7 @@ def test_import_into_a_namespace_enforcing_restricted(kube: Kube, http_server: H
     status = kit.wait_dv(kube, ns, "disk", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "disk", ns)))
+                   kit.volume_path(kube, kube.get(resources.PVCS, "disk", ns)))
 
 
 def test_cdi_object_is_available(cluster: Cluster) -> None:

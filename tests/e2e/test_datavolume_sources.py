@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+import kubeclient
+from kubeclient import Client, KubeError, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube, KubeError
 from tests.e2e import kit
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
@@ -28,14 +28,14 @@ from tests.localcluster.clusterkit import logs, needs_root, wait_for
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
 MiB = 2**20
-DEPLOYMENTS = client.Resource("apps", "v1", "deployments")
-LEASES = client.Resource("coordination.k8s.io", "v1", "leases")
+DEPLOYMENTS = kubeclient.Resource("apps", "v1", "deployments")
+LEASES = kubeclient.Resource("coordination.k8s.io", "v1", "leases")
 #: the importer's in-pod retries, short, so that a transient fault costs a pod restart
 TUNING = [{"name": "IMPORTER_RETRY_ATTEMPTS", "value": "2"},
           {"name": "IMPORTER_RETRY_DELAY", "value": "0.2"}]
 
 
-def update_deployment(kube: Kube, change: Callable[[dict[str, Any]], None]) -> None:
+def update_deployment(kube: Client, change: Callable[[dict[str, Any]], None]) -> None:
     """Read, change, replace; again on a conflict with the Deployment controller."""
     for _ in range(20):
         deploy = kube.get(DEPLOYMENTS, "rootdisk-cdi-operator", kit.OPERATOR_NS)
@@ -50,7 +50,7 @@ def update_deployment(kube: Kube, change: Callable[[dict[str, Any]], None]) -> N
     raise AssertionError("the operator Deployment kept changing under us")
 
 
-def operator_env(kube: Kube, env: list[dict[str, str]]) -> None:
+def operator_env(kube: Client, env: list[dict[str, str]]) -> None:
     def change(deploy: dict[str, Any]) -> None:
         container = deploy["spec"]["template"]["spec"]["containers"][0]
         container["env"] = [e for e in container["env"] if e["name"] not in
@@ -58,16 +58,16 @@ def operator_env(kube: Kube, env: list[dict[str, str]]) -> None:
     update_deployment(kube, change)
 
 
-def replicas(kube: Kube, n: int) -> None:
+def replicas(kube: Client, n: int) -> None:
     update_deployment(kube, lambda d: d["spec"].__setitem__("replicas", n))
 
 
-def lease_holder(kube: Kube) -> str | None:
+def lease_holder(kube: Client) -> str | None:
     lease = kube.get_or_none(LEASES, "rootdisk-cdi", kit.OPERATOR_NS) or {}
     return (lease.get("spec") or {}).get("holderIdentity")
 
 
-def ready_operators(kube: Kube) -> list[str]:
+def ready_operators(kube: Client) -> list[str]:
     return [p["metadata"]["name"] for p in kit.operator_pods(kube)
             if not p["metadata"].get("deletionTimestamp") and any(
                 c["type"] == "Ready" and c["status"] == "True"
@@ -87,7 +87,7 @@ def tuned(cluster: Cluster) -> Iterator[None]:
     yield
 
 
-def test_s3_with_credentials(kube: Kube, ns: str, s3_server: S3Server, s3_bucket: str,
+def test_s3_with_credentials(kube: Client, ns: str, s3_server: S3Server, s3_bucket: str,
                              images: ImageFactory) -> None:
     s3_server.put_file(s3_bucket, "disk.qcow2", images.get("qcow2").path)
     kit.secret(kube, ns, "s3-creds", {"accessKeyId": s3_server.access_key,
@@ -99,14 +99,14 @@ def test_s3_with_credentials(kube: Kube, ns: str, s3_server: S3Server, s3_bucket
     status = kit.wait_dv(kube, ns, "from-s3", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "from-s3", ns)))
+                   kit.volume_path(kube, kube.get(resources.PVCS, "from-s3", ns)))
     # the credentials reached the importer only through the Secret, never the pod spec
     for pod_event in kit.events_for(kube, ns, kube.get(kit.DVS, "from-s3", ns)["metadata"]
                                     ["uid"]):
         assert s3_server.secret_key not in pod_event.get("message", "")
 
 
-def test_registry_with_tls_and_credentials(kube: Kube, ns: str,
+def test_registry_with_tls_and_credentials(kube: Client, ns: str,
                                            registry_server: RegistryServer,
                                            images: ImageFactory, tmp_path: Path) -> None:
     """A containerDisk image (qcow2 in a gzip layer) behind TLS from a private CA and
@@ -116,7 +116,7 @@ def test_registry_with_tls_and_credentials(kube: Kube, ns: str,
     creds = registry_server.credentials
     assert creds is not None
     kit.secret(kube, ns, "pull", {"accessKeyId": creds.username, "secretKey": creds.password})
-    kube.create(client.CONFIGMAPS, {
+    kube.create(resources.CONFIGMAPS, {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
         "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
     kube.create(kit.DVS, kit.datavolume(
@@ -126,13 +126,13 @@ def test_registry_with_tls_and_credentials(kube: Kube, ns: str,
     status = kit.wait_dv(kube, ns, "golden", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "golden", ns)))
-    seen = [kube.list(res, ns)["items"] for res in (client.PODS, client.PVCS, client.EVENTS,
+                   kit.volume_path(kube, kube.get(resources.PVCS, "golden", ns)))
+    seen = [kube.list(res, ns) for res in (resources.PODS, resources.PVCS, resources.EVENTS,
                                                       kit.DVS)]
     assert registry_server.password not in str(seen)
 
 
-def test_registry_listed_insecure_over_plain_http(kube: Kube, ns: str,
+def test_registry_listed_insecure_over_plain_http(kube: Client, ns: str,
                                                   plain_registry: RegistryServer,
                                                   images: ImageFactory,
                                                   tmp_path: Path) -> None:
@@ -154,17 +154,17 @@ def test_registry_listed_insecure_over_plain_http(kube: Kube, ns: str,
         kube.patch(kit.CDICONFIGS, "config", {"spec": {"insecureRegistries": None}})
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "allowed", ns)))
+                   kit.volume_path(kube, kube.get(resources.PVCS, "allowed", ns)))
 
 
-def test_https_ca_basic_auth_and_headers(kube: Kube, ns: str, https_server: HttpServer,
+def test_https_ca_basic_auth_and_headers(kube: Client, ns: str, https_server: HttpServer,
                                          tls_material: TlsMaterial,
                                          images: ImageFactory) -> None:
     url = https_server.publish(images.get("qcow2").path, "private.qcow2")
     https_server.set_faults("private.qcow2", Faults(
         basic_auth=("reader", "s3cret"), required_headers=(("X-Token", "abc"),)))
     kit.secret(kube, ns, "auth", {"accessKeyId": "reader", "secretKey": "s3cret"})
-    kube.create(client.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+    kube.create(resources.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                     "metadata": {"name": "ca"},
                                     "data": {"ca.pem": tls_material.ca_cert.read_text()}}, ns)
     kube.create(kit.DVS, kit.datavolume(
@@ -179,11 +179,11 @@ def test_https_ca_basic_auth_and_headers(kube: Kube, ns: str, https_server: Http
     assert all(r.headers.get("Authorization") == f"Basic {auth}" for r in got)
     assert all(r.headers.get("X-Token") == "abc" for r in got)
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "private", ns)))
+                   kit.volume_path(kube, kube.get(resources.PVCS, "private", ns)))
 
 
 def test_secret_extra_headers_reach_the_server_and_nowhere_else(
-        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+        kube: Client, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
     """``secretExtraHeaders``: each Secret's keys are headers on every request (the
     direct nbdkit route included), and the values appear in no object of the namespace
     but the Secrets: not in the pod spec or its env, the claims, the DataVolume, the
@@ -205,10 +205,10 @@ def test_secret_extra_headers_reach_the_server_and_nowhere_else(
     assert got and all(r.status < 400 for r in got)
     assert all(r.headers.get("X-Secret-Token") == token for r in got)
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "guarded", ns)))
-    pods = kube.list(client.PODS, ns)["items"]
+                   kit.volume_path(kube, kube.get(resources.PVCS, "guarded", ns)))
+    pods = kube.list(resources.PODS, ns)
     assert pods, "the importer pod was kept (retainAfterCompletion)"
-    seen = [kube.list(res, ns)["items"] for res in (client.PODS, client.PVCS, client.EVENTS,
+    seen = [kube.list(res, ns) for res in (resources.PODS, resources.PVCS, resources.EVENTS,
                                                       kit.DVS, kit.VIS)]
     assert token not in str(seen)
     for pod in pods:
@@ -216,7 +216,7 @@ def test_secret_extra_headers_reach_the_server_and_nowhere_else(
         assert "phase" in log and token not in log
 
 
-def test_wrong_password_fails_unauthorized(kube: Kube, ns: str, http_server: HttpServer,
+def test_wrong_password_fails_unauthorized(kube: Client, ns: str, http_server: HttpServer,
                                            images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "locked.qcow2")
     http_server.set_faults("locked.qcow2", Faults(basic_auth=("reader", "right")))
@@ -230,7 +230,7 @@ def test_wrong_password_fails_unauthorized(kube: Kube, ns: str, http_server: Htt
     assert status["restartCount"] == 0  # permanent: not retried
 
 
-def test_transient_fault_heals_with_a_restart(kube: Kube, ns: str, http_server: HttpServer,
+def test_transient_fault_heals_with_a_restart(kube: Client, ns: str, http_server: HttpServer,
                                               images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "flaky.qcow2")
     http_server.set_faults("flaky.qcow2", Faults(status=503, status_times=6))
@@ -240,10 +240,10 @@ def test_transient_fault_heals_with_a_restart(kube: Kube, ns: str, http_server: 
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert status["restartCount"] > 0
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "flaky", ns)))
+                   kit.volume_path(kube, kube.get(resources.PVCS, "flaky", ns)))
 
 
-def test_too_small(kube: Kube, ns: str, http_server: HttpServer,
+def test_too_small(kube: Client, ns: str, http_server: HttpServer,
                    images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "big.qcow2")  # 16 MiB virtual
     pvc = {"storageClassName": "local-immediate", "accessModes": ["ReadWriteOnce"],
@@ -256,7 +256,7 @@ def test_too_small(kube: Kube, ns: str, http_server: HttpServer,
     assert status["restartCount"] == 0
 
 
-def test_operator_restart_mid_import(kube: Kube, ns: str, http_server: HttpServer,
+def test_operator_restart_mid_import(kube: Client, ns: str, http_server: HttpServer,
                                      images: ImageFactory) -> None:
     url = http_server.publish(images.get("raw").path, "paced.img")
     http_server.set_faults("paced.img", Faults(rate=1 * MiB))
@@ -264,16 +264,16 @@ def test_operator_restart_mid_import(kube: Kube, ns: str, http_server: HttpServe
         "survivor", {"http": {"url": url}}, storage={"storageClassName": "local-immediate"}),
         ns)
     kit.wait_dv(kube, ns, "survivor", ("ImportInProgress",), timeout=120)
-    importers = [p["metadata"]["uid"] for p in kube.list(client.PODS, ns)["items"]]
+    importers = [p["metadata"]["uid"] for p in kube.list(resources.PODS, ns)]
     old = ready_operators(kube)
     for name in old:
-        kube.delete(client.PODS, name, kit.OPERATOR_NS)
+        kube.delete(resources.PODS, name, kit.OPERATOR_NS)
     wait_for(lambda: set(ready_operators(kube)) - set(old) and lease_holder(kube)
              in ready_operators(kube), timeout=180, what="a new operator leading")
     status = kit.wait_dv(kube, ns, "survivor", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status["conditions"])
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "survivor", ns)))
+                   kit.volume_path(kube, kube.get(resources.PVCS, "survivor", ns)))
     uid = dv["metadata"]["uid"]
     wait_for(lambda: "ImportSucceeded" in [e["reason"] for e in kit.events_for(kube, ns, uid)],
              timeout=30, what="ImportSucceeded event")
@@ -284,13 +284,13 @@ def test_operator_restart_mid_import(kube: Kube, ns: str, http_server: HttpServe
     assert status["restartCount"] == 0
 
 
-def test_two_replicas_one_leader(kube: Kube, ns: str) -> None:
+def test_two_replicas_one_leader(kube: Client, ns: str) -> None:
     replicas(kube, 2)
     try:
         wait_for(lambda: len(ready_operators(kube)) == 2, timeout=180, what="two replicas")
         leader = lease_holder(kube)
         assert leader in ready_operators(kube)
-        kube.delete(client.PODS, str(leader), kit.OPERATOR_NS)
+        kube.delete(resources.PODS, str(leader), kit.OPERATOR_NS)
         wait_for(lambda: lease_holder(kube) not in (None, leader)
                  and lease_holder(kube) in ready_operators(kube), timeout=120,
                  what="the Lease handed over")

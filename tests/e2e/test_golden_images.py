@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+import kubeclient
 from cdi.importcron import dv_name
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.e2e import kit, vmkit
 from tests.fixtures.guests import write_boot_sector_disk
 from tests.fixtures.images import ImageFactory, compare
@@ -28,13 +28,13 @@ from tests.localcluster.clusterkit import needs_root, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
-CRONS = client.Resource("cdi.kubevirt.io", "v1beta1", "dataimportcrons")
-DATASOURCES = client.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
+CRONS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "dataimportcrons")
+DATASOURCES = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "datasources")
 A = "cdi.kubevirt.io/storage.import."
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
@@ -52,7 +52,7 @@ def _cron(registry: RegistryServer, **spec: Any) -> dict[str, Any]:
                      **spec}}
 
 
-def _source_claim(kube: Kube, ns: str) -> str | None:
+def _source_claim(kube: Client, ns: str) -> str | None:
     ds = kube.get_or_none(DATASOURCES, "golden", ns) or {}
     ready = next((c for c in (ds.get("status") or {}).get("conditions") or []
                   if c.get("type") == "Ready"), {})
@@ -60,7 +60,7 @@ def _source_claim(kube: Kube, ns: str) -> str | None:
     return str(pvc.get("name")) if ready.get("status") == "True" and pvc else None
 
 
-def _condition(kube: Kube, ns: str, ctype: str) -> dict[str, Any]:
+def _condition(kube: Client, ns: str, ctype: str) -> dict[str, Any]:
     cron = kube.get(CRONS, "golden-cron", ns)
     return next((c for c in (cron.get("status") or {}).get("conditions") or []
                  if c.get("type") == ctype), {})
@@ -68,14 +68,14 @@ def _condition(kube: Kube, ns: str, ctype: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(900)
 def test_a_cron_imports_each_new_digest_and_the_data_source_follows(
-        cluster: Cluster, kube: Kube, ns: str, registry_server: RegistryServer,
+        cluster: Cluster, kube: Client, ns: str, registry_server: RegistryServer,
         tmp_path: Path) -> None:
     v1 = write_boot_sector_disk(tmp_path / "v1.img", marker="GOLDEN-IMAGE-V1")
     first = push_disk(registry_server, "golden/disk", "latest", v1, tmp_path / "w")
     creds = registry_server.credentials
     assert creds is not None
     kit.secret(kube, ns, "pull", {"accessKeyId": creds.username, "secretKey": creds.password})
-    kube.create(client.CONFIGMAPS, {
+    kube.create(resources.CONFIGMAPS, {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
         "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
     kube.create(CRONS, _cron(registry_server, importsToKeep=1, retentionPolicy="None"), ns)
@@ -98,7 +98,7 @@ def test_a_cron_imports_each_new_digest_and_the_data_source_follows(
     dv = kube.get(kit.DVS, first_name, ns)
     assert dv["spec"]["source"]["registry"]["url"] == \
         f"docker://{registry_server.host}/golden/disk@{first.digest}"
-    disk = Path(kit.volume_path(kube, kube.get(client.PVCS, first_name, ns)))
+    disk = Path(kit.volume_path(kube, kube.get(resources.PVCS, first_name, ns)))
     assert disk.read_bytes()[:512] == v1.read_bytes()[:512]
 
     # a new push, then the schedule's tick (nextCronTime in the past): the new digest
@@ -112,7 +112,7 @@ def test_a_cron_imports_each_new_digest_and_the_data_source_follows(
         wait_for(lambda: _source_claim(kube, ns) == second_name, timeout=240,
                  what="the DataSource on the second import")
         # importsToKeep: 1, the first import goes
-        wait_for(lambda: kube.get_or_none(client.PVCS, first_name, ns) is None, timeout=120,
+        wait_for(lambda: kube.get_or_none(resources.PVCS, first_name, ns) is None, timeout=120,
                  what="the first import garbage-collected")
     except AssertionError:
         raise AssertionError(kit.diagnose(kube, ns)) from None
@@ -142,45 +142,45 @@ def test_a_cron_imports_each_new_digest_and_the_data_source_follows(
     kube.delete(CRONS, "golden-cron", ns)
     try:
         wait_for(lambda: kube.get_or_none(DATASOURCES, "golden", ns) is None
-                 and kube.get_or_none(client.PVCS, second_name, ns) is None, timeout=120,
+                 and kube.get_or_none(resources.PVCS, second_name, ns) is None, timeout=120,
                  what="what the cron made deleted with it")
     except AssertionError:
         raise AssertionError(kit.diagnose(kube, ns)) from None
 
 
-def test_a_cron_refused_and_a_poll_that_fails(kube: Kube, ns: str,
+def test_a_cron_refused_and_a_poll_that_fails(kube: Client, ns: str,
                                               registry_server: RegistryServer) -> None:
-    with pytest.raises(client.KubeError) as refused:  # the Secret it names is missing
+    with pytest.raises(kubeclient.KubeError) as refused:  # the Secret it names is missing
         kube.create(CRONS, _cron(registry_server), ns)
     assert refused.value.status == 422 and "Secret 'pull' not found" in str(refused.value)
     # wrong credentials: a Warning Event names the failure, nothing is imported
     kit.secret(kube, ns, "pull", {"accessKeyId": "rootdisk", "secretKey": "wrong-password"})
-    kube.create(client.CONFIGMAPS, {
+    kube.create(resources.CONFIGMAPS, {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
         "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
-    with pytest.raises(client.KubeError) as refused:
+    with pytest.raises(kubeclient.KubeError) as refused:
         kube.create(CRONS, _cron(registry_server, schedule="61 * * * *"), ns)
     assert refused.value.status == 422 and "Illegal cron schedule" in str(refused.value)
     kube.create(CRONS, _cron(registry_server), ns)
 
     def failed() -> list[dict[str, Any]]:
-        return [e for e in kube.list(client.EVENTS, ns)["items"]
+        return [e for e in kube.list(resources.EVENTS, ns)
                 if e.get("reason") == "DigestPollFailed"]
     events = wait_for(failed, timeout=120, what="the DigestPollFailed Event")
     assert "invalid username/password" in events[0]["message"]
-    assert "wrong-password" not in str(kube.list(client.EVENTS, ns)["items"])
+    assert "wrong-password" not in str(kube.list(resources.EVENTS, ns))
     wait_for(lambda: _condition(kube, ns, "UpToDate").get("reason") == "NoDigest",
              timeout=30, what="UpToDate NoDigest")
-    assert not [d for d in kube.list(kit.DVS, ns)["items"]]
+    assert not [d for d in kube.list(kit.DVS, ns)]
 
 
-PROFILES = client.Resource("cdi.kubevirt.io", "v1beta1", "storageprofiles", namespaced=False)
-SNAPSHOTS = client.Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots")
+PROFILES = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "storageprofiles", namespaced=False)
+SNAPSHOTS = kubeclient.Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots")
 
 
 @pytest.mark.timeout(600)
 def test_snapshot_format_keeps_the_golden_image_as_a_snapshot(
-        kube: Kube, ns: str, registry_server: RegistryServer, tmp_path: Path) -> None:
+        kube: Client, ns: str, registry_server: RegistryServer, tmp_path: Path) -> None:
     """StorageProfile ``dataImportCronSourceFormat: snapshot``: the import is snapshotted,
     its claim dropped, the DataSource names the snapshot, and a DataVolume by sourceRef
     restores it."""
@@ -190,7 +190,7 @@ def test_snapshot_format_keeps_the_golden_image_as_a_snapshot(
     creds = registry_server.credentials
     assert creds is not None
     kit.secret(kube, ns, "pull", {"accessKeyId": creds.username, "secretKey": creds.password})
-    kube.create(client.CONFIGMAPS, {
+    kube.create(resources.CONFIGMAPS, {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "registry-ca"},
         "data": {"ca.pem": Path(str(registry_server.verify)).read_text()}}, ns)
     kube.patch(PROFILES, "local-immediate", {"spec": {"dataImportCronSourceFormat": "snapshot"}})
@@ -207,7 +207,7 @@ def test_snapshot_format_keeps_the_golden_image_as_a_snapshot(
                 "snapshot") == {"namespace": ns, "name": name}
         try:
             wait_for(snapshot_source, timeout=240, what="the DataSource on the snapshot")
-            wait_for(lambda: kube.get_or_none(client.PVCS, name, ns) is None, timeout=120,
+            wait_for(lambda: kube.get_or_none(resources.PVCS, name, ns) is None, timeout=120,
                      what="the import's claim dropped once the snapshot is ready")
         except AssertionError:
             raise AssertionError(kit.diagnose(kube, ns)) from None
@@ -225,7 +225,7 @@ def test_snapshot_format_keeps_the_golden_image_as_a_snapshot(
                                                "storageClassName": "local-immediate"}}}, ns)
     status = kit.wait_dv(kube, ns, "from-golden", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", status
-    disk = Path(kit.volume_path(kube, kube.get(client.PVCS, "from-golden", ns)))
+    disk = Path(kit.volume_path(kube, kube.get(resources.PVCS, "from-golden", ns)))
     assert disk.read_bytes()[:512] == image.read_bytes()[:512]
 
 
@@ -250,7 +250,7 @@ def _container_disk_vm(name: str, image: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(600)
 def test_a_vm_boots_from_a_container_disk_pulled_once(
-        cluster: Cluster, kube: Kube, ns: str, registry_server: RegistryServer,
+        cluster: Cluster, kube: Client, ns: str, registry_server: RegistryServer,
         tmp_path: Path) -> None:
     """A containerDisk: the node pulls the image once (an image volume, as upstream's
     ImageVolume feature gate renders it), the launcher boots its /disk file under a
@@ -263,7 +263,7 @@ def test_a_vm_boots_from_a_container_disk_pulled_once(
     creds = registry_server.credentials
     assert creds is not None
     auth = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
-    kube.create(client.SECRETS, {
+    kube.create(resources.SECRETS, {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pull"},
         "type": "kubernetes.io/dockerconfigjson",
         "data": {".dockerconfigjson": base64.b64encode(json.dumps(
@@ -279,27 +279,27 @@ def test_a_vm_boots_from_a_container_disk_pulled_once(
                 timeout=120, what=f"{name} booted from the container disk")
         except AssertionError:
             events = [(e.get("reason"), e.get("message"))
-                      for e in kube.list(client.EVENTS, ns)["items"]]
+                      for e in kube.list(resources.EVENTS, ns)]
             pods = [(p["metadata"]["name"], p.get("status"))
-                    for p in kube.list(client.PODS, ns)["items"]]
+                    for p in kube.list(resources.PODS, ns)]
             pods += [(v["metadata"]["name"], v.get("status"))  # type: ignore[misc]
-                     for v in kube.list(vmkit.VMIS, ns)["items"]]
+                     for v in kube.list(vmkit.VMIS, ns)]
             raise AssertionError(f"{vmkit.diagnose(kube, ns)}\nEVENTS {events}\n"
                                  f"PODS {pods}") from None
         if name == "cd-one":
             pulled = _blob_gets(registry_server, "golden/cdisk")
             assert pulled > before  # the config and the layer
     assert _blob_gets(registry_server, "golden/cdisk") == pulled  # cd-two: from the store
-    assert registry_server.password not in str(kube.list(client.PODS, ns)["items"])
+    assert registry_server.password not in str(kube.list(resources.PODS, ns))
 
 
 def test_a_container_disk_that_cannot_be_pulled_says_why(
-        kube: Kube, ns: str, registry_server: RegistryServer) -> None:
+        kube: Client, ns: str, registry_server: RegistryServer) -> None:
     kube.create(vmkit.VMS, _container_disk_vm(
         "cd-missing", f"{registry_server.host}/golden/none:v1"), ns)
 
     def waiting() -> str | None:
-        for pod in kube.list(client.PODS, ns)["items"]:
+        for pod in kube.list(resources.PODS, ns):
             for st in (pod.get("status") or {}).get("containerStatuses") or []:
                 reason = ((st.get("state") or {}).get("waiting") or {}).get("reason")
                 if reason:
@@ -313,7 +313,7 @@ def test_a_container_disk_that_cannot_be_pulled_says_why(
 
 
 def test_pull_method_node_imports_from_the_image_the_node_mounted(
-        cluster: Cluster, kube: Kube, ns: str, tmp_path: Path,
+        cluster: Cluster, kube: Client, ns: str, tmp_path: Path,
         images: ImageFactory) -> None:
     """``pullMethod: node``: the node's kubelet pulls the image (its CA from the node's
     certs.d), the importer reads the qcow2 under /disk from the mount and converts it."""
@@ -330,4 +330,4 @@ def test_pull_method_node_imports_from_the_image_the_node_mounted(
         status = kit.wait_dv(kube, ns, "by-node", ("Succeeded", "Failed"))
     assert status["phase"] == "Succeeded", str(status.get("conditions"))
     assert compare(images.get("raw").path,
-                   kit.volume_path(kube, kube.get(client.PVCS, "by-node", ns)))
+                   kit.volume_path(kube, kube.get(resources.PVCS, "by-node", ns)))

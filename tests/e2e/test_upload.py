@@ -18,10 +18,10 @@ import jwt
 import pytest
 import requests
 
+import kubeclient
 from cdi import uploadtoken
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from rootdisk.cli import main as cli
 from tests.e2e import kit
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
@@ -29,9 +29,9 @@ from tests.localcluster.clusterkit import needs_root, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(900)]
 
-SERVICES = client.Resource("", "v1", "services")
-VUS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeuploadsources")
-ENDPOINTS = client.Resource("", "v1", "endpoints")
+SERVICES = kubeclient.Resource("", "v1", "services")
+VUS = kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "volumeuploadsources")
+ENDPOINTS = kubeclient.Resource("", "v1", "endpoints")
 A = "cdi.kubevirt.io/"
 TIMEOUT = 240
 
@@ -41,16 +41,16 @@ def upload(cluster: Cluster, *args: str) -> int:
                 "--force-bind"])
 
 
-def leftovers(kube: Kube, ns: str, keep: tuple[str, ...] = ()) -> list[str]:
+def leftovers(kube: Client, ns: str, keep: tuple[str, ...] = ()) -> list[str]:
     out = []
-    for res in (client.PVCS, client.PODS, SERVICES, client.SECRETS, VUS):
-        out += [f"{res.plural}/{o['metadata']['name']}" for o in kube.list(res, ns)["items"]
+    for res in (resources.PVCS, resources.PODS, SERVICES, resources.SECRETS, VUS):
+        out += [f"{res.plural}/{o['metadata']['name']}" for o in kube.list(res, ns)
                 if o["metadata"]["name"] not in keep
                 and not o["metadata"]["name"].startswith("default-token")]
     return out
 
 
-def proxy_url(kube: Kube) -> str:
+def proxy_url(kube: Client) -> str:
     def address() -> str | None:
         ep = kube.get_or_none(ENDPOINTS, "cdi-uploadproxy", kit.OPERATOR_NS) or {}
         for subset in ep.get("subsets") or []:
@@ -64,10 +64,10 @@ PROXY_CA: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
-def ready_proxy(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
+def ready_proxy(kube: Client, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The proxy's address; its CA (ConfigMap cdi-uploadproxy-ca) trusted by _post."""
     url = proxy_url(kube)
-    cm = wait_for(lambda: kube.get_or_none(client.CONFIGMAPS, "cdi-uploadproxy-ca",
+    cm = wait_for(lambda: kube.get_or_none(resources.CONFIGMAPS, "cdi-uploadproxy-ca",
                                            kit.OPERATOR_NS), timeout=TIMEOUT, what="proxy CA")
     ca = tmp_path_factory.mktemp("proxy-ca") / "ca.crt"
     ca.write_text(cm["data"]["ca.crt"])
@@ -75,21 +75,21 @@ def ready_proxy(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-def ready_dv(kube: Kube, ns: str, name: str, size: str = "64Mi",
+def ready_dv(kube: Client, ns: str, name: str, size: str = "64Mi",
              **annotations: str) -> dict[str, Any]:
     kube.create(kit.DVS, kit.datavolume(name, {"upload": {}}, size=size, annotations={
         A + "storage.bind.immediate.requested": "", **annotations}), ns)
     return kit.wait_dv(kube, ns, name, ("UploadReady", "Failed"), timeout=TIMEOUT)
 
 
-def test_upload_qcow2_into_a_datavolume(cluster: Cluster, kube: Kube, ns: str,
+def test_upload_qcow2_into_a_datavolume(cluster: Cluster, kube: Client, ns: str,
                                         images: ImageFactory, ready_proxy: str) -> None:
     image = images.get("qcow2")
     assert upload(cluster, "dv", "up", "--image-path", str(image.path), "--size", "64Mi",
                   "-n", ns) == 0
     status = kit.dv_status(kube, ns, "up")
     assert status["phase"] == "Succeeded", status
-    claim = kube.get(client.PVCS, "up", ns)
+    claim = kube.get(resources.PVCS, "up", ns)
     path = kit.volume_path(kube, claim)
     assert compare(image.expected, path)
     assert allocated_bytes(path) < image.virtual_size  # holes stay holes
@@ -102,24 +102,24 @@ def test_upload_qcow2_into_a_datavolume(cluster: Cluster, kube: Kube, ns: str,
              what=f"nothing but the target left: {leftovers(kube, ns, keep=('up',))}")
 
 
-def test_upload_raw_into_a_pvc(cluster: Cluster, kube: Kube, ns: str, images: ImageFactory,
+def test_upload_raw_into_a_pvc(cluster: Cluster, kube: Client, ns: str, images: ImageFactory,
                                ready_proxy: str) -> None:
     image = images.get("raw")
     assert upload(cluster, "pvc", "rawpvc", "--image-path", str(image.path), "--size", "64Mi",
                   "-n", ns) == 0
-    claim = kube.get(client.PVCS, "rawpvc", ns)
+    claim = kube.get(resources.PVCS, "rawpvc", ns)
     assert claim["status"]["phase"] == "Bound"
     path = kit.volume_path(kube, claim)
     assert compare(image.expected, path)
     assert allocated_bytes(path) < 64 * 2**20
 
 
-def test_upload_qcow2_into_a_block_volume(cluster: Cluster, kube: Kube, ns: str,
+def test_upload_qcow2_into_a_block_volume(cluster: Cluster, kube: Client, ns: str,
                                           images: ImageFactory, ready_proxy: str) -> None:
     image = images.get("qcow2")
     assert upload(cluster, "dv", "blk", "--image-path", str(image.path), "--size", "64Mi",
                   "--block-volume", "-n", ns) == 0
-    claim = kube.get(client.PVCS, "blk", ns)
+    claim = kube.get(resources.PVCS, "blk", ns)
     assert claim["spec"]["volumeMode"] == "Block"
     assert compare(image.expected, kit.volume_path(kube, claim))
 
@@ -130,13 +130,13 @@ def _post(url: str, token: str, data: bytes) -> requests.Response:
 
 
 def test_bad_tokens_are_refused_and_nothing_is_written(
-        kube: Kube, ns: str, images: ImageFactory, ready_proxy: str) -> None:
+        kube: Client, ns: str, images: ImageFactory, ready_proxy: str) -> None:
     ready_dv(kube, ns, "guarded")
     data = images.get("raw").path.read_bytes()
     now = int(time.time())
     forged_key, _ = uploadtoken.make_key()
     forged = uploadtoken.issue(key_pem=forged_key, namespace=ns, name="guarded", now=now)
-    secret = kube.get(client.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
+    secret = kube.get(resources.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
     real_key = base64.b64decode(secret["data"]["private.pem"])
     expired = uploadtoken.issue(key_pem=real_key, namespace=ns, name="guarded",
                                 now=now - 3600)
@@ -151,9 +151,9 @@ def test_bad_tokens_are_refused_and_nothing_is_written(
     assert _post(ready_proxy, other, data).status_code == 503
     status = kit.dv_status(kube, ns, "guarded")
     assert status["phase"] == "UploadReady", status
-    prime = kube.get(client.PVCS, "guarded", ns)["metadata"]["annotations"][
+    prime = kube.get(resources.PVCS, "guarded", ns)["metadata"]["annotations"][
         A + "storage.populator.pvcPrime"]
-    prime_claim = kube.get(client.PVCS, prime, ns)
+    prime_claim = kube.get(resources.PVCS, prime, ns)
     path = kit.volume_path(kube, prime_claim)
     assert not __import__("os").path.exists(path) or allocated_bytes(path) == 0
     # the real token still works after all that
@@ -164,23 +164,23 @@ def test_bad_tokens_are_refused_and_nothing_is_written(
 
 
 def test_qcow2_through_the_proxy_is_spooled_then_converted(
-        kube: Kube, ns: str, images: ImageFactory, ready_proxy: str) -> None:
+        kube: Client, ns: str, images: ImageFactory, ready_proxy: str) -> None:
     """The proxy passes the length on, so the server keeps the qcow2 whole in scratch as
     it arrives and qemu-img converts that file (route scratch-convert, from the kept
     pod's termination message)."""
     ready_dv(kube, ns, "kept", **{A + "storage.pod.retainAfterCompletion": "true"})
-    secret = kube.get(client.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
+    secret = kube.get(resources.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
     key = base64.b64decode(secret["data"]["private.pem"])
     token = uploadtoken.issue(key_pem=key, namespace=ns, name="kept", now=int(time.time()))
     image = images.get("qcow2")
     assert _post(ready_proxy, token, image.path.read_bytes()).status_code == 200
     assert kit.wait_dv(kube, ns, "kept", ("Succeeded", "Failed"),
                        timeout=TIMEOUT)["phase"] == "Succeeded"
-    claim = kube.get(client.PVCS, "kept", ns)
+    claim = kube.get(resources.PVCS, "kept", ns)
     assert compare(image.expected, kit.volume_path(kube, claim))
     prime = claim["metadata"]["annotations"].get(A + "storage.populator.pvcPrime") or \
         f"prime-{claim['metadata']['uid']}"
-    pod = kube.get(client.PODS, f"cdi-upload-{prime}", ns)
+    pod = kube.get(resources.PODS, f"cdi-upload-{prime}", ns)
     [state] = pod["status"]["containerStatuses"]
     term = json.loads(state["state"]["terminated"]["message"])
     assert term["reason"] == "Completed"
@@ -189,7 +189,7 @@ def test_qcow2_through_the_proxy_is_spooled_then_converted(
 
 
 def test_too_small_is_refused_and_the_datavolume_waits_for_another_upload(
-        cluster: Cluster, kube: Kube, ns: str, images: ImageFactory, ready_proxy: str,
+        cluster: Cluster, kube: Client, ns: str, images: ImageFactory, ready_proxy: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     """As upstream: the refused upload fails the command with the reason, not the
     DataVolume; it stays UploadReady and the next upload (a fitting image) succeeds."""
@@ -205,16 +205,16 @@ def test_too_small_is_refused_and_the_datavolume_waits_for_another_upload(
     assert upload(cluster, "dv", "small", "--no-create", "--image-path", str(fitting.path),
                   "-n", ns) == 0
     assert kit.dv_status(kube, ns, "small")["phase"] == "Succeeded"
-    claim = kube.get(client.PVCS, "small", ns)
+    claim = kube.get(resources.PVCS, "small", ns)
     assert compare(fitting.expected, kit.volume_path(kube, claim))
     wait_for(lambda: leftovers(kube, ns, keep=("small",)) == [], timeout=TIMEOUT,
              what="PVC' and the upload server removed")
 
 
-def test_deletion_mid_upload_leaves_nothing(kube: Kube, ns: str, images: ImageFactory,
+def test_deletion_mid_upload_leaves_nothing(kube: Client, ns: str, images: ImageFactory,
                                             ready_proxy: str) -> None:
     ready_dv(kube, ns, "doomed")
-    secret = kube.get(client.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
+    secret = kube.get(resources.SECRETS, "cdi-upload-signing-key", kit.OPERATOR_NS)
     key = base64.b64decode(secret["data"]["private.pem"])
     token = uploadtoken.issue(key_pem=key, namespace=ns, name="doomed", now=int(time.time()))
     data = images.get("raw").path.read_bytes()
@@ -274,10 +274,10 @@ def test_cli_failures_exit_non_zero(cluster: Cluster, ns: str, tmp_path: Any,
     assert time.monotonic() - started < 60
 
 
-INGRESSES = client.Resource("networking.k8s.io", "v1", "ingresses")
+INGRESSES = kubeclient.Resource("networking.k8s.io", "v1", "ingresses")
 
 
-def test_an_ingress_to_the_proxy_sets_the_upload_proxy_url(kube: Kube) -> None:
+def test_an_ingress_to_the_proxy_sets_the_upload_proxy_url(kube: Client) -> None:
     """The operator watches Ingresses (its role lets it): one routing to cdi-uploadproxy
     in the CDI namespace sets CDIConfig status.uploadProxyURL; deleting it clears it."""
     def url() -> Any:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+import kubeclient
 from apiservice import cabundle
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from localcluster.workloads.apply import apply_manifests
 from tests.e2e import kit, vmkit
 from tests.fixtures.guests import MARKER, write_boot_sector_disk
@@ -22,7 +22,7 @@ pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
@@ -33,14 +33,14 @@ def guest_url(http_server: HttpServer, tmp_path: Path) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_vm_imports_boots_and_prints_its_marker(cluster: Cluster, kube: Kube, ns: str,
+def test_vm_imports_boots_and_prints_its_marker(cluster: Cluster, kube: Client, ns: str,
                                                 guest_url: str) -> None:
     kube.create(vmkit.VMS, vmkit.vm("demo", guest_url), ns)
     try:
         vmkit.wait_printable(kube, ns, "demo", "Running", timeout=400)
     except AssertionError:
         raise AssertionError(vmkit.diagnose(kube, ns)) from None
-    dv = kube.get(client.Resource("cdi.kubevirt.io", "v1beta1", "datavolumes"), "demo-root", ns)
+    dv = kube.get(kubeclient.Resource("cdi.kubevirt.io", "v1beta1", "datavolumes"), "demo-root", ns)
     assert dv["status"]["phase"] == "Succeeded"
     assert dv["metadata"]["labels"]["kubevirt.io/created-by"] == kube.get(
         vmkit.VMS, "demo", ns)["metadata"]["uid"]
@@ -81,7 +81,7 @@ def poweroff_url(http_server: HttpServer, tmp_path: Path) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_guest_poweroff_restarts_under_always_not_under_rerun(kube: Kube, ns: str,
+def test_guest_poweroff_restarts_under_always_not_under_rerun(kube: Client, ns: str,
                                                               poweroff_url: str) -> None:
     kube.create(vmkit.VMS, vmkit.vm("always", poweroff_url), ns)
     kube.create(vmkit.VMS, vmkit.vm("rerun", poweroff_url, strategy="RerunOnFailure"), ns)
@@ -104,13 +104,13 @@ def test_guest_poweroff_restarts_under_always_not_under_rerun(kube: Kube, ns: st
     assert "startFailure" not in status
 
 
-def test_failed_import_shows_datavolume_error(kube: Kube, ns: str,
+def test_failed_import_shows_datavolume_error(kube: Client, ns: str,
                                               http_server: HttpServer) -> None:
     kube.create(vmkit.VMS, vmkit.vm("broken", http_server.url_for("missing.img")), ns)
     vmkit.wait_printable(kube, ns, "broken", "DataVolumeError", timeout=240)
     # the default class binds on first consumer, so a VMI may exist (with upstream's
     # temporary binding pod), but no launcher ever runs for a disk that never came
-    launchers = [p for p in kube.list(client.PODS, ns)["items"]
+    launchers = [p for p in kube.list(resources.PODS, ns)
                  if (p["metadata"].get("labels") or {}).get("kubevirt.io") == "virt-launcher"
                  and not (p["metadata"].get("annotations") or {}).get(
                      "kubevirt.io/ephemeral-provisioning")]
@@ -119,7 +119,7 @@ def test_failed_import_shows_datavolume_error(kube: Kube, ns: str,
     assert vmi is None or (vmi.get("status") or {}).get("phase") != "Running"
 
 
-def test_reapplied_manifests_get_their_ca_bundles_back(kube: Kube, ns: str,
+def test_reapplied_manifests_get_their_ca_bundles_back(kube: Client, ns: str,
                                                        guest_url: str) -> None:
     """`rootdisk up` started again applies manifests/ while the servers' pods start again
     beside it, and the manifests carry no caBundle. An APIService's caBundle is a field
@@ -151,7 +151,7 @@ def test_reapplied_manifests_get_their_ca_bundles_back(kube: Kube, ns: str,
 
 
 @pytest.mark.timeout(600)
-def test_a_failing_liveness_probe_replaces_the_vmi(kube: Kube, ns: str,
+def test_a_failing_liveness_probe_replaces_the_vmi(kube: Client, ns: str,
                                                    guest_url: str) -> None:
     """A tcpSocket liveness probe on a port the guest never answers (a boot sector has no
     network stack): after failureThreshold failures the kubelet kills the compute
@@ -169,7 +169,7 @@ def test_a_failing_liveness_probe_replaces_the_vmi(kube: Kube, ns: str,
                  timeout=240, what="a new VMI after the liveness probe failed")
     except AssertionError:
         raise AssertionError(vmkit.diagnose(kube, ns)) from None
-    events = kube.list(client.EVENTS, ns)["items"]
+    events = kube.list(resources.EVENTS, ns)
     unhealthy = [e for e in events if e.get("reason") == "Unhealthy"]
     assert unhealthy and "Liveness probe failed" in unhealthy[0]["message"], [
         (e.get("reason"), e.get("message")) for e in events]

@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.e2e import kit, vmkit
 from tests.fixtures.cloudvm import SSH_OPTIONS, keypair
 from tests.fixtures.httpserver import HttpServer
@@ -41,7 +40,7 @@ READY_FILE = "/run/rootdisk-ready"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
@@ -85,26 +84,26 @@ def _ssh(cluster: Cluster, ns: str, name: str, key: Path,
         capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
 
 
-def _ready(kube: Kube, ns: str) -> dict[str, Any]:
+def _ready(kube: Client, ns: str) -> dict[str, Any]:
     vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
     return next((c for c in (vmi.get("status") or {}).get("conditions") or []
                  if c.get("type") == "Ready"), {})
 
 
-def _endpoint(kube: Kube, ns: str, kind: str) -> tuple[str, int] | None:
+def _endpoint(kube: Client, ns: str, kind: str) -> tuple[str, int] | None:
     """The Service cg-ssh's first endpoint among ``addresses`` or ``notReadyAddresses``."""
-    ep = kube.get_or_none(client.ENDPOINTS, "cg-ssh", ns) or {}
+    ep = kube.get_or_none(resources.ENDPOINTS, "cg-ssh", ns) or {}
     for subset in ep.get("subsets") or []:
         for addr in subset.get(kind) or []:
             return str(addr["ip"]), int(subset["ports"][0]["port"])
     return None
 
 
-def _agent_connected(kube: Kube, ns: str, name: str = NAME) -> bool:
+def _agent_connected(kube: Client, ns: str, name: str = NAME) -> bool:
     return bool(_agent_vmi(kube, ns, name))
 
 
-def _agent_vmi(kube: Kube, ns: str, name: str) -> str:
+def _agent_vmi(kube: Client, ns: str, name: str) -> str:
     """The uid of the VMI ``name`` when its guest agent is connected, else ""."""
     vmi = kube.get_or_none(vmkit.VMIS, name, ns) or {}
     connected = any(c.get("type") == "AgentConnected" and c.get("status") == "True"
@@ -113,7 +112,7 @@ def _agent_vmi(kube: Kube, ns: str, name: str) -> str:
 
 
 @pytest.mark.timeout(1200)
-def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns: str,
+def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client, ns: str,
                                                http_server: HttpServer,
                                                tmp_path: Path) -> None:
     key, public = keypair(tmp_path)
@@ -150,7 +149,7 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Kube, ns:
     ready = _ready(kube, ns)
     assert (ready.get("status"), ready.get("reason")) == ("False", "ContainersNotReady"), ready
     moved = node_port(22, nodeports.unprivileged_port_start())
-    kube.create(client.SERVICES, {"apiVersion": "v1", "kind": "Service",
+    kube.create(resources.SERVICES, {"apiVersion": "v1", "kind": "Service",
                                   "metadata": {"name": "cg-ssh"},
                                   "spec": {"selector": {"app": f"{NAME}-app"},
                                            "ports": [{"port": 22, "targetPort": moved}]}}, ns)
@@ -207,7 +206,7 @@ def _sha256(path: str) -> str:
 
 @pytest.mark.timeout(1500)
 def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
-        cluster: Cluster, kube: Kube, ns: str, http_server: HttpServer,
+        cluster: Cluster, kube: Client, ns: str, http_server: HttpServer,
         tmp_path: Path) -> None:
     key, public = keypair(tmp_path)
     url = http_server.publish(cloud_guest_qcow2(), "cloud.qcow2")
@@ -215,7 +214,7 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
         "storageClassName": "local-immediate", "resources": {"requests": {"storage": "2Gi"}}}),
         ns)
     kit.wait_dv(kube, ns, "golden", ("Succeeded",), timeout=600)
-    image = kit.volume_path(kube, kube.get(client.PVCS, "golden", ns))
+    image = kit.volume_path(kube, kube.get(resources.PVCS, "golden", ns))
     before = _sha256(image)
     vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
           "metadata": {"name": "eph"},

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube import client
-from localcluster.kube.client import Kube
+import kubeclient
+from kubeclient import Client, resources
 from tests.e2e import kit, vmkit
 from tests.fixtures.guests import write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer
@@ -30,7 +30,7 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2e
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
@@ -68,7 +68,7 @@ def qemu_of(ns: str, name: str) -> int | None:
 
 
 @pytest.mark.timeout(900)
-def test_cloud_init_secret_vm_runs_with_its_iso(kube: Kube, ns: str, guest_url: str,
+def test_cloud_init_secret_vm_runs_with_its_iso(kube: Client, ns: str, guest_url: str,
                                                 tmp_path: Path) -> None:
     kit.secret(kube, ns, "ud", {"userdata": USER_DATA})
     kit.secret(kube, ns, "keys", {"key1": KEY})
@@ -95,15 +95,15 @@ def test_cloud_init_secret_vm_runs_with_its_iso(kube: Kube, ns: str, guest_url: 
         st = (root / path).stat()
         assert stat.S_IMODE(st.st_mode) == 0o440 and st.st_gid == 107, path
     # and their content is in no pod spec, Event or VMI
-    for res in (client.PODS, vmkit.VMIS, client.Resource("", "v1", "events")):
-        text = json.dumps(kube.list(res, ns)["items"])
+    for res in (resources.PODS, vmkit.VMIS, kubeclient.Resource("", "v1", "events")):
+        text = json.dumps(kube.list(res, ns))
         assert "SECRET-USER-DATA" not in text and "E2eE2e" not in text, res.plural
 
 
-def test_bad_cloud_init_volume_is_refused_with_upstreams_message(kube: Kube, ns: str) -> None:
+def test_bad_cloud_init_volume_is_refused_with_upstreams_message(kube: Client, ns: str) -> None:
     vm = cloud_vm("bad", "http://127.0.0.1:1/x.img")
     vm["spec"]["template"]["spec"]["volumes"][1]["cloudInitNoCloud"] = {}
-    with pytest.raises(client.KubeError) as err:
+    with pytest.raises(kubeclient.KubeError) as err:
         kube.create(vmkit.VMS, vm, ns)
     assert err.value.status == 422
     assert ("spec.template.spec.volumes[1].cloudInitNoCloud must have at least one "
@@ -112,7 +112,7 @@ def test_bad_cloud_init_volume_is_refused_with_upstreams_message(kube: Kube, ns:
 
 @pytest.mark.timeout(900)
 def test_missing_secret_is_shown_then_the_vm_runs_once_it_exists(
-        kube: Kube, ns: str, guest_url: str) -> None:
+        kube: Client, ns: str, guest_url: str) -> None:
     kube.create(vmkit.VMS, cloud_vm("late", guest_url), ns)
     kit.secret(kube, ns, "keys", {"key1": KEY})
 
@@ -145,12 +145,12 @@ def ephemeral_vm(name: str, claim: str) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(900)
-def test_two_vms_share_one_golden_claim_through_overlays(kube: Kube, ns: str,
+def test_two_vms_share_one_golden_claim_through_overlays(kube: Client, ns: str,
                                                          guest_url: str) -> None:
     kube.create(kit.DVS, kit.datavolume("golden", {"http": {"url": guest_url}},
                                         storage={"storageClassName": "local-immediate"}), ns)
     kit.wait_dv(kube, ns, "golden", ("Succeeded",), timeout=300)
-    image = kit.volume_path(kube, kube.get(client.PVCS, "golden", ns))
+    image = kit.volume_path(kube, kube.get(resources.PVCS, "golden", ns))
     before = Path(image).read_bytes()
     for name in ("eph-a", "eph-b"):
         kube.create(vmkit.VMS, ephemeral_vm(name, "golden"), ns)

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from kubeclient import Client
 from localcluster.cluster import Cluster
-from localcluster.kube.client import Kube
 from tests.e2e import vmkit
 from tests.fixtures.guests import MARKER, GuestBuilder, write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
@@ -39,7 +39,7 @@ def _epoch(stamp: str) -> float:
 
 
 @pytest.mark.timeout(1200)
-def test_launcher_failing_at_start_backs_off(kube: Kube, ns: str, http_server: HttpServer,
+def test_launcher_failing_at_start_backs_off(kube: Client, ns: str, http_server: HttpServer,
                                              tmp_path: Path) -> None:
     """QEMU refuses the VMI's CPU model, so every launcher fails before the guest runs:
     the VM shows CrashLoopBackOff, startFailure counts the failures and its retry delay
@@ -112,7 +112,7 @@ def _read_until(fd: int, want: bytes, seen: bytearray, timeout: float) -> bool:
 
 @pytest.mark.timeout(1200)
 def test_console_on_a_terminal_shows_output_and_passes_input(
-        cluster: Cluster, kube: Kube, ns: str, echo_guest_url: str) -> None:
+        cluster: Cluster, kube: Client, ns: str, echo_guest_url: str) -> None:
     """`rootdisk console VM` with a pty as its terminal: what is typed reaches the guest
     (it answers ECHO:<line>), the guest's output is shown, Ctrl+] detaches with 0."""
     manifest = vmkit.vm("echo", echo_guest_url, size="128Mi")
@@ -153,20 +153,21 @@ def test_console_on_a_terminal_shows_output_and_passes_input(
 
 
 def test_a_crash_looping_pod_is_named_with_its_reason_and_last_lines(
-        cluster: Cluster, kube: Kube, ns: str) -> None:
+        cluster: Cluster, kube: Client, ns: str) -> None:
     """What `make demo` prints instead of waiting out its timeout: the stuck pod, its
     reason and the last lines its container logged (from its previous run once it waits
     in CrashLoopBackOff)."""
+    from kubeclient import Client as ClientKube
+    from kubeclient import load_configuration
+    from kubeclient.resources import PODS
     from rootdisk import podhealth
-    from vm.kube import PODS, load_config
-    from vm.kube import Kube as ClientKube
 
     kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crashy"},
                        "spec": {"restartPolicy": "Always", "containers": [{
                            "name": "main", "image": "rootdisk/testbox:test",
                            "args": ["print", "opening-the-config", "print",
                                     "config-is-missing", "exit", "3"]}]}}, ns)
-    client = ClientKube(load_config(cluster.kubeconfig))
+    client = ClientKube(load_configuration(cluster.kubeconfig))
     try:
         found = wait_for(lambda: podhealth.stuck(client.list(PODS, ns)), timeout=120,
                          what="the pod to be seen crash-looping")

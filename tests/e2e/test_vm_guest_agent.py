@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube.client import Kube
+from kubeclient import Client
 from tests.e2e import vmkit
 from tests.fixtures.httpserver import HttpServer
 from tests.localcluster.clusterkit import needs_root, wait_for
@@ -18,17 +18,17 @@ pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
-def _conditions(kube: Kube, ns: str) -> dict[str, Any]:
+def _conditions(kube: Client, ns: str) -> dict[str, Any]:
     vmi = kube.get_or_none(vmkit.VMIS, "ga", ns) or {}
     return {c["type"]: c for c in (vmi.get("status") or {}).get("conditions") or []}
 
 
 @pytest.mark.timeout(900)
-def test_agent_connected_and_guestosinfo(kube: Kube, ns: str, http_server: HttpServer) -> None:
+def test_agent_connected_and_guestosinfo(kube: Client, ns: str, http_server: HttpServer) -> None:
     url = http_server.publish(cloud_guest_qcow2(), "cloud.qcow2")
     vm = vmkit.vm("ga", url, size="2Gi")
     vm["spec"]["template"]["spec"]["domain"]["resources"]["requests"]["memory"] = "512Mi"

@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.e2e import vmkit
 from tests.fixtures.guests import NET_HELLO, NET_MARKER, GuestBuilder
 from tests.fixtures.httpserver import HttpServer
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
@@ -59,7 +58,7 @@ def _hello(address: str, port: int, line: bytes) -> bytes:
 
 @pytest.mark.timeout(900)
 def test_listed_port_by_pod_ip_service_port_forward_and_ssh_proxy(
-        cluster: Cluster, kube: Kube, ns: str, http_server: HttpServer, tmp_path: Path) -> None:
+        cluster: Cluster, kube: Client, ns: str, http_server: HttpServer, tmp_path: Path) -> None:
     guest = GuestBuilder().linux(mode="net")
     url = http_server.publish(guest.raw, "net.img")
     kube.create(vmkit.VMS, _net_vm("web", url), ns)
@@ -73,7 +72,7 @@ def test_listed_port_by_pod_ip_service_port_forward_and_ssh_proxy(
     log = vmkit.cli(cluster, "console", "web", "-n", ns, "--log").stdout
     assert f"{NET_MARKER} addr=10.0.2.2/24 gw=10.0.2.1" in log
     vmi = kube.get(vmkit.VMIS, "web", ns)
-    [pod] = [p for p in kube.list(client.PODS, ns)["items"]
+    [pod] = [p for p in kube.list(resources.PODS, ns)
              if p["metadata"]["labels"].get("kubevirt.io/created-by") == vmi["metadata"]["uid"]]
     labels = pod["metadata"]["labels"]
     assert {k: labels.get(k) for k in ("app", "kubevirt.io", "vm.kubevirt.io/name",
@@ -89,13 +88,13 @@ def test_listed_port_by_pod_ip_service_port_forward_and_ssh_proxy(
         socket.create_connection((pod_ip, 8081), timeout=10).close()
 
     # a Service on the VM's labels: its Endpoints are the launcher pod's IP and the port
-    kube.create(client.SERVICES, {"apiVersion": "v1", "kind": "Service",
+    kube.create(resources.SERVICES, {"apiVersion": "v1", "kind": "Service",
                                   "metadata": {"name": "web"},
                                   "spec": {"selector": {"app": "web-app"},
                                            "ports": [{"port": 80, "targetPort": 8080}]}}, ns)
 
     def endpoint() -> tuple[str, int] | None:
-        ep = kube.get_or_none(client.ENDPOINTS, "web", ns) or {}
+        ep = kube.get_or_none(resources.ENDPOINTS, "web", ns) or {}
         for subset in ep.get("subsets") or []:
             for addr in subset.get("addresses") or []:
                 return str(addr["ip"]), int(subset["ports"][0]["port"])
@@ -157,7 +156,7 @@ def test_listed_port_by_pod_ip_service_port_forward_and_ssh_proxy(
 
 @pytest.mark.timeout(900)
 def test_no_ports_listed_a_service_and_port_forward_reach_any_port(
-        cluster: Cluster, kube: Kube, ns: str, http_server: HttpServer) -> None:
+        cluster: Cluster, kube: Client, ns: str, http_server: HttpServer) -> None:
     """A VM that lists no ports: upstream forwards every port; here the port a Service
     targets (the node handler reads its Endpoints) and any port `rootdisk port-forward`
     asks for (virt-api → the node handler) are opened by the launcher's ``hostfwd_add``."""
@@ -177,7 +176,7 @@ def test_no_ports_listed_a_service_and_port_forward_reach_any_port(
         socket.create_connection((pod_ip, 8081), timeout=10).close()
 
     # a Service on the VM's labels: the node handler has its target port forwarded
-    kube.create(client.SERVICES, {"apiVersion": "v1", "kind": "Service",
+    kube.create(resources.SERVICES, {"apiVersion": "v1", "kind": "Service",
                                   "metadata": {"name": "open"},
                                   "spec": {"selector": {"app": "open-app"},
                                            "ports": [{"port": 80, "targetPort": 8080}]}}, ns)

@@ -10,31 +10,31 @@ from typing import Any
 
 import pytest
 
+import kubeclient
+from kubeclient import Client
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.e2e import vmkit
 from tests.fixtures.guests import MARKER, write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer
 from tests.localcluster.clusterkit import needs_root, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
-KUBEVIRTS = client.Resource("kubevirt.io", "v1", "kubevirts")
+KUBEVIRTS = kubeclient.Resource("kubevirt.io", "v1", "kubevirts")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def vm_side(kube: Kube) -> None:
+def vm_side(kube: Client) -> None:
     vmkit.wait_vm_side_ready(kube)
 
 
-def _paused(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+def _paused(kube: Client, ns: str, name: str) -> dict[str, Any] | None:
     vmi = kube.get_or_none(vmkit.VMIS, name, ns) or {}
     return next((c for c in (vmi.get("status") or {}).get("conditions") or []
                  if c.get("type") == "Paused"), None)
 
 
 @pytest.mark.timeout(900)
-def test_start_paused_unpause_pause(cluster: Cluster, kube: Kube, ns: str,
+def test_start_paused_unpause_pause(cluster: Cluster, kube: Client, ns: str,
                                     http_server: HttpServer, tmp_path: Path) -> None:
     url = http_server.publish(write_boot_sector_disk(tmp_path / "g.img", poweroff=False),
                               "g.img")

@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import wait_for
 
-VMS = client.Resource("kubevirt.io", "v1", "virtualmachines")
-VMIS = client.Resource("kubevirt.io", "v1", "virtualmachineinstances")
-APISERVICES = client.Resource("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
-WEBHOOKS = client.Resource("admissionregistration.k8s.io", "v1",
+VMS = kubeclient.Resource("kubevirt.io", "v1", "virtualmachines")
+VMIS = kubeclient.Resource("kubevirt.io", "v1", "virtualmachineinstances")
+APISERVICES = kubeclient.Resource("apiregistration.k8s.io", "v1", "apiservices", namespaced=False)
+WEBHOOKS = kubeclient.Resource("admissionregistration.k8s.io", "v1",
                            "validatingwebhookconfigurations", namespaced=False)
 VM_NS = "kubevirt"
 
@@ -27,10 +27,10 @@ def _ready(pod: dict[str, Any]) -> bool:
     return conds.get("Ready") == "True" and not pod["metadata"].get("deletionTimestamp")
 
 
-def wait_vm_side_ready(kube: Kube, timeout: float = 240) -> None:
+def wait_vm_side_ready(kube: Client, timeout: float = 240) -> None:
     """virt-controller, virt-api and virt-handler run; the APIService is Available."""
     def pods_ready() -> bool:
-        pods = kube.list(client.PODS, VM_NS)["items"]
+        pods = kube.list(resources.PODS, VM_NS)
         labels = {(p["metadata"].get("labels") or {}).get("kubevirt.io") for p in pods
                   if _ready(p)}
         return {"virt-controller", "virt-api", "virt-handler"} <= labels
@@ -69,12 +69,12 @@ def vm(name: str, url: str, *, strategy: str = "Always", size: str = "64Mi",
     }
 
 
-def printable(kube: Kube, ns: str, name: str) -> str:
+def printable(kube: Client, ns: str, name: str) -> str:
     return str(((kube.get_or_none(VMS, name, ns) or {}).get("status") or {}).get(
         "printableStatus") or "")
 
 
-def wait_printable(kube: Kube, ns: str, name: str, want: str | tuple[str, ...],
+def wait_printable(kube: Client, ns: str, name: str, want: str | tuple[str, ...],
                    timeout: float = 300) -> str:
     wants = (want,) if isinstance(want, str) else want
     return str(wait_for(lambda: (s := printable(kube, ns, name)) in wants and s,
@@ -82,7 +82,7 @@ def wait_printable(kube: Kube, ns: str, name: str, want: str | tuple[str, ...],
                         f"{printable(kube, ns, name)!r})"))
 
 
-def vmi_uid(kube: Kube, ns: str, name: str) -> str:
+def vmi_uid(kube: Client, ns: str, name: str) -> str:
     return str(((kube.get_or_none(VMIS, name, ns) or {}).get("metadata") or {}).get("uid")
                or "")
 
@@ -95,10 +95,10 @@ def cli(cluster: Cluster, *argv: str, timeout: float = 120) -> subprocess.Comple
                           env={**os.environ, "KUBECONFIG": "/nonexistent"})
 
 
-def diagnose(kube: Kube, ns: str) -> str:
+def diagnose(kube: Client, ns: str) -> str:
     out = []
-    for res in (VMS, VMIS, client.PODS):
-        for o in kube.list(res, ns)["items"]:
+    for res in (VMS, VMIS, resources.PODS):
+        for o in kube.list(res, ns):
             out.append(f"{res.plural}/{o['metadata']['name']}: "
                        f"{(o.get('status') or {}).get('phase') or ''} "
                        f"{(o.get('status') or {}).get('printableStatus') or ''} "

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster, Options
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from localcluster.kubelet.restarts import BackoffSettings
 from localcluster.storage.volumes import GiB
 from rootdisk.images import IMAGES
@@ -101,16 +101,16 @@ def claim_volume(name: str, claim: str) -> dict[str, Any]:
     return {"name": name, "persistentVolumeClaim": {"claimName": claim}}
 
 
-def get(kube: Kube, res: client.Resource, name: str, ns: str = "default") -> dict[str, Any]:
+def get(kube: Client, res: kubeclient.Resource, name: str, ns: str = "default") -> dict[str, Any]:
     return kube.get(res, name, ns)
 
 
-def phase(kube: Kube, res: client.Resource, name: str, ns: str = "default") -> str:
+def phase(kube: Client, res: kubeclient.Resource, name: str, ns: str = "default") -> str:
     obj = kube.get_or_none(res, name, ns)
     return str(((obj or {}).get("status") or {}).get("phase"))
 
 
-def wait_phase(kube: Kube, res: client.Resource, name: str, want: str | tuple[str, ...],
+def wait_phase(kube: Client, res: kubeclient.Resource, name: str, want: str | tuple[str, ...],
                ns: str = "default", timeout: float = 30) -> dict[str, Any]:
     wants = (want,) if isinstance(want, str) else want
     wait_for(lambda: phase(kube, res, name, ns) in wants, timeout=timeout,
@@ -118,15 +118,15 @@ def wait_phase(kube: Kube, res: client.Resource, name: str, want: str | tuple[st
     return get(kube, res, name, ns)
 
 
-def logs(kube: Kube, name: str, ns: str = "default", **query: Any) -> str:
-    resp = kube.api.call_api(client.PODS.path(ns, name, "log"), "GET",
+def logs(kube: Client, name: str, ns: str = "default", **query: Any) -> str:
+    resp = kube.api.call_api(resources.PODS.path(ns, name, "log"), "GET",
                              query_params=list(query.items()), auth_settings=["BearerToken"],
                              _preload_content=False, _request_timeout=30)
     data = (resp[0] if isinstance(resp, tuple) else resp).data
     return bytes(data).decode()
 
 
-def try_logs(kube: Kube, name: str, ns: str = "default") -> str:
+def try_logs(kube: Client, name: str, ns: str = "default") -> str:
     """The logs, or "" while the container has none yet."""
     try:
         return logs(kube, name, ns)

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.apiserver.tls import ensure_tls
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import needs_root, running, try_logs, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -26,12 +26,12 @@ AGGPOD = os.path.join(os.path.dirname(__file__), "aggpod.py")
 TOKENWATCH = os.path.join(os.path.dirname(__file__), "tokenwatch.py")
 KUBECTL = "/usr/bin/kubectl"
 NS, GROUP = "agg", "subresources.example.com"
-SECRETS = client.Resource("", "v1", "secrets")
-SAS = client.Resource("", "v1", "serviceaccounts")
-NSS = client.Resource("", "v1", "namespaces")
-ROLEBINDINGS = client.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
-CRBS = client.Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
-APISERVICES = client.Resource("apiregistration.k8s.io", "v1", "apiservices")
+SECRETS = kubeclient.Resource("", "v1", "secrets")
+SAS = kubeclient.Resource("", "v1", "serviceaccounts")
+NSS = kubeclient.Resource("", "v1", "namespaces")
+ROLEBINDINGS = kubeclient.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+CRBS = kubeclient.Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+APISERVICES = kubeclient.Resource("apiregistration.k8s.io", "v1", "apiservices")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def _kubectl(cluster: Cluster, *args: str, check: bool = True) -> subprocess.Com
 
 
 def test_an_apiservice_backed_by_a_pod(cluster: Cluster, tmp_path) -> None:
-    kube: Kube = cluster.kube
+    kube: Client = cluster.kube
     tls = ensure_tls(tmp_path / "pki", dns_names=(f"aggpod.{NS}.svc",))
     kube.create(NSS, {"metadata": {"name": NS}})
     kube.create(SAS, {"metadata": {"name": "aggpod"}}, NS)
@@ -69,7 +69,7 @@ def test_an_apiservice_backed_by_a_pod(cluster: Cluster, tmp_path) -> None:
                               tls.server_cert.read_bytes()).decode(),
                                    "tls.key": base64.b64encode(
                               tls.server_key.read_bytes()).decode()}}, NS)
-    kube.create(client.PODS, {"metadata": {"name": "aggpod", "labels": {"app": "aggpod"}},
+    kube.create(resources.PODS, {"metadata": {"name": "aggpod", "labels": {"app": "aggpod"}},
                               "spec": {"serviceAccountName": "aggpod", "containers": [{
                                   "name": "main", "image": "rootdisk/aggpod",
                                   "ports": [{"name": "https", "containerPort": 17443}],
@@ -78,7 +78,7 @@ def test_an_apiservice_backed_by_a_pod(cluster: Cluster, tmp_path) -> None:
                                   "volumeMounts": [{"name": "tls", "mountPath": "/tls"}]}],
                                   "volumes": [{"name": "tls", "secret": {
                                       "secretName": "aggpod-tls"}}]}}, NS)
-    kube.create(client.SERVICES, {"metadata": {"name": "aggpod"}, "spec": {
+    kube.create(resources.SERVICES, {"metadata": {"name": "aggpod"}, "spec": {
         "selector": {"app": "aggpod"}, "ports": [{"port": 443, "targetPort": "https"}]}}, NS)
     kube.create(APISERVICES, {"metadata": {"name": f"v1.{GROUP}"}, "spec": {
         "group": GROUP, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
@@ -94,7 +94,7 @@ def test_an_apiservice_backed_by_a_pod(cluster: Cluster, tmp_path) -> None:
         wait_for(available, timeout=90, what="APIService available")
     except AssertionError as err:
         status = kube.get(APISERVICES, f"v1.{GROUP}").get("status")
-        pod = kube.get(client.PODS, "aggpod", NS).get("status")
+        pod = kube.get(resources.PODS, "aggpod", NS).get("status")
         raise AssertionError(f"{err}: {status}; pod {pod}; log "
                              f"{try_logs(kube, 'aggpod', NS)!r}") from None
     out = _kubectl(cluster, "get", "--raw",
@@ -105,7 +105,7 @@ def test_an_apiservice_backed_by_a_pod(cluster: Cluster, tmp_path) -> None:
                       f"/apis/{GROUP}/v1/namespaces/{NS}/things/vm1/echo",
                       f"--as=system:serviceaccount:{NS}:aggpod", check=False)
     assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
-    kube.delete(client.PODS, "aggpod", NS, grace_period=1)
+    kube.delete(resources.PODS, "aggpod", NS, grace_period=1)
 
 
 
@@ -113,9 +113,9 @@ def test_the_kubelet_rotates_a_running_pods_token(cluster: Cluster) -> None:
     """The rotation time of the pod's tokens is moved to now (instead of waiting 48
     minutes for 80% of the hour): the running container then reads a new token, which
     the API server accepts."""
-    kube: Kube = cluster.kube
+    kube: Client = cluster.kube
     assert cluster.node is not None
-    kube.create(client.PODS, {"metadata": {"name": "tokenwatch"}, "spec": {
+    kube.create(resources.PODS, {"metadata": {"name": "tokenwatch"}, "spec": {
         "restartPolicy": "Never", "containers": [{
             "name": "main", "image": "rootdisk/tokenwatch", "args": ["120"]}]}}, "default")
     wait_for(lambda: "first" in try_logs(kube, "tokenwatch", "default"), timeout=60,

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from localcluster.kubelet.security import ALL_CAPS, DEFAULT_CAPS, cap_mask
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory
@@ -51,7 +50,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def kube(cluster: Cluster) -> Kube:
+def kube(cluster: Cluster) -> Client:
     assert cluster.kube is not None
     return cluster.kube
 
@@ -65,11 +64,11 @@ def secured(p: dict[str, Any], *, pod_ctx: dict[str, Any] | None = None,
     return p
 
 
-def run(kube: Kube, p: dict[str, Any], *, timeout: float = 60) -> str:
+def run(kube: Client, p: dict[str, Any], *, timeout: float = 60) -> str:
     """Create the pod, wait until it ends, return its output (it must succeed)."""
     name = p["metadata"]["name"]
-    kube.create(client.PODS, p, "default")
-    done = wait_phase(kube, client.PODS, name, ("Succeeded", "Failed"), timeout=timeout)
+    kube.create(resources.PODS, p, "default")
+    done = wait_phase(kube, resources.PODS, name, ("Succeeded", "Failed"), timeout=timeout)
     out = logs(kube, name)
     assert done["status"]["phase"] == "Succeeded", out
     return out
@@ -96,7 +95,7 @@ def hexmask(caps: frozenset[str] | set[str]) -> str:
 # -- the escapes ----------------------------------------------------------------------
 
 
-def test_default_pod_cannot_remount_the_hosts_usr_or_write_host_paths(kube: Kube) -> None:
+def test_default_pod_cannot_remount_the_hosts_usr_or_write_host_paths(kube: Client) -> None:
     marker = "/usr/rootdisk-confinement-escape"
     assert not os.path.exists(marker)
     out = run(kube, pod("remount", "status",
@@ -130,15 +129,15 @@ def test_default_pod_cannot_remount_the_hosts_usr_or_write_host_paths(kube: Kube
     assert "rc=32" in out and "Read-only file system" in out, out
 
 
-def loop_numbers(kube: Kube, claim: str) -> tuple[int, int]:
-    name = kube.get(client.PVCS, claim, "default")["spec"]["volumeName"]
-    path = kube.get(client.PVS, name)["spec"]["local"]["path"]
+def loop_numbers(kube: Client, claim: str) -> tuple[int, int]:
+    name = kube.get(resources.PVCS, claim, "default")["spec"]["volumeName"]
+    path = kube.get(resources.PVS, name)["spec"]["local"]["path"]
     rdev = os.stat(os.path.realpath(path)).st_rdev
     return os.major(rdev), os.minor(rdev)
 
 
-def test_mknod_cannot_reach_another_pods_block_volume(kube: Kube) -> None:
-    kube.create(client.PVCS, pvc("victim-blk", sc="local-immediate", mode="Block",
+def test_mknod_cannot_reach_another_pods_block_volume(kube: Client) -> None:
+    kube.create(resources.PVCS, pvc("victim-blk", sc="local-immediate", mode="Block",
                                  size="16Mi"), "default")
     run(kube, pod("victim", "write", "/dev/xvda", "SECRET-OF-THE-VICTIM-POD",
                   "try-open", "/dev/xvda", volumes=[claim_volume("d", "victim-blk")],
@@ -166,18 +165,18 @@ def test_mknod_cannot_reach_another_pods_block_volume(kube: Kube) -> None:
     assert r["mknod1"] in ("EPERM", "EROFS")  # /dev is read-only too
 
 
-def test_another_pods_volume_is_not_visible_through_proc(kube: Kube) -> None:
+def test_another_pods_volume_is_not_visible_through_proc(kube: Client) -> None:
     holder = pod("holder", "write", "/private/secret.txt", "s3cret", "print", "up",
                  "sleep", "120", volumes=[{"name": "p", "emptyDir": {}}],
                  mounts=[{"name": "p", "mountPath": "/private"}], grace=0)
-    kube.create(client.PODS, holder, "default")
+    kube.create(resources.PODS, holder, "default")
     wait_for(lambda: "up" in try_logs(kube, "holder"), timeout=60, what="holder up")
     try:
         out = run(kube, pod("snoop", "find-in-proc", "private/secret.txt",
                             "find-in-proc", "usr/bin/sh",
                             "try-mount", "proc", "/tmp", "proc", "-"))
     finally:
-        kube.delete(client.PODS, "holder", "default")
+        kube.delete(resources.PODS, "holder", "default")
     r = results(out)
     assert r["find0"] == "ENOENT"
     assert r["find1"] == "OK found in 1,2"  # only its own sandbox's processes
@@ -187,7 +186,7 @@ def test_another_pods_volume_is_not_visible_through_proc(kube: Kube) -> None:
 # -- securityContext, observed from inside -------------------------------------------
 
 
-def test_non_root_without_capabilities_reports_uid_107_and_cap_eff_0(kube: Kube) -> None:
+def test_non_root_without_capabilities_reports_uid_107_and_cap_eff_0(kube: Client) -> None:
     out = run(kube, secured(pod("nonroot", "status", "env", "HOME",
                                 "try-write", "/tmp/ok", "x"),
                             pod_ctx=NON_ROOT, ctx=DROP_ALL))
@@ -199,7 +198,7 @@ def test_non_root_without_capabilities_reports_uid_107_and_cap_eff_0(kube: Kube)
     assert results(out)["write0"] == "OK"  # /tmp is 1777
 
 
-def test_non_root_keeps_added_capabilities_only_in_its_bounding_set(kube: Kube) -> None:
+def test_non_root_keeps_added_capabilities_only_in_its_bounding_set(kube: Client) -> None:
     out = run(kube, secured(pod("nonroot-caps", "status"), pod_ctx={"runAsUser": 1000},
                             ctx={"capabilities": {"add": ["NET_ADMIN"]}}))
     st = status_of(out)
@@ -213,7 +212,7 @@ def test_non_root_keeps_added_capabilities_only_in_its_bounding_set(kube: Kube) 
     ({"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}, {"NET_BIND_SERVICE"}),
     ({"privileged": True}, set(ALL_CAPS)),
 ])
-def test_capabilities_of_a_root_container(kube: Kube, ctx: dict[str, Any],
+def test_capabilities_of_a_root_container(kube: Client, ctx: dict[str, Any],
                                           want: set[str]) -> None:
     name = "caps-" + str(abs(hash(json.dumps(ctx, sort_keys=True))) % 10**8)
     out = run(kube, secured(pod(name, "status", "try-open", "/dev/loop-control"), ctx=ctx))
@@ -228,8 +227,8 @@ def test_capabilities_of_a_root_container(kube: Kube, ctx: dict[str, Any],
         results(out)["open0"] == "ENOENT"
 
 
-def test_identity_groups_and_fs_group_ownership(kube: Kube) -> None:
-    kube.create(client.PVCS, pvc("owned", sc="local-immediate", size="16Mi"), "default")
+def test_identity_groups_and_fs_group_ownership(kube: Client) -> None:
+    kube.create(resources.PVCS, pvc("owned", sc="local-immediate", size="16Mi"), "default")
     mounts = [{"name": "d", "mountPath": "/data"}, {"name": "s", "mountPath": "/scratch"}]
     vols = [claim_volume("d", "owned"), {"name": "s", "emptyDir": {}}]
     # A root pod leaves a root-owned 0644 file on the volume ...
@@ -256,7 +255,7 @@ def test_identity_groups_and_fs_group_ownership(kube: Kube) -> None:
     assert "lines: 1" in out  # "from root" had no newline: the append made one line
 
 
-def test_read_only_root_filesystem(kube: Kube) -> None:
+def test_read_only_root_filesystem(kube: Client) -> None:
     out = run(kube, secured(pod("rofs", "try-write", "/x", "y", "try-write", "/tmp/x", "y",
                                 "try-write", "/scratch/x", "y",
                                 volumes=[{"name": "s", "emptyDir": {}}],
@@ -266,7 +265,7 @@ def test_read_only_root_filesystem(kube: Kube) -> None:
     assert r["write0"] == "EROFS" and r["write1"] == "EROFS" and r["write2"] == "OK"
 
 
-def test_allow_privilege_escalation_false_sets_no_new_privs(kube: Kube) -> None:
+def test_allow_privilege_escalation_false_sets_no_new_privs(kube: Client) -> None:
     out = run(kube, secured(pod("nnp", "status"), ctx={"allowPrivilegeEscalation": False}))
     assert status_of(out)["NoNewPrivs"] == "1"
 
@@ -275,20 +274,20 @@ def test_allow_privilege_escalation_false_sets_no_new_privs(kube: Kube) -> None:
     ({"runAsNonRoot": True}, "container has runAsNonRoot and image will run as root"),
     ({"runAsNonRoot": True, "runAsUser": 0}, "container's runAsUser breaks non-root policy"),
 ])
-def test_run_as_non_root_refuses_root(kube: Kube, pod_ctx: dict[str, Any],
+def test_run_as_non_root_refuses_root(kube: Client, pod_ctx: dict[str, Any],
                                       message: str) -> None:
     name = "nonroot-refused-" + str(len(pod_ctx))
-    kube.create(client.PODS, secured(pod(name, "print", "ran"), pod_ctx=pod_ctx), "default")
+    kube.create(resources.PODS, secured(pod(name, "print", "ran"), pod_ctx=pod_ctx), "default")
 
     def waiting() -> dict[str, Any]:
-        return (main_status(kube.get(client.PODS, name, "default")).get("state") or {}).get(
+        return (main_status(kube.get(resources.PODS, name, "default")).get("state") or {}).get(
             "waiting") or {}
 
     w = wait_for(lambda: waiting().get("reason") == "CreateContainerConfigError" and waiting(),
                  what="CreateContainerConfigError")
     assert w["message"].startswith(message) and "container: main" in w["message"]
     assert try_logs(kube, name) == ""  # it never ran
-    kube.delete(client.PODS, name, "default")
+    kube.delete(resources.PODS, name, "default")
 
 
 # -- the programs that will run here --------------------------------------------------
@@ -307,12 +306,12 @@ def free_port() -> int:
 
 @pytest.mark.parametrize("mode", ["Filesystem", "Block"])
 def test_importer_runs_non_root_on_filesystem_and_block(
-        kube: Kube, cluster: Cluster, images: ImageFactory, http_server: HttpServer,
+        kube: Client, cluster: Cluster, images: ImageFactory, http_server: HttpServer,
         mode: str) -> None:
     source = images.get("qcow2")
     url = http_server.publish(source.path)
     claim = f"imported-{mode.lower()}"
-    kube.create(client.PVCS, pvc(claim, sc="local-immediate", mode=mode, size="64Mi"),
+    kube.create(resources.PVCS, pvc(claim, sc="local-immediate", mode=mode, size="64Mi"),
                 "default")
     env = [{"name": "IMPORTER_SOURCE", "value": "http"},
            {"name": "IMPORTER_ENDPOINT", "value": url},
@@ -328,7 +327,7 @@ def test_importer_runs_non_root_on_filesystem_and_block(
             env=env, volumes=[claim_volume("cdi-data-vol", claim)], **where)
     p["spec"]["containers"][0]["args"] = []
     run(kube, secured(p, pod_ctx=IMPORTER_CTX, ctx=IMPORTER_CONTAINER_CTX), timeout=180)
-    pv = kube.get(client.PVS, kube.get(client.PVCS, claim, "default")["spec"]["volumeName"])
+    pv = kube.get(resources.PVS, kube.get(resources.PVCS, claim, "default")["spec"]["volumeName"])
     host = Path(pv["spec"]["local"]["path"])
     reference = images.reference.read_bytes()
     if mode == "Filesystem":
@@ -350,7 +349,7 @@ os.close(fd)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/kvm"), reason="this machine has no /dev/kvm")
-def test_launcher_gets_dev_kvm_only_when_it_asks(kube: Kube) -> None:
+def test_launcher_gets_dev_kvm_only_when_it_asks(kube: Client) -> None:
     launcher_ctx = {"runAsUser": 107, "runAsNonRoot": True}
     ctx = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     host_before = os.stat("/dev/kvm")

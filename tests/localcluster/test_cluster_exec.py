@@ -23,10 +23,10 @@ import aiohttp
 import pytest
 import yaml
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.apiserver.streams import channels
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import needs_root, pod, running, try_logs, wait_for
 
 KUBECTL = shutil.which("kubectl")
@@ -41,27 +41,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Kube:
+def kube(cluster: Cluster) -> Client:
     assert cluster.kube is not None
     return cluster.kube
 
 
 @pytest.fixture(scope="module")
-def box(kube: Kube) -> str:
+def box(kube: Client) -> str:
     """A running non-root pod with an emptyDir its main container wrote into."""
     p = pod("box", "write", "/scratch/from-main", "hello", "print", "up", "sleep", "600",
             volumes=[{"name": "s", "emptyDir": {}}],
             mounts=[{"name": "s", "mountPath": "/scratch"}], grace=0)
     p["spec"]["securityContext"] = {"runAsUser": 107, "runAsNonRoot": True, "fsGroup": 107}
     p["spec"]["containers"][0]["securityContext"] = {"capabilities": {"drop": ["ALL"]}}
-    kube.create(client.PODS, p, "default")
+    kube.create(resources.PODS, p, "default")
     wait_for(lambda: "up" in try_logs(kube, "box"), timeout=60, what="box up")
     return "box"
 
 
-SERVICEACCOUNTS = client.Resource("", "v1", "serviceaccounts")
-ROLES = client.Resource("rbac.authorization.k8s.io", "v1", "roles")
-ROLEBINDINGS = client.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+SERVICEACCOUNTS = kubeclient.Resource("", "v1", "serviceaccounts")
+ROLES = kubeclient.Resource("rbac.authorization.k8s.io", "v1", "roles")
+ROLEBINDINGS = kubeclient.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
 
 
 def kubectl(cluster: Cluster, *args: str, stdin: str = "",
@@ -126,8 +126,8 @@ def test_cp_into_and_out_of_a_pod(cluster: Cluster, box: str, tmp_path: Path) ->
     assert r.stdout.strip() == "107:107"  # written as the container's user, fsGroup dir
 
 
-def test_attach_follows_live_output(cluster: Cluster, kube: Kube) -> None:
-    kube.create(client.PODS, pod("talker", "print", "up", "sleep", "3", "print", "after attach",
+def test_attach_follows_live_output(cluster: Cluster, kube: Client) -> None:
+    kube.create(resources.PODS, pod("talker", "print", "up", "sleep", "3", "print", "after attach",
                                  "sleep", "1", "exit", "0"), "default")
     wait_for(lambda: "up" in try_logs(kube, "talker"), timeout=60, what="talker up")
     r = kubectl(cluster, "attach", "talker", timeout=60)
@@ -135,7 +135,7 @@ def test_attach_follows_live_output(cluster: Cluster, kube: Kube) -> None:
     assert "up" not in r.stdout.splitlines()  # only what came after attaching
 
 
-def test_exec_needs_create_on_pods_exec(cluster: Cluster, kube: Kube, box: str) -> None:
+def test_exec_needs_create_on_pods_exec(cluster: Cluster, kube: Client, box: str) -> None:
     sa = "system:serviceaccount:default:runner"
     kube.create(SERVICEACCOUNTS, {"metadata": {"name": "runner"}}, "default")
     role: dict[str, Any] = {"metadata": {"name": "pod-reader"}, "rules": [
@@ -160,9 +160,9 @@ def test_exec_needs_create_on_pods_exec(cluster: Cluster, kube: Kube, box: str) 
     assert "by-runner" in kubectl(cluster, "exec", box, "--", "ls", "/scratch").stdout
 
 
-def test_exec_into_a_container_that_is_not_running(cluster: Cluster, kube: Kube) -> None:
-    kube.create(client.PODS, pod("finished", "exit", "0"), "default")
-    wait_for(lambda: (kube.get(client.PODS, "finished", "default").get("status") or {}).get(
+def test_exec_into_a_container_that_is_not_running(cluster: Cluster, kube: Client) -> None:
+    kube.create(resources.PODS, pod("finished", "exit", "0"), "default")
+    wait_for(lambda: (kube.get(resources.PODS, "finished", "default").get("status") or {}).get(
         "phase") == "Succeeded", timeout=60, what="finished")
     r = kubectl(cluster, "exec", "finished", "--", "true")
     assert r.returncode != 0
@@ -233,38 +233,38 @@ def test_v5_close_ends_stdin(cluster: Cluster, box: str) -> None:
 
 
 
-def test_exec_readiness_probe_runs_inside_the_container(kube: Kube) -> None:
+def test_exec_readiness_probe_runs_inside_the_container(kube: Client) -> None:
     p = pod("probed", "print", "up", "sleep", "5", "write", "/tmp/ready", "yes",
             "sleep", "600", grace=0)
     p["spec"]["securityContext"] = {"runAsUser": 107}
     p["spec"]["containers"][0]["readinessProbe"] = {
         "exec": {"command": ["cat", "/tmp/ready"]},  # /tmp: the container's private tmpfs
         "periodSeconds": 1, "timeoutSeconds": 5}
-    kube.create(client.PODS, p, "default")
+    kube.create(resources.PODS, p, "default")
 
     def ready() -> bool:
-        statuses = (kube.get(client.PODS, "probed", "default").get("status") or {}).get(
+        statuses = (kube.get(resources.PODS, "probed", "default").get("status") or {}).get(
             "containerStatuses") or [{}]
         return bool(statuses[0].get("ready"))
 
     wait_for(lambda: "up" in try_logs(kube, "probed"), timeout=60, what="probed up")
     assert not ready()  # the file is not there yet: the probe fails
     wait_for(ready, timeout=60, what="ready once the file exists in the container")
-    kube.delete(client.PODS, "probed", "default")
+    kube.delete(resources.PODS, "probed", "default")
 
 
-def test_exec_counts_against_the_containers_limits(cluster: Cluster, kube: Kube) -> None:
+def test_exec_counts_against_the_containers_limits(cluster: Cluster, kube: Client) -> None:
     p = pod("limited", "print", "up", "sleep", "600", grace=0)
     p["spec"]["containers"][0]["resources"] = {"limits": {"memory": "256Mi"}}
-    kube.create(client.PODS, p, "default")
+    kube.create(resources.PODS, p, "default")
     wait_for(lambda: "up" in try_logs(kube, "limited"), timeout=60, what="limited up")
-    uid = kube.get(client.PODS, "limited", "default")["metadata"]["uid"]
+    uid = kube.get(resources.PODS, "limited", "default")["metadata"]["uid"]
     r = kubectl(cluster, "exec", "limited", "--", "cat", "/proc/self/cgroup")
     assert r.returncode == 0, r.stderr
     memory = [ln for ln in r.stdout.splitlines() if ":memory:" in ln or ln.startswith("0::")]
     mine = re.compile(rf"/localcluster-[0-9a-f]{{12}}/{uid}-main-")
     assert any(mine.search(ln) for ln in memory), r.stdout
-    kube.delete(client.PODS, "limited", "default")
+    kube.delete(resources.PODS, "limited", "default")
 
 
 # -- port-forward ---------------------------------------------------------------------
@@ -285,8 +285,8 @@ def forwarded_ports(proc: subprocess.Popen[str], count: int) -> dict[int, int]:
     return found
 
 
-def test_port_forward_reaches_the_pods_server(cluster: Cluster, kube: Kube) -> None:
-    kube.create(client.PODS, pod("web", "serve", "8080", grace=0), "default")
+def test_port_forward_reaches_the_pods_server(cluster: Cluster, kube: Client) -> None:
+    kube.create(resources.PODS, pod("web", "serve", "8080", grace=0), "default")
     wait_for(lambda: "serving" in try_logs(kube, "web"), timeout=60, what="web serving")
     env = {"KUBECONFIG": cluster.kubeconfig, "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
     assert KUBECTL is not None
@@ -303,10 +303,10 @@ def test_port_forward_reaches_the_pods_server(cluster: Cluster, kube: Kube) -> N
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert "error forwarding port 8099 to pod default/web" in err  # the error stream's text
-    kube.delete(client.PODS, "web", "default")
+    kube.delete(resources.PODS, "web", "default")
 
 
-def test_port_forward_needs_create_on_pods_portforward(cluster: Cluster, kube: Kube,
+def test_port_forward_needs_create_on_pods_portforward(cluster: Cluster, kube: Client,
                                                        box: str) -> None:
     kube.create(SERVICEACCOUNTS, {"metadata": {"name": "forwarder"}}, "default")
     kube.create(ROLES, {"metadata": {"name": "pod-getter"}, "rules": [
@@ -324,12 +324,12 @@ def test_port_forward_needs_create_on_pods_portforward(cluster: Cluster, kube: K
 
 
 def test_exec_into_a_sys_admin_pod_cannot_remount_host_mounts(cluster: Cluster,
-                                                              kube: Kube) -> None:
+                                                              kube: Client) -> None:
     """kubectl exec joins the container's user namespace too (issue 24): a command run
     with the container's SYS_ADMIN holds no power over its mounts either."""
     p = pod("admin-box", "print", "up", "sleep", "600", grace=0)
     p["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
-    kube.create(client.PODS, p, "default")
+    kube.create(resources.PODS, p, "default")
     wait_for(lambda: "up" in try_logs(kube, "admin-box"), timeout=60, what="admin-box up")
     script = ("mount -o remount,rw /usr; echo usr=$?; mount -o remount,rw /etc; echo etc=$?;"
               " mount -o remount,rw /sys; echo sys=$?; umount /etc/shadow; echo shadow=$?;"
@@ -337,7 +337,7 @@ def test_exec_into_a_sys_admin_pod_cannot_remount_host_mounts(cluster: Cluster,
     try:
         r = kubectl(cluster, "exec", "admin-box", "--", "sh", "-c", script)
     finally:
-        kube.delete(client.PODS, "admin-box", "default")
+        kube.delete(resources.PODS, "admin-box", "default")
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
     assert out[:4] == ["usr=32", "etc=32", "sys=32", "shadow=32"], r.stdout + r.stderr

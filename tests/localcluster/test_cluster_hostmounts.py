@@ -15,9 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import (
     logs,
     needs_root,
@@ -41,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def kube(cluster: Cluster) -> Kube:
+def kube(cluster: Cluster) -> Client:
     assert cluster.kube is not None
     return cluster.kube
 
@@ -60,10 +59,10 @@ def attempts(out: str) -> list[str]:
             if line.split(":")[0] in ("mount", "umount", "unshare", "write")]
 
 
-def run(kube: Kube, p: dict[str, object]) -> str:
+def run(kube: Client, p: dict[str, object]) -> str:
     name = str(p["metadata"]["name"])  # type: ignore[index]
-    kube.create(client.PODS, p, "default")
-    done = wait_phase(kube, client.PODS, name, ("Succeeded", "Failed"), timeout=60)
+    kube.create(resources.PODS, p, "default")
+    done = wait_phase(kube, resources.PODS, name, ("Succeeded", "Failed"), timeout=60)
     out = logs(kube, name)
     assert done["status"]["phase"] == "Succeeded", out
     return out
@@ -72,7 +71,7 @@ def run(kube: Kube, p: dict[str, object]) -> str:
 @pytest.mark.usefixtures("no_marker")
 @pytest.mark.parametrize("seccomp", ["RuntimeDefault", "Unconfined"])
 def test_sys_admin_pod_cannot_remount_host_mounts_or_unmount_a_mask(
-        kube: Kube, seccomp: str) -> None:
+        kube: Client, seccomp: str) -> None:
     p = pod(f"sysadmin-{seccomp.lower()}",
             "try-mount", "none", "/usr", "none", "remount,bind",
             "try-mount", "none", "/etc", "none", "remount,bind",
@@ -117,7 +116,7 @@ print("reaped", len(made), flush=True)
 """
 
 
-def test_fork_bomb_is_bounded_by_the_pods_pids_limit(cluster: Cluster, kube: Kube) -> None:
+def test_fork_bomb_is_bounded_by_the_pods_pids_limit(cluster: Cluster, kube: Client) -> None:
     """A root container forks until the kernel refuses (RLIMIT_NPROC does not bind uid
     0, so only the pod's pids.max can): refused below the limit, then it cleans up."""
     out = run(kube, pod("forker", command=["python", "-c", FORKER]))
@@ -130,7 +129,7 @@ def test_fork_bomb_is_bounded_by_the_pods_pids_limit(cluster: Cluster, kube: Kub
 
 
 def test_a_shell_fork_bomb_stops_at_the_limit_and_goes_with_the_pod(
-        cluster: Cluster, kube: Kube) -> None:
+        cluster: Cluster, kube: Client) -> None:
     """A shell forking long-lived processes without end (the classic recursive bomb's
     short-lived branches may die out before the limit: no reliable test), bounded in time:
     the pod's pids cgroup refuses the fork past the limit, which ends the shell (dash
@@ -139,14 +138,14 @@ def test_a_shell_fork_bomb_stops_at_the_limit_and_goes_with_the_pod(
     # at most 400 forks, so that broken code fails the test without flooding the node
     bomb = pod("bomb", command=["sh", "-c", "i=0; while [ $i -lt 400 ]; do sleep 600 & "
                                 "i=$((i+1)); done; echo never refused"], grace=0)
-    created = kube.create(client.PODS, bomb, "default")
+    created = kube.create(resources.PODS, bomb, "default")
     cgroup = cluster.node.cgroups.pod_path(created["metadata"]["uid"])
     try:
-        done = wait_phase(kube, client.PODS, "bomb", ("Succeeded", "Failed"), timeout=60)
+        done = wait_phase(kube, resources.PODS, "bomb", ("Succeeded", "Failed"), timeout=60)
         out = logs(kube, "bomb")
         assert done["status"]["phase"] == "Failed" and "fork" in out.lower(), out
         assert "never refused" not in out
         # every process of the pod went with it: an rmdir succeeds only on an empty cgroup
         wait_for(lambda: not os.path.exists(cgroup), timeout=30, what="the pod cgroup gone")
     finally:
-        kube.delete(client.PODS, "bomb", "default")
+        kube.delete(resources.PODS, "bomb", "default")

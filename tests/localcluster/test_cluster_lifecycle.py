@@ -10,9 +10,8 @@ import sys
 
 import pytest
 
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster, ClusterError, is_running
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import (
     TESTBOX,
     claim_volume,
@@ -45,20 +44,20 @@ def test_volume_data_survives_down_and_up(tmp_path) -> None:
     with running(str(tmp_path)) as c:
         kube = c.kube
         assert kube is not None
-        kube.create(client.PVCS, pvc("keep", sc="local-immediate"), "default")
-        kube.create(client.PODS, pod("writer", "write", "/data/f", "persisted",
+        kube.create(resources.PVCS, pvc("keep", sc="local-immediate"), "default")
+        kube.create(resources.PODS, pod("writer", "write", "/data/f", "persisted",
                                      volumes=[claim_volume("d", "keep")],
                                      mounts=[{"name": "d", "mountPath": "/data"}]), "default")
-        wait_phase(kube, client.PODS, "writer", "Succeeded")
+        wait_phase(kube, resources.PODS, "writer", "Succeeded")
     assert settled_leftovers(str(tmp_path)) == ([], [])
     with running(str(tmp_path)) as c:
         kube = c.kube
         assert kube is not None
-        assert wait_phase(kube, client.PVCS, "keep", "Bound")
-        kube.create(client.PODS, pod("reader", "read", "/data/f",
+        assert wait_phase(kube, resources.PVCS, "keep", "Bound")
+        kube.create(resources.PODS, pod("reader", "read", "/data/f",
                                      volumes=[claim_volume("d", "keep")],
                                      mounts=[{"name": "d", "mountPath": "/data"}]), "default")
-        wait_phase(kube, client.PODS, "reader", "Succeeded")
+        wait_phase(kube, resources.PODS, "reader", "Succeeded")
         assert logs(kube, "reader") == "read: persisted\n"
 
 
@@ -114,10 +113,10 @@ def test_killed_run_leaves_nothing_after_the_next_start(tmp_path) -> None:
     os.makedirs(manifests)
     proc = _up(data_dir, manifests)
     try:
-        kube = Kube(_wait_up(proc))
-        kube.create(client.PVCS, pvc("fs", sc="local-reflink"), "default")
-        kube.create(client.PVCS, pvc("blk", mode="Block"), "default")
-        kube.create(client.PODS, pod(
+        kube = Client.connect(_wait_up(proc))
+        kube.create(resources.PVCS, pvc("fs", sc="local-reflink"), "default")
+        kube.create(resources.PVCS, pvc("blk", mode="Block"), "default")
+        kube.create(resources.PODS, pod(
             "busy", "append", "/data/runs", "run", "sleep", "600", restart="Always",
             volumes=[claim_volume("d", "fs"), claim_volume("b", "blk")],
             mounts=[{"name": "d", "mountPath": "/data"}],

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from localcluster.storage import classes, snapshot_api
 from localcluster.storage.snapshot_api import CONTENTS, SNAPSHOT_CLASSES, SNAPSHOTS
 from localcluster.storage.snapshot_controller import CRDS
@@ -33,7 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def kube(cluster: Cluster) -> Kube:
+def kube(cluster: Cluster) -> Client:
     assert cluster.kube is not None
     return cluster.kube
 
@@ -54,33 +54,33 @@ def from_snapshot(name: str, snap: str, **kw: Any) -> dict[str, Any]:
                                  "name": snap}, **kw)
 
 
-def ready(kube: Kube, name: str, timeout: float = 30) -> dict[str, Any]:
+def ready(kube: Client, name: str, timeout: float = 30) -> dict[str, Any]:
     wait_for(lambda: (get(kube, SNAPSHOTS, name).get("status") or {}).get("readyToUse"),
              timeout=timeout, what=f"VolumeSnapshot {name} readyToUse")
     return get(kube, SNAPSHOTS, name)
 
 
-def snapshot_error(kube: Kube, name: str) -> str:
+def snapshot_error(kube: Client, name: str) -> str:
     def message() -> str:
         return str(((get(kube, SNAPSHOTS, name).get("status") or {}).get("error") or {})
                    .get("message") or "")
     return str(wait_for(message, what=f"status.error of VolumeSnapshot {name}"))
 
 
-def events(kube: Kube, name: str) -> list[dict[str, Any]]:
-    return [e for e in kube.list(client.EVENTS, "default")["items"]
+def events(kube: Client, name: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list(resources.EVENTS, "default")
             if e["involvedObject"]["name"] == name]
 
 
-def event_with(kube: Kube, name: str, text: str) -> dict[str, Any]:
+def event_with(kube: Client, name: str, text: str) -> dict[str, Any]:
     found = wait_for(lambda: [e for e in events(kube, name) if text in e["message"]],
                      what=f"an event on {name} saying {text!r}")
     return dict(found[0])
 
 
-def volume_path(kube: Kube, claim: str) -> str:
-    bound = wait_phase(kube, client.PVCS, claim, "Bound")
-    return str(kube.get(client.PVS, bound["spec"]["volumeName"])["spec"]["local"]["path"])
+def volume_path(kube: Client, claim: str) -> str:
+    bound = wait_phase(kube, resources.PVCS, claim, "Bound")
+    return str(kube.get(resources.PVS, bound["spec"]["volumeName"])["spec"]["local"]["path"])
 
 
 def store_files(cluster: Cluster) -> list[str]:
@@ -129,8 +129,8 @@ def device_size(device: str) -> int:
         os.close(fd)
 
 
-def test_snapshot_api_and_default_class_installed(kube: Kube) -> None:
-    names = {c["metadata"]["name"] for c in kube.list(CRDS)["items"]}
+def test_snapshot_api_and_default_class_installed(kube: Client) -> None:
+    names = {c["metadata"]["name"] for c in kube.list(CRDS)}
     assert names >= {f"{p}.{SNAP_GROUP}" for p in
                      ("volumesnapshots", "volumesnapshotcontents", "volumesnapshotclasses")}
     vsclass = kube.get(SNAPSHOT_CLASSES, "local-snapshots")
@@ -139,17 +139,17 @@ def test_snapshot_api_and_default_class_installed(kube: Kube) -> None:
     assert vsclass["metadata"]["annotations"][snapshot_api.DEFAULT_SNAPSHOT_CLASS] == "true"
 
 
-def test_schema_refuses_a_snapshot_with_two_sources(kube: Kube) -> None:
+def test_schema_refuses_a_snapshot_with_two_sources(kube: Client) -> None:
     bad = snapshot("two", "a")
     bad["spec"]["source"]["volumeSnapshotContentName"] = "b"
-    with pytest.raises(client.KubeError) as err:
+    with pytest.raises(kubeclient.KubeError) as err:
         kube.create(SNAPSHOTS, bad, "default")
     assert err.value.status == 422
     assert "exactly one of" in str(err.value)
 
 
-def test_filesystem_snapshot_on_reflink_is_point_in_time(kube: Kube, cluster: Cluster) -> None:
-    kube.create(client.PVCS, pvc("fs-src", sc="local-reflink", size="64Mi"), "default")
+def test_filesystem_snapshot_on_reflink_is_point_in_time(kube: Client, cluster: Cluster) -> None:
+    kube.create(resources.PVCS, pvc("fs-src", sc="local-reflink", size="64Mi"), "default")
     src = volume_path(kube, "fs-src")
     write_file(os.path.join(src, "data"), b"before" * 1000)
     kube.create(SNAPSHOTS, snapshot("fs-snap", "fs-src"), "default")
@@ -174,7 +174,7 @@ def test_filesystem_snapshot_on_reflink_is_point_in_time(kube: Kube, cluster: Cl
     assert os.path.getsize(image) == 64 * MiB
 
     write_file(os.path.join(src, "data"), b"after!" * 1000)
-    kube.create(client.PVCS, from_snapshot("fs-restored", "fs-snap", sc="local-reflink",
+    kube.create(resources.PVCS, from_snapshot("fs-restored", "fs-snap", sc="local-reflink",
                                            size="64Mi"), "default")
     restored = volume_path(kube, "fs-restored")
     assert read_file(os.path.join(restored, "data")) == b"before" * 1000
@@ -182,38 +182,38 @@ def test_filesystem_snapshot_on_reflink_is_point_in_time(kube: Kube, cluster: Cl
     event_with(kube, "fs-restored", "restored from VolumeSnapshot fs-snap")
 
     # Into a larger claim of another class: a sparse copy, the filesystem grown.
-    kube.create(client.PVCS, from_snapshot("fs-larger", "fs-snap", sc="local-immediate",
+    kube.create(resources.PVCS, from_snapshot("fs-larger", "fs-snap", sc="local-immediate",
                                            size="128Mi"), "default")
     larger = volume_path(kube, "fs-larger")
     assert read_file(os.path.join(larger, "data")) == b"before" * 1000
-    assert get(kube, client.PVCS, "fs-larger")["status"]["capacity"]["storage"] == "128Mi"
+    assert get(kube, resources.PVCS, "fs-larger")["status"]["capacity"]["storage"] == "128Mi"
     st = os.statvfs(larger)
     assert st.f_blocks * st.f_frsize > 120 * MiB
 
 
-def test_restore_refuses_a_smaller_claim_and_another_mode(kube: Kube) -> None:
-    kube.create(client.PVCS, pvc("small-src", sc="local-immediate", size="64Mi"), "default")
-    wait_phase(kube, client.PVCS, "small-src", "Bound")
+def test_restore_refuses_a_smaller_claim_and_another_mode(kube: Client) -> None:
+    kube.create(resources.PVCS, pvc("small-src", sc="local-immediate", size="64Mi"), "default")
+    wait_phase(kube, resources.PVCS, "small-src", "Bound")
     kube.create(SNAPSHOTS, snapshot("small-snap", "small-src"), "default")
     ready(kube, "small-snap")
-    kube.create(client.PVCS, from_snapshot("too-small", "small-snap", sc="local-immediate",
+    kube.create(resources.PVCS, from_snapshot("too-small", "small-snap", sc="local-immediate",
                                            size="32Mi"), "default")
     refused = event_with(kube, "too-small", "requested volume size")
     assert refused["type"] == "Warning"
     assert refused["message"] == (f"requested volume size {32 * MiB} is less than the size "
                                   f"{64 * MiB} for the source snapshot small-snap")
-    kube.create(client.PVCS, from_snapshot("as-block", "small-snap", sc="local-immediate",
+    kube.create(resources.PVCS, from_snapshot("as-block", "small-snap", sc="local-immediate",
                                            mode="Block"), "default")
     refused = event_with(kube, "as-block", "volumeMode")
     assert "volumeMode Block" in refused["message"]
     assert "volumeMode Filesystem" in refused["message"]
-    assert phase(kube, client.PVCS, "too-small") == phase(kube, client.PVCS, "as-block") \
+    assert phase(kube, resources.PVCS, "too-small") == phase(kube, resources.PVCS, "as-block") \
         == "Pending"
 
 
-def test_block_snapshot_on_the_standard_pool_is_a_sparse_copy(kube: Kube,
+def test_block_snapshot_on_the_standard_pool_is_a_sparse_copy(kube: Client,
                                                               cluster: Cluster) -> None:
-    kube.create(client.PVCS, pvc("blk-src", sc="local-immediate", mode="Block", size="64Mi"),
+    kube.create(resources.PVCS, pvc("blk-src", sc="local-immediate", mode="Block", size="64Mi"),
                 "default")
     device = volume_path(kube, "blk-src")
     write_device(device, 0, b"head" * 1024)
@@ -230,7 +230,7 @@ def test_block_snapshot_on_the_standard_pool_is_a_sparse_copy(kube: Kube,
     assert st.st_blocks * 512 < 4 * MiB, "the snapshot of a mostly empty volume is sparse"
 
     write_device(device, 0, b"HEAD" * 1024)
-    kube.create(client.PVCS, from_snapshot("blk-restored", "blk-snap", sc="local-immediate",
+    kube.create(resources.PVCS, from_snapshot("blk-restored", "blk-snap", sc="local-immediate",
                                            mode="Block", size="96Mi"), "default")
     restored = volume_path(kube, "blk-restored")
     assert device_size(restored) == 96 * MiB
@@ -239,19 +239,19 @@ def test_block_snapshot_on_the_standard_pool_is_a_sparse_copy(kube: Kube,
     assert read_device(device, 0, 4096) == b"HEAD" * 1024
 
 
-def test_restore_waits_for_a_missing_snapshot_then_binds(kube: Kube) -> None:
-    kube.create(client.PVCS, from_snapshot("early", "later", sc="local-immediate"),
+def test_restore_waits_for_a_missing_snapshot_then_binds(kube: Client) -> None:
+    kube.create(resources.PVCS, from_snapshot("early", "later", sc="local-immediate"),
                 "default")
     waiting = event_with(kube, "early", "waiting for VolumeSnapshot default/later")
     assert waiting["type"] == "Normal" and waiting["reason"] == "WaitingForSnapshot"
-    assert phase(kube, client.PVCS, "early") == "Pending"
-    kube.create(client.PVCS, pvc("later-src", sc="local-immediate"), "default")
+    assert phase(kube, resources.PVCS, "early") == "Pending"
+    kube.create(resources.PVCS, pvc("later-src", sc="local-immediate"), "default")
     write_file(os.path.join(volume_path(kube, "later-src"), "f"), b"late")
     kube.create(SNAPSHOTS, snapshot("later", "later-src"), "default")
     assert read_file(os.path.join(volume_path(kube, "early"), "f")) == b"late"
 
 
-def test_refusals_show_in_status_and_events_and_retry(kube: Kube) -> None:
+def test_refusals_show_in_status_and_events_and_retry(kube: Client) -> None:
     kube.create(SNAPSHOTS, snapshot("no-claim", "not-yet"), "default")
     assert snapshot_error(kube, "no-claim") == \
         "the source PersistentVolumeClaim default/not-yet does not exist"
@@ -262,19 +262,19 @@ def test_refusals_show_in_status_and_events_and_retry(kube: Kube) -> None:
     kube.create(SNAPSHOTS, snapshot("pre", content="handmade"), "default")
     assert "not supported" in snapshot_error(kube, "pre")
     # Nothing was made for the refused snapshots.
-    assert not [c for c in kube.list(CONTENTS)["items"]
+    assert not [c for c in kube.list(CONTENTS)
                 if c["spec"]["volumeSnapshotRef"]["name"] in ("no-claim", "no-class", "pre")]
 
-    kube.create(client.PVCS, pvc("not-yet", sc="local-immediate"), "default")
+    kube.create(resources.PVCS, pvc("not-yet", sc="local-immediate"), "default")
     ready(kube, "no-claim")  # retried once the claim is Bound; the error is gone
     assert "error" not in get(kube, SNAPSHOTS, "no-claim")["status"]
     wait_for(lambda: snapshot_error(kube, "no-class") ==
              "VolumeSnapshotClass 'missing' does not exist", what="the class refusal")
 
 
-def test_delete_removes_content_and_stored_image(kube: Kube, cluster: Cluster) -> None:
-    kube.create(client.PVCS, pvc("del-src", sc="local-reflink"), "default")
-    wait_phase(kube, client.PVCS, "del-src", "Bound")
+def test_delete_removes_content_and_stored_image(kube: Client, cluster: Cluster) -> None:
+    kube.create(resources.PVCS, pvc("del-src", sc="local-reflink"), "default")
+    wait_phase(kube, resources.PVCS, "del-src", "Bound")
     kube.create(SNAPSHOTS, snapshot("del-snap", "del-src"), "default")
     content = ready(kube, "del-snap")["status"]["boundVolumeSnapshotContentName"]
     mine = [f for f in store_files(cluster) if os.path.basename(f).startswith(content)]
@@ -287,13 +287,13 @@ def test_delete_removes_content_and_stored_image(kube: Kube, cluster: Cluster) -
     assert store_files(cluster) == others
 
 
-def test_retain_keeps_content_and_image(kube: Kube, cluster: Cluster) -> None:
+def test_retain_keeps_content_and_image(kube: Client, cluster: Cluster) -> None:
     keep = snapshot_api.snapshot_class()
     keep["metadata"] = {"name": "keep"}
     keep["deletionPolicy"] = "Retain"
     kube.create(SNAPSHOT_CLASSES, keep)
-    kube.create(client.PVCS, pvc("ret-src", sc="local-immediate"), "default")
-    wait_phase(kube, client.PVCS, "ret-src", "Bound")
+    kube.create(resources.PVCS, pvc("ret-src", sc="local-immediate"), "default")
+    wait_phase(kube, resources.PVCS, "ret-src", "Bound")
     kube.create(SNAPSHOTS, snapshot("ret-snap", "ret-src", cls="keep"), "default")
     content = ready(kube, "ret-snap")["status"]["boundVolumeSnapshotContentName"]
     image = os.path.join(cluster.data_dir, "storage", "snapshots", content + ".img")
@@ -309,15 +309,15 @@ def test_retain_keeps_content_and_image(kube: Kube, cluster: Cluster) -> None:
     assert not os.path.exists(image)
 
 
-def test_snapshot_outlives_its_source_claim(kube: Kube) -> None:
-    kube.create(client.PVCS, pvc("gone-src", sc="local-reflink"), "default")
+def test_snapshot_outlives_its_source_claim(kube: Client) -> None:
+    kube.create(resources.PVCS, pvc("gone-src", sc="local-reflink"), "default")
     write_file(os.path.join(volume_path(kube, "gone-src"), "f"), b"kept")
-    volume = get(kube, client.PVCS, "gone-src")["spec"]["volumeName"]
+    volume = get(kube, resources.PVCS, "gone-src")["spec"]["volumeName"]
     kube.create(SNAPSHOTS, snapshot("gone-snap", "gone-src"), "default")
     ready(kube, "gone-snap")
-    kube.delete(client.PVCS, "gone-src", "default")
-    wait_for(lambda: kube.get_or_none(client.PVS, volume) is None, what="source PV deleted")
-    kube.create(client.PVCS, from_snapshot("orphan", "gone-snap", sc="local-reflink"),
+    kube.delete(resources.PVCS, "gone-src", "default")
+    wait_for(lambda: kube.get_or_none(resources.PVS, volume) is None, what="source PV deleted")
+    kube.create(resources.PVCS, from_snapshot("orphan", "gone-snap", sc="local-reflink"),
                 "default")
     assert read_file(os.path.join(volume_path(kube, "orphan"), "f")) == b"kept"
     assert get(kube, SNAPSHOTS, "gone-snap")["status"]["readyToUse"] is True
@@ -328,17 +328,17 @@ def test_snapshots_survive_a_restart(tmp_path: Any) -> None:
     with running(data_dir) as first:
         kube = first.kube
         assert kube is not None
-        kube.create(client.PVCS, pvc("src", sc="local-reflink"), "default")
+        kube.create(resources.PVCS, pvc("src", sc="local-reflink"), "default")
         write_file(os.path.join(volume_path(kube, "src"), "f"), b"then")
         kube.create(SNAPSHOTS, snapshot("snap", "src"), "default")
         ready(kube, "snap")
         crds = {c["metadata"]["name"]: c["metadata"]["resourceVersion"]
-                for c in kube.list(CRDS)["items"]}
+                for c in kube.list(CRDS)}
     with running(data_dir) as second:
         kube = second.kube
         assert kube is not None
         # Installed once: a restart leaves the CRDs as they are.
         assert {c["metadata"]["name"]: c["metadata"]["resourceVersion"]
-                for c in kube.list(CRDS)["items"]} == crds
-        kube.create(client.PVCS, from_snapshot("back", "snap", sc="local-reflink"), "default")
+                for c in kube.list(CRDS)} == crds
+        kube.create(resources.PVCS, from_snapshot("back", "snap", sc="local-reflink"), "default")
         assert read_file(os.path.join(volume_path(kube, "back"), "f")) == b"then"

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+import kubeclient
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from localcluster.workloads.apply import ManifestError
 from localcluster.workloads.shared import TEMPLATE_HASH
 from tests.localcluster.clusterkit import (
@@ -79,19 +79,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def kube(cluster: Cluster) -> Kube:
+def kube(cluster: Cluster) -> Client:
     assert cluster.kube is not None
     return cluster.kube
 
 
-def owned_pods(kube: Kube, ns: str, app: str) -> list[dict]:
-    return [p for p in kube.list(client.PODS, ns)["items"]
+def owned_pods(kube: Client, ns: str, app: str) -> list[dict]:
+    return [p for p in kube.list(resources.PODS, ns)
             if (p["metadata"].get("labels") or {}).get("app") == app
             and not p["metadata"].get("deletionTimestamp")]
 
 
-def test_manifests_applied_and_operator_runs_with_its_service_account(kube: Kube) -> None:
-    widgets = client.Resource("example.com", "v1", "widgets")
+def test_manifests_applied_and_operator_runs_with_its_service_account(kube: Client) -> None:
+    widgets = kubeclient.Resource("example.com", "v1", "widgets")
     assert kube.get(widgets, "w1", "widget-system")["spec"]["size"] == 3
     pods = wait_for(lambda: owned_pods(kube, "widget-system", "widget-operator"),
                     what="operator pod")
@@ -101,12 +101,12 @@ def test_manifests_applied_and_operator_runs_with_its_service_account(kube: Kube
     assert out.strip() == f"whoami: 200 {name}"
 
 
-def test_deployment_replicas_status_and_rollout(kube: Kube) -> None:
-    kube.create(client.DEPLOYMENTS, deployment("web", "default", "sleep", "600", replicas=2),
+def test_deployment_replicas_status_and_rollout(kube: Client) -> None:
+    kube.create(resources.DEPLOYMENTS, deployment("web", "default", "sleep", "600", replicas=2),
                 "default")
 
     def available() -> dict | None:
-        st = kube.get(client.DEPLOYMENTS, "web", "default").get("status") or {}
+        st = kube.get(resources.DEPLOYMENTS, "web", "default").get("status") or {}
         return st if st.get("readyReplicas") == 2 and st.get("replicas") == 2 else None
 
     st = wait_for(available, what="2 ready replicas")
@@ -116,7 +116,7 @@ def test_deployment_replicas_status_and_rollout(kube: Kube) -> None:
     old_hash = {p["metadata"]["labels"][TEMPLATE_HASH] for p in owned_pods(kube, "default",
                                                                                "web")}
     # A template change replaces every pod.
-    kube.patch(client.DEPLOYMENTS, "web", {"spec": {"template": {"metadata": {
+    kube.patch(resources.DEPLOYMENTS, "web", {"spec": {"template": {"metadata": {
         "annotations": {"rev": "2"}}}}}, "default")
 
     def rolled() -> bool:
@@ -129,14 +129,14 @@ def test_deployment_replicas_status_and_rollout(kube: Kube) -> None:
     wait_for(available, what="2 ready replicas after rollout")
 
 
-def test_deployment_replaces_a_failed_pod(kube: Kube) -> None:
-    kube.create(client.DEPLOYMENTS, deployment("oneshot", "default", "sleep", "0.5", "exit",
+def test_deployment_replaces_a_failed_pod(kube: Client) -> None:
+    kube.create(resources.DEPLOYMENTS, deployment("oneshot", "default", "sleep", "0.5", "exit",
                                                "1"), "default")
     first = wait_for(lambda: owned_pods(kube, "default", "oneshot"), what="first pod")
     first_name = first[0]["metadata"]["name"]
     # restartPolicy Always keeps restarting the container in place (CrashLoopBackOff);
     # make the pod itself fail to see the controller replace it.
-    kube.patch(client.DEPLOYMENTS, "oneshot", {"spec": {"template": {"spec": {
+    kube.patch(resources.DEPLOYMENTS, "oneshot", {"spec": {"template": {"spec": {
         "restartPolicy": "Never"}}}}, "default")
 
     def replaced() -> bool:
@@ -149,14 +149,14 @@ def test_deployment_replaces_a_failed_pod(kube: Kube) -> None:
              - seen, timeout=60, what="failed pod replaced again")
 
 
-def test_daemonset_runs_one_pod_on_the_node(kube: Kube) -> None:
+def test_daemonset_runs_one_pod_on_the_node(kube: Client) -> None:
     ds = deployment("agent", "default", "sleep", "600")
     ds["kind"] = "DaemonSet"
     ds["spec"].pop("replicas")
-    kube.create(client.DAEMONSETS, ds, "default")
+    kube.create(resources.DAEMONSETS, ds, "default")
 
     def ready() -> dict | None:
-        st = kube.get(client.DAEMONSETS, "agent", "default").get("status") or {}
+        st = kube.get(resources.DAEMONSETS, "agent", "default").get("status") or {}
         return st if st.get("numberReady") == 1 else None
 
     st = wait_for(ready, what="daemonset ready")
@@ -179,16 +179,16 @@ def test_bad_manifest_fails_start_with_file_and_object(tmp_path) -> None:
     again.stop()
 
 
-def test_a_replica_set_refused_by_pod_security_says_so(kube: Kube) -> None:
+def test_a_replica_set_refused_by_pod_security_says_so(kube: Client) -> None:
     """In a namespace enforcing "restricted" a Deployment is admitted (with a warning) but
     its pods are not: the ReplicaSet records upstream's FailedCreate event with the
     PodSecurity refusal, and no pod runs."""
-    kube.create(client.NAMESPACES, {"metadata": {"name": "locked", "labels": {
+    kube.create(resources.NAMESPACES, {"metadata": {"name": "locked", "labels": {
         "pod-security.kubernetes.io/enforce": "restricted"}}})
-    kube.create(client.DEPLOYMENTS, deployment("web", "locked", "sleep", "600"), "locked")
+    kube.create(resources.DEPLOYMENTS, deployment("web", "locked", "sleep", "600"), "locked")
 
     def failed_create() -> list[dict]:
-        return [e for e in kube.list(client.EVENTS, "locked")["items"]
+        return [e for e in kube.list(resources.EVENTS, "locked")
                 if e["reason"] == "FailedCreate"
                 and e["involvedObject"]["kind"] == "ReplicaSet"]
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubeclient import Client
 from localcluster.cluster import Cluster
-from localcluster.kube.client import Kube
 from tests.localcluster.clusterkit import running
 from tests.populators import kit
 
@@ -25,7 +25,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture(scope="module")
-def kube(cluster: Cluster) -> Kube:
+def kube(cluster: Cluster) -> Client:
     assert cluster.kube is not None
     return cluster.kube
 
@@ -37,5 +37,5 @@ def operator(cluster: Cluster) -> Iterator[None]:
 
 
 @pytest.fixture
-def ns(kube: Kube) -> str:
+def ns(kube: Client) -> str:
     return kit.namespace(kube)

@@ -15,15 +15,13 @@ from typing import Any
 import yaml
 from kopf.testing import KopfRunner
 
-from localcluster.kube import client
-from localcluster.kube.client import Kube
+import kubeclient
+from kubeclient import Client, resources
+from kubeclient.resources import CDICONFIGS, CRDS
+from kubeclient.resources import IMPORT_SOURCES as VIS
 from tests.localcluster.clusterkit import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VIS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeimportsources")
-CDICONFIGS = client.Resource("cdi.kubevirt.io", "v1beta1", "cdiconfigs", namespaced=False)
-CRDS = client.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                       namespaced=False)
 
 
 def _minimal_crd(kind: str, plural: str, scope: str) -> dict[str, Any]:
@@ -53,7 +51,7 @@ def project_crds() -> dict[str, dict[str, Any]]:
     return found
 
 
-def install_crds(kube: Kube) -> None:
+def install_crds(kube: Client) -> None:
     have = project_crds()
     for kind, plural, scope in (("VolumeImportSource", "volumeimportsources", "Namespaced"),
                                 ("CDIConfig", "cdiconfigs", "Cluster")):
@@ -65,15 +63,15 @@ def install_crds(kube: Kube) -> None:
         wait_for(lambda r=res: _served(kube, r), what=f"{res.plural} served")
 
 
-def _served(kube: Kube, res: client.Resource) -> bool:
+def _served(kube: Client, res: kubeclient.Resource) -> bool:
     try:
         kube.list(res, "default" if res.namespaced else None)
         return True
-    except client.KubeError:
+    except kubeclient.KubeError:
         return False
 
 
-def set_cdiconfig_status(kube: Kube, status: dict[str, Any]) -> None:
+def set_cdiconfig_status(kube: Client, status: dict[str, Any]) -> None:
     obj = kube.get_or_none(CDICONFIGS, "config")
     if obj is None:
         obj = kube.create(CDICONFIGS, {"apiVersion": "cdi.kubevirt.io/v1beta1",
@@ -83,24 +81,24 @@ def set_cdiconfig_status(kube: Kube, status: dict[str, Any]) -> None:
     kube.replace(CDICONFIGS, obj, subresource="status")
 
 
-def namespace(kube: Kube, prefix: str = "pop") -> str:
+def namespace(kube: Client, prefix: str = "pop") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    kube.create(client.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+    kube.create(resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": name}})
     return name
 
 
-def import_source(kube: Kube, ns: str, name: str, source: dict[str, Any],
+def import_source(kube: Client, ns: str, name: str, source: dict[str, Any],
                   **spec: Any) -> dict[str, Any]:
     return kube.create(VIS, {"apiVersion": "cdi.kubevirt.io/v1beta1",
                              "kind": "VolumeImportSource", "metadata": {"name": name},
                              "spec": {"source": source, **spec}}, ns)
 
 
-def target_claim(kube: Kube, ns: str, name: str, *, source: str, size: str = "64Mi",
+def target_claim(kube: Client, ns: str, name: str, *, source: str, size: str = "64Mi",
                  sc: str = "local-immediate", mode: str = "Filesystem",
                  annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return kube.create(client.PVCS, {
+    return kube.create(resources.PVCS, {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "annotations": {
             "cdi.kubevirt.io/storage.pod.restarts": "0", **(annotations or {})}},
@@ -135,23 +133,23 @@ def operator(kubeconfig: str, **env: str) -> Iterator[KopfRunner]:
                 os.environ[k] = v
 
 
-def annotations(kube: Kube, ns: str, name: str) -> dict[str, str]:
-    obj = kube.get_or_none(client.PVCS, name, ns) or {}
+def annotations(kube: Client, ns: str, name: str) -> dict[str, str]:
+    obj = kube.get_or_none(resources.PVCS, name, ns) or {}
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
-def events_of(kube: Kube, ns: str, uid: str) -> list[dict[str, Any]]:
-    items = kube.list(client.EVENTS, ns)["items"]
+def events_of(kube: Client, ns: str, uid: str) -> list[dict[str, Any]]:
+    items = kube.list(resources.EVENTS, ns)
     return [e for e in items if (e.get("involvedObject") or {}).get("uid") == uid]
 
 
-def diagnosis(kube: Kube, ns: str) -> str:
+def diagnosis(kube: Client, ns: str) -> str:
     """The namespace's claims' annotations and pods' container states, for failures."""
     lines = []
-    for c in kube.list(client.PVCS, ns)["items"]:
+    for c in kube.list(resources.PVCS, ns):
         lines.append(f"claim {c['metadata']['name']} {c.get('status', {}).get('phase')}: "
                      f"{c['metadata'].get('annotations')}")
-    for p in kube.list(client.PODS, ns)["items"]:
+    for p in kube.list(resources.PODS, ns):
         states = [(s.get("state"), s.get("lastState"), s.get("restartCount"))
                   for s in p.get("status", {}).get("containerStatuses") or []]
         lines.append(f"pod {p['metadata']['name']} {p.get('status', {}).get('phase')}: "
@@ -167,10 +165,10 @@ def wait_for_why(fn: Any, *, timeout: float, what: str, why: Any) -> Any:
         raise AssertionError(f"{err}\n{why()}") from None
 
 
-def wait_bound(kube: Kube, ns: str, name: str, timeout: float = 120) -> dict[str, Any]:
+def wait_bound(kube: Client, ns: str, name: str, timeout: float = 120) -> dict[str, Any]:
     try:
-        wait_for(lambda: (kube.get_or_none(client.PVCS, name, ns) or {}).get(
+        wait_for(lambda: (kube.get_or_none(resources.PVCS, name, ns) or {}).get(
             "status", {}).get("phase") == "Bound", timeout=timeout, what=f"{name} Bound")
     except AssertionError as err:
         raise AssertionError(f"{err}\n{diagnosis(kube, ns)}") from None
-    return kube.get(client.PVCS, name, ns)
+    return kube.get(resources.PVCS, name, ns)

@@ -8,9 +8,8 @@ import time
 
 import pytest
 
+from kubeclient import Client, resources
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, MiB, compare
 from tests.fixtures.s3server import S3Server
@@ -33,15 +32,15 @@ REASON = "cdi.kubevirt.io/storage.condition.running.reason"
 MESSAGE = "cdi.kubevirt.io/storage.condition.running.message"
 
 
-def _volume_file(kube: Kube, claim: dict) -> str:
-    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+def _volume_file(kube: Client, claim: dict) -> str:
+    pv = kube.get(resources.PVS, claim["spec"]["volumeName"])
     path = pv["spec"]["local"]["path"]
     return os.path.join(path, "disk.img") if pv["spec"]["volumeMode"] == "Filesystem" \
         else os.path.realpath(path)
 
 
 @pytest.mark.usefixtures("operator")
-def test_http_qcow2_filesystem_immediate(kube: Kube, ns: str, http_server: HttpServer,
+def test_http_qcow2_filesystem_immediate(kube: Client, ns: str, http_server: HttpServer,
                                          images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
     kit.import_source(kube, ns, "src", {"http": {"url": url}})
@@ -58,28 +57,28 @@ def test_http_qcow2_filesystem_immediate(kube: Kube, ns: str, http_server: HttpS
     st = os.stat(_volume_file(kube, claim))
     assert (st.st_uid, st.st_gid) == (107, 107), (st.st_uid, st.st_gid)
     # Nothing outlives the import: PVC' and the importer pod are removed.
-    wait_for(lambda: kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None,
+    wait_for(lambda: kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is None,
              timeout=60, what="PVC' deletion")
-    wait_for(lambda: kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None,
+    wait_for(lambda: kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns) is None,
              timeout=60, what="importer pod deletion")
 
 
-def _gone(kube: Kube, ns: str, uid: str) -> None:
-    wait_for(lambda: kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None,
+def _gone(kube: Client, ns: str, uid: str) -> None:
+    wait_for(lambda: kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is None,
              timeout=60, what="PVC' deletion")
-    wait_for(lambda: kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None,
+    wait_for(lambda: kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns) is None,
              timeout=60, what="importer pod deletion")
 
 
 @pytest.mark.usefixtures("operator")
-def test_http_qcow2_block_immediate(kube: Kube, ns: str, http_server: HttpServer,
+def test_http_qcow2_block_immediate(kube: Client, ns: str, http_server: HttpServer,
                                     images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
     kit.import_source(kube, ns, "src", {"http": {"url": url}})
     target = kit.target_claim(kube, ns, "disk", source="src", mode="Block")
     uid = target["metadata"]["uid"]
     # The importer pod writes the device, not a file.
-    pod = wait_for(lambda: kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns),
+    pod = wait_for(lambda: kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns),
                    timeout=60, what="importer pod")
     container = pod["spec"]["containers"][0]
     assert container["volumeDevices"] == [{"name": "cdi-data-vol",
@@ -95,33 +94,33 @@ def test_http_qcow2_block_immediate(kube: Kube, ns: str, http_server: HttpServer
 
 @pytest.mark.usefixtures("operator")
 def test_wait_for_first_consumer_imports_when_a_consumer_arrives(
-        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+        kube: Client, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
     kit.import_source(kube, ns, "src", {"http": {"url": url}})
     target = kit.target_claim(kube, ns, "disk", source="src", sc="local")
     uid = target["metadata"]["uid"]
     # No consumer, no selected node: nothing is created (PendingPopulation).
     time.sleep(3)
-    assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None
-    assert kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is None
+    assert kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns) is None
     consumer = pod("consumer", "statfs", "/data", volumes=[claim_volume("d", "disk")],
                    mounts=[{"name": "d", "mountPath": "/data"}])
-    kube.create(client.PODS, consumer, ns)
-    importer = wait_for(lambda: kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns),
+    kube.create(resources.PODS, consumer, ns)
+    importer = wait_for(lambda: kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns),
                         timeout=60, what="importer pod")
     assert importer["spec"]["nodeName"] == "localcluster"
-    prime = kube.get(client.PVCS, f"prime-{uid}", ns)
+    prime = kube.get(resources.PVCS, f"prime-{uid}", ns)
     assert prime["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == \
         "localcluster"
     claim = kit.wait_bound(kube, ns, "disk")
-    wait_phase(kube, client.PODS, "consumer", "Succeeded", ns=ns, timeout=60)
+    wait_phase(kube, resources.PODS, "consumer", "Succeeded", ns=ns, timeout=60)
     assert compare(images.get("raw").path, _volume_file(kube, claim))
     _gone(kube, ns, uid)
 
 
 @pytest.mark.usefixtures("operator")
 def test_wffc_with_immediate_binding_requested_needs_no_consumer(
-        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+        kube: Client, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
     url = http_server.publish(images.get("raw").path, "disk.raw")
     kit.import_source(kube, ns, "src", {"http": {"url": url}})
     kit.target_claim(kube, ns, "disk", source="src", sc="local", annotations={
@@ -131,7 +130,7 @@ def test_wffc_with_immediate_binding_requested_needs_no_consumer(
 
 
 @pytest.mark.usefixtures("operator")
-def test_progress_is_reported_while_importing(kube: Kube, ns: str, http_server: HttpServer,
+def test_progress_is_reported_while_importing(kube: Client, ns: str, http_server: HttpServer,
                                               images: ImageFactory) -> None:
     http_server.publish(images.get("raw").path, "slow.raw")
     http_server.set_faults("slow.raw", Faults(rate=3 * MiB))  # 16 MiB: about 5 s
@@ -143,7 +142,7 @@ def test_progress_is_reported_while_importing(kube: Kube, ns: str, http_server: 
         ann = kit.annotations(kube, ns, "disk")
         if PROGRESS in ann:
             seen.add(ann[PROGRESS])
-        return phase(kube, client.PVCS, "disk", ns) == "Bound"
+        return phase(kube, resources.PVCS, "disk", ns) == "Bound"
 
     wait_for(bound, timeout=120, what="import")
     partial = [float(v.rstrip("%")) for v in seen if v != "100.0%"]
@@ -152,7 +151,7 @@ def test_progress_is_reported_while_importing(kube: Kube, ns: str, http_server: 
 
 
 @pytest.mark.usefixtures("operator")
-def test_not_found_fails_at_once(kube: Kube, ns: str, http_server: HttpServer) -> None:
+def test_not_found_fails_at_once(kube: Client, ns: str, http_server: HttpServer) -> None:
     kit.import_source(kube, ns, "src", {"http": {"url": http_server.url_for("missing.qcow2")}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     uid = target["metadata"]["uid"]
@@ -167,11 +166,11 @@ def test_not_found_fails_at_once(kube: Kube, ns: str, http_server: HttpServer) -
     assert len(http_server.requests_for("missing.qcow2")) == 1
     reasons = {e["reason"] for e in kit.events_of(kube, ns, uid)}
     assert {"CreatedPVCPrimeSuccessfully", "NotFound"} <= reasons, reasons
-    assert phase(kube, client.PVCS, "disk", ns) == "Pending"
+    assert phase(kube, resources.PVCS, "disk", ns) == "Pending"
 
 
 @pytest.mark.usefixtures("operator")
-def test_transient_503s_heal_with_restarts(kube: Kube, ns: str, http_server: HttpServer,
+def test_transient_503s_heal_with_restarts(kube: Client, ns: str, http_server: HttpServer,
                                            images: ImageFactory) -> None:
     http_server.publish(images.get("raw").path, "flaky.raw")
     # The importer tries twice per run (IMPORTER_RETRY_ATTEMPTS=2): three 503s fail the
@@ -188,7 +187,7 @@ def test_transient_503s_heal_with_restarts(kube: Kube, ns: str, http_server: Htt
 
 
 @pytest.mark.usefixtures("operator")
-def test_retries_exhausted_fail(kube: Kube, ns: str, http_server: HttpServer,
+def test_retries_exhausted_fail(kube: Client, ns: str, http_server: HttpServer,
                                 images: ImageFactory) -> None:
     kit.set_cdiconfig_status(kube, {"importRetryLimit": 1})
     try:
@@ -211,7 +210,7 @@ def test_retries_exhausted_fail(kube: Kube, ns: str, http_server: HttpServer,
 
 @pytest.mark.usefixtures("operator")
 def test_deleting_the_target_mid_import_leaves_nothing(
-        kube: Kube, ns: str, cluster: Cluster, http_server: HttpServer,
+        kube: Client, ns: str, cluster: Cluster, http_server: HttpServer,
         images: ImageFactory) -> None:
     http_server.publish(images.get("raw").path, "slow.raw")
     # The source goes silent after 1 MiB: this import never finishes by itself, so
@@ -224,14 +223,14 @@ def test_deleting_the_target_mid_import_leaves_nothing(
              what="importer running")
     wait_for(lambda: http_server.requests_for("slow.raw", "HEAD") or
              http_server.requests_for("slow.raw", "GET"), timeout=60, what="the import")
-    prime = kube.get(client.PVCS, f"prime-{uid}", ns)
-    volume = wait_for(lambda: kube.get(client.PVCS, f"prime-{uid}", ns)["spec"].get(
+    prime = kube.get(resources.PVCS, f"prime-{uid}", ns)
+    volume = wait_for(lambda: kube.get(resources.PVCS, f"prime-{uid}", ns)["spec"].get(
         "volumeName"), timeout=30, what="PVC' volume")
-    kube.delete(client.PVCS, "disk", ns)
-    wait_for(lambda: kube.get_or_none(client.PVCS, "disk", ns) is None, timeout=60,
+    kube.delete(resources.PVCS, "disk", ns)
+    wait_for(lambda: kube.get_or_none(resources.PVCS, "disk", ns) is None, timeout=60,
              what="target deletion")
     _gone(kube, ns, uid)
-    wait_for(lambda: kube.get_or_none(client.PVS, volume) is None, timeout=60,
+    wait_for(lambda: kube.get_or_none(resources.PVS, volume) is None, timeout=60,
              what="PV' deletion")
     assert cluster.volumes is not None
     wait_for(lambda: not cluster.volumes.exists(volume), timeout=30, what="volume removal")
@@ -240,26 +239,26 @@ def test_deleting_the_target_mid_import_leaves_nothing(
 
 @pytest.mark.usefixtures("operator")
 def test_https_with_ca_basic_auth_and_headers(
-        kube: Kube, ns: str, https_server: HttpServer, tls_material: TlsMaterial,
+        kube: Client, ns: str, https_server: HttpServer, tls_material: TlsMaterial,
         images: ImageFactory) -> None:
     """The CA reaches the importer from the certConfigMap, the credentials from the Secret
     by reference only: the pod spec holds no credential, and the server saw them."""
     https_server.publish(images.get("qcow2").path, "private.qcow2")
     https_server.set_faults("private.qcow2", Faults(
         basic_auth=("alice", "s3cr3t-Pa55"), required_headers=(("X-Tenant", "blue"),)))
-    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+    kube.create(resources.SECRETS, {"apiVersion": "v1", "kind": "Secret",
                                  "metadata": {"name": "creds"}, "type": "Opaque",
                                  "stringData": {"accessKeyId": "alice",
                                                 "secretKey": "s3cr3t-Pa55"}}, ns)
     ca = (tls_material.cert_dir / "ca.pem").read_text()
-    kube.create(client.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+    kube.create(resources.CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                     "metadata": {"name": "ca"}, "data": {"ca.pem": ca}}, ns)
     kit.import_source(kube, ns, "src", {"http": {
         "url": https_server.url_for("private.qcow2"), "secretRef": "creds",
         "certConfigMap": "ca", "extraHeaders": ["X-Tenant: blue"]}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     uid = target["metadata"]["uid"]
-    pod_obj = wait_for(lambda: kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns),
+    pod_obj = wait_for(lambda: kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns),
                        timeout=60, what="importer pod")
     assert "s3cr3t-Pa55" not in json.dumps(pod_obj)
     claim = kit.wait_bound(kube, ns, "disk")
@@ -277,10 +276,10 @@ def test_https_with_ca_basic_auth_and_headers(
 
 @pytest.mark.usefixtures("operator")
 def test_wrong_password_is_unauthorized_at_once(
-        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+        kube: Client, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
     http_server.publish(images.get("raw").path, "private.raw")
     http_server.set_faults("private.raw", Faults(basic_auth=("alice", "right")))
-    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+    kube.create(resources.SECRETS, {"apiVersion": "v1", "kind": "Secret",
                                  "metadata": {"name": "creds"},
                                  "stringData": {"accessKeyId": "alice",
                                                 "secretKey": "wrong"}}, ns)
@@ -295,7 +294,7 @@ def test_wrong_password_is_unauthorized_at_once(
 
 
 @pytest.mark.usefixtures("operator")
-def test_unsupported_source_kind_fails_naming_the_field(kube: Kube, ns: str) -> None:
+def test_unsupported_source_kind_fails_naming_the_field(kube: Client, ns: str) -> None:
     kit.import_source(kube, ns, "src", {"gcs": {"url": "gs://bucket/disk.img"}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     wait_for(lambda: kit.annotations(kube, ns, "disk").get(PHASE) == "Failed", timeout=60,
@@ -304,12 +303,12 @@ def test_unsupported_source_kind_fails_naming_the_field(kube: Kube, ns: str) -> 
     assert ann[REASON] == "InvalidSource"
     assert "spec.source.gcs" in ann[MESSAGE]
     uid = target["metadata"]["uid"]
-    assert kube.get_or_none(client.PVCS, f"prime-{uid}", ns) is None
-    assert kube.get_or_none(client.PODS, f"importer-prime-{uid}", ns) is None
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is None
+    assert kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns) is None
 
 
 @pytest.mark.usefixtures("operator")
-def test_several_imports_at_once(kube: Kube, ns: str, http_server: HttpServer,
+def test_several_imports_at_once(kube: Client, ns: str, http_server: HttpServer,
                                  images: ImageFactory) -> None:
     url = http_server.publish(images.get("qcow2").path, "disk.qcow2")
     kit.import_source(kube, ns, "src", {"http": {"url": url}})
@@ -320,20 +319,20 @@ def test_several_imports_at_once(kube: Kube, ns: str, http_server: HttpServer,
     for name in names:
         claim = kit.wait_bound(kube, ns, name, timeout=180)
         assert compare(images.get("raw").path, _volume_file(kube, claim)), name
-    wait_for(lambda: not [p for p in kube.list(client.PODS, ns)["items"]], timeout=60,
+    wait_for(lambda: not [p for p in kube.list(resources.PODS, ns)], timeout=60,
              what="importer pods gone")
-    wait_for(lambda: not [c for c in kube.list(client.PVCS, ns)["items"]
+    wait_for(lambda: not [c for c in kube.list(resources.PVCS, ns)
                           if c["metadata"]["name"].startswith("prime-")], timeout=60,
              what="PVC's gone")
     # One PVC' per target, each announced once.
-    created = [e for e in kube.list(client.EVENTS, ns)["items"]
+    created = [e for e in kube.list(resources.EVENTS, ns)
                if e["reason"] == "CreatedPVCPrimeSuccessfully"]
     assert sorted(e["involvedObject"]["name"] for e in created) == names
 
 
 @pytest.mark.usefixtures("operator")
 def test_retain_after_completion_keeps_pod_and_prime(
-        kube: Kube, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
+        kube: Client, ns: str, http_server: HttpServer, images: ImageFactory) -> None:
     url = http_server.publish(images.get("raw").path, "disk.raw")
     kit.import_source(kube, ns, "src", {"http": {"url": url}})
     target = kit.target_claim(kube, ns, "disk", source="src", annotations={
@@ -341,21 +340,21 @@ def test_retain_after_completion_keeps_pod_and_prime(
     uid = target["metadata"]["uid"]
     claim = kit.wait_bound(kube, ns, "disk")
     assert compare(images.get("raw").path, _volume_file(kube, claim))
-    wait_phase(kube, client.PVCS, f"prime-{uid}", "Lost", ns=ns, timeout=60)
+    wait_phase(kube, resources.PVCS, f"prime-{uid}", "Lost", ns=ns, timeout=60)
     time.sleep(3)  # a few reconciles later, both are still there
-    assert kube.get(client.PVCS, f"prime-{uid}", ns)["status"]["phase"] == "Lost"
-    done = kube.get(client.PODS, f"importer-prime-{uid}", ns)
+    assert kube.get(resources.PVCS, f"prime-{uid}", ns)["status"]["phase"] == "Lost"
+    done = kube.get(resources.PODS, f"importer-prime-{uid}", ns)
     assert done["status"]["phase"] == "Succeeded"
     # Deleting the target still takes them along.
-    kube.delete(client.PVCS, "disk", ns)
+    kube.delete(resources.PVCS, "disk", ns)
     _gone(kube, ns, uid)
 
 
 @pytest.mark.usefixtures("operator")
-def test_s3_qcow2_with_a_credentials_secret(kube: Kube, ns: str, s3_server: S3Server,
+def test_s3_qcow2_with_a_credentials_secret(kube: Client, ns: str, s3_server: S3Server,
                                             s3_bucket: str, images: ImageFactory) -> None:
     s3_server.put_file(s3_bucket, "images/disk.qcow2", images.get("qcow2").path)
-    kube.create(client.SECRETS, {"apiVersion": "v1", "kind": "Secret",
+    kube.create(resources.SECRETS, {"apiVersion": "v1", "kind": "Secret",
                                  "metadata": {"name": "s3creds"},
                                  "stringData": {"accessKeyId": s3_server.access_key,
                                                 "secretKey": s3_server.secret_key}}, ns)
@@ -363,7 +362,7 @@ def test_s3_qcow2_with_a_credentials_secret(kube: Kube, ns: str, s3_server: S3Se
         "url": f"{s3_server.endpoint}/{s3_bucket}/images/disk.qcow2", "secretRef": "s3creds"}})
     target = kit.target_claim(kube, ns, "disk", source="src")
     pod_obj = wait_for(lambda: kube.get_or_none(
-        client.PODS, f"importer-prime-{target['metadata']['uid']}", ns), timeout=60,
+        resources.PODS, f"importer-prime-{target['metadata']['uid']}", ns), timeout=60,
         what="importer pod")
     assert s3_server.secret_key not in json.dumps(pod_obj)
     claim = kit.wait_bound(kube, ns, "disk")

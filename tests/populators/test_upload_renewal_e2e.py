@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import requests
 
+from kubeclient import Client, resources
+from kubeclient.resources import UPLOAD_SOURCES as VUS
 from localcluster.cluster import Cluster
-from localcluster.kube import client
-from localcluster.kube.client import Kube
 from pki import certs, rotation
 from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.tls import signed_by
@@ -28,7 +28,6 @@ from tests.populators import kit
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 
-VUS = client.Resource("cdi.kubevirt.io", "v1beta1", "volumeuploadsources")
 A = "cdi.kubevirt.io/"
 LIFETIME = 24  # seconds: the first server ends after 12
 
@@ -44,11 +43,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
 
 
-def upload_target(kube: Kube, ns: str) -> str:
+def upload_target(kube: Client, ns: str) -> str:
     """A VolumeUploadSource ``up`` and the claim ``disk`` it fills; returns PVC''s name."""
     kube.create(VUS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
                       "metadata": {"name": "up"}, "spec": {"contentType": "kubevirt"}}, ns)
-    target = kube.create(client.PVCS, {
+    target = kube.create(resources.PVCS, {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-immediate",
                  "resources": {"requests": {"storage": "64Mi"}},
@@ -57,11 +56,11 @@ def upload_target(kube: Kube, ns: str) -> str:
     return f"prime-{target['metadata']['uid']}"
 
 
-def server_state(kube: Kube, ns: str, prime: str) -> tuple[str, bytes] | None:
+def server_state(kube: Client, ns: str, prime: str) -> tuple[str, bytes] | None:
     """(the server pod's UID, its certificate) once the server is ready for uploads."""
     target = kit.annotations(kube, ns, "disk")
-    pod = kube.get_or_none(client.PODS, f"cdi-upload-{prime}", ns)
-    secret = kube.get_or_none(client.SECRETS, f"cdi-upload-{prime}", ns)
+    pod = kube.get_or_none(resources.PODS, f"cdi-upload-{prime}", ns)
+    secret = kube.get_or_none(resources.SECRETS, f"cdi-upload-{prime}", ns)
     if target.get(A + "storage.pod.ready") != "true" or pod is None or secret is None:
         return None
     return pod["metadata"]["uid"], base64.b64decode(secret["data"]["tls.crt"])
@@ -69,7 +68,7 @@ def server_state(kube: Kube, ns: str, prime: str) -> tuple[str, bytes] | None:
 
 def test_the_server_is_replaced_at_its_deadline_with_a_fresh_certificate(
         cluster: Cluster, images: ImageFactory) -> None:
-    kube: Kube = cluster.kube  # type: ignore[assignment]
+    kube: Client = cluster.kube  # type: ignore[assignment]
     ns = kit.namespace(kube)
     prime = upload_target(kube, ns)
     phases: list[str] = []
@@ -81,7 +80,7 @@ def test_the_server_is_replaced_at_its_deadline_with_a_fresh_certificate(
     with kit.operator(cluster.kubeconfig, UPLOAD_SERVER_CERT_LIFETIME=str(LIFETIME),
                       POD_NAMESPACE=ns):
         first_uid, first_cert = wait_for(watched_state, timeout=120, what="the first server")
-        pod = kube.get(client.PODS, f"cdi-upload-{prime}", ns)
+        pod = kube.get(resources.PODS, f"cdi-upload-{prime}", ns)
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         deadline = dt.datetime.fromisoformat(env["DEADLINE"].replace("Z", "+00:00"))
         left = certs.not_after(first_cert) - deadline
@@ -96,22 +95,22 @@ def test_the_server_is_replaced_at_its_deadline_with_a_fresh_certificate(
         assert second_cert != first_cert
         assert certs.not_after(second_cert) > certs.not_after(first_cert)
         assert "Succeeded" not in phases  # never taken for an upload that happened
-        assert kube.get(client.PVCS, "disk", ns)["status"]["phase"] == "Pending"
+        assert kube.get(resources.PVCS, "disk", ns)["status"]["phase"] == "Pending"
 
         # the new server takes an upload from the proxy's client certificate
         image = images.get("qcow2")
-        server = kube.get(client.PODS, f"cdi-upload-{prime}", ns)
+        server = kube.get(resources.PODS, f"cdi-upload-{prime}", ns)
         assert server["metadata"]["uid"] == second_uid
         answer = upload(kube, ns, server, image.path.read_bytes(), prime)
         assert answer.status_code == 200, answer.text
-        claim = wait_phase(kube, client.PVCS, "disk", "Bound", ns=ns, timeout=120)
-    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+        claim = wait_phase(kube, resources.PVCS, "disk", "Bound", ns=ns, timeout=120)
+    pv = kube.get(resources.PVS, claim["spec"]["volumeName"])
     assert compare(image.expected, Path(pv["spec"]["local"]["path"]) / "disk.img")
 
 
-def upload(kube: Kube, ns: str, server: dict[str, Any], data: bytes,
+def upload(kube: Client, ns: str, server: dict[str, Any], data: bytes,
            prime: str) -> requests.Response:
-    client_secret = kube.get(client.SECRETS, "cdi-uploadproxy-client", ns)
+    client_secret = kube.get(resources.SECRETS, "cdi-uploadproxy-client", ns)
     files = {k: base64.b64decode(v) for k, v in client_secret["data"].items()}
     with tempfile.TemporaryDirectory() as tmp:
         cert, key = certs.write_pair(tmp, files["tls.crt"], files["tls.key"])
@@ -138,8 +137,8 @@ class _NamedAdapter(requests.adapters.HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
 
 
-def secret_files(kube: Kube, ns: str, name: str) -> dict[str, bytes]:
-    found = kube.get_or_none(client.SECRETS, name, ns)
+def secret_files(kube: Client, ns: str, name: str) -> dict[str, bytes]:
+    found = kube.get_or_none(resources.SECRETS, name, ns)
     return {} if found is None else {k: base64.b64decode(v) for k, v in found["data"].items()}
 
 
@@ -149,7 +148,7 @@ def test_the_upload_ca_rotates_and_the_proxy_client_certificate_follows(
     CA, trusted from the start, takes over at half the CA's life; the proxy's client
     certificate is issued again by it, with the new bundle; a server made after the
     rotation takes an upload from that certificate."""
-    kube: Kube = cluster.kube  # type: ignore[assignment]
+    kube: Client = cluster.kube  # type: ignore[assignment]
     ns = kit.namespace(kube)
     prime = upload_target(kube, ns)
     with kit.operator(cluster.kubeconfig, UPLOAD_SERVER_CERT_LIFETIME="24",
@@ -189,7 +188,7 @@ def test_the_upload_ca_rotates_and_the_proxy_client_certificate_follows(
             files = secret_files(kube, ns, f"cdi-upload-{prime}")
             if files.get("ca.crt") != ca1["bundle.crt"]:
                 return None
-            return kube.get(client.PODS, f"cdi-upload-{prime}", ns)  # type: ignore[no-any-return]
+            return kube.get(resources.PODS, f"cdi-upload-{prime}", ns)  # type: ignore[no-any-return]
 
         server = wait_for(new_server, timeout=120, what="a server made after the rotation")
         assert signed_by(secret_files(kube, ns, f"cdi-upload-{prime}")["tls.crt"],
@@ -197,6 +196,6 @@ def test_the_upload_ca_rotates_and_the_proxy_client_certificate_follows(
         image = images.get("qcow2")
         answer = upload(kube, ns, server, image.path.read_bytes(), prime)
         assert answer.status_code == 200, answer.text
-        claim = wait_phase(kube, client.PVCS, "disk", "Bound", ns=ns, timeout=120)
-    pv = kube.get(client.PVS, claim["spec"]["volumeName"])
+        claim = wait_phase(kube, resources.PVCS, "disk", "Bound", ns=ns, timeout=120)
+    pv = kube.get(resources.PVS, claim["spec"]["volumeName"])
     assert compare(image.expected, Path(pv["spec"]["local"]["path"]) / "disk.img")

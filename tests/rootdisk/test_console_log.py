@@ -38,7 +38,7 @@ class _Kube:
             return (Resp(),)
 
     @staticmethod
-    def get(*_: Any) -> dict[str, Any]:
+    def get_or_none(*_: Any) -> dict[str, Any]:
         return {"metadata": {"uid": "u1"}}
 
     @staticmethod

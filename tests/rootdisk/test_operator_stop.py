@@ -16,18 +16,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubeclient import Client
+from kubeclient.resources import LEASES, NAMESPACES
 from localcluster.apiserver.threaded import ServerThread
 from tests.vm.conftest import kube_for
-from vm.kube import Kube, Res
 
 ROOT = Path(__file__).resolve().parents[2]
-LEASES = Res("coordination.k8s.io", "v1", "leases")
-NAMESPACES = Res("", "v1", "namespaces", namespaced=False)
 STOP_BOUND = 15.0  # seconds; the hang this guards against lasted the whole grace period
 
 
 @pytest.fixture()
-def apiserver(tmp_path: Path) -> Iterator[tuple[Kube, Path]]:
+def apiserver(tmp_path: Path) -> Iterator[tuple[Client, Path]]:
     thread = ServerThread(tmp_path / "apiserver", bookmark_interval=0.5)
     server = thread.start()
     kube = kube_for(server)
@@ -48,7 +47,7 @@ def apiserver(tmp_path: Path) -> Iterator[tuple[Kube, Path]]:
         thread.stop()
 
 
-def _holder(kube: Kube) -> str | None:
+def _holder(kube: Client) -> str | None:
     lease = kube.get_or_none(LEASES, "rootdisk-vm", "rootdisk") or {}
     return (lease.get("spec") or {}).get("holderIdentity")
 
@@ -65,7 +64,7 @@ def _wait(what: str, fn: object, timeout: float) -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("how", ["env", "flag"])
 def test_sigterm_ends_the_leader_promptly_and_releases_its_lease(
-        apiserver: tuple[Kube, Path], tmp_path: Path, how: str) -> None:
+        apiserver: tuple[Client, Path], tmp_path: Path, how: str) -> None:
     """``how``: the kubeconfig named by $KUBECONFIG, or by ``--kubeconfig`` (which every
     client the handlers make must honour too, not only the operator's own)."""
     kube, kubeconfig = apiserver

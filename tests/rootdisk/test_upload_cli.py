@@ -67,7 +67,7 @@ class _EndsEveryWatch:
         self.events = events
         self.watches = 0
 
-    def watch_events(self, *_: Any, **__: Any) -> Any:
+    def watch(self, *_: Any, **__: Any) -> Any:
         self.watches += 1
         return iter(self.events)
 

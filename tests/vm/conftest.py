@@ -8,25 +8,25 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubeclient import Client, KubeError
+from kubeclient.resources import CRDS
 from localcluster.apiserver.threaded import ServerThread
-from vm.kube import Kube, KubeError, Res
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = Res("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 CRD_FILES = ("virtualmachines.yaml", "virtualmachineinstances.yaml", "kubevirts.yaml",
              "datavolumes.yaml", "datasources.yaml")
 
 
-def kube_for(server: object) -> Kube:
+def kube_for(server: object) -> Client:
     from kubernetes import client as k8s
     config = k8s.Configuration()
     config.host = server.url  # type: ignore[attr-defined]
     config.ssl_ca_cert = str(server.ca_path)  # type: ignore[attr-defined]
     config.api_key = {"authorization": f"Bearer {server.admin_token}"}  # type: ignore[attr-defined]
-    return Kube(config)
+    return Client(config)
 
 
-def wait_served(kube: Kube, path: str) -> None:
+def wait_served(kube: Client, path: str) -> None:
     import time
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -39,7 +39,7 @@ def wait_served(kube: Kube, path: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5)
     server = thread.start()
     kube = kube_for(server)

@@ -22,6 +22,8 @@ import pytest
 from aiohttp import web
 
 from apiservice.refusal import reason_in
+from kubeclient import Client
+from kubeclient.resources import PODS, VMIS
 from pki import certs, serving
 from tests.fixtures.appthread import AppThread
 from tests.fixtures.guests import GuestBuilder, LinuxGuest
@@ -31,7 +33,6 @@ from vm.api.server import refused
 from vm.handler import kube as handler_kube
 from vm.handler.console import ConsoleServer, server_context
 from vm.handler.kube import console_identity
-from vm.kube import PODS, VMIS, Kube
 
 from .test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
 from .virtapi_harness import read_ca
@@ -47,7 +48,7 @@ def guest() -> LinuxGuest:
 
 
 class HandlerThread:
-    def __init__(self, kube: Kube, socket_dir: Path, tmp: Path) -> None:
+    def __init__(self, kube: Client, socket_dir: Path, tmp: Path) -> None:
         first = console_identity(kube, "kubevirt")
         self.ctx = server_context(first.bundle)
         serving.Serving(lambda: first, lifetime=LEAF_LIFETIME, contexts=(self.ctx,),
@@ -71,7 +72,7 @@ class HandlerThread:
 
 
 @pytest.fixture
-def running_vmi(cluster: tuple[Any, Kube, int], guest: LinuxGuest,  # noqa: F811
+def running_vmi(cluster: tuple[Any, Client, int], guest: LinuxGuest,  # noqa: F811
                 tmp_path: Path) -> Iterator[tuple[dict[str, Any], Launch]]:
     kube = cluster[1]
     ns = "default"
@@ -89,28 +90,30 @@ def running_vmi(cluster: tuple[Any, Kube, int], guest: LinuxGuest,  # noqa: F811
         run.cleanup()
 
 
-def test_handler_sets_running_from_the_launcher(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_handler_sets_running_from_the_launcher(cluster: tuple[Any, Client, int],  # noqa: F811
                                                 running_vmi: tuple[dict[str, Any], Launch]
                                                 ) -> None:
     kube = cluster[1]
     vmi, run = running_vmi
     ns, name = vmi["metadata"]["namespace"], vmi["metadata"]["name"]
     kube.patch(VMIS, name, {"status": {"phase": "Scheduled", "nodeName": NODE}}, ns,
-               sub="status")
-    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.socket_root), shut=set())
-    st = kube.get(VMIS, name, ns)["status"]
+               subresource="status")
+    handler_kube.sync(kube, kube.get_or_none(VMIS, name, ns), socket_dir=str(run.socket_root),
+                      shut=set())
+    st = kube.get_or_none(VMIS, name, ns)["status"]
     assert st["phase"] == "Running"
     assert st["phaseTransitionTimestamps"][-1]["phase"] == "Running"
     run.request({"cmd": "pause"})
     run.wait_for_state("paused")
-    handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.socket_root), shut=set())
-    conds = {c["type"]: c for c in kube.get(VMIS, name, ns)["status"]["conditions"]}
+    handler_kube.sync(kube, kube.get_or_none(VMIS, name, ns), socket_dir=str(run.socket_root),
+                      shut=set())
+    conds = {c["type"]: c for c in kube.get_or_none(VMIS, name, ns)["status"]["conditions"]}
     assert conds["Paused"]["status"] == "True"
     run.request({"cmd": "unpause"})
     run.wait_for_state("running")
     # deleting the VMI makes the handler ask for a shutdown with the VMI's grace period
     # (as virt-api's stop would have set it: a user may no longer change a VMI's spec)
-    doomed = dict(kube.get(VMIS, name, ns))
+    doomed = dict(kube.get_or_none(VMIS, name, ns))
     doomed["metadata"] = dict(doomed["metadata"], deletionTimestamp="2026-01-01T00:00:00Z")
     doomed["spec"] = dict(doomed["spec"], terminationGracePeriodSeconds=90)
     shut: set[str] = set()
@@ -120,7 +123,7 @@ def test_handler_sets_running_from_the_launcher(cluster: tuple[Any, Kube, int], 
     assert run.termination()["phase"] == "Succeeded"
 
 
-def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_console_through_the_api_server(cluster: tuple[Any, Client, int],  # noqa: F811
                                         running_vmi: tuple[dict[str, Any], Launch],
                                         tmp_path: Path) -> None:
     server, kube, _ = cluster
@@ -135,7 +138,7 @@ def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa:
                 "name": "h", "image": "rootdisk/operator",
                 "ports": [{"name": "console", "containerPort": handler.port}]}]}}, "kubevirt")
         kube.patch(PODS, f"virt-handler-{name}", {"status": {
-            "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
+            "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", subresource="status")
 
         async def talk(expect_status: int | None = None) -> str:
             try:
@@ -170,7 +173,7 @@ def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa:
         text = asyncio.run(talk(expect_status=409))  # not Running yet
         assert "is not running" in text
         kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": NODE}}, ns,
-                   sub="status")
+                   subresource="status")
         assert "ECHO:hello-console" in asyncio.run(talk())
 
         # the same through `rootdisk console` (stdin a pipe here; Ctrl+] detaches)
@@ -210,7 +213,7 @@ def test_console_through_the_api_server(cluster: tuple[Any, Kube, int],  # noqa:
         handler.stop()
 
 
-def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Client, int],  # noqa: F811
                                              tmp_path: Path) -> None:
     """A client certificate from the same CA but another name is refused (401); the
     handlers' own certificate (what any node's handler holds) fails the TLS handshake,
@@ -248,7 +251,7 @@ def test_handler_console_takes_only_virt_api(cluster: tuple[Any, Kube, int],  # 
         handler.stop()
 
 
-def _vmi(kube: Kube, ns: str, name: str) -> dict[str, Any]:
+def _vmi(kube: Client, ns: str, name: str) -> dict[str, Any]:
     """A VMI with one claim disk (no launcher: the tests put what they need in its place)."""
     vmi: dict[str, Any] = kube.create(VMIS, {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
@@ -260,7 +263,7 @@ def _vmi(kube: Kube, ns: str, name: str) -> dict[str, Any]:
     return vmi
 
 
-def _place(kube: Kube, ns: str, name: str, *, node: str, handler_port: int) -> None:
+def _place(kube: Client, ns: str, name: str, *, node: str, handler_port: int) -> None:
     """The VMI Running on ``node``, whose handler pod (``virt-handler-NAME``) serves the
     console on ``handler_port`` of 127.0.0.1."""
     kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
@@ -269,9 +272,9 @@ def _place(kube: Kube, ns: str, name: str, *, node: str, handler_port: int) -> N
             "name": "h", "image": "rootdisk/operator",
             "ports": [{"name": "console", "containerPort": handler_port}]}]}}, "kubevirt")
     kube.patch(PODS, f"virt-handler-{name}", {"status": {
-        "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", sub="status")
+        "phase": "Running", "podIP": "127.0.0.1"}}, "kubevirt", subresource="status")
     kube.patch(VMIS, name, {"status": {"phase": "Running", "nodeName": node}}, ns,
-               sub="status")
+               subresource="status")
 
 
 async def _get_console(server: Any, ns: str, name: str) -> tuple[int, str]:
@@ -289,7 +292,7 @@ async def _get_console(server: Any, ns: str, name: str) -> tuple[int, str]:
 
 
 def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
-        cluster: tuple[Any, Kube, int], tmp_path: Path,  # noqa: F811
+        cluster: tuple[Any, Client, int], tmp_path: Path,  # noqa: F811
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The attack: a launcher (its pod is the user's) accepts the handler's connection and
     never answers. The whole handshake has one deadline: the handler answers 503 (which
@@ -331,7 +334,7 @@ def test_a_launcher_that_never_answers_the_console_request_gets_a_503_in_time(
 
 
 def test_a_handler_that_has_not_the_vmi_on_its_node_gets_a_404_with_its_reason(
-        cluster: tuple[Any, Kube, int], tmp_path: Path) -> None:  # noqa: F811
+        cluster: tuple[Any, Client, int], tmp_path: Path) -> None:  # noqa: F811
     """virt-api found the handler of the VMI's node, but that handler does not have the VMI
     (here: a handler on another node than it says): the handler's 404 and its reason reach
     the client."""
@@ -407,7 +410,7 @@ class MuteHandler:
     """A node handler (its real certificate and trust) that takes the console request
     and never answers it."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Client) -> None:
         first = console_identity(kube, "kubevirt")
         self.ctx = server_context(first.bundle)
         serving.Serving(lambda: first, lifetime=LEAF_LIFETIME, contexts=(self.ctx,),
@@ -436,7 +439,7 @@ class MuteHandler:
 
 
 def test_a_node_handler_that_never_answers_gets_a_503_in_time(
-        cluster: tuple[Any, Kube, int], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        cluster: tuple[Any, Client, int], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """virt-api bounds its whole handshake with the handler (HANDSHAKE_TIMEOUT, 1 s here):
     before, only the connect was, and a handler that took the request and never answered
     held the console request, and the client, for ever."""

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from kubeclient import Client
+from kubeclient.resources import VMS
 from tests.localcluster.apiserver.kubectl_tool import Run, needs_kubectl, runner
-from vm.kube import VMS, Kube
 
 from .conftest import ROOT
 from .virtapi_harness import NAMESPACES, running
@@ -24,7 +25,7 @@ WARNING = "Warning: spec.running is deprecated, please use spec.runStrategy inst
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Kube, int]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Client, int]]:
     with running(tmp_path_factory.mktemp("apiserver")) as cluster:
         cluster[1].create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": "vms"}})
@@ -32,7 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Kub
 
 
 @pytest.fixture
-def kubectl(cluster: tuple[Any, Kube, int], tmp_path: Path) -> Run:
+def kubectl(cluster: tuple[Any, Client, int], tmp_path: Path) -> Run:
     return runner(cluster[0].kubeconfig_path, tmp_path)
 
 
@@ -87,7 +88,7 @@ def _v1alpha3(path: str) -> str:
 
 
 def test_v1alpha3_is_served_deprecated_and_stored_as_v1(
-        kubectl: Run, cluster: tuple[Any, Kube, int], tmp_path: Path) -> None:
+        kubectl: Run, cluster: tuple[Any, Client, int], tmp_path: Path) -> None:
     proc = kubectl("create", "-f", _v1alpha3(_vm(tmp_path, "old-api", runStrategy="Halted")))
     assert proc.returncode == 0, proc.stderr
     assert V1ALPHA3 in proc.stderr

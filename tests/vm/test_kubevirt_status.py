@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from kubeclient import Client
+from kubeclient.resources import DAEMONSETS, DEPLOYMENTS, KUBEVIRTS
 from tests.localcluster.apiserver.kubectl_tool import Run, needs_kubectl, runner
-from vm.controller.kube import DAEMONSETS, DEPLOYMENTS, sync_kubevirt
+from vm.controller.kube import sync_kubevirt
 from vm.controller.kubevirt_status import Component, component_ready, desired_status, in_charge
-from vm.kube import KUBEVIRTS, Kube
 
 from .conftest import ROOT
 from .virtapi_harness import NAMESPACES, running
@@ -133,23 +134,23 @@ def test_the_oldest_is_in_charge() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Kube, int]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Client, int]]:
     with running(tmp_path_factory.mktemp("apiserver")) as cluster:
         yield cluster
 
 
-def _put_status(kube: Kube, res: Any, obj: dict[str, Any], status: dict[str, Any]) -> None:
-    current = kube.get(res, obj["metadata"]["name"], "kubevirt")
+def _put_status(kube: Client, res: Any, obj: dict[str, Any], status: dict[str, Any]) -> None:
+    current = kube.get_or_none(res, obj["metadata"]["name"], "kubevirt")
     assert current is not None
     current["status"] = status
     kube.replace_status(res, current)
 
 
 @needs_kubectl
-def test_kubectl_wait_for_available(cluster: tuple[Any, Kube, int], tmp_path: Path) -> None:
+def test_kubectl_wait_for_available(cluster: tuple[Any, Client, int], tmp_path: Path) -> None:
     kube = cluster[1]
     kubectl: Run = runner(cluster[0].kubeconfig_path, tmp_path)
-    if kube.get(NAMESPACES, "kubevirt") is None:
+    if kube.get_or_none(NAMESPACES, "kubevirt") is None:
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                  "metadata": {"name": "kubevirt"}})
     kv = kube.create(KUBEVIRTS, yaml.safe_load(
@@ -170,7 +171,7 @@ def test_kubectl_wait_for_available(cluster: tuple[Any, Kube, int], tmp_path: Pa
         made.append(obj)
 
     def sync() -> None:
-        current = kube.get(KUBEVIRTS, "kubevirt", "kubevirt")
+        current = kube.get_or_none(KUBEVIRTS, "kubevirt", "kubevirt")
         assert current is not None
         sync_kubevirt(kube, current, kube.list(KUBEVIRTS), version="v9")
 
@@ -188,5 +189,5 @@ def test_kubectl_wait_for_available(cluster: tuple[Any, Kube, int], tmp_path: Pa
     assert "kubevirt.kubevirt.io/kubevirt condition met" in proc.stdout
     proc = kubectl("get", "kv", "kubevirt", "-n", "kubevirt")
     assert "Deployed" in proc.stdout, proc.stdout
-    after = kube.get(KUBEVIRTS, "kubevirt", "kubevirt")
+    after = kube.get_or_none(KUBEVIRTS, "kubevirt", "kubevirt")
     assert after is not None and after["metadata"]["uid"] == kv["metadata"]["uid"]

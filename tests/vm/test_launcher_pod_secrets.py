@@ -10,14 +10,13 @@ import uuid
 
 import pytest
 
-from vm.kube import EVENTS, PODS, PVCS, VMIS, Kube, Res
+from kubeclient import Client
+from kubeclient.resources import EVENTS, NAMESPACES, PODS, PVCS, SECRETS, VMIS
 from vm.vmi.claims import ClaimView, disk_claims
 from vm.vmi.kube import sync_vmi
 from vm.vmi.pod import LauncherConfig, launcher_pod
 from vm.vmi.secret_volumes import SECRET_DIR, secret_volumes
 
-NAMESPACES = Res("", "v1", "namespaces", namespaced=False)
-SECRETS = Res("", "v1", "secrets")
 CONTENT = "#cloud-config\npassword: SECRET-CONTENT-7f3a\n"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAISECRETKEY user@host"
 
@@ -75,13 +74,13 @@ def test_pod_mounts_secrets_read_only_and_the_golden_claim_read_only() -> None:
 
 
 @pytest.fixture
-def ns(api: Kube) -> str:
+def ns(api: Client) -> str:
     name = f"ci-{uuid.uuid4().hex[:8]}"
     api.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
 
 
-def test_the_secret_content_is_nowhere_in_the_pod_or_events(api: Kube, ns: str) -> None:
+def test_the_secret_content_is_nowhere_in_the_pod_or_events(api: Client, ns: str) -> None:
     for name, data in (("ud", {"userdata": CONTENT}), ("net", {"networkdata": CONTENT}),
                        ("keys", {"key1": KEY})):
         api.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
@@ -109,5 +108,5 @@ def test_the_secret_content_is_nowhere_in_the_pod_or_events(api: Kube, ns: str) 
         "kubevirt.io/instancetype-name": "u1.small"}
     events = json.dumps(api.list(EVENTS, ns))
     assert "SECRET-CONTENT" not in events and "SECRETKEY" not in events
-    status = json.dumps(api.get(VMIS, "v1", ns))
+    status = json.dumps(api.get_or_none(VMIS, "v1", ns))
     assert "SECRET-CONTENT" not in status

@@ -7,21 +7,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubeclient import Client
+from kubeclient.resources import ROLEBINDINGS as RB
+from kubeclient.resources import SUBJECT_ACCESS_REVIEWS as SAR
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.kube.client import Kube as LCKube
 from localcluster.workloads.apply import apply_manifests
-from vm.kube import Kube, Res
 
 from .conftest import ROOT, kube_for
 
-SAR = Res("authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False)
-
 
 @pytest.fixture(scope="module")
-def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, list[str]]]:
+def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, list[str]]]:
     thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5)
     server = thread.start()
-    lc = LCKube(str(server.kubeconfig_path))
+    lc = Client.connect(str(server.kubeconfig_path))
     kube = kube_for(server)
     try:
         yield kube, apply_manifests(lc, str(ROOT / "manifests"))
@@ -31,7 +30,7 @@ def applied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, li
         thread.stop()
 
 
-def can(kube: Kube, sa: str, verb: str, group: str, resource: str, *, ns: str = "default",
+def can(kube: Client, sa: str, verb: str, group: str, resource: str, *, ns: str = "default",
         sub: str = "", name: str = "") -> bool:
     out = kube.create(SAR, {"apiVersion": "authorization.k8s.io/v1",
                             "kind": "SubjectAccessReview", "spec": {
@@ -44,7 +43,7 @@ def can(kube: Kube, sa: str, verb: str, group: str, resource: str, *, ns: str = 
     return bool(out["status"].get("allowed"))
 
 
-def test_everything_applies(applied: tuple[Kube, list[str]]) -> None:
+def test_everything_applies(applied: tuple[Client, list[str]]) -> None:
     names = applied[1]
     for want in ("CustomResourceDefinition/virtualmachines.kubevirt.io",
                  "Deployment/virt-controller", "Deployment/virt-api", "DaemonSet/virt-handler",
@@ -88,12 +87,11 @@ def test_everything_applies(applied: tuple[Kube, list[str]]) -> None:
      False),
     ("kubevirt-handler", "create", "", "pods", "", "x", "", False),
 ])
-def test_least_privilege(applied: tuple[Kube, list[str]], sa: str, verb: str, group: str,
+def test_least_privilege(applied: tuple[Client, list[str]], sa: str, verb: str, group: str,
                          resource: str, sub: str, ns: str, name: str, ok: bool) -> None:
     assert can(applied[0], sa, verb, group, resource, ns=ns, sub=sub, name=name) is ok
 
 
-RB = Res("rbac.authorization.k8s.io", "v1", "rolebindings")
 
 
 @pytest.mark.parametrize(("role", "verb", "sub", "ok"), [
@@ -108,16 +106,16 @@ RB = Res("rbac.authorization.k8s.io", "v1", "rolebindings")
     ("edit", "get", "softreboot", False),
 ])
 def test_user_roles_on_the_guest_agent_subresources(
-        applied: tuple[Kube, list[str]], role: str, verb: str, sub: str, ok: bool) -> None:
+        applied: tuple[Client, list[str]], role: str, verb: str, sub: str, ok: bool) -> None:
     """As upstream's kubevirt.io:view and :edit (through the aggregated view/edit roles)."""
     assert _user_can(applied[0], f"ga-{role}", role, verb, "subresources.kubevirt.io",
                      "virtualmachineinstances", sub) is ok
 
 
-def _user_can(kube: Kube, user: str, role: str, verb: str, group: str, resource: str,
+def _user_can(kube: Client, user: str, role: str, verb: str, group: str, resource: str,
               sub: str) -> bool:
     """Whether ``user``, bound to ClusterRole ``role`` in namespace default, may."""
-    if kube.get(RB, user, "default") is None:
+    if kube.get_or_none(RB, user, "default") is None:
         kube.create(RB, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                          "metadata": {"name": user, "namespace": "default"},
                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
@@ -150,6 +148,6 @@ def _user_can(kube: Kube, user: str, role: str, verb: str, group: str, resource:
     ("view", "get", "kubevirt.io", "kubevirts", "", True),
     ("edit", "update", "kubevirt.io", "kubevirts", "", False),
 ])
-def test_user_roles_on_vms(applied: tuple[Kube, list[str]], role: str, verb: str, group: str,
+def test_user_roles_on_vms(applied: tuple[Client, list[str]], role: str, verb: str, group: str,
                            resource: str, sub: str, ok: bool) -> None:
     assert _user_can(applied[0], f"vm-{role}", role, verb, group, resource, sub) is ok

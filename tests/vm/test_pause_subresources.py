@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from kubeclient import Client
+from kubeclient.resources import VMIS
 from tests.fixtures.guests import MARKER, write_boot_sector_disk
 from tests.vm.agent.test_agent_subresources import call
 from tests.vm.launcher.harness import REPO, Launch
@@ -26,7 +28,6 @@ from tests.vm.test_console_relay import NODE, HandlerThread, _place, _vmi
 from tests.vm.test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
 from vm.api import pause
 from vm.handler import kube as handler_kube
-from vm.kube import VMIS, Kube
 
 
 def _obj(phase: str | None, paused: bool, **spec: Any) -> dict[str, Any]:
@@ -95,7 +96,7 @@ def _rootdisk(server: Any, *args: str) -> subprocess.CompletedProcess[str]:
                           cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
 
 
-def test_pause_and_unpause_through_the_api(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_pause_and_unpause_through_the_api(cluster: tuple[Any, Client, int],  # noqa: F811
                                            tmp_path: Path) -> None:
     server, kube, _ = cluster
     ns, name = "default", f"pz-{uuid.uuid4().hex[:6]}"
@@ -118,9 +119,10 @@ def test_pause_and_unpause_through_the_api(cluster: tuple[Any, Kube, int],  # no
         _place(kube, ns, name, node=NODE, handler_port=handler.port)
 
         def sync() -> dict[str, Any]:
-            handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.socket_root),
+            handler_kube.sync(
+                kube, kube.get_or_none(VMIS, name, ns), socket_dir=str(run.socket_root),
                               shut=set())
-            got: dict[str, Any] = kube.get(VMIS, name, ns)
+            got: dict[str, Any] = kube.get_or_none(VMIS, name, ns)
             return got
 
         def paused_condition() -> dict[str, Any] | None:

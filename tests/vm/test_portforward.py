@@ -20,9 +20,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kubeclient import Client, Resource
+from kubeclient.resources import SERVICEACCOUNTS, VMIS, VMS
 from tests.fixtures.guests import NET_HELLO, NET_MARKER, GuestBuilder, LinuxGuest
 from tests.vm.launcher.harness import Launch
-from vm.kube import VMIS, VMS, Kube, Res
 
 from .test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
 
@@ -48,14 +49,14 @@ def _spec(ports: list[dict[str, Any]]) -> dict[str, Any]:
             "volumes": [{"name": "root", "persistentVolumeClaim": {"claimName": "r"}}]}
 
 
-def _vm_and_vmi(kube: Kube, ns: str, name: str, *, created: bool = True) -> dict[str, Any]:
+def _vm_and_vmi(kube: Client, ns: str, name: str, *, created: bool = True) -> dict[str, Any]:
     """A VM (status.created as given) and its VMI; no controllers run here: the test
     writes the statuses a running VM would have."""
     vm = kube.create(VMS, {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                            "metadata": {"name": name},
                            "spec": {"runStrategy": "Manual",
                                     "template": {"spec": _spec([{"port": 8080}])}}}, ns)
-    kube.patch(VMS, name, {"status": {"created": created}}, ns, sub="status")
+    kube.patch(VMS, name, {"status": {"created": created}}, ns, subresource="status")
     vmi: dict[str, Any] = kube.create(VMIS, {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {"name": name, "ownerReferences": [{
@@ -66,7 +67,7 @@ def _vm_and_vmi(kube: Kube, ns: str, name: str, *, created: bool = True) -> dict
 
 
 @pytest.fixture
-def running(cluster: tuple[Any, Kube, int]) -> Iterator[tuple[str, str, str, Launch]]:  # noqa: F811
+def running(cluster: tuple[Any, Client, int]) -> Iterator[tuple[str, str, str, Launch]]:  # noqa: F811
     """A VM whose VMI runs the net guest in a real launcher on its own pod IP."""
     kube = cluster[1]
     ns, name, pod_ip = "default", f"pf-{uuid.uuid4().hex[:6]}", _pod_ip()
@@ -80,7 +81,7 @@ def running(cluster: tuple[Any, Kube, int]) -> Iterator[tuple[str, str, str, Lau
         run.wait_for_console(NET_MARKER, timeout=180)
         kube.patch(VMIS, name, {"status": {"phase": "Running", "interfaces": [
             {"name": "default", "ipAddress": pod_ip, "ipAddresses": [pod_ip]}]}}, ns,
-            sub="status")
+            subresource="status")
         yield ns, name, pod_ip, run
     finally:
         run.cleanup()
@@ -117,7 +118,7 @@ async def _ws(server: Any, path: str, *, token: str | None = None,
 
 
 @pytest.mark.parametrize("resource", ["virtualmachineinstances", "virtualmachines"])
-def test_websocket_carries_bytes_both_ways(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_websocket_carries_bytes_both_ways(cluster: tuple[Any, Client, int],  # noqa: F811
                                            running: tuple[str, str, str, Launch],
                                            resource: str) -> None:
     server = cluster[0]
@@ -131,7 +132,7 @@ def test_websocket_carries_bytes_both_ways(cluster: tuple[Any, Kube, int],  # no
     assert (code, got) == (101, f"{NET_HELLO} port=8080\n".encode())
 
 
-def test_refusals_have_upstreams_codes_and_words(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_refusals_have_upstreams_codes_and_words(cluster: tuple[Any, Client, int],  # noqa: F811
                                                  running: tuple[str, str, str, Launch]) -> None:
     server, kube, _ = cluster
     ns, name, pod_ip, _ = running
@@ -146,12 +147,12 @@ def test_refusals_have_upstreams_codes_and_words(cluster: tuple[Any, Kube, int],
     code, body = asyncio.run(_ws(server, vmi_path + "/70000"))
     assert code == 400 and b"port must be a number from 1 to 65535" in body
     kube.patch(VMIS, name, {"status": {"conditions": [
-        {"type": "Paused", "status": "True", "reason": "PausedByUser"}]}}, ns, sub="status")
+        {"type": "Paused", "status": "True", "reason": "PausedByUser"}]}}, ns, subresource="status")
     code, body = asyncio.run(_ws(server, vmi_path + "/8080"))
     assert code == 409, body
     assert (f'Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io "{name}": '
             "VMI is paused").encode() in body
-    kube.patch(VMIS, name, {"status": {"conditions": [], "interfaces": []}}, ns, sub="status")
+    kube.patch_status(VMIS, name, {"status": {"conditions": [], "interfaces": []}}, ns)
     code, body = asyncio.run(_ws(server, vmi_path + "/8080"))
     assert (code, b"no network interfaces are present" in body) == (400, True), body
     code, body = asyncio.run(_ws(server, f"{BASE}/namespaces/{ns}/virtualmachineinstances/"
@@ -159,10 +160,10 @@ def test_refusals_have_upstreams_codes_and_words(cluster: tuple[Any, Kube, int],
     assert code == 404 and b'virtualmachineinstance.kubevirt.io "nope" not found' in body
 
 
-def test_vm_not_started_and_rbac(cluster: tuple[Any, Kube, int]) -> None:  # noqa: F811
+def test_vm_not_started_and_rbac(cluster: tuple[Any, Client, int]) -> None:  # noqa: F811
     server, kube, _ = cluster
     ns = f"pf-{uuid.uuid4().hex[:6]}"
-    kube.create(Res("", "v1", "namespaces", namespaced=False),
+    kube.create(Resource("", "v1", "namespaces", namespaced=False),
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     _vm_and_vmi(kube, ns, "halted", created=False)
     path = f"{BASE}/namespaces/{ns}/virtualmachines/halted/portforward/22"
@@ -171,14 +172,14 @@ def test_vm_not_started_and_rbac(cluster: tuple[Any, Kube, int]) -> None:  # noq
     assert (b'Operation cannot be fulfilled on virtualmachine.kubevirt.io "halted": '
             b"VMI is not started") in body
     # a user without `get` on virtualmachines/portforward is refused before anything
-    kube.create(Res("", "v1", "serviceaccounts"), {"apiVersion": "v1", "kind": "ServiceAccount",
+    kube.create(SERVICEACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
                                                   "metadata": {"name": "robot"}}, ns)
     token = server.token_for_service_account(ns, "robot")
     code, body = asyncio.run(_ws(server, path, token=token))
     assert code == 403, body
     assert b'cannot get resource "virtualmachines/portforward"' in body
     rbac = "rbac.authorization.k8s.io"
-    kube.create(Res(rbac, "v1", "rolebindings"), {
+    kube.create(Resource(rbac, "v1", "rolebindings"), {
         "apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": "edit"},
         "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "kubevirt.io:edit"},
         "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": ns}]}, ns)
@@ -190,16 +191,16 @@ def test_vm_not_started_and_rbac(cluster: tuple[Any, Kube, int]) -> None:  # noq
     assert code == 409  # past RBAC (kubevirt.io:edit grants it), to upstream's refusal
 
 
-def _apply_edit_role(kube: Kube) -> None:
+def _apply_edit_role(kube: Client) -> None:
     import yaml
-    roles = Res("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
+    roles = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
     for doc in yaml.safe_load_all((ROOT / "manifests/rbac/kubevirt.yaml").read_text()):
         if (doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "kubevirt.io:edit"
-                and kube.get(roles, "kubevirt.io:edit") is None):
+                and kube.get_or_none(roles, "kubevirt.io:edit") is None):
             kube.create(roles, doc)
 
 
-def test_rootdisk_port_forward_listening_and_stdio(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_rootdisk_port_forward_listening_and_stdio(cluster: tuple[Any, Client, int],  # noqa: F811
                                                    running: tuple[str, str, str, Launch]) -> None:
     server = cluster[0]
     ns, name, _, _ = running
@@ -280,14 +281,14 @@ class UdpEcho:
 
 
 def test_udp_through_the_subresource_and_rootdisk_port_forward(
-        cluster: tuple[Any, Kube, int]) -> None:  # noqa: F811
+        cluster: tuple[Any, Client, int]) -> None:  # noqa: F811
     server, kube, _ = cluster
     ns, name = "default", f"udp-{uuid.uuid4().hex[:6]}"
     _vm_and_vmi(kube, ns, name)
     echo = UdpEcho()
     try:
         kube.patch(VMIS, name, {"status": {"phase": "Running", "interfaces": [
-            {"name": "default", "ipAddress": echo.address}]}}, ns, sub="status")
+            {"name": "default", "ipAddress": echo.address}]}}, ns, subresource="status")
         path = f"{BASE}/namespaces/{ns}/virtualmachineinstances/{name}/portforward/{echo.port}/udp"
         code, got = asyncio.run(_ws(server, path, send=b"one datagram", until=b"datagram"))
         assert (code, got) == (101, b"UDP-ECHO:one datagram")

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vm.kube import VMS, Kube, KubeError, Res
+from kubeclient import Client, KubeError, Resource
+from kubeclient.resources import SERVICEACCOUNTS, VMS
 
 from .conftest import ROOT
 from .virtapi_harness import NAMESPACES, running
@@ -27,13 +28,13 @@ BASE = "/apis/subresources.kubevirt.io/v1"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, Kube, int]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, Client, int]]:
     with running(tmp_path_factory.mktemp("apiserver")) as cluster:
         yield cluster
 
 
 @pytest.fixture
-def ns(cluster: tuple[object, Kube, int]) -> str:
+def ns(cluster: tuple[object, Client, int]) -> str:
     name = f"va-{uuid.uuid4().hex[:8]}"
     cluster[1].create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": name}})
@@ -46,7 +47,7 @@ def example(**spec: object) -> dict:
     return vm
 
 
-def put(kube: Kube, ns: str, name: str, action: str, body: object = None) -> tuple[int, dict]:
+def put(kube: Client, ns: str, name: str, action: str, body: object = None) -> tuple[int, dict]:
     try:
         kube.request("PUT", f"{BASE}/namespaces/{ns}/virtualmachines/{name}/{action}",
                      body=body if body is not None else {})
@@ -55,7 +56,7 @@ def put(kube: Kube, ns: str, name: str, action: str, body: object = None) -> tup
         return err.status, err.body if isinstance(err.body, dict) else {"raw": err.body}
 
 
-def test_webhook_refuses_with_the_field(cluster: tuple[object, Kube, int], ns: str) -> None:
+def test_webhook_refuses_with_the_field(cluster: tuple[object, Client, int], ns: str) -> None:
     kube = cluster[1]
     bad = example(running=True)
     with pytest.raises(KubeError) as err:
@@ -66,11 +67,11 @@ def test_webhook_refuses_with_the_field(cluster: tuple[object, Kube, int], ns: s
                "metadata": {"name": "x"}, "spec": {"domain": {"devices": {
                    "disks": [{"name": "d"}]}}}}
     with pytest.raises(KubeError) as err:
-        kube.create(Res("kubevirt.io", "v1", "virtualmachineinstances"), vmi_bad, ns)
+        kube.create(Resource("kubevirt.io", "v1", "virtualmachineinstances"), vmi_bad, ns)
     assert "spec.domain.devices.disks[0].name: volume 'd' not found" in err.value.message
 
 
-def test_running_is_accepted_with_a_warning(cluster: tuple[object, Kube, int], ns: str) -> None:
+def test_running_is_accepted_with_a_warning(cluster: tuple[object, Client, int], ns: str) -> None:
     kube, port = cluster[1], cluster[2]
     vm = example()
     del vm["spec"]["runStrategy"]
@@ -95,17 +96,17 @@ def test_running_is_accepted_with_a_warning(cluster: tuple[object, Kube, int], n
                                   "instead."]
 
 
-def test_start_stop_restart(cluster: tuple[object, Kube, int], ns: str) -> None:
+def test_start_stop_restart(cluster: tuple[object, Client, int], ns: str) -> None:
     kube = cluster[1]
     kube.create(VMS, example(runStrategy="Halted"), ns)
     assert put(kube, ns, "demo", "start", {"dryRun": ["All"]})[0] == 202
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
     assert put(kube, ns, "demo", "start")[0] == 202
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"
     code, body = put(kube, ns, "demo", "start")
     assert code == 409 and "Always does not support manual start requests" in body["message"]
     assert put(kube, ns, "demo", "stop")[0] == 202
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
     code, body = put(kube, ns, "demo", "restart")
     assert code == 409 and "Halted does not support manual restart" in body["message"]
     code, body = put(kube, ns, "demo", "stop", {"gracePeriod": "now"})
@@ -114,7 +115,7 @@ def test_start_stop_restart(cluster: tuple[object, Kube, int], ns: str) -> None:
     assert code == 404
 
 
-def test_manual_start_writes_a_state_change_request(cluster: tuple[object, Kube, int],
+def test_manual_start_writes_a_state_change_request(cluster: tuple[object, Client, int],
                                                    ns: str) -> None:
     kube = cluster[1]
     kube.create(VMS, example(runStrategy="Manual"), ns)
@@ -124,10 +125,10 @@ def test_manual_start_writes_a_state_change_request(cluster: tuple[object, Kube,
     assert code == 409 and "already underway" in body["message"]
 
 
-def test_users_need_rbac_on_the_subresource(cluster: tuple[object, Kube, int], ns: str) -> None:
+def test_users_need_rbac_on_the_subresource(cluster: tuple[object, Client, int], ns: str) -> None:
     server, kube, _ = cluster
     kube.create(VMS, example(runStrategy="Halted"), ns)
-    kube.create(Res("", "v1", "serviceaccounts"), {"apiVersion": "v1", "kind": "ServiceAccount",
+    kube.create(SERVICEACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
                                                   "metadata": {"name": "robot"}}, ns)
     token = server.token_for_service_account(ns, "robot")  # type: ignore[attr-defined]
     from kubernetes import client as k8s
@@ -135,16 +136,16 @@ def test_users_need_rbac_on_the_subresource(cluster: tuple[object, Kube, int], n
     cfg.host = server.url  # type: ignore[attr-defined]
     cfg.ssl_ca_cert = str(server.ca_path)  # type: ignore[attr-defined]
     cfg.api_key = {"authorization": f"Bearer {token}"}
-    robot = Kube(cfg)
+    robot = Client(cfg)
     try:
         code, body = put(robot, ns, "demo", "start")
         assert code == 403 and "virtualmachines/start" in body["message"]
-        rbac = Res("rbac.authorization.k8s.io", "v1", "roles")
+        rbac = Resource("rbac.authorization.k8s.io", "v1", "roles")
         kube.create(rbac, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                            "metadata": {"name": "starter"}, "rules": [{
                                "apiGroups": ["subresources.kubevirt.io"],
                                "resources": ["virtualmachines/start"], "verbs": ["update"]}]}, ns)
-        kube.create(Res("rbac.authorization.k8s.io", "v1", "rolebindings"), {
+        kube.create(Resource("rbac.authorization.k8s.io", "v1", "rolebindings"), {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": "starter"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -159,7 +160,7 @@ def test_users_need_rbac_on_the_subresource(cluster: tuple[object, Kube, int], n
         robot.api.close()
 
 
-def test_direct_calls_without_the_front_proxy_are_refused(cluster: tuple[object, Kube, int],
+def test_direct_calls_without_the_front_proxy_are_refused(cluster: tuple[object, Client, int],
                                                          ns: str) -> None:
     port = cluster[2]
     ctx = ssl.create_default_context()
@@ -181,15 +182,15 @@ def _cli(server: object, *argv: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_cli_start_stop_restart(cluster: tuple[object, Kube, int], ns: str) -> None:
+def test_cli_start_stop_restart(cluster: tuple[object, Client, int], ns: str) -> None:
     server, kube, _ = cluster
     kube.create(VMS, example(runStrategy="Halted"), ns)
     out = _cli(server, "start", "demo", "-n", ns, "--dry-run")
     assert out.returncode == 0 and "(dry run)" in out.stdout
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
     out = _cli(server, "start", "demo", "-n", ns)
     assert out.returncode == 0, out.stderr
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"
     out = _cli(server, "restart", "demo", "-n", ns)
     assert out.returncode == 1 and "VM is not running" in out.stderr
     out = _cli(server, "start", "demo", "-n", ns, "--json")
@@ -198,10 +199,10 @@ def test_cli_start_stop_restart(cluster: tuple[object, Kube, int], ns: str) -> N
     out = _cli(server, "stop", "demo", "-n", ns, "--grace-period", "-3")
     assert out.returncode == 1 and "StopOptions.gracePeriod" in out.stderr
     assert _cli(server, "stop", "demo", "-n", ns).returncode == 0
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
 
 
-def test_virt_api_authorizes_the_proxied_user_itself(cluster: tuple[object, Kube, int],
+def test_virt_api_authorizes_the_proxied_user_itself(cluster: tuple[object, Client, int],
                                                      ns: str) -> None:
     """Past the front proxy's certificate, virt-api still asks a SubjectAccessReview for
     the user named in X-Remote-User (delegated authorization), as upstream's does."""
@@ -226,6 +227,6 @@ def test_virt_api_authorizes_the_proxied_user_itself(cluster: tuple[object, Kube
             return int(err.code)
 
     assert put_as("nobody", ["system:authenticated"]) == 403
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
     assert put_as("admin", ["system:masters"]) == 202
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Always"

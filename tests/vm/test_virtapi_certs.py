@@ -23,6 +23,8 @@ from aiohttp import web
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from kubeclient import Client
+from kubeclient.resources import VMS
 from localcluster.apiserver.threaded import ServerThread
 from pki import certs, rotation, serving
 from tests.fixtures.tls import handshake, signed_by, signer_index
@@ -32,7 +34,6 @@ from vm.api.__main__ import main as virt_api_main
 from vm.api.server import VirtAPI
 from vm.handler.console import ConsoleServer, ConsoleSite
 from vm.handler.kube import console_identity
-from vm.kube import VMS, Kube
 
 from .conftest import CRD_FILES, CRDS, ROOT, kube_for, wait_served
 from .virtapi_harness import NAMESPACES, NS, read_ca, register
@@ -44,7 +45,7 @@ BASE = "/apis/subresources.kubevirt.io/v1"
 
 
 @pytest.fixture
-def kube(tmp_path: Path) -> Iterator[Kube]:
+def kube(tmp_path: Path) -> Iterator[Client]:
     thread = ServerThread(tmp_path / "api", bookmark_interval=0.5,
                           aggregation_check_interval=0.3)
     server = thread.start()
@@ -61,10 +62,10 @@ def kube(tmp_path: Path) -> Iterator[Kube]:
         thread.stop()
 
 
-def ca_bundles(kube: Kube) -> list[tuple[bytes, ...]]:
+def ca_bundles(kube: Client) -> list[tuple[bytes, ...]]:
     """The CAs of every caBundle virt-api owns: the APIService's, then each webhook's."""
     apiservice = kube.get(api_kube.APISERVICES, api_kube.APISERVICE)
-    webhooks = kube.get(api_kube.WEBHOOKS, api_kube.WEBHOOK_CONFIG)
+    webhooks = kube.get(api_kube.VALIDATING_WEBHOOKS, api_kube.WEBHOOK_CONFIG)
     assert apiservice is not None and webhooks is not None
     found = [apiservice["spec"]["caBundle"]] + [
         h["clientConfig"]["caBundle"] for h in webhooks["webhooks"]]
@@ -72,13 +73,13 @@ def ca_bundles(kube: Kube) -> list[tuple[bytes, ...]]:
     return [rotation.split_bundle(base64.b64decode(b)) for b in found]
 
 
-def the_bundle(kube: Kube) -> tuple[bytes, ...]:
+def the_bundle(kube: Client) -> tuple[bytes, ...]:
     bundles = ca_bundles(kube)
     assert all(b == bundles[0] for b in bundles), "the caBundles differ"
     return bundles[0]
 
 
-def secret(kube: Kube) -> dict[str, Any]:
+def secret(kube: Client) -> dict[str, Any]:
     found = kube.get(api_kube.SECRETS, api_kube.CERT_SECRET, NS)
     assert found is not None
     return found
@@ -89,7 +90,7 @@ def signer(leaf: serving.Issued, bundle: tuple[bytes, ...]) -> int:
 
 
 def test_the_ca_rotates_and_every_ca_bundle_holds_the_next_ca_before_it_signs(
-        kube: Kube) -> None:
+        kube: Client) -> None:
     register(kube, 1)
     first = api_kube.issue_serving(kube, NS, lifetimes=L, now=T0)
     before = the_bundle(kube)
@@ -109,7 +110,7 @@ def test_the_ca_rotates_and_every_ca_bundle_holds_the_next_ca_before_it_signs(
 
 
 def test_peers_with_the_bundle_of_before_trust_the_new_ca_and_refuse_a_stranger(
-        kube: Kube) -> None:
+        kube: Client) -> None:
     """With real handshakes: the API server holding the caBundle of before the rotation
     trusts virt-api's certificate from the new CA; a handler made before it lets that
     certificate in as virt-api's client certificate; a certificate for the same names
@@ -154,7 +155,7 @@ def test_peers_with_the_bundle_of_before_trust_the_new_ca_and_refuse_a_stranger(
 
 
 def test_an_old_ten_year_secret_migrates_and_its_ca_signs_until_the_handover(
-        kube: Kube) -> None:
+        kube: Client) -> None:
     old = certs.make_ca(name=vm_certs.CA_NAME, now=T0)  # as earlier versions made it
     old_leaf = certs.issue(ca=old, common_name="virt-api", now=T0)
     kube.create(api_kube.SECRETS, {
@@ -179,14 +180,14 @@ def test_an_old_ten_year_secret_migrates_and_its_ca_signs_until_the_handover(
     assert after[2] == old.cert_pem  # retired, still trusted while it is valid
 
 
-def test_the_handlers_get_a_certificate_and_never_the_ca_key(kube: Kube) -> None:
+def test_the_handlers_get_a_certificate_and_never_the_ca_key(kube: Client) -> None:
     """Each issue of virt-api's certificate issues the handlers' one into their own Secret:
     a serving-only certificate for the handlers' name from the CA that signs now (the new
     one after a handover), the bundle to check virt-api against, and no key but its own."""
     register(kube, 1)
     first = api_kube.issue_serving(kube, NS, lifetimes=L, now=T0)
     handlers = console_identity(kube, NS)
-    found = kube.get(api_kube.SECRETS, api_kube.HANDLER_SECRET, NS)
+    found = kube.get_or_none(api_kube.SECRETS, api_kube.HANDLER_SECRET, NS)
     assert found is not None and set(found["data"]) == {"tls.crt", "tls.key", "ca.crt"}
     ca = read_ca(kube, NS)
     assert ca is not None
@@ -253,7 +254,7 @@ async def peer_der(port: int, path: str, ctx: ssl.SSLContext, expect: int,
 
 
 @pytest.mark.slow
-def test_virt_api_and_a_handler_keep_talking_across_two_rotations(kube: Kube) -> None:
+def test_virt_api_and_a_handler_keep_talking_across_two_rotations(kube: Client) -> None:
     """virt-api as ``python -m vm.api`` wires it and a node handler's console server as
     the handler wires it, with a 20 s CA and 5 s certificates. Every ~0.3 s, until the
     CA has handed over twice and both servers present a certificate of the third CA:

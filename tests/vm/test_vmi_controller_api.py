@@ -8,20 +8,19 @@ import uuid
 
 import pytest
 
-from vm.kube import DVS, EVENTS, KUBEVIRTS, PODS, PVCS, VMIS, Kube, Res
+from kubeclient import Client
+from kubeclient.resources import DATAVOLUMES, EVENTS, KUBEVIRTS, NAMESPACES, PODS, PVCS, VMIS
 from vm.vmi.kube import FINALIZER, sync_vmi
-
-NAMESPACES = Res("", "v1", "namespaces", namespaced=False)
 
 
 @pytest.fixture
-def ns(api: Kube) -> str:
+def ns(api: Client) -> str:
     name = f"vmi-{uuid.uuid4().hex[:8]}"
     api.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
 
 
-def make_vmi(api: Kube, ns: str) -> dict:
+def make_vmi(api: Client, ns: str) -> dict:
     return api.create(VMIS, {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {"name": "v1"},
@@ -31,30 +30,30 @@ def make_vmi(api: Kube, ns: str) -> dict:
                  "volumes": [{"name": "root", "dataVolume": {"name": "root-dv"}}]}}, ns)
 
 
-def make_dv(api: Kube, ns: str, phase: str) -> None:
-    api.create(DVS, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+def make_dv(api: Client, ns: str, phase: str) -> None:
+    api.create(DATAVOLUMES, {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
                      "metadata": {"name": "root-dv"},
                      "spec": {"source": {"blank": {}},
                               "storage": {"resources": {"requests": {"storage": "1Gi"}}}}}, ns)
-    api.patch(DVS, "root-dv", {"status": {"phase": phase}}, ns, sub="status")
+    api.patch(DATAVOLUMES, "root-dv", {"status": {"phase": phase}}, ns, subresource="status")
 
 
-def make_pvc(api: Kube, ns: str, mode: str = "Filesystem") -> None:
+def make_pvc(api: Client, ns: str, mode: str = "Filesystem") -> None:
     api.create(PVCS, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                       "metadata": {"name": "root-dv"},
                       "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": mode,
                                "resources": {"requests": {"storage": "1Gi"}}}}, ns)
 
 
-def vmi_status(api: Kube, ns: str) -> dict:
-    return (api.get(VMIS, "v1", ns) or {}).get("status") or {}
+def vmi_status(api: Client, ns: str) -> dict:
+    return (api.get_or_none(VMIS, "v1", ns) or {}).get("status") or {}
 
 
-def pods(api: Kube, ns: str) -> list[dict]:
+def pods(api: Client, ns: str) -> list[dict]:
     return api.list(PODS, ns)
 
 
-def test_launcher_pod_and_phases(api: Kube, ns: str) -> None:
+def test_launcher_pod_and_phases(api: Client, ns: str) -> None:
     vmi = make_vmi(api, ns)
     make_dv(api, ns, "Succeeded")
     make_pvc(api, ns, mode="Block")
@@ -62,7 +61,7 @@ def test_launcher_pod_and_phases(api: Kube, ns: str) -> None:
                            "metadata": {"name": "kubevirt"},
                            "spec": {"configuration": {"launcherDriver": "libvirt"}}}, ns)
     sync_vmi(api, ns, "v1")
-    assert FINALIZER in api.get(VMIS, "v1", ns)["metadata"]["finalizers"]
+    assert FINALIZER in api.get_or_none(VMIS, "v1", ns)["metadata"]["finalizers"]
     sync_vmi(api, ns, "v1")
     [pod] = pods(api, ns)
     assert pod["metadata"]["labels"]["kubevirt.io/created-by"] == vmi["metadata"]["uid"]
@@ -83,18 +82,18 @@ def test_launcher_pod_and_phases(api: Kube, ns: str) -> None:
     api.patch(PODS, name, {"spec": {"nodeName": "node1"}}, ns)
     api.patch(PODS, name, {"status": {"phase": "Running", "podIP": "127.9.0.1", "conditions": [
         {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}},
-        ns, sub="status")
+        ns, subresource="status")
     sync_vmi(api, ns, "v1")
     st = vmi_status(api, ns)
     assert (st["phase"], st["nodeName"]) == ("Scheduled", "node1")
     assert st["interfaces"][0]["ipAddress"] == "127.9.0.1"  # the pod network's address
-    assert api.get(VMIS, "v1", ns)["metadata"]["labels"]["kubevirt.io/nodeName"] == "node1"
+    assert api.get_or_none(VMIS, "v1", ns)["metadata"]["labels"]["kubevirt.io/nodeName"] == "node1"
 
     api.patch(PODS, name, {"status": {"phase": "Failed", "containerStatuses": [{
         "name": "compute", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
         "state": {"terminated": {"exitCode": 3, "reason": "Error", "message": json.dumps(
             {"phase": "Failed", "reason": "GuestCrashed", "message": "qemu crashed"})}}}]}},
-        ns, sub="status")
+        ns, subresource="status")
     sync_vmi(api, ns, "v1")
     st = vmi_status(api, ns)
     assert (st["phase"], st["reason"]) == ("Failed", "GuestCrashed")
@@ -104,14 +103,14 @@ def test_launcher_pod_and_phases(api: Kube, ns: str) -> None:
     # deletion: the pod goes first (here by hand: there is no kubelet), then the finalizer
     api.delete(VMIS, "v1", ns)
     sync_vmi(api, ns, "v1")
-    assert api.get(VMIS, "v1", ns) is not None
+    assert api.get_or_none(VMIS, "v1", ns) is not None
     for p in pods(api, ns):
-        api.delete(PODS, p["metadata"]["name"], ns, grace=0)
+        api.delete(PODS, p["metadata"]["name"], ns, grace_period=0)
     sync_vmi(api, ns, "v1")
-    assert api.get(VMIS, "v1", ns) is None
+    assert api.get_or_none(VMIS, "v1", ns) is None
 
 
-def test_missing_pvc(api: Kube, ns: str) -> None:
+def test_missing_pvc(api: Client, ns: str) -> None:
     make_vmi(api, ns)
     make_dv(api, ns, "Succeeded")
     sync_vmi(api, ns, "v1")
@@ -128,7 +127,7 @@ def test_missing_pvc(api: Kube, ns: str) -> None:
     assert "Synchronized" not in conds
 
 
-def test_wait_for_first_consumer_gets_a_binding_pod(api: Kube, ns: str) -> None:
+def test_wait_for_first_consumer_gets_a_binding_pod(api: Client, ns: str) -> None:
     make_vmi(api, ns)
     make_dv(api, ns, "WaitForFirstConsumer")
     make_pvc(api, ns)
@@ -138,7 +137,7 @@ def test_wait_for_first_consumer_gets_a_binding_pod(api: Kube, ns: str) -> None:
     assert pod["metadata"]["annotations"]["kubevirt.io/ephemeral-provisioning"] == "true"
     sync_vmi(api, ns, "v1")
     assert len(pods(api, ns)) == 1
-    api.patch(DVS, "root-dv", {"status": {"phase": "Succeeded"}}, ns, sub="status")
+    api.patch(DATAVOLUMES, "root-dv", {"status": {"phase": "Succeeded"}}, ns, subresource="status")
     sync_vmi(api, ns, "v1")  # the binding pod goes
     sync_vmi(api, ns, "v1")  # the launcher comes
     left = pods(api, ns)
@@ -147,7 +146,7 @@ def test_wait_for_first_consumer_gets_a_binding_pod(api: Kube, ns: str) -> None:
     assert len(launchers) == 1
 
 
-def test_failed_datavolume_fails_the_vmi(api: Kube, ns: str) -> None:
+def test_failed_datavolume_fails_the_vmi(api: Client, ns: str) -> None:
     make_vmi(api, ns)
     make_dv(api, ns, "Failed")
     sync_vmi(api, ns, "v1")

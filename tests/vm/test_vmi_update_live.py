@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
+from kubeclient import JSON_PATCH, Client, KubeError, Resource
+from kubeclient.resources import VMIS, VMS
 from localcluster.apiserver.threaded import ServerThread
 from vm.api import kube as api_kube
-from vm.kube import VMIS, VMS, Kube, KubeError, Res
 
 from .conftest import CRD_FILES, CRDS, ROOT, kube_for, wait_served
 from .virtapi_harness import NAMESPACES, VirtAPIThread, register
@@ -25,18 +26,18 @@ from .virtapi_harness import NAMESPACES, VirtAPIThread, register
 EXAMPLE = ROOT / "manifests" / "examples" / "vm-datavolume.yaml"
 BASE = "/apis/subresources.kubevirt.io/v1"
 RBAC_KINDS = {
-    "ServiceAccount": Res("", "v1", "serviceaccounts"),
-    "ClusterRole": Res("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False),
-    "ClusterRoleBinding": Res("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+    "ServiceAccount": Resource("", "v1", "serviceaccounts"),
+    "ClusterRole": Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False),
+    "ClusterRoleBinding": Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
                               namespaced=False),
-    "Role": Res("rbac.authorization.k8s.io", "v1", "roles"),
-    "RoleBinding": Res("rbac.authorization.k8s.io", "v1", "rolebindings"),
+    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles"),
+    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
 }
 SA = "system:serviceaccount:kubevirt:{}"
 USER = "alice"
 
 
-def as_user(server: object, user: str) -> Kube:
+def as_user(server: object, user: str) -> Client:
     kube = kube_for(server)
     kube.api.set_default_header("Impersonate-User", user)
     return kube
@@ -44,7 +45,7 @@ def as_user(server: object, user: str) -> Kube:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory,
-            ) -> Iterator[tuple[object, Kube, dict[str, Kube]]]:
+            ) -> Iterator[tuple[object, Client, dict[str, Client]]]:
     thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5,
                           aggregation_check_interval=0.3)
     server = thread.start()
@@ -82,7 +83,7 @@ def _virt_apis_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def ns(cluster: tuple[object, Kube, dict[str, Kube]]) -> str:
+def ns(cluster: tuple[object, Client, dict[str, Client]]) -> str:
     kube = cluster[1]
     name = f"vu-{uuid.uuid4().hex[:8]}"
     kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -103,7 +104,7 @@ def example_vm(strategy: str = "Always") -> dict[str, Any]:
     return vm
 
 
-def make_vmi(kube: Kube, ns: str, *, by: Kube | None = None) -> dict[str, Any]:
+def make_vmi(kube: Client, ns: str, *, by: Client | None = None) -> dict[str, Any]:
     """A Running VMI named demo, created by ``by`` (else the admin ``kube``)."""
     spec = copy.deepcopy(example_vm()["spec"]["template"]["spec"])
     vmi = (by or kube).create(VMIS, {
@@ -122,27 +123,27 @@ def refusal(fn: Any, *args: Any, **kw: Any) -> str:
 
 
 def test_a_users_spec_changes_are_refused_naming_the_field(
-        cluster: tuple[object, Kube, dict[str, Kube]], ns: str) -> None:
+        cluster: tuple[object, Client, dict[str, Client]], ns: str) -> None:
     kube, alice = cluster[1], cluster[2][USER]
     make_vmi(cluster[1], ns, by=alice)
     text = refusal(alice.patch, VMIS, "demo", {"spec": {"domain": {"machine": {
         "type": "pc-q35-7.2,kernel=/x"}}}}, ns)
     assert "spec.domain.machine.type: update of VMI object is restricted" in text
     ops = [{"op": "replace", "path": "/spec/volumes/0/name", "value": "private"}]
-    text = refusal(alice.patch, VMIS, "demo", ops, ns, kind="json")
+    text = refusal(alice.patch, VMIS, "demo", ops, ns, content_type=JSON_PATCH)
     assert "spec.volumes[0].name: update of VMI object is restricted" in text
-    vmi = alice.get(VMIS, "demo", ns)
+    vmi = alice.get_or_none(VMIS, "demo", ns)
     vmi["spec"]["terminationGracePeriodSeconds"] = 0
     text = refusal(alice.request, "PUT", VMIS.path(ns, "demo"), body=vmi)
     assert "spec.terminationGracePeriodSeconds: update of VMI object is restricted" in text
-    stored = kube.get(VMIS, "demo", ns)
+    stored = kube.get_or_none(VMIS, "demo", ns)
     assert stored["spec"]["domain"]["machine"]["type"] == "q35"
     assert stored["spec"]["volumes"][0]["name"] == "rootdisk"
     assert stored["spec"]["terminationGracePeriodSeconds"] == 30
 
 
 def test_a_users_metadata_changes_pass_but_not_reserved_labels(
-        cluster: tuple[object, Kube, dict[str, Kube]], ns: str) -> None:
+        cluster: tuple[object, Client, dict[str, Client]], ns: str) -> None:
     alice = cluster[2][USER]
     make_vmi(cluster[1], ns, by=alice)
     out = alice.patch(VMIS, "demo", {"metadata": {"labels": {"app": "b", "team": "t"},
@@ -156,7 +157,7 @@ def test_a_users_metadata_changes_pass_but_not_reserved_labels(
 
 
 def test_a_user_may_not_create_a_vmi_carrying_a_reserved_label(
-        cluster: tuple[object, Kube, dict[str, Kube]], ns: str) -> None:
+        cluster: tuple[object, Client, dict[str, Client]], ns: str) -> None:
     """The attack: a VMI created with ``kubevirt.io/nodeName`` set is served by that
     node's handler before any scheduling decided so."""
     kube, alice = cluster[1], cluster[2][USER]
@@ -167,10 +168,10 @@ def test_a_user_may_not_create_a_vmi_carrying_a_reserved_label(
         "spec": spec}, ns)
     assert ("metadata.labels: creation of the following reserved kubevirt.io/ labels on a"
             " VMI object is prohibited: kubevirt.io/nodeName") in text
-    assert kube.get(VMIS, "placed", ns) is None
+    assert kube.get_or_none(VMIS, "placed", ns) is None
 
 
-def test_the_controllers_patches_pass(cluster: tuple[object, Kube, dict[str, Kube]],
+def test_the_controllers_patches_pass(cluster: tuple[object, Client, dict[str, Client]],
                                       ns: str) -> None:
     """vm.vmi.kube's: its finalizer, then the node label; and the handler's status."""
     users = cluster[2]
@@ -197,7 +198,7 @@ def test_the_controllers_patches_pass(cluster: tuple[object, Kube, dict[str, Kub
 
 
 def test_stop_with_a_grace_period_shortens_the_vmis(
-        cluster: tuple[object, Kube, dict[str, Kube]], ns: str) -> None:
+        cluster: tuple[object, Client, dict[str, Client]], ns: str) -> None:
     """virt-api's patch of the VMI's terminationGracePeriodSeconds, as its own service
     account, for a user allowed to stop the VM."""
     kube, alice = cluster[1], cluster[2][USER]
@@ -205,12 +206,12 @@ def test_stop_with_a_grace_period_shortens_the_vmis(
     make_vmi(kube, ns)
     alice.request("PUT", f"{BASE}/namespaces/{ns}/virtualmachines/demo/stop",
                   body={"gracePeriod": 5})
-    assert kube.get(VMIS, "demo", ns)["spec"]["terminationGracePeriodSeconds"] == 5
-    assert kube.get(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
+    assert kube.get_or_none(VMIS, "demo", ns)["spec"]["terminationGracePeriodSeconds"] == 5
+    assert kube.get_or_none(VMS, "demo", ns)["spec"]["runStrategy"] == "Halted"
 
 
 def test_a_vm_update_with_an_invalid_template_is_refused(
-        cluster: tuple[object, Kube, dict[str, Kube]], ns: str) -> None:
+        cluster: tuple[object, Client, dict[str, Client]], ns: str) -> None:
     alice = cluster[2][USER]
     alice.create(VMS, example_vm("Halted"), ns)
     text = refusal(alice.patch, VMS, "demo", {"spec": {"template": {"spec": {"domain": {
@@ -219,9 +220,9 @@ def test_a_vm_update_with_an_invalid_template_is_refused(
     ops = [{"op": "replace", "path": "/spec/template/spec/volumes/0/name", "value": "../x"},
            {"op": "replace", "path": "/spec/template/spec/domain/devices/disks/0/name",
             "value": "../x"}]
-    text = refusal(alice.patch, VMS, "demo", ops, ns, kind="json")
+    text = refusal(alice.patch, VMS, "demo", ops, ns, content_type=JSON_PATCH)
     assert "spec.template.spec.volumes[0].name: '../x' is not a valid volume name" in text
     alice.patch(VMS, "demo", {"spec": {"template": {"spec": {"domain": {
         "machine": {"type": "pc-q35-7.2"}}}}}}, ns)
-    assert alice.get(VMS, "demo", ns)["spec"]["template"]["spec"]["domain"]["machine"][
+    assert alice.get_or_none(VMS, "demo", ns)["spec"]["template"]["spec"]["domain"]["machine"][
         "type"] == "pc-q35-7.2"

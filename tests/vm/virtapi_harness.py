@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from kubeclient import Client
+from kubeclient.resources import ENDPOINTS, NAMESPACES, SERVICES
 from localcluster.apiserver.threaded import ServerThread
 from pki import certs as pki_certs
 from pki import rotation, serving
@@ -22,22 +24,18 @@ from tests.fixtures.appthread import AppThread
 from vm.api import certs
 from vm.api import kube as api_kube
 from vm.api.server import VirtAPI
-from vm.kube import Kube, Res
 
 from .conftest import CRD_FILES, CRDS, kube_for, wait_served
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kubevirt"
-SERVICES = Res("", "v1", "services")
-ENDPOINTS = Res("", "v1", "endpoints")
-NAMESPACES = Res("", "v1", "namespaces", namespaced=False)
 
 
 class VirtAPIThread:
     """virt-api as ``python -m vm.api`` wires it (``vm.api.certs.virt_api_tls``: the CA
     kept and rotated in its Secret, the certificate renewed at half ``lifetimes[1]``)."""
 
-    def __init__(self, kube: Kube, *, lifetimes: tuple[dt.timedelta, dt.timedelta] = (
+    def __init__(self, kube: Client, *, lifetimes: tuple[dt.timedelta, dt.timedelta] = (
             certs.CA_LIFETIME, certs.LEAF_LIFETIME)) -> None:
         self.kube = kube
         self.lifetimes = lifetimes
@@ -69,10 +67,10 @@ class VirtAPIThread:
         self._server.stop()
 
 
-def register(kube: Kube, port: int) -> None:
+def register(kube: Client, port: int) -> None:
     """The namespace, then virt-api's Service (+ Endpoints at ``port``), APIService and
     webhook configuration from the manifests (their caBundle is virt-api's to write)."""
-    if kube.get(NAMESPACES, NS) is None:
+    if kube.get_or_none(NAMESPACES, NS) is None:
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                  "metadata": {"name": NS}})
     docs = list(yaml.safe_load_all((ROOT / "manifests/deploy/virt-api.yaml").read_text()))
@@ -86,14 +84,14 @@ def register(kube: Kube, port: int) -> None:
         elif doc["kind"] == "APIService":
             kube.create(api_kube.APISERVICES, doc)
         elif doc["kind"] == "ValidatingWebhookConfiguration":
-            kube.create(api_kube.WEBHOOKS, doc)
+            kube.create(api_kube.VALIDATING_WEBHOOKS, doc)
 
 
-def read_ca(kube: Kube, namespace: str) -> tuple[pki_certs.KeyPair, bytes] | None:
+def read_ca(kube: Client, namespace: str) -> tuple[pki_certs.KeyPair, bytes] | None:
     """(the CA that signs now, PEM of every CA to trust) from virt-api's Secret; None while
     it holds no CA. A Secret of an earlier version (one CA, no bundle) gives that CA as
     the bundle."""
-    secret = kube.get(api_kube.SECRETS, api_kube.CERT_SECRET, namespace)
+    secret = kube.get_or_none(api_kube.SECRETS, api_kube.CERT_SECRET, namespace)
     parsed = rotation.authority_from(rotation.secret_data(secret)[0]) if secret else None
     if parsed is None:
         return None
@@ -102,7 +100,7 @@ def read_ca(kube: Kube, namespace: str) -> tuple[pki_certs.KeyPair, bytes] | Non
 
 
 @contextmanager
-def running(data_dir: Path) -> Iterator[tuple[Any, Kube, int]]:
+def running(data_dir: Path) -> Iterator[tuple[Any, Client, int]]:
     """(the API server, a client, virt-api's port): a fresh API server with the CRDs and
     virt-api running behind it, registered, its subresources served."""
     thread = ServerThread(data_dir, bookmark_interval=0.5, aggregation_check_interval=0.3)

@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from apiservice import cabundle
+from kubeclient import Client, KubeError, load_configuration
 from kubeclient.startup import retry_startup
 from pki import serving
 from vm.api import certs
 from vm.api import kube as api_kube
 from vm.api.server import VirtAPI
-from vm.kube import Kube, KubeError, load_config
 
 logger = logging.getLogger("vm.api")
 STARTUP_DEADLINE = 120.0
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         lifetimes = certs.lifetimes(os.environ)
     except ValueError as err:
         p.error(str(err))
-    kube = Kube(load_config(args.kubeconfig))
+    kube = Client(load_configuration(args.kubeconfig))
     bundles = cabundle.Keeper(lambda bundle: api_kube.publish_ca(kube, bundle))
 
     def issue() -> serving.Issued:

@@ -16,12 +16,20 @@ from apiservice.frontproxy import (
     FrontProxyConfig,
     Identity,
 )
-from kubeclient.resources import APISERVICES, CONFIGMAPS, SECRETS
-from kubeclient.resources import VALIDATING_WEBHOOKS as WEBHOOKS
+from kubeclient import Client, KubeError, Resource
+from kubeclient.resources import (
+    APISERVICES,
+    CONFIGMAPS,
+    PODS,
+    SECRETS,
+    SUBJECT_ACCESS_REVIEWS,
+    VALIDATING_WEBHOOKS,
+    VMIS,
+    VMS,
+)
 from pki import certs, rotation, serving
 from vm.api.certs import API_CLIENT_CN, CA_NAME, HANDLER_CN, HANDLER_SERVICE
 from vm.api.lifecycle import Patch
-from vm.kube import PODS, SARS, VMIS, VMS, Kube, KubeError, Res
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +47,12 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _read_secret(kube: Kube, namespace: str) -> tuple[dict[str, bytes], str] | None:
-    secret = kube.get(SECRETS, CERT_SECRET, namespace)
+def _read_secret(kube: Client, namespace: str) -> tuple[dict[str, bytes], str] | None:
+    secret = kube.get_or_none(SECRETS, CERT_SECRET, namespace)
     return None if secret is None else rotation.secret_data(secret)
 
 
-def kept_authority(kube: Kube, namespace: str, *, now: dt.datetime,
+def kept_authority(kube: Client, namespace: str, *, now: dt.datetime,
                    lifetime: dt.timedelta) -> rotation.Authority:
     """The CA in the Secret, made or rotated when due (:func:`pki.rotation.kept`: writes
     are conditional on the resourceVersion read, so replicas may race). The serving
@@ -71,7 +79,7 @@ def kept_authority(kube: Kube, namespace: str, *, now: dt.datetime,
                          now=now, lifetime=lifetime)
 
 
-def issue_serving(kube: Kube, namespace: str, *,
+def issue_serving(kube: Client, namespace: str, *,
                   lifetimes: tuple[dt.timedelta, dt.timedelta],
                   now: dt.datetime | None = None) -> serving.Issued:
     """virt-api's serving (and client) certificate, fresh from the current CA, after the
@@ -89,7 +97,7 @@ def issue_serving(kube: Kube, namespace: str, *,
     return serving.Issued(pair, ca.bundle_pem())
 
 
-def issue_handlers(kube: Kube, namespace: str, ca: rotation.Authority, *,
+def issue_handlers(kube: Client, namespace: str, ca: rotation.Authority, *,
                    now: dt.datetime, lifetime: dt.timedelta) -> None:
     """The node handlers' console certificate (CN ``virt-handler``, for the handlers'
     service names, server authentication only) and the bundle they check virt-api
@@ -108,10 +116,10 @@ def issue_handlers(kube: Kube, namespace: str, ca: rotation.Authority, *,
         kube.patch(SECRETS, HANDLER_SECRET, {"data": rotation.encoded(data)}, namespace)
 
 
-def read_handlers(kube: Kube, namespace: str) -> serving.Issued | None:
+def read_handlers(kube: Client, namespace: str) -> serving.Issued | None:
     """What :func:`issue_handlers` last wrote, as a node handler reads it; None while
     there is none."""
-    secret = kube.get(SECRETS, HANDLER_SECRET, namespace)
+    secret = kube.get_or_none(SECRETS, HANDLER_SECRET, namespace)
     if secret is None:
         return None
     data, _ = rotation.secret_data(secret)
@@ -120,16 +128,16 @@ def read_handlers(kube: Kube, namespace: str) -> serving.Issued | None:
     return serving.Issued(certs.KeyPair(data["tls.crt"], data["tls.key"]), data["ca.crt"])
 
 
-def _set_bundle(kube: Kube, res: Res, name: str, bundle: str) -> None:
+def _set_bundle(kube: Client, res: Resource, name: str, bundle: str) -> None:
     """Write ``bundle`` into the object's caBundle(s); re-read and retry on conflicts
     (the aggregator updates an APIService's status concurrently)."""
     for attempt in range(10):
-        obj = kube.get(res, name)
+        obj = kube.get_or_none(res, name)
         if obj is None:
             logger.warning("%s %s is not installed; caBundle not set", res.plural, name)
             return
         changed = False
-        if res is WEBHOOKS:
+        if res is VALIDATING_WEBHOOKS:
             for hook in obj.get("webhooks") or []:
                 cc = hook.setdefault("clientConfig", {})
                 if cc.get("caBundle") != bundle:
@@ -149,23 +157,23 @@ def _set_bundle(kube: Kube, res: Res, name: str, bundle: str) -> None:
                 raise
 
 
-def publish_ca(kube: Kube, bundle_pem: bytes) -> None:
+def publish_ca(kube: Client, bundle_pem: bytes) -> None:
     """Write the CA bundle into the webhook configuration and the APIService (when
     installed)."""
     bundle = _b64(bundle_pem)
-    _set_bundle(kube, WEBHOOKS, WEBHOOK_CONFIG, bundle)
+    _set_bundle(kube, VALIDATING_WEBHOOKS, WEBHOOK_CONFIG, bundle)
     _set_bundle(kube, APISERVICES, APISERVICE, bundle)
 
 
-def front_proxy(kube: Kube) -> FrontProxyConfig:
-    cm = kube.get(CONFIGMAPS, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
+def front_proxy(kube: Client) -> FrontProxyConfig:
+    cm = kube.get_or_none(CONFIGMAPS, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
     if cm is None:
         raise RuntimeError(f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} is missing: "
                            "the API server does not aggregate APIs")
     return FrontProxyConfig.from_configmap_data(cm.get("data") or {})
 
 
-def allowed(kube: Kube, who: Identity, *, verb: str, resource: str, subresource: str,
+def allowed(kube: Client, who: Identity, *, verb: str, resource: str, subresource: str,
             namespace: str, name: str) -> tuple[bool, str]:
     review = {
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
@@ -175,20 +183,20 @@ def allowed(kube: Kube, who: Identity, *, verb: str, resource: str, subresource:
                      "namespace": namespace, "verb": verb, "group": "subresources.kubevirt.io",
                      "version": "v1", "resource": resource, "subresource": subresource,
                      "name": name}}}
-    out = kube.create(SARS, review)
+    out = kube.create(SUBJECT_ACCESS_REVIEWS, review)
     status = out.get("status") or {}
     return bool(status.get("allowed")), str(status.get("reason") or "")
 
 
-def get_vm(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    return kube.get(VMS, name, namespace)
+def get_vm(kube: Client, namespace: str, name: str) -> dict[str, Any] | None:
+    return kube.get_or_none(VMS, name, namespace)
 
 
-def get_vmi(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    return kube.get(VMIS, name, namespace)
+def get_vmi(kube: Client, namespace: str, name: str) -> dict[str, Any] | None:
+    return kube.get_or_none(VMIS, name, namespace)
 
 
-def apply(kube: Kube, namespace: str, name: str, patches: list[Patch], *,
+def apply(kube: Client, namespace: str, name: str, patches: list[Patch], *,
           dry_run: bool) -> None:
     query = {"dryRun": "All"} if dry_run else None
     for p in patches:
@@ -198,7 +206,7 @@ def apply(kube: Kube, namespace: str, name: str, patches: list[Patch], *,
                      content_type="application/json-patch+json")
 
 
-def handler_address(kube: Kube, namespace: str, node: str) -> tuple[str, int] | None:
+def handler_address(kube: Client, namespace: str, node: str) -> tuple[str, int] | None:
     for pod in kube.list(PODS, namespace, labelSelector=HANDLER_LABEL):
         spec: Mapping[str, Any] = pod.get("spec") or {}
         status: Mapping[str, Any] = pod.get("status") or {}

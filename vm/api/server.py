@@ -32,12 +32,12 @@ from aiohttp import WSMsgType, web
 
 from apiservice import frontproxy
 from apiservice.refusal import keep_refusal, last_refusal
+from kubeclient import Client, KubeError
 from vm import nodeports
 from vm.api import guestinfo, lifecycle, pause, portforward
 from vm.api import kube as api_kube
 from vm.api.certs import handler_server_name
 from vm.errors import Refused
-from vm.kube import Kube, KubeError
 from vm.webhooks.review import BadReview, respond
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def status(code: int, message: str) -> web.Response:
 
 
 class VirtAPI:
-    def __init__(self, kube: Kube, proxy: frontproxy.FrontProxyConfig | None,
+    def __init__(self, kube: Client, proxy: frontproxy.FrontProxyConfig | None,
                  handler_ssl: ssl.SSLContext | None, namespace: str) -> None:
         self.kube = kube
         self.proxy = proxy

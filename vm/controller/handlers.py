@@ -17,9 +17,10 @@ from typing import Any
 
 import kopf
 
+from kubeclient import KubeError, shared
+from kubeclient.resources import KUBEVIRTS, VMS
 from vm import resync
 from vm.controller.kube import owner_vm, sync_kubevirt, sync_vm
-from vm.kube import KUBEVIRTS, VMS, KubeError, shared
 from vocab import cdi as api
 from vocab import kubevirt as names
 

@@ -13,7 +13,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cdi import authorize, clone
-from kubeclient.resources import DAEMONSETS, DEPLOYMENTS
+from kubeclient import Client, KubeError
+from kubeclient.resources import (
+    DAEMONSETS,
+    DATASOURCES,
+    DATAVOLUMES,
+    DEPLOYMENTS,
+    KUBEVIRTS,
+    VMIS,
+    VMS,
+)
 from vm.controller import datavolumes, kubevirt_status
 from vm.controller.backoff import StartFailure
 from vm.controller.instance import vmi_from_vm
@@ -28,7 +37,6 @@ from vm.controller.runstrategy import (
 )
 from vm.controller.status import StatusInput, vm_status
 from vm.controller.views import VMIView, dv_view, vmi_view
-from vm.kube import DATASOURCES, DVS, KUBEVIRTS, SARS, VMIS, VMS, Kube, KubeError
 from vocab import kubevirt as names
 
 logger = logging.getLogger(__name__)
@@ -39,12 +47,12 @@ def _stamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = None,
+def sync_vm(kube: Client, namespace: str, name: str, *, now: datetime | None = None,
             jitter: float | None = None) -> float | None:
     """Sync one VM; returns seconds after which to sync again, or None."""
     now = now or datetime.now(UTC)
     stamp = _stamp(now)
-    vm = kube.get(VMS, name, namespace)
+    vm = kube.get_or_none(VMS, name, namespace)
     if vm is None:
         return None
     meta = vm["metadata"]
@@ -56,7 +64,7 @@ def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = Non
     except InvalidRunStrategy as err:
         strategy, failure = None, str(err)
 
-    existing = {n: dv_view(n, kube.get(DVS, n, namespace), vm_uid=meta["uid"])
+    existing = {n: dv_view(n, kube.get_or_none(DATAVOLUMES, n, namespace), vm_uid=meta["uid"])
                 for n in datavolumes.template_names(vm)}
     if datavolumes.wants_immediate_creation(vm) or strategy not in (None, RunStrategy.HALTED):
         for template_dv in datavolumes.missing_datavolumes(vm=vm, existing=existing):
@@ -73,7 +81,7 @@ def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = Non
                            component=COMPONENT, now=stamp)
                 continue
             try:
-                created = kube.create(DVS, dv, namespace)
+                created = kube.create(DATAVOLUMES, dv, namespace)
                 existing[dv_name] = dv_view(dv_name, created, vm_uid=meta["uid"])
                 kube.event(vm, type_="Normal", reason="SuccessfulDataVolumeCreate",
                            message=f"Created DataVolume {dv_name}", component=COMPONENT,
@@ -86,7 +94,7 @@ def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = Non
                                component=COMPONENT, now=stamp)
     dvs = tuple(existing.values())
 
-    raw_vmi = kube.get(VMIS, name, namespace)
+    raw_vmi = kube.get_or_none(VMIS, name, namespace)
     vmi: VMIView | None = vmi_view(raw_vmi) if raw_vmi is not None else None
     plan: Plan | None = None
     if strategy is not None:
@@ -116,12 +124,12 @@ def sync_vm(kube: Kube, namespace: str, name: str, *, now: datetime | None = Non
     return plan.requeue_after if plan else None
 
 
-def _clone_checked(kube: Kube, vm: dict[str, Any], dv: dict[str, Any]
+def _clone_checked(kube: Client, vm: dict[str, Any], dv: dict[str, Any]
                    ) -> tuple[dict[str, Any] | None, tuple[str, str]]:
     """The DataVolume to create for a template, its clone source resolved and authorized
     for the VM's ServiceAccount; else None and the Event's (reason, message)."""
     name, namespace = dv["metadata"]["name"], vm["metadata"]["namespace"]
-    found = clone.resolve_source(dv, lambda ns, n: kube.get(DATASOURCES, n, ns))
+    found = clone.resolve_source(dv, lambda ns, n: kube.get_or_none(DATASOURCES, n, ns))
     if found is None:
         return dv, ("", "")
     if isinstance(found, tuple):
@@ -130,8 +138,7 @@ def _clone_checked(kube: Kube, vm: dict[str, Any], dv: dict[str, Any]
     if found.namespace != namespace:
         who = authorize.service_account(namespace, datavolumes.service_account_name(vm))
         if not authorize.allowed(
-                ask=lambda review: bool((kube.create(SARS, review).get("status") or {})
-                                        .get("allowed")),
+                ask=kube.allowed,
                 who=who, namespace=found.namespace, name=found.name,
                 snapshot=found.kind == clone.SNAPSHOT):
             return None, ("UnauthorizedDataVolumeCreate",
@@ -140,7 +147,7 @@ def _clone_checked(kube: Kube, vm: dict[str, Any], dv: dict[str, Any]
     return datavolumes.with_source(dv, found), ("", "")
 
 
-def _apply(kube: Kube, vm: dict[str, Any], plan: Plan, vmi: VMIView | None,
+def _apply(kube: Client, vm: dict[str, Any], plan: Plan, vmi: VMIView | None,
            raw_vmi: dict[str, Any] | None, stamp: str) -> tuple[VMIView | None, str]:
     ns, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
     if plan.action == "create":
@@ -177,15 +184,15 @@ def owner_vm(obj: dict[str, Any]) -> str | None:
 
 
 
-def sync_kubevirt(kube: Kube, kv: dict[str, Any], all_kvs: list[dict[str, Any]], *,
+def sync_kubevirt(kube: Client, kv: dict[str, Any], all_kvs: list[dict[str, Any]], *,
                   version: str, now: datetime | None = None) -> None:
     """Write the KubeVirt object's upstream status (``vm.controller.kubevirt_status``)
     from its namespace's components, when it changed."""
     meta = kv["metadata"]
     ns = meta["namespace"]
-    components = [kubevirt_status.Component("Deployment", n, kube.get(DEPLOYMENTS, n, ns))
+    components = [kubevirt_status.Component("Deployment", n, kube.get_or_none(DEPLOYMENTS, n, ns))
                   for n in kubevirt_status.DEPLOYMENTS]
-    components += [kubevirt_status.Component("DaemonSet", n, kube.get(DAEMONSETS, n, ns))
+    components += [kubevirt_status.Component("DaemonSet", n, kube.get_or_none(DAEMONSETS, n, ns))
                    for n in kubevirt_status.DAEMONSETS]
     status = kubevirt_status.desired_status(
         kv, components, in_charge_=kubevirt_status.in_charge(kv, all_kvs), version=version,

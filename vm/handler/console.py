@@ -20,10 +20,11 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from apiservice.frontproxy import common_name_of
+from kubeclient import Client
+from kubeclient.resources import VMIS
 from pki import serving
 from vm.api.certs import API_CLIENT_CN
 from vm.handler.kube import socket_of
-from vm.kube import VMIS, Kube
 from vm.launcher import client as launcher
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def server_context(ca_pem: bytes) -> ssl.SSLContext:
 
 
 class ConsoleServer:
-    def __init__(self, kube: Kube, *, node: str, socket_dir: str) -> None:
+    def __init__(self, kube: Client, *, node: str, socket_dir: str) -> None:
         self.kube = kube
         self.node = node
         self.socket_dir = socket_dir
@@ -98,7 +99,7 @@ class ConsoleServer:
             return web.json_response({"message": f"only virt-api may {what}"}, status=401)
         ns, name = request.match_info["ns"], request.match_info["name"]
         uid = request.query.get("uid", "")
-        vmi: dict[str, Any] | None = await asyncio.to_thread(self.kube.get, VMIS, name, ns)
+        vmi: dict[str, Any] | None = await asyncio.to_thread(self.kube.get_or_none, VMIS, name, ns)
         if (vmi is None or vmi["metadata"].get("uid") != uid
                 or (vmi.get("status") or {}).get("nodeName") != self.node):
             return web.json_response({"message": f"VMI {ns}/{name} ({uid}) is not on "

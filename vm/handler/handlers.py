@@ -15,13 +15,13 @@ from typing import Any
 
 import kopf
 
+from kubeclient import KubeError, shared
 from vm import resync
 from vm.api import certs
 from vm.api.kube import HANDLER_SECRET
 from vm.handler import forwards, sockets
 from vm.handler import kube as handler_kube
 from vm.handler.console import ConsoleServer, ConsoleSite
-from vm.kube import KubeError, shared
 from vm.launcher import client as launcher_client
 from vocab.kubevirt import GROUP, LABEL_NODE_NAME, VERSION, VMI_PLURAL
 

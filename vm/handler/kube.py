@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kubeclient import Client, KubeError
+from kubeclient.resources import VMIS
 from pki import serving
 from vm.api.kube import HANDLER_SECRET, read_handlers
 from vm.controller.status import merge_conditions
@@ -15,7 +17,6 @@ from vm.controller.views import Condition, conditions_of
 from vm.handler import sockets
 from vm.handler.guestagent import AGENT_CONNECTED, AGENT_UNSUPPORTED, AgentStatus, from_guestinfo
 from vm.handler.phases import from_state
-from vm.kube import VMIS, Kube, KubeError
 from vm.launcher import client as launcher
 from vocab import kubevirt as names
 
@@ -24,7 +25,7 @@ SOCKETS = "/var/run/kubevirt/sockets"
 STATUS_TIMEOUT = 3.0
 
 
-def console_identity(kube: Kube, namespace: str) -> serving.Issued:
+def console_identity(kube: Client, namespace: str) -> serving.Issued:
     """The console certificate virt-api issued for the node handlers, with the bundle
     virt-api's certificate is checked against; RuntimeError while virt-api has issued
     none."""
@@ -35,11 +36,11 @@ def console_identity(kube: Kube, namespace: str) -> serving.Issued:
     return found
 
 
-def vmis_on(kube: Kube, node: str) -> list[dict[str, Any]]:
+def vmis_on(kube: Client, node: str) -> list[dict[str, Any]]:
     return kube.list(VMIS, None, labelSelector=f"{names.LABEL_NODE_NAME}={node}")
 
 
-def vmis_unplaced(kube: Kube) -> list[dict[str, Any]]:
+def vmis_unplaced(kube: Client) -> list[dict[str, Any]]:
     """The VMIs on no node yet (any of them may start here)."""
     return kube.list(VMIS, None, labelSelector=f"!{names.LABEL_NODE_NAME}")
 
@@ -49,7 +50,7 @@ def socket_of(vmi: dict[str, Any], socket_dir: str = SOCKETS) -> Path:
     return sockets.socket_of(socket_dir, str(vmi["metadata"]["uid"]))
 
 
-def sync(kube: Kube, vmi: dict[str, Any], *, socket_dir: str, shut: set[str]) -> None:
+def sync(kube: Client, vmi: dict[str, Any], *, socket_dir: str, shut: set[str]) -> None:
     """One VMI: shutdown if deleted, else its phase from the launcher's state."""
     meta = vmi["metadata"]
     path = socket_of(vmi, socket_dir)

@@ -11,8 +11,9 @@ from typing import Any
 
 import kopf
 
+from kubeclient import KubeError, shared
+from kubeclient.resources import VMIS
 from vm import resync
-from vm.kube import VMIS, KubeError, shared
 from vm.vmi.claims import disk_claims
 from vm.vmi.kube import sync_vmi
 from vocab import cdi as api

@@ -13,10 +13,11 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from kubeclient import Client, KubeError
+from kubeclient.resources import DATAVOLUMES, KUBEVIRTS, NODES, PODS, PVCS, VMIS
 from vm import nodeports
 from vm.controller.status import merge_conditions
 from vm.controller.views import Condition, conditions_of
-from vm.kube import DVS, KUBEVIRTS, NODES, PODS, PVCS, VMIS, Kube, KubeError
 from vm.vmi import lifecycle
 from vm.vmi.claims import ClaimView, disk_claims, readiness
 from vm.vmi.config import launcher_config
@@ -31,11 +32,11 @@ OWNED_CONDITIONS = frozenset({"Ready", "PodScheduled", "Synchronized", "Provisio
 LAUNCHER_IMAGE = os.environ.get("LAUNCHER_IMAGE", names.LAUNCHER_IMAGE)
 
 
-def _claim_views(kube: Kube, namespace: str, claims: list[Any]) -> dict[str, ClaimView]:
+def _claim_views(kube: Client, namespace: str, claims: list[Any]) -> dict[str, ClaimView]:
     views = {}
     for c in claims:
-        pvc = kube.get(PVCS, c.claim, namespace)
-        dv = kube.get(DVS, c.claim, namespace) if c.from_dv else None
+        pvc = kube.get_or_none(PVCS, c.claim, namespace)
+        dv = kube.get_or_none(DATAVOLUMES, c.claim, namespace) if c.from_dv else None
         dv_phase = str((dv.get("status") or {}).get("phase") or "Pending") if dv else None
         if pvc is None:
             views[c.claim] = ClaimView(exists=False, dv_phase=dv_phase)
@@ -47,7 +48,7 @@ def _claim_views(kube: Kube, namespace: str, claims: list[Any]) -> dict[str, Cla
     return views
 
 
-def _pods(kube: Kube, vmi: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _pods(kube: Client, vmi: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     meta = vmi["metadata"]
     pods = kube.list(PODS, meta["namespace"],
                      labelSelector=f"{names.LABEL_CREATED_BY}={meta['uid']}")
@@ -59,16 +60,16 @@ def _pods(kube: Kube, vmi: dict[str, Any]) -> tuple[list[dict[str, Any]], list[d
     return launchers, binders
 
 
-def _set_finalizers(kube: Kube, vmi: dict[str, Any], finalizers: list[str]) -> None:
+def _set_finalizers(kube: Client, vmi: dict[str, Any], finalizers: list[str]) -> None:
     meta = vmi["metadata"]
     kube.patch(VMIS, meta["name"], {"metadata": {
         "finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}},
         meta["namespace"])
 
 
-def sync_vmi(kube: Kube, namespace: str, name: str) -> float | None:
+def sync_vmi(kube: Client, namespace: str, name: str) -> float | None:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    vmi = kube.get(VMIS, name, namespace)
+    vmi = kube.get_or_none(VMIS, name, namespace)
     if vmi is None:
         return None
     meta = vmi["metadata"]
@@ -78,7 +79,7 @@ def sync_vmi(kube: Kube, namespace: str, name: str) -> float | None:
         grace = grace_seconds(vmi.get("spec") or {}) + GRACE_EXTRA
         for p in launchers + binders:
             if not (p.get("metadata") or {}).get("deletionTimestamp"):
-                kube.delete(PODS, p["metadata"]["name"], namespace, grace=grace,
+                kube.delete(PODS, p["metadata"]["name"], namespace, grace_period=grace,
                             uid=p["metadata"].get("uid"))
         if launchers or binders:
             _write_status(kube, vmi, _outcome(vmi, launchers, binders, None), now)
@@ -145,7 +146,7 @@ def _launcher_ip(vmi: dict[str, Any], out: lifecycle.Outcome) -> str | None:
     return ip
 
 
-def _write_status(kube: Kube, vmi: dict[str, Any], out: lifecycle.Outcome,
+def _write_status(kube: Client, vmi: dict[str, Any], out: lifecycle.Outcome,
                   now: str) -> float | None:
     old = vmi.get("status") or {}
     status = dict(old)

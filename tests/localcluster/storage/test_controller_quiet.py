@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.kube.client import KubeError
+from kubeclient import KubeError
 from localcluster.services.controller import ServiceController
 from localcluster.storage.controller import StorageController
 

@@ -13,16 +13,17 @@ from typing import Any
 import pytest
 import yaml
 
+from kubeclient import MERGE, Client
+from kubeclient.resources import CONFIGMAPS
 from localcluster.apiserver.threaded import ServerThread
-from localcluster.kube.client import CONFIGMAPS, MERGE, Kube
 from localcluster.workloads.apply import LAST_APPLIED, apply_manifests
 
 
 @pytest.fixture
-def kube(tmp_path: Path) -> Iterator[Kube]:
+def kube(tmp_path: Path) -> Iterator[Client]:
     thread = ServerThread(tmp_path / "api")
     thread.start()
-    client = Kube(str(tmp_path / "api" / "kubeconfig"))
+    client = Client.connect(str(tmp_path / "api" / "kubeconfig"))
     try:
         yield client
     finally:
@@ -40,7 +41,7 @@ def write(root: Path, data: dict[str, str], labels: dict[str, str]) -> dict[str,
 
 
 def test_applied_again_changes_what_the_manifest_changed_and_nothing_else(
-        kube: Kube, tmp_path: Path) -> None:
+        kube: Client, tmp_path: Path) -> None:
     root = tmp_path / "manifests"
     first = write(root, {"keep": "1", "change": "a", "drop": "x"}, {"app": "a"})
     assert apply_manifests(kube, str(root)) == ["ConfigMap/settings"]
@@ -64,7 +65,7 @@ def test_applied_again_changes_what_the_manifest_changed_and_nothing_else(
 
 
 def test_an_object_made_without_a_record_loses_nothing_and_gets_one(
-        kube: Kube, tmp_path: Path) -> None:
+        kube: Client, tmp_path: Path) -> None:
     """Made by hand (or by an older rootdisk, which replaced objects and kept no record):
     nothing is known to have been applied, so nothing is removed."""
     kube.request("POST", CONFIGMAPS.path("default"), body={
@@ -79,7 +80,7 @@ def test_an_object_made_without_a_record_loses_nothing_and_gets_one(
 
 
 @pytest.mark.parametrize("record", ["{not json", "[" * 100_000, '"a string"'])
-def test_a_record_that_is_not_json_is_taken_for_none(kube: Kube, tmp_path: Path,
+def test_a_record_that_is_not_json_is_taken_for_none(kube: Client, tmp_path: Path,
                                                      record: str) -> None:
     """The record is whatever someone who may edit the object wrote: broken JSON, JSON
     nested deeper than the parser goes, or JSON that is not an object."""

@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
+from kubeclient import Client
+from kubeclient.resources import VMIS
 from tests.vm.agent.cloudguest import raw_disk
 from tests.vm.launcher.harness import Launch
 from tests.vm.test_console_relay import NODE, HandlerThread, _place, _vmi
 from tests.vm.test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
 from vm.handler import kube as handler_kube
-from vm.kube import VMIS, Kube
 
 
 def call(server: Any, method: str, path: str) -> tuple[int, dict[str, Any]]:
@@ -38,7 +39,7 @@ def call(server: Any, method: str, path: str) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_guest_agent_status_and_subresources(cluster: tuple[Any, Kube, int],  # noqa: F811
+def test_guest_agent_status_and_subresources(cluster: tuple[Any, Client, int],  # noqa: F811
                                              tmp_path: Path) -> None:
     server, kube, _ = cluster
     ns, name = "default", f"ga-{uuid.uuid4().hex[:6]}"
@@ -61,9 +62,10 @@ def test_guest_agent_status_and_subresources(cluster: tuple[Any, Kube, int],  # 
         _place(kube, ns, name, node=NODE, handler_port=handler.port)
 
         def sync() -> dict[str, Any]:
-            handler_kube.sync(kube, kube.get(VMIS, name, ns), socket_dir=str(run.socket_root),
+            handler_kube.sync(
+                kube, kube.get_or_none(VMIS, name, ns), socket_dir=str(run.socket_root),
                               shut=set())
-            got: dict[str, Any] = kube.get(VMIS, name, ns)
+            got: dict[str, Any] = kube.get_or_none(VMIS, name, ns)
             return got
 
         st = sync()["status"]
