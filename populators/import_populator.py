@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from populators import import_source, importer_pod, names
+from populators import flow, import_source, importer_pod, names
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, meta
 from populators.errors import SourceError
@@ -28,6 +28,7 @@ class ImportPopulator:
     kind = "VolumeImportSource"
     plural = "volumeimportsources"
     metric = IMPORT_METRIC
+    stages = flow.STAGES
 
     def source_namespace(self, target: Obj) -> str:
         return str(meta(target).get("namespace"))
