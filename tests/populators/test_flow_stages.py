@@ -81,15 +81,17 @@ def test_a_populators_extra_stage_runs_where_it_is_placed() -> None:
         "storage class 'fast' not found")
 
 
-def test_extend_places_several_stages_before_each_anchor() -> None:
-    def first(o: Observed, populator: Populator, settings: Settings) -> Plan | None:
-        return None
+def other(o: Observed, populator: Populator, settings: Settings) -> Plan | None:
+    return None
 
-    got = flow.extend(("x", "y"), {"y": ("p", "q"), "x": ("o",)})  # type: ignore[dict-item]
-    assert got == ("o", "x", "p", "q", "y")
+
+def test_extend_places_several_stages_before_each_anchor() -> None:
+    got = flow.extend((flow.target_deleted, flow.target_bound),
+                      {flow.target_bound: (hold, other), flow.target_deleted: (other,)})
+    assert got == (other, flow.target_deleted, hold, other, flow.target_bound)
     assert flow.extend(flow.STAGES, {}) == flow.STAGES
-    with pytest.raises(ValueError, match="not among the stages: first"):
-        flow.extend(flow.STAGES, {first: (hold,)})
+    with pytest.raises(ValueError, match="not among the stages: other"):
+        flow.extend(flow.STAGES, {other: (hold,)})
 
 
 def test_the_clone_places_its_checks_among_the_shared_stages() -> None:
