@@ -1,8 +1,9 @@
 """The import populator: VolumeImportSource → an importer pod filling PVC' (pure hooks).
 
-It supplies the three hooks of :class:`populators.flow.Populator`: the source object is
-in the target's namespace; PVC' carries upstream's ``storage.import.*`` annotations; the
-pod is :func:`populators.importer_pod.render`.
+It supplies the hooks of :class:`populators.flow.Populator`: the source object is in
+the target's namespace; PVC' carries upstream's ``storage.import.*`` annotations; the pod
+is :func:`populators.importer_pod.render`; the decision's stages are the shared ones
+(:data:`populators.flow.STAGES`).
 """
 
 from __future__ import annotations
