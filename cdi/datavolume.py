@@ -16,8 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdi import clone
-from cdi.render import import_source_name, owner_reference, source_kind, upload_source_name
+from cdi import clone, snapshot_clone
+from cdi.render import (
+    RenderError,
+    Target,
+    import_source_name,
+    owner_reference,
+    render,
+    source_kind,
+    upload_source_name,
+)
 from cdi.status import Event, Waiting, events_for, observe, status_patch
 from vocab import cdi as api
 
@@ -42,6 +50,24 @@ def adoption_patch(claim: Mapping[str, Any], dv: Mapping[str, Any]) -> Obj:
     return {"metadata": {"ownerReferences": [*refs, ref],
                          "resourceVersion": claim["metadata"]["resourceVersion"],
                          "annotations": {api.CREATED_FOR_DV: dv["metadata"]["uid"]}}}
+
+
+def target(*, dv: Mapping[str, Any], storage_class: Mapping[str, Any] | None,
+           profile: Mapping[str, Any] | None, config_status: Mapping[str, Any] | None,
+           clone_from: tuple[clone.SourceRef, clone.Source] | None,
+           ) -> Target | tuple[str, str]:
+    """The target claim and its source object to create (:func:`cdi.render.render`), or
+    why there is none: a clone from a snapshot that does not fit the target waits (a
+    :class:`cdi.status.Waiting`, upstream's validation message; the snapshot may change),
+    any other render failure is the DataVolume's failure."""
+    try:
+        return render(dv=dv, storage_class=storage_class, profile=profile,
+                      config_status=config_status, clone_from=clone_from)
+    except RenderError as err:
+        if clone_from is not None and clone_from[1].snapshot and \
+                err.reason == api.CLONE_VALIDATION_FAILED:
+            return Waiting(err.reason, snapshot_clone.validation_failed(err.message))
+        return (err.reason, err.message)
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,7 @@ from cdi.kube import (
     KubeError,
     cdi_namespace,
 )
-from cdi.render import (
-    RenderError,
-    pick_storage_class,
-    render,
-)
+from cdi.render import pick_storage_class
 from cdi.status import Waiting
 from kubeclient import mergepatch
 from vocab import cdi as api
@@ -221,15 +217,10 @@ def _create_target(
         if not isinstance(found, clone.Source):
             return None, storage_class, found
         clone_from = (source_ref, found)
-    try:
-        target = render(dv=dv, storage_class=storage_class, profile=profile,
-                        config_status=config_status, clone_from=clone_from)
-    except RenderError as err:
-        if clone_from is not None and clone_from[1].snapshot and \
-                err.reason == api.CLONE_VALIDATION_FAILED:
-            return None, None, Waiting(err.reason, snapshot_clone.validation_failed(
-                err.message))
-        return None, None, (err.reason, err.message)
+    target = datavolume.target(dv=dv, storage_class=storage_class, profile=profile,
+                               config_status=config_status, clone_from=clone_from)
+    if isinstance(target, tuple):
+        return None, None, target
     ns = dv["metadata"]["namespace"]
     if target.import_source is not None:
         client.create(UPLOAD_SOURCES if target.import_source["kind"] == api.UPLOAD_SOURCE_KIND

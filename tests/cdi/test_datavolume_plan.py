@@ -1,14 +1,19 @@
-"""The DataVolume reconcile's plan (pure): the status to write, the Events that announce it
-only when it is written, what a finished DataVolume deletes, a DataVolume failed before
-its claim staying so, and the adoption of an existing claim."""
+"""The DataVolume reconcile's decisions (pure): the target to create (or why not), the
+status to write, the Events that announce it only when it is written, what a finished
+DataVolume deletes, a DataVolume failed before its claim staying so, and the adoption of
+an existing claim."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
-from cdi import datavolume
+from cdi import clone, datavolume, snapshot_clone
+from cdi.render import Target
 from cdi.status import Event, Waiting
 from tests.cdi.builders import claim, dv, sc
+from tests.cdi.test_render import CONFIG, LOCAL, profile_of
+from tests.cdi.test_snapshot_clone import snap, snapshot_dv
 
 P = "cdi.kubevirt.io/"
 NOW = "2026-01-01T00:00:00Z"
@@ -110,3 +115,25 @@ def test_adoption_adds_the_datavolume_as_an_owner_not_a_second_controller() -> N
 def test_a_claim_made_by_someone_else_is_refused_in_upstreams_words() -> None:
     assert datavolume.not_managed("disk") == (
         "ErrResourceExists", 'Resource "disk" already exists and is not managed by DataVolume')
+
+
+def test_the_target_claim_is_rendered_or_a_snapshot_that_does_not_fit_waits() -> None:
+    pvc = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    ref = clone.SourceRef("gold", "gold-snap", clone.SNAPSHOT)
+
+    def target(d: dict[str, Any], restore: str) -> Target | tuple[str, str]:
+        source = snapshot_clone.as_source(snap(restore), None, Fraction(0))
+        return datavolume.target(dv=d, storage_class=LOCAL, profile=profile_of(LOCAL),
+                                 config_status=CONFIG, clone_from=(ref, source))
+
+    fits = target(snapshot_dv(pvc=pvc), "1Gi")
+    assert isinstance(fits, Target) and fits.clone_source is not None
+    too_small = target(snapshot_dv(pvc=pvc), "2Gi")
+    assert isinstance(too_small, Waiting)
+    assert too_small == ("CloneValidationFailed", snapshot_clone.validation_failed(
+        "target resources requests storage size is smaller than the source"))
+    # any other render failure is the DataVolume's, not a wait
+    broken = datavolume.target(dv=dv(), storage_class=LOCAL, profile=profile_of(LOCAL),
+                               config_status=CONFIG, clone_from=None)
+    assert broken == ("MissingStorage", "spec.pvc or spec.storage is required")
+    assert not isinstance(broken, Waiting)
