@@ -1,6 +1,7 @@
-"""The DataVolume reconcile's decisions (pure): the claim found under the DataVolume's
-name, and once the claim is settled, the plan of one step, a value that
-:func:`cdi.reconcile.reconcile_datavolume` applies.
+"""The DataVolume reconcile's decisions (pure): a claim of the DataVolume's name made by
+someone else (adopted: :func:`adoption_patch`, or refused: :func:`not_managed`), the
+target claim to create (:func:`target`), and once the claim is settled, the plan of one
+step, a value that :func:`cdi.reconcile.reconcile_datavolume` applies.
 
 The shape is observe → decide → apply, as the populators' flow: ``cdi.reconcile`` reads
 the DataVolume and its claim (adopting it, or creating the target claim and its source,
