@@ -22,21 +22,14 @@ from cdi import (
     clone,
     config,
     datasource,
+    datavolume,
     profiles,
     snapshot_clone,
     validate,
 )
 from cdi.kube import COMPONENT, cdi_namespace
-from cdi.render import (
-    RenderError,
-    import_source_name,
-    owner_reference,
-    pick_storage_class,
-    render,
-    source_kind,
-    upload_source_name,
-)
-from cdi.status import Waiting, events_for, observe, status_patch
+from cdi.render import pick_storage_class
+from cdi.status import Waiting
 from kubeclient import Client, KubeError, mergepatch
 from kubeclient.resources import (
     CDICONFIGS,
@@ -105,8 +98,7 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
                                      adoption_gate=config.CLAIM_ADOPTION_GATE in gates):
             claim = _adopt(client, claim, dv)
         else:
-            failure = ("ErrResourceExists", f'Resource "{name}" already exists and is not'
-                       " managed by DataVolume")
+            failure = datavolume.not_managed(name)
             claim = None
     storage_class: Mapping[str, Any] | None = None
     if claim is None and failure is None and previous not in (api.SUCCEEDED, api.FAILED):
@@ -114,39 +106,38 @@ def _reconcile_datavolume(client: Client, namespace: str, name: str) -> str | No
     if claim is not None and storage_class is None:
         sc_name = (claim.get("spec") or {}).get("storageClassName")
         storage_class = client.get_or_none(STORAGECLASSES, sc_name) if sc_name else None
-    if claim is None and failure is None and previous == api.FAILED:
-        return api.FAILED  # failed before its claim was made: it stays so (no flapping)
-    observed = observe(dv=dv, claim=claim, storage_class=storage_class, failure=failure)
-    new_status = status_patch(dv=dv, observed=observed, claim_name=name, now=now())
-    if new_status is not None:
+    plan = datavolume.decide(dv=dv, claim=claim, storage_class=storage_class,
+                             failure=failure, now=now())
+    return _apply(client, dv, plan)
+
+
+def _apply(client: Client, dv: Obj, plan: datavolume.Plan) -> str | None:
+    """Write what :func:`cdi.datavolume.decide` planned; the DataVolume's phase after it
+    (the one it had when its status changed meanwhile: nothing more is done then)."""
+    namespace, name = dv["metadata"]["namespace"], dv["metadata"]["name"]
+    previous = (dv.get("status") or {}).get("phase")
+    if plan.status is not None:
         try:
             client.patch(DATAVOLUMES, name, {
                 "metadata": {"resourceVersion": dv["metadata"]["resourceVersion"]},
-                "status": new_status}, namespace, subresource="status")
+                "status": plan.status}, namespace, subresource="status")
         except KubeError as err:
             if err.status in (404, 409):
                 logger.debug("datavolume %s/%s changed meanwhile (%s)", namespace, name, err)
                 return previous
             raise
-        src = clone.pvc_source(dv) or clone.snapshot_source(dv) or clone.data_source_ref(dv)
-        for event in events_for(previous=previous, observed=observed, claim_name=name,
-                                clone=(src.namespace, src.name, namespace) if src else None,
-                                upload=source_kind(dv) == "upload",
-                                clone_kind=src.kind if src else clone.PVC):
+        for event in plan.events:
             client.event(dv, type_=event.type, reason=event.reason, message=event.message,
                          component=COMPONENT)
-        if isinstance(failure, Waiting):
-            client.event(dv, type_="Warning", reason=failure[0], message=failure[1],
-                         component=COMPONENT)
-        if observed.phase != previous:
-            logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, observed.phase)
-    if observed.phase == api.SUCCEEDED:
-        client.delete(IMPORT_SOURCES, import_source_name(dv["metadata"]["uid"]), namespace)
-        if source_kind(dv) == "upload":
-            client.delete(UPLOAD_SOURCES, upload_source_name(dv["metadata"]["uid"]), namespace)
-    if observed.phase in (api.SUCCEEDED, api.FAILED) and not clone.keeps_clone_source(dv):
+        if plan.phase != previous:
+            logger.info("datavolume %s/%s: %s -> %s", namespace, name, previous, plan.phase)
+    if plan.delete_import_source is not None:
+        client.delete(IMPORT_SOURCES, plan.delete_import_source, namespace)
+    if plan.delete_upload_source is not None:
+        client.delete(UPLOAD_SOURCES, plan.delete_upload_source, namespace)
+    if plan.delete_clone_source:
         delete_clone_source(client, dv)
-    return observed.phase
+    return plan.phase
 
 
 def delete_clone_source(client: Client, dv: Mapping[str, Any]) -> None:
@@ -184,17 +175,10 @@ def clone_target(client: Client, dv: Mapping[str, Any]) -> clone.SourceRef | tup
 
 
 def _adopt(client: Client, claim: Obj, dv: Obj) -> Obj:
-    refs = list(claim["metadata"].get("ownerReferences") or [])
-    ref = owner_reference(dv)
-    if any(r.get("controller") for r in refs):
-        ref["controller"] = False
     logger.info("datavolume %s/%s adopts its existing claim", dv["metadata"]["namespace"],
                 dv["metadata"]["name"])
-    return client.patch(PVCS, claim["metadata"]["name"], {
-        "metadata": {"ownerReferences": [*refs, ref],
-                     "resourceVersion": claim["metadata"]["resourceVersion"],
-                     "annotations": {api.CREATED_FOR_DV: dv["metadata"]["uid"]}}},
-        claim["metadata"]["namespace"])
+    return client.patch(PVCS, claim["metadata"]["name"], datavolume.adoption_patch(claim, dv),
+                        claim["metadata"]["namespace"])
 
 
 def _create_target(
@@ -232,15 +216,10 @@ def _create_target(
         if not isinstance(found, clone.Source):
             return None, storage_class, found
         clone_from = (source_ref, found)
-    try:
-        target = render(dv=dv, storage_class=storage_class, profile=profile,
-                        config_status=config_status, clone_from=clone_from)
-    except RenderError as err:
-        if clone_from is not None and clone_from[1].snapshot and \
-                err.reason == api.CLONE_VALIDATION_FAILED:
-            return None, None, Waiting(err.reason, snapshot_clone.validation_failed(
-                err.message))
-        return None, None, (err.reason, err.message)
+    target = datavolume.target(dv=dv, storage_class=storage_class, profile=profile,
+                               config_status=config_status, clone_from=clone_from)
+    if isinstance(target, tuple):
+        return None, None, target
     ns = dv["metadata"]["namespace"]
     if target.import_source is not None:
         client.create_if_absent(
@@ -254,8 +233,7 @@ def _create_target(
                     (created["spec"].get("resources") or {}).get("requests"))
     claim = created or client.get_or_none(PVCS, dv["metadata"]["name"], ns)
     if claim is not None and not owned_by(claim, dv):
-        return None, storage_class, ("ErrResourceExists", f'Resource "{dv["metadata"]["name"]}"'
-                                     " already exists and is not managed by DataVolume")
+        return None, storage_class, datavolume.not_managed(dv["metadata"]["name"])
     return claim, storage_class, None
 
 

@@ -41,6 +41,7 @@ from populators import (
     claims,
     clone_pods,
     clone_snapshot,
+    clone_stages,
     clone_strategy,
     flow,
     names,
@@ -107,6 +108,7 @@ class ClonePopulator:
     kind = "VolumeCloneSource"
     plural = "volumeclonesources"
     metric = CLONE_METRIC
+    stages = clone_stages.STAGES
 
     def source_namespace(self, target: Obj) -> str:
         ref = spec(target).get("dataSourceRef") or {}

@@ -1,15 +1,16 @@
 """The import populator: VolumeImportSource → an importer pod filling PVC' (pure hooks).
 
-It supplies the three hooks of :class:`populators.flow.Populator`: the source object is
-in the target's namespace; PVC' carries upstream's ``storage.import.*`` annotations; the
-pod is :func:`populators.importer_pod.render`.
+It supplies the hooks of :class:`populators.flow.Populator`: the source object is in
+the target's namespace; PVC' carries upstream's ``storage.import.*`` annotations; the pod
+is :func:`populators.importer_pod.render`; the decision's stages are the shared ones
+(:data:`populators.flow.STAGES`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from populators import import_source, importer_pod, names
+from populators import flow, import_source, importer_pod, names
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, meta
 from populators.errors import SourceError
@@ -28,6 +29,7 @@ class ImportPopulator:
     kind = "VolumeImportSource"
     plural = "volumeimportsources"
     metric = IMPORT_METRIC
+    stages = flow.STAGES
 
     def source_namespace(self, target: Obj) -> str:
         return str(meta(target).get("namespace"))

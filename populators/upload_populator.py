@@ -26,6 +26,7 @@ from typing import Any
 
 import sizes
 from pki import certs
+from populators import flow
 from populators.cdiconfig import CdiConfig
 from populators.claims import Obj, annots, meta, owned_by, spec
 from populators.errors import SourceError
@@ -93,6 +94,7 @@ class UploadPopulator:
     kind = UPLOAD_KIND
     plural = "volumeuploadsources"
     metric = IMPORT_METRIC
+    stages = flow.STAGES
 
     def source_namespace(self, target: Obj) -> str:
         return str(meta(target).get("namespace"))
