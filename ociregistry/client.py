@@ -32,6 +32,12 @@ MANIFEST_TYPES = (MEDIA_DOCKER_MANIFEST, MEDIA_OCI_MANIFEST)
 INDEX_TYPES = (MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX)
 _ACCEPT = ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))
 DEFAULT_TIMEOUT = 60.0
+MANIFEST_LIMIT = 4 * 1024 * 1024
+"""containers/image's maxManifestBodySize: a manifest (or index) larger than this is
+refused before more of it is read (a registry could send gigabytes, and the DataImportCron
+controller reads manifests in its own process)."""
+ERROR_BODY_LIMIT = 64 * 1024
+"""Bytes of an error answer read for its message."""
 # containers/image's ErrUnauthorizedForCredentials, which CDI's importer reports as is
 AUTH_FAILED = "unable to retrieve auth token: invalid username/password"
 
@@ -111,7 +117,8 @@ def _speaks_tls(ref: ImageReference, timeout: float) -> bool:
     try:
         with warnings.catch_warnings():  # unverified on purpose: the host is listed insecure
             warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-            requests.get(f"https://{ref.api_host}/v2/", verify=False, timeout=timeout)  # noqa: S501
+            requests.get(f"https://{ref.api_host}/v2/", verify=False,  # noqa: S501
+                         timeout=timeout, stream=True).close()  # the answer's body unread
     except requests.exceptions.SSLError:
         return False
     except requests.exceptions.ConnectionError as e:
@@ -152,10 +159,32 @@ def describe_error(ref: ImageReference, e: Exception) -> str:
     return f"{where}: {e}"
 
 
+def _release_challenge(response: requests.Response, **_: Any) -> None:
+    """A streamed 401 is answered by dxf's authentication from its headers alone, then
+    dropped: close it so its connection is not left holding the unread body."""
+    if response.status_code == 401:
+        response.close()
+
+
+def read_bounded(response: requests.Response, limit: int) -> bytes:
+    """A response's body, refused (``ValueError``, containers/image's words) as soon as it
+    announces or sends more than ``limit`` bytes."""
+    announced = response.headers.get("Content-Length", "")
+    if announced.isdigit() and int(announced) > limit:
+        raise ValueError(f"exceeded maximum allowed size of {limit} bytes")
+    body = bytearray()
+    for chunk in response.iter_content(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            raise ValueError(f"exceeded maximum allowed size of {limit} bytes")
+    return bytes(body)
+
+
 def _registry_message(response: requests.Response) -> str:
-    """The registry's own ``errors[0]`` as ``code: message`` (lower-cased code)."""
+    """The registry's own ``errors[0]`` as ``code: message`` (lower-cased code), from at
+    most ``ERROR_BODY_LIMIT`` bytes of the answer."""
     try:
-        errors = response.json().get("errors") or []
+        errors = json.loads(read_bounded(response, ERROR_BODY_LIMIT)).get("errors") or []
         first = errors[0]
         return f"{str(first.get('code', '')).lower().replace('_', ' ')}: {first.get('message', '')}"
     except (ValueError, AttributeError, IndexError, TypeError):
@@ -175,17 +204,32 @@ def get_manifest(dxf: DXF, ref: ImageReference, alias: str | None = None) -> Man
     """Fetch the manifest (or index) for ``alias`` (default: ``ref``'s), digest checked."""
     alias = alias or ref.alias
     try:
-        _, r = dxf.get_manifest_and_response(alias)
+        # dxf's get_manifest_and_response reads the whole body before it returns; its
+        # request method (python-dxf pinned in pyproject.toml) passes stream=True through,
+        # so the body is read here, bounded.
+        r: requests.Response = dxf._request(  # type: ignore[no-untyped-call]
+            "get", "manifests/" + alias, headers={"Accept": _ACCEPT}, stream=True,
+            hooks={"response": _release_challenge})
+        try:
+            content = read_bounded(r, MANIFEST_LIMIT)
+        finally:
+            r.close()
+    except ValueError as e:
+        raise RegistryError(f"{ref}: reading the manifest: {e}") from e
     except (requests.exceptions.RequestException, dxf_errors.DXFError) as e:
-        raise classify(ref, e) from e
-    digest = "sha256:" + hashlib.sha256(r.content).hexdigest()
+        error = classify(ref, e)  # reads at most ERROR_BODY_LIMIT of an error's answer
+        response = getattr(e, "response", None)
+        if response is not None:
+            response.close()
+        raise error from e
+    digest = "sha256:" + hashlib.sha256(content).hexdigest()
     announced = r.headers.get("Docker-Content-Digest")
     if announced and announced != digest:
         raise RegistryError(f"{ref}: manifest digest {digest} does not match {announced}")
     if alias.startswith("sha256:") and alias != digest:
         raise RegistryError(f"{ref}: manifest digest {digest} does not match {alias}")
     try:
-        body = json.loads(r.content)
+        body = json.loads(content)
     except ValueError as e:
         raise RegistryError(f"{ref}: manifest is not JSON: {e}") from e
     media_type = body.get("mediaType") or r.headers.get("Content-Type", "").split(";")[0]
