@@ -161,7 +161,7 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
         direct = _direct_argv(config, workdir, probe.validators)
         parallel = False
         if direct is not None:
-            one, two = _server_rates(source, size)
+            one, two = _server_rates(source, size, on_fetch or (lambda _: None))
             parallel = plan.parallel_ranges(one=one, two=two)
             if parallel:
                 assert two is not None
@@ -207,7 +207,8 @@ def _pin_head(head: bytes, size: int, workdir: Path) -> Path:
                                  cluster=PIN_CLUSTER)
 
 
-def _server_rates(source: Source, size: int) -> tuple[float, float | None]:
+def _server_rates(source: Source, size: int,
+                  counted: Callable[[int], None]) -> tuple[float, float | None]:
     """The bytes/s one connection reads from the middle of the image and, where that is
     slow (``plan.PARALLEL_BELOW``) and the image large, the bytes/s two connections read
     at once (see ``plan.parallel_ranges``).
@@ -215,13 +216,15 @@ def _server_rates(source: Source, size: int) -> tuple[float, float | None]:
     The first read is also a check: nbdkit's curl plugin takes a 206 at its word, the
     importer's own reader checks Content-Range, so one read away from byte 0 shows a
     server (or cache) that answers every range from the start before qemu-img reads
-    through it."""
+    through it. Every byte read is ``counted`` as fetched."""
+    large = size >= 8 * plan.RATE_SAMPLE  # a small image is over before ranges could pay
     at = min(size // 2, max(0, size - 4096)) // 512 * 512
-    length = min(plan.RATE_SAMPLE, size - at)
+    length = min(plan.RATE_SAMPLE if large else 4096, size - at)
     started = time.monotonic()
     source.read_range(at, length)
     one = length / max(time.monotonic() - started, 1e-6)
-    if one >= plan.PARALLEL_BELOW or size < 8 * plan.RATE_SAMPLE:
+    counted(length)
+    if one >= plan.PARALLEL_BELOW or not large:
         return one, None
     readers = [source.fork(), source.fork()]  # a connection each
     try:
@@ -232,6 +235,7 @@ def _server_rates(source: Source, size: int) -> tuple[float, float | None]:
             for read in reads:
                 read.result()
             two = 2 * length / max(time.monotonic() - started, 1e-6)
+            counted(2 * length)
     finally:
         for reader in readers:
             if reader is not source:
