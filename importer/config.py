@@ -26,9 +26,9 @@ from vocab import podenv, sources
 
 FILESYSTEM_DEST = Path("/data/disk.img")
 BLOCK_DEST = Path("/dev/cdi-block-volume")
-TERMINATION_LOG = Path("/dev/termination-log")
-METRICS_PORT = 8443
-SECRET_HEADERS_DIR = Path("/extraheaders")
+TERMINATION_LOG = Path(podenv.TERMINATION_LOG_PATH)
+METRICS_PORT = podenv.DEFAULT_METRICS_PORT
+SECRET_HEADERS_DIR = Path(podenv.SECRET_HEADERS_PATH)
 """Where upstream's pod mounts the Secrets of ``secretExtraHeaders`` (one per directory,
 ``/extraheaders/<index>``); ``IMPORTER_SECRET_EXTRA_HEADERS_DIR`` moves it (rootdisk)."""
 MAX_HEADER_BYTES = 8 * 1024
@@ -105,20 +105,20 @@ class ImporterConfig:
     def __post_init__(self) -> None:
         if self.source is SourceKind.BLANK:
             if self.image_size is None:
-                raise ConfigError("IMPORTER_IMAGE_SIZE: a blank volume needs a size")
+                raise ConfigError(f"{podenv.IMAGE_SIZE}: a blank volume needs a size")
             return
         if self.source is not SourceKind.UPLOAD:
-            check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
+            check_url(self.endpoint, self.source, field_name=podenv.ENDPOINT)
         if self.retry_attempts < 1:
             raise ConfigError("retry_attempts: must be at least 1")
         if self.read_timeout <= 0:
-            raise ConfigError(f"IMPORTER_READ_TIMEOUT: must be positive, got {self.read_timeout}")
+            raise ConfigError(f"{podenv.READ_TIMEOUT}: must be positive, got {self.read_timeout}")
         if self.stall_window <= 0:
-            raise ConfigError(f"IMPORTER_STALL_WINDOW: must be positive, got {self.stall_window}")
+            raise ConfigError(f"{podenv.STALL_WINDOW}: must be positive, got {self.stall_window}")
         if self.stall_min_bytes < 0:
-            raise ConfigError("IMPORTER_STALL_MIN_BYTES: must not be negative")
+            raise ConfigError(f"{podenv.STALL_MIN_BYTES}: must not be negative")
         if self.deadline is not None and self.deadline <= 0:
-            raise ConfigError(f"IMPORTER_DEADLINE: must be positive, got {self.deadline}")
+            raise ConfigError(f"{podenv.DEADLINE}: must be positive, got {self.deadline}")
 
 
 def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
@@ -164,11 +164,11 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         source = SourceKind(source_text)
     except ValueError:
         raise ConfigError(
-            f"IMPORTER_SOURCE: unknown source {source_text!r}"
+            f"{podenv.SOURCE}: unknown source {source_text!r}"
             f" (supported: {', '.join(s.value for s in SourceKind)})"
         ) from None
     if source is SourceKind.UPLOAD:
-        raise ConfigError("IMPORTER_SOURCE: upload is received by the upload server"
+        raise ConfigError(f"{podenv.SOURCE}: upload is received by the upload server"
                           " (python -m importer.uploadserver), not imported")
     dest = env.get(podenv.DESTINATION)
     return ImporterConfig(
@@ -184,26 +184,26 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         access_key_id=env.get(podenv.ACCESS_KEY_ID) or None,
         secret_key=env.get(podenv.SECRET_KEY) or None,
         extra_headers=_env_headers(env) + secret_headers(
-            Path(env.get("IMPORTER_SECRET_EXTRA_HEADERS_DIR") or SECRET_HEADERS_DIR)),
+            Path(env.get(podenv.SECRET_HEADERS_DIR) or SECRET_HEADERS_DIR)),
         registry_architecture=env.get(podenv.REGISTRY_ARCHITECTURE) or None,
         registry_image_dir=_existing_dir(env.get(podenv.REGISTRY_IMAGE_DIR, ""),
                                      podenv.REGISTRY_IMAGE_DIR),
-        s3_endpoint=env.get("IMPORTER_S3_ENDPOINT") or None,
+        s3_endpoint=env.get(podenv.S3_ENDPOINT) or None,
         filesystem_overhead=_overhead(env.get(podenv.FILESYSTEM_OVERHEAD, ""),
                                       podenv.FILESYSTEM_OVERHEAD),
         preallocation=_bool(env, podenv.PREALLOCATION),
         owner_uid=env.get(podenv.OWNER_UID, ""),
-        termination_log=Path(env.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG))),
-        metrics_port=_port(env.get("IMPORTER_METRICS_PORT", str(METRICS_PORT))),
+        termination_log=Path(env.get(podenv.TERMINATION_LOG, str(TERMINATION_LOG))),
+        metrics_port=_port(env.get(podenv.METRICS_PORT, str(METRICS_PORT))),
         metrics_addr=env.get(podenv.POD_IP) or "0.0.0.0",
-        scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
+        scratch_dir=Path(env[podenv.SCRATCH_DIR]) if env.get(podenv.SCRATCH_DIR) else None,
         retry_attempts=_int(env, podenv.RETRY_ATTEMPTS, 6),
         retry_delay=_float(env, podenv.RETRY_DELAY, 1.0),
-        read_timeout=_float(env, "IMPORTER_READ_TIMEOUT", 60.0),
-        stall_min_bytes=parse_byte_count(env.get("IMPORTER_STALL_MIN_BYTES") or "1Mi",
-                                         field_name="IMPORTER_STALL_MIN_BYTES"),
-        stall_window=_float(env, "IMPORTER_STALL_WINDOW", DEFAULT_WINDOW),
-        deadline=_float(env, "IMPORTER_DEADLINE", 0.0) or None,
+        read_timeout=_float(env, podenv.READ_TIMEOUT, 60.0),
+        stall_min_bytes=parse_byte_count(env.get(podenv.STALL_MIN_BYTES) or "1Mi",
+                                         field_name=podenv.STALL_MIN_BYTES),
+        stall_window=_float(env, podenv.STALL_WINDOW, DEFAULT_WINDOW),
+        deadline=_float(env, podenv.DEADLINE, 0.0) or None,
     )
 
 
@@ -352,5 +352,5 @@ def _port(text: str) -> int | None:
     if text in ("", "0"):
         return None
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise ConfigError(f"IMPORTER_METRICS_PORT: {text!r} is not a port number")
+        raise ConfigError(f"{podenv.METRICS_PORT}: {text!r} is not a port number")
     return int(text)

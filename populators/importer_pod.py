@@ -32,10 +32,9 @@ DATA_DIR = "/data"
 BLOCK_DEVICE = "/dev/cdi-block-volume"
 CERT_DIR = "/certs"
 SECRET_HEADERS_VOLUME = "cdi-secret-extra-headers-vol-{}"  # noqa: S105 - a name, no secret
-SECRET_HEADERS_DIR = "/extraheaders"  # noqa: S105 - a path
-"""Where the Secrets of ``secretExtraHeaders`` are mounted, ``/extraheaders/<index>``."""
-METRICS_PORT = 8443
-TERMINATION_LOG = "/dev/termination-log"
+SECRET_HEADERS_DIR = podenv.SECRET_HEADERS_PATH
+METRICS_PORT = podenv.DEFAULT_METRICS_PORT
+TERMINATION_LOG = podenv.TERMINATION_LOG_PATH
 QEMU_UID = 107
 """virt-launcher's qemu user: the disk image must be its to open."""
 

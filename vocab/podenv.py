@@ -54,6 +54,37 @@ CLONER_TARGET: Final = "CLONER_TARGET"
 CLONE_TLS_DIR: Final = "CLONE_TLS_DIR"
 CLONE_PORT: Final = "CLONE_PORT"
 CLONE_GROW_ONLY: Final = "CLONE_GROW_ONLY"
+UPLOAD_SCRATCH_DIR: Final = "UPLOAD_SCRATCH_DIR"
+UPLOAD_DEADLINE: Final = "DEADLINE"
+"""When the upload server ends unless an upload is under way (RFC 3339; upstream's name)."""
+CLONER_SOURCE: Final = "CLONER_SOURCE"
+CLONE_TARGET: Final = "CLONE_TARGET"
+"""The clone source's peer: the target pod's ``ip:port``."""
+CLONE_SERVER_NAME: Final = "CLONE_SERVER_NAME"
+
+# -- read by the programs only (rootdisk's: tests and benchmarks set them) ----------------
+TERMINATION_LOG: Final = "IMPORTER_TERMINATION_LOG"
+"""Where a program writes its termination message instead of :data:`TERMINATION_LOG_PATH`."""
+METRICS_PORT: Final = "IMPORTER_METRICS_PORT"
+SECRET_HEADERS_DIR: Final = "IMPORTER_SECRET_EXTRA_HEADERS_DIR"  # noqa: S105 - a variable's name
+S3_ENDPOINT: Final = "IMPORTER_S3_ENDPOINT"
+SCRATCH_DIR: Final = "IMPORTER_SCRATCH_DIR"
+READ_TIMEOUT: Final = "IMPORTER_READ_TIMEOUT"
+STALL_MIN_BYTES: Final = "IMPORTER_STALL_MIN_BYTES"
+STALL_WINDOW: Final = "IMPORTER_STALL_WINDOW"
+DEADLINE: Final = "IMPORTER_DEADLINE"
+
+# -- the pod's layout, as the populators build it and the programs expect it --------------
+TERMINATION_LOG_PATH: Final = "/dev/termination-log"
+"""The container's ``terminationMessagePath``: the programs' result, read by the populator."""
+DEFAULT_METRICS_PORT: Final = 8443
+"""The progress metric's port (upstream's)."""
+DEFAULT_UPLOAD_PORT: Final = 8443
+"""The upload server's TLS port (upstream's)."""
+DEFAULT_CLONE_PORT: Final = 8444
+"""The clone target's TLS port (rootdisk's own)."""
+SECRET_HEADERS_PATH: Final = "/extraheaders"  # noqa: S105 - a path
+"""Where the Secrets of ``secretExtraHeaders`` are mounted, ``/extraheaders/<index>``."""
 
 
 def _var(name: str, value: str) -> dict[str, str]:
