@@ -13,6 +13,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from vocab import kubevirt
+
 KINDS = {
     "vm": "vm", "vms": "vm", "virtualmachine": "vm", "virtualmachines": "vm",
     "vmi": "vmi", "vmis": "vmi", "virtualmachineinstance": "vmi",
@@ -81,7 +83,7 @@ def parse_port(spec: str) -> PortSpec:
 
 
 def subresource_path(target: Target, namespace: str, port: int, protocol: str) -> str:
-    return (f"/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/{target.resource}/"
+    return (f"{kubevirt.SUBRESOURCE_PATH}/namespaces/{namespace}/{target.resource}/"
             f"{target.name}/portforward/{port}/{protocol}")
 
 
