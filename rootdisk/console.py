@@ -28,7 +28,7 @@ from vm.kube import PODS, VMIS, Kube, KubeError
 from vocab import kubevirt as names
 
 ESCAPE = b"\x1d"  # Ctrl+]
-SUB = "/apis/subresources.kubevirt.io/v1"
+SUB = names.SUBRESOURCE_PATH
 
 
 def _ssl_and_headers(kube: Kube) -> tuple[ssl.SSLContext, dict[str, str], str]:
@@ -143,7 +143,7 @@ async def _session(name: str, url: str, ctx: ssl.SSLContext, headers: dict[str, 
     async with aiohttp.ClientSession(middlewares=(keep_refusal,)) as session:
         try:
             ws = await session.ws_connect(url, ssl=ctx, headers=headers,
-                                          protocols=("plain.kubevirt.io",))
+                                          protocols=(names.PLAIN_PROTOCOL,))
         except aiohttp.WSServerHandshakeError as err:
             said = last_refusal()
             print(f"rootdisk console: {err.status} {(said and said.reason) or err.message}",

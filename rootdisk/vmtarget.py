@@ -20,7 +20,7 @@ KINDS = {
     "vmi": "vmi", "vmis": "vmi", "virtualmachineinstance": "vmi",
     "virtualmachineinstances": "vmi",
 }
-RESOURCE = {"vm": "virtualmachines", "vmi": "virtualmachineinstances"}
+RESOURCE = {"vm": kubevirt.VM_PLURAL, "vmi": kubevirt.VMI_PLURAL}
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _USER = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
