@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
 from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
-from ociregistry.reference import ReferenceError as BadReference
-from ociregistry.reference import parse_archive_url, parse_docker_url
 from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
 from vocab import podenv, sources
 
@@ -35,27 +33,21 @@ MAX_HEADER_BYTES = 8 * 1024
 """Largest header file read from a Secret (a server refuses longer header lines anyway)."""
 
 
-class SourceKind(StrEnum):
-    HTTP = "http"
-    S3 = "s3"
-    REGISTRY = "registry"
-    """A container-disk image: the file under ``disk/`` (``docker://`` references)."""
-    BLANK = "blank"
-    UPLOAD = "upload"
-    """The bytes arrive in a request to the upload server (``importer.uploadserver``)."""
-
-
 class ContentType(StrEnum):
     KUBEVIRT = "kubevirt"
     ARCHIVE = "archive"
 
 
-_URL_SCHEMES = {SourceKind(kind): schemes for kind, schemes in sources.URL_SCHEMES.items()}
+KINDS = (*sources.IMPORTED, sources.UPLOAD)
+"""What ``source`` may be: a kind declared in ``vocab.sources`` (its reader is
+``importer/sources/<kind>.py``), or ``upload`` (the bytes arrive in a request to the
+upload server, ``importer.uploadserver``)."""
 
 
 @dataclass(frozen=True)
 class ImporterConfig:
-    source: SourceKind
+    source: str
+    """A kind of :data:`KINDS`."""
     endpoint: str = ""
     """The image URL (http/https), or the S3 object (s3://bucket/key, or path-style
     http(s)://host/bucket/key as upstream takes it)."""
@@ -69,12 +61,10 @@ class ImporterConfig:
     access_key_id: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    registry_architecture: str | None = None
-    """A registry source's wanted architecture (``platform.architecture``)."""
-    registry_image_dir: Path | None = None
-    """``pullMethod: node``: the image as the node mounted it; the disk is read there."""
-    s3_endpoint: str | None = None
-    """For s3:// URLs: a custom S3 endpoint (path-style addressing is used then)."""
+    options: tuple[tuple[str, str], ...] = ()
+    """The source's own settings (variable, value): the variables its declaration in
+    ``vocab.sources`` lists (the registry's architecture, the S3 endpoint...); its reader
+    reads and checks them."""
     filesystem_overhead: Fraction = DEFAULT_OVERHEAD
     preallocation: bool = False
     owner_uid: str = ""
@@ -102,13 +92,19 @@ class ImporterConfig:
     retry_delay: float = 1.0
     """First backoff delay in seconds; doubles per try up to 30 s."""
 
+    def option(self, variable: str) -> str | None:
+        """The value of one of the source's own settings (None: not set)."""
+        return dict(self.options).get(variable) or None
+
     def __post_init__(self) -> None:
-        if self.source is SourceKind.BLANK:
-            if self.image_size is None:
-                raise ConfigError(f"{podenv.IMAGE_SIZE}: a blank volume needs a size")
-            return
-        if self.source is not SourceKind.UPLOAD:
+        if self.source not in KINDS:
+            raise ConfigError(f"{podenv.SOURCE}: unknown source {self.source!r}"
+                              f" (supported: {', '.join(KINDS)})")
+        if self.source in sources.URL_SCHEMES:
             check_url(self.endpoint, self.source, field_name=podenv.ENDPOINT)
+        if self.source in sources.DECLARATIONS:
+            from importer.sources import check_config  # late: the readers import this module
+            check_config(self)
         if self.retry_attempts < 1:
             raise ConfigError("retry_attempts: must be at least 1")
         if self.read_timeout <= 0:
@@ -121,8 +117,10 @@ class ImporterConfig:
             raise ConfigError(f"{podenv.DEADLINE}: must be positive, got {self.deadline}")
 
 
-def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
-    """Only http, https and s3 URLs, with a host (or bucket)."""
+def check_url(url: str, source: str, *, field_name: str) -> None:
+    """What every URL source asks of its URL: present, no control character, one of the
+    source's schemes (``vocab.sources``); then the reader's own ``check_url`` (the
+    registry's references, S3's bucket and key), else a host."""
     if not url:
         raise ConfigError(f"{field_name}: an image URL is required")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
@@ -130,44 +128,34 @@ def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
         raise ConfigError(f"{field_name}: the URL holds a control character (CR, LF, ...);"
                           " escape it with %XX")
     parts = urlsplit(url)
-    allowed = _URL_SCHEMES[source]
+    allowed = sources.URL_SCHEMES[source]
     if parts.scheme not in allowed:
         raise ConfigError(
             f"{field_name}: scheme {parts.scheme!r} is not allowed for a {source} source"
             f" (allowed: {', '.join(allowed)})"
         )
-    if source is SourceKind.REGISTRY and parts.scheme == "oci-archive":
-        try:
-            parse_archive_url(url)
-        except BadReference as err:
-            raise ConfigError(f"{field_name}: {err}") from None
-        return
-    if not parts.netloc:
+    from importer.sources import url_check  # late: the readers import this module
+    own = url_check(source)
+    if own is not None:
+        own(url, field_name=field_name)
+    else:
+        require_host(url, field_name=field_name)
+
+
+def require_host(url: str, *, field_name: str) -> None:
+    if not urlsplit(url).netloc:
         raise ConfigError(f"{field_name}: {url!r} has no host")
-    if source is SourceKind.REGISTRY:
-        try:
-            parse_docker_url(url)
-        except BadReference as err:
-            raise ConfigError(f"{field_name}: {err}") from None
-    if parts.scheme == "s3" or source is SourceKind.S3:
-        path = parts.path.lstrip("/")
-        if parts.scheme == "s3" and not path:
-            raise ConfigError(f"{field_name}: {url!r} names a bucket but no object key")
-        if parts.scheme != "s3" and "/" not in path:
-            raise ConfigError(f"{field_name}: {url!r} must be path-style: /BUCKET/KEY")
 
 
 def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
     """Build the config from upstream CDI's importer environment variables."""
-    source_text = env.get(podenv.SOURCE, "http")
-    try:
-        source = SourceKind(source_text)
-    except ValueError:
+    source = env.get(podenv.SOURCE, sources.HTTP)
+    if source not in KINDS:
         raise ConfigError(
-            f"{podenv.SOURCE}: unknown source {source_text!r}"
-            f" (supported: {', '.join(s.value for s in SourceKind)})"
-        ) from None
-    if source is SourceKind.UPLOAD:
+            f"{podenv.SOURCE}: unknown source {source!r}"
+            f" (supported: {', '.join(KINDS)})"
+        )
+    if source == sources.UPLOAD:
         raise ConfigError(f"{podenv.SOURCE}: upload is received by the upload server"
                           " (python -m importer.uploadserver), not imported")
     dest = env.get(podenv.DESTINATION)
@@ -179,16 +167,15 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         content_type=_content_type(env.get(podenv.CONTENT_TYPE, "kubevirt"),
                                    podenv.CONTENT_TYPE),
         checksum=_checksum(env.get(podenv.CHECKSUM, ""), podenv.CHECKSUM),
-        cert_dir=_existing_dir(env.get(podenv.CERT_DIR, ""), podenv.CERT_DIR),
+        cert_dir=existing_dir(env.get(podenv.CERT_DIR, ""), podenv.CERT_DIR),
         insecure_tls=_bool(env, podenv.INSECURE_TLS),
         access_key_id=env.get(podenv.ACCESS_KEY_ID) or None,
         secret_key=env.get(podenv.SECRET_KEY) or None,
         extra_headers=_env_headers(env) + secret_headers(
             Path(env.get(podenv.SECRET_HEADERS_DIR) or SECRET_HEADERS_DIR)),
-        registry_architecture=env.get(podenv.REGISTRY_ARCHITECTURE) or None,
-        registry_image_dir=_existing_dir(env.get(podenv.REGISTRY_IMAGE_DIR, ""),
-                                     podenv.REGISTRY_IMAGE_DIR),
-        s3_endpoint=env.get(podenv.S3_ENDPOINT) or None,
+        options=tuple((o.variable, env[o.variable])
+                      for o in sources.DECLARATIONS[source].options
+                      if o.variable and env.get(o.variable)),
         filesystem_overhead=_overhead(env.get(podenv.FILESYSTEM_OVERHEAD, ""),
                                       podenv.FILESYSTEM_OVERHEAD),
         preallocation=_bool(env, podenv.PREALLOCATION),
@@ -304,7 +291,7 @@ def _checksum(text: str, name: str) -> Checksum | None:
         raise ConfigError(str(err)) from None
 
 
-def _existing_dir(text: str, name: str) -> Path | None:
+def existing_dir(text: str, name: str) -> Path | None:
     if not text:
         return None
     path = Path(text)

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vocab import podenv, sources
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -87,9 +89,9 @@ def run_import(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace, cfg: Any) -> Any:
     scheme = args.url.split(":", 1)[0]
-    source = cfg.SourceKind.S3 if scheme == "s3" or args.s3_endpoint else cfg.SourceKind.HTTP
-    if scheme in ("docker", "oci-archive"):
-        source = cfg.SourceKind.REGISTRY
+    source = sources.S3 if scheme == "s3" or args.s3_endpoint else sources.HTTP
+    if scheme in sources.URL_SCHEMES[sources.REGISTRY]:
+        source = sources.REGISTRY
     key_id = secret = None
     if args.secret_file:
         key_id, secret = _read_secret(args.secret_file, cfg)
@@ -115,8 +117,9 @@ def _config(args: argparse.Namespace, cfg: Any) -> Any:
         access_key_id=key_id,
         secret_key=secret,
         extra_headers=tuple(cfg.parse_header(h, field_name="--header") for h in args.header),
-        s3_endpoint=args.s3_endpoint,
-        registry_architecture=args.architecture,
+        options=tuple((name, value) for name, value in (
+            (podenv.S3_ENDPOINT, args.s3_endpoint),
+            (podenv.REGISTRY_ARCHITECTURE, args.architecture)) if value),
         filesystem_overhead=overhead,
         preallocation=args.preallocate,
         termination_log=None,

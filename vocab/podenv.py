@@ -39,10 +39,10 @@ CREDENTIAL_KEYS: Final = ((ACCESS_KEY_ID, "accessKeyId"), (SECRET_KEY, "secretKe
 """Variable ← key of the source's Secret (upstream's key names); set from the Secret by
 the kubelet (``valueFrom``), never written into the pod spec."""
 REGISTRY_ARCHITECTURE: Final = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE"
+"""A registry source's ``platform.architecture`` (upstream's name)."""
 REGISTRY_IMAGE_DIR: Final = "IMPORTER_REGISTRY_IMAGE_DIR"
 """``pullMethod: node``: where the node mounted the image (an image volume); the disk is
 read from there, not from the registry (rootdisk's own)."""
-"""A registry source's ``platform.architecture`` (upstream's name)."""
 RETRY_ATTEMPTS: Final = "IMPORTER_RETRY_ATTEMPTS"
 RETRY_DELAY: Final = "IMPORTER_RETRY_DELAY"
 
@@ -124,8 +124,9 @@ class ImportEnv:
     cert_dir: str = ""
     checksum: str = ""
     extra_headers: tuple[str, ...] = ()
-    registry_architecture: str = ""
-    registry_image_dir: str = ""
+    options: tuple[tuple[str, str], ...] = ()
+    """The source's own variables (``vocab.sources.Option``), in declared order; empty
+    values are left out."""
 
     def render(self) -> list[dict[str, str]]:
         env = [_var(SOURCE, self.source), _var(ENDPOINT, self.endpoint),
@@ -135,9 +136,6 @@ class ImportEnv:
             env.append(_var(CERT_DIR, self.cert_dir))
         if self.checksum:
             env.append(_var(CHECKSUM, self.checksum))
-        if self.registry_architecture:
-            env.append(_var(REGISTRY_ARCHITECTURE, self.registry_architecture))
-        if self.registry_image_dir:
-            env.append(_var(REGISTRY_IMAGE_DIR, self.registry_image_dir))
+        env += [_var(name, value) for name, value in self.options if value]
         env += [_var(f"{EXTRA_HEADER_PREFIX}{i}", h) for i, h in enumerate(self.extra_headers)]
         return env

@@ -21,12 +21,11 @@ from pathlib import Path
 from importer.config import (
     TERMINATION_LOG,
     ImporterConfig,
-    SourceKind,
     default_dest,
 )
 from importer.config import from_env as importer_from_env
 from importer.errors import ConfigError
-from vocab import podenv
+from vocab import podenv, sources
 
 DEFAULT_TLS_DIR = Path("/etc/cdi-upload")
 DEFAULT_CLIENT_NAME = "cdi-uploadproxy"
@@ -68,7 +67,7 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
         if deadline.tzinfo is None:
             raise ConfigError(f"{podenv.UPLOAD_DEADLINE}: {stamp!r} has no time zone")
     importer = ImporterConfig(
-        source=SourceKind.UPLOAD,
+        source=sources.UPLOAD,
         dest=Path(env[podenv.DESTINATION]) if env.get(podenv.DESTINATION)
         else default_dest(),
         image_size=base.image_size,
