@@ -89,9 +89,12 @@ def run_import(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace, cfg: Any) -> Any:
     scheme = args.url.split(":", 1)[0]
-    source = sources.S3 if scheme == "s3" or args.s3_endpoint else sources.HTTP
-    if scheme in sources.URL_SCHEMES[sources.REGISTRY]:
-        source = sources.REGISTRY
+    # the first declared source reading the scheme (http before s3 for http and https);
+    # an unknown scheme is refused by the http source's check, naming its schemes
+    source = next((kind for kind, schemes in sources.URL_SCHEMES.items() if scheme in schemes),
+                  sources.HTTP)
+    if args.s3_endpoint:
+        source = sources.S3
     key_id = secret = None
     if args.secret_file:
         key_id, secret = _read_secret(args.secret_file, cfg)

@@ -47,7 +47,7 @@ def from_env(env: Mapping[str, str]) -> ServerConfig:
     # The importer's own parser reads the shared variables (and names the field on error);
     # it refuses IMPORTER_SOURCE=upload, so it is asked as for a blank volume.
     shared = {k: v for k, v in env.items() if not k.startswith(podenv.EXTRA_HEADER_PREFIX)}
-    shared.update({podenv.SOURCE: "http", podenv.ENDPOINT: "http://upload.invalid/",
+    shared.update({podenv.SOURCE: sources.HTTP, podenv.ENDPOINT: "http://upload.invalid/",
                    podenv.METRICS_PORT: "0"})
     base = importer_from_env(shared)
     port_text = env.get(podenv.UPLOAD_PORT) or str(DEFAULT_PORT)
