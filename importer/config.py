@@ -158,6 +158,13 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
     if source == sources.UPLOAD:
         raise ConfigError(f"{podenv.SOURCE}: upload is received by the upload server"
                           " (python -m importer.uploadserver), not imported")
+    return read_env(env, source=source)
+
+
+def read_env(env: Mapping[str, str], *, source: str) -> ImporterConfig:
+    """The config of ``source`` from the variables (the upload server's too: it reads the
+    shared ones here, asking for ``upload``)."""
+    declared = sources.DECLARATIONS.get(source)
     dest = env.get(podenv.DESTINATION)
     return ImporterConfig(
         source=source,
@@ -174,7 +181,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         extra_headers=_env_headers(env) + secret_headers(
             Path(env.get(podenv.SECRET_HEADERS_DIR) or SECRET_HEADERS_DIR)),
         options=tuple((o.variable, env[o.variable])
-                      for o in sources.DECLARATIONS[source].options
+                      for o in (declared.options if declared else ())
                       if o.variable and env.get(o.variable)),
         filesystem_overhead=_overhead(env.get(podenv.FILESYSTEM_OVERHEAD, ""),
                                       podenv.FILESYSTEM_OVERHEAD),

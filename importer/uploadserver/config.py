@@ -22,8 +22,8 @@ from importer.config import (
     TERMINATION_LOG,
     ImporterConfig,
     default_dest,
+    read_env,
 )
-from importer.config import from_env as importer_from_env
 from importer.errors import ConfigError
 from vocab import podenv, sources
 
@@ -44,12 +44,10 @@ class ServerConfig:
 
 
 def from_env(env: Mapping[str, str]) -> ServerConfig:
-    # The importer's own parser reads the shared variables (and names the field on error);
-    # it refuses IMPORTER_SOURCE=upload, so it is asked as for a blank volume.
+    # The importer's own parser reads the shared variables (and names the field on error).
     shared = {k: v for k, v in env.items() if not k.startswith(podenv.EXTRA_HEADER_PREFIX)}
-    shared.update({podenv.SOURCE: sources.HTTP, podenv.ENDPOINT: "http://upload.invalid/",
-                   podenv.METRICS_PORT: "0"})
-    base = importer_from_env(shared)
+    shared[podenv.METRICS_PORT] = "0"
+    base = read_env(shared, source=sources.UPLOAD)
     port_text = env.get(podenv.UPLOAD_PORT) or str(DEFAULT_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ConfigError(f"{podenv.UPLOAD_PORT}: {port_text!r} is not a port number")
