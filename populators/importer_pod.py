@@ -101,7 +101,7 @@ def _registry(source: ImportSource, config: CdiConfig) -> Plumbing:
     if source.option("pullMethod") != "node":
         return Plumbing(insecure_tls=insecure)
     return Plumbing(
-        env={podenv.REGISTRY_IMAGE_DIR: NODE_PULL_DIR}, insecure_tls=insecure,
+        env={sources.REGISTRY_IMAGE_DIR: NODE_PULL_DIR}, insecure_tls=insecure,
         volumes=({"name": NODE_PULL_VOLUME, "image": {
             "reference": source.url.removeprefix("docker://"), "pullPolicy": "IfNotPresent"}},),
         mounts=({"name": NODE_PULL_VOLUME, "mountPath": NODE_PULL_DIR, "readOnly": True},))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vocab import podenv, sources
+from vocab import sources
 
 
 def register(subparsers: Any) -> None:
@@ -121,8 +121,8 @@ def _config(args: argparse.Namespace, cfg: Any) -> Any:
         secret_key=secret,
         extra_headers=tuple(cfg.parse_header(h, field_name="--header") for h in args.header),
         options=tuple((name, value) for name, value in (
-            (podenv.S3_ENDPOINT, args.s3_endpoint),
-            (podenv.REGISTRY_ARCHITECTURE, args.architecture)) if value),
+            (sources.S3_ENDPOINT, args.s3_endpoint),
+            (sources.REGISTRY_ARCHITECTURE, args.architecture)) if value),
         filesystem_overhead=overhead,
         preallocation=args.preallocate,
         termination_log=None,

@@ -1,6 +1,9 @@
 """The environment contract of the in-pod programs: the variables the populators set on
 the importer, upload-server and clone-target pods and those programs read, defined once.
 
+A source's own variables (the registry's architecture...) are named beside its
+declaration in ``vocab.sources``; those every source shares are here.
+
 The names are upstream CDI's where it has them (``IMPORTER_SOURCE``, ``OWNER_UID``,
 ``FILESYSTEM_OVERHEAD``, ``PREALLOCATION``…) and rootdisk's own otherwise. The render
 side is typed (:class:`TargetEnv`, :class:`ImportEnv`); the programs read the same names
@@ -38,11 +41,6 @@ SECRET_KEY: Final = "IMPORTER_SECRET_KEY"  # noqa: S105 - a variable's name
 CREDENTIAL_KEYS: Final = ((ACCESS_KEY_ID, "accessKeyId"), (SECRET_KEY, "secretKey"))
 """Variable ← key of the source's Secret (upstream's key names); set from the Secret by
 the kubelet (``valueFrom``), never written into the pod spec."""
-REGISTRY_ARCHITECTURE: Final = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE"
-"""A registry source's ``platform.architecture`` (upstream's name)."""
-REGISTRY_IMAGE_DIR: Final = "IMPORTER_REGISTRY_IMAGE_DIR"
-"""``pullMethod: node``: where the node mounted the image (an image volume); the disk is
-read from there, not from the registry (rootdisk's own)."""
 RETRY_ATTEMPTS: Final = "IMPORTER_RETRY_ATTEMPTS"
 RETRY_DELAY: Final = "IMPORTER_RETRY_DELAY"
 
@@ -67,7 +65,6 @@ TERMINATION_LOG: Final = "IMPORTER_TERMINATION_LOG"
 """Where a program writes its termination message instead of :data:`TERMINATION_LOG_PATH`."""
 METRICS_PORT: Final = "IMPORTER_METRICS_PORT"
 SECRET_HEADERS_DIR: Final = "IMPORTER_SECRET_EXTRA_HEADERS_DIR"  # noqa: S105 - a variable's name
-S3_ENDPOINT: Final = "IMPORTER_S3_ENDPOINT"
 SCRATCH_DIR: Final = "IMPORTER_SCRATCH_DIR"
 READ_TIMEOUT: Final = "IMPORTER_READ_TIMEOUT"
 STALL_MIN_BYTES: Final = "IMPORTER_STALL_MIN_BYTES"

@@ -6,7 +6,8 @@ DataVolume controller (cdi.render), the import populator (which renders the impo
 from it) and the importer (which parses its environment from it and finds its reader by
 the kind, ``importer/sources/<kind>.py``).
 
-Adding a source: its :class:`Declaration` in :data:`DECLARATIONS` here, its reader in
+Adding a source: its :class:`Declaration` in :data:`DECLARATIONS` here (with the names
+of its own importer variables, if it has any), its reader in
 ``importer/sources/<kind>.py``, and — only when its pod needs more than the shared
 plumbing (volumes, CDIConfig settings) — an entry in ``populators/importer_pod.PLUMBING``.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from vocab import cdi, podenv
+from vocab import cdi
 
 HTTP: Final = "http"
 S3: Final = "s3"
@@ -60,7 +61,8 @@ class Option:
     reaches the importer. The populator reads ``field`` from ``spec.source.<kind>`` (a
     dotted path) and sets ``variable`` to it; the importer reads ``variable`` back into
     ``ImporterConfig.options``. An option without a field is set by the importer's other
-    front doors (the command line) or by the source's pod plumbing."""
+    front doors (the command line) or by the source's pod plumbing. Never a secret: the
+    value is written into the pod spec (credentials come from ``secretRef``)."""
 
     field: str = ""
     variable: str = ""
@@ -89,19 +91,28 @@ class Declaration:
     """The value of PVC′'s ``storage.import.source`` (default: the kind)."""
 
 
+# -- the sources' own importer variables (beside the shared ones of vocab.podenv) ---------
+S3_ENDPOINT: Final = "IMPORTER_S3_ENDPOINT"
+"""For s3:// URLs: a custom S3 endpoint, path-style addressing (rootdisk's; the CLI's)."""
+REGISTRY_ARCHITECTURE: Final = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE"
+"""A registry source's ``platform.architecture`` (upstream's name)."""
+REGISTRY_IMAGE_DIR: Final = "IMPORTER_REGISTRY_IMAGE_DIR"
+"""``pullMethod: node``: where the node mounted the image (an image volume); the disk is
+read from there, not from the registry (rootdisk's own)."""
+
 DECLARATIONS: Final = {d.kind: d for d in (
     Declaration(HTTP, schemes=("http", "https"), fields=URL_FIELDS),
     Declaration(S3, schemes=("http", "https", "s3"), fields=URL_FIELDS,
-                options=(Option(variable=podenv.S3_ENDPOINT),)),
+                options=(Option(variable=S3_ENDPOINT),)),
     Declaration(
         REGISTRY, schemes=("docker", "oci-archive"), spec_schemes=("docker",),
         fields=frozenset({URL, SECRET_REF, CERT_CONFIGMAP}),
         options=(Option("pullMethod", annotation=cdi.REGISTRY_IMPORT_METHOD,
                         choices=("pod", "node"), default="pod"),
-                 Option("platform.architecture", variable=podenv.REGISTRY_ARCHITECTURE,
+                 Option("platform.architecture", variable=REGISTRY_ARCHITECTURE,
                         annotation=cdi.REGISTRY_IMAGE_ARCHITECTURE),
                  # set by the pod plumbing of pullMethod node (populators.importer_pod)
-                 Option(variable=podenv.REGISTRY_IMAGE_DIR)),
+                 Option(variable=REGISTRY_IMAGE_DIR)),
         refused=(("imageStream", "ImageStreams are an OpenShift API that rootdisk does not"
                                  " serve; give a docker:// url"),)),
     Declaration(BLANK, import_source="none"),

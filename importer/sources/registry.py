@@ -48,7 +48,7 @@ from ociregistry.reference import (
     parse_docker_url,
 )
 from ociregistry.reference import ReferenceError as BadReference
-from vocab import podenv
+from vocab import sources
 
 
 def translated(err: RegistryError) -> ImporterError:
@@ -118,13 +118,13 @@ def check_url(url: str, *, field_name: str) -> None:
 
 
 def check_config(config: ImporterConfig) -> None:
-    existing_dir(config.option(podenv.REGISTRY_IMAGE_DIR) or "", podenv.REGISTRY_IMAGE_DIR)
+    existing_dir(config.option(sources.REGISTRY_IMAGE_DIR) or "", sources.REGISTRY_IMAGE_DIR)
 
 
 def open_source(config: ImporterConfig) -> RegistrySource | MountedDisk:
     """The registry source: the node's mounted image (``pullMethod: node``), else the
     registry itself."""
-    mounted = config.option(podenv.REGISTRY_IMAGE_DIR)
+    mounted = config.option(sources.REGISTRY_IMAGE_DIR)
     if mounted is not None:
         return MountedDisk(Path(mounted))
     return RegistrySource(config)
@@ -162,7 +162,7 @@ class RegistrySource:
 
     def _open(self, ref: ImageReference) -> DiskStream:
         """Open the disk of ``ref`` (kept open until :meth:`close`)."""
-        architecture = self.config.option(podenv.REGISTRY_ARCHITECTURE)
+        architecture = self.config.option(sources.REGISTRY_ARCHITECTURE)
         try:
             if self.archive:
                 return self._stack.enter_context(open_archive_disk(

@@ -33,7 +33,7 @@ from importer.errors import (
 from importer.formats import HEAD_BYTES
 from importer.sources.base import CHUNK, OpenStreams, Probe, Validators, call_with_retries
 from importer.sources.http import ca_bundle
-from vocab import podenv
+from vocab import sources
 
 _REGION = re.compile(r"s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
 _NOT_FOUND = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
@@ -93,7 +93,7 @@ class S3Source:
 
     def __init__(self, config: ImporterConfig) -> None:
         self.config = config
-        self.location = locate(config.endpoint, endpoint=config.option(podenv.S3_ENDPOINT))
+        self.location = locate(config.endpoint, endpoint=config.option(sources.S3_ENDPOINT))
         self._bundle = None
         verify: bool | str = True
         if config.insecure_tls:

@@ -13,7 +13,7 @@ from importer.config import (
     from_env,
 )
 from importer.errors import ConfigError
-from vocab import podenv, sources
+from vocab import sources
 
 BASE = {"IMPORTER_SOURCE": "http", "IMPORTER_ENDPOINT": "https://example.test/disk.qcow2",
         "IMPORTER_DESTINATION": "/data/disk.img"}
@@ -94,7 +94,7 @@ def test_registry_variables() -> None:
     config = from_env({**BASE, "IMPORTER_SOURCE": "registry",
                        "IMPORTER_ENDPOINT": "docker://quay.io/containerdisks/fedora:41",
                        "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE": "arm64"})
-    assert (config.source, config.option(podenv.REGISTRY_ARCHITECTURE)) == (sources.REGISTRY,
+    assert (config.source, config.option(sources.REGISTRY_ARCHITECTURE)) == (sources.REGISTRY,
                                                                      "arm64")
 
 

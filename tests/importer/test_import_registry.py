@@ -20,7 +20,7 @@ from importer.sources.registry import RegistrySource
 from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.registry import RegistryServer, push_disk, push_image, write_layer
 from tests.importer.conftest import ImportFn
-from vocab import podenv, sources
+from vocab import sources
 
 pytestmark = pytest.mark.slow
 
@@ -156,7 +156,7 @@ def test_node_pull_reads_the_mounted_image(images: ImageFactory, do_import: Impo
     shutil.copy(images.get(name).path, mounted / "disk" / f"disk.{name}")
     outcome = do_import("docker://registry.invalid/golden/x:v1", tmp_path / "disk.img",
                         source=sources.REGISTRY,
-                        options=((podenv.REGISTRY_IMAGE_DIR, str(mounted)),))
+                        options=((sources.REGISTRY_IMAGE_DIR, str(mounted)),))
     assert outcome.exit_code == 0, outcome.error
     assert outcome.result is not None and outcome.result.route == route
     assert compare(images.get(name).expected, tmp_path / "disk.img")
@@ -166,7 +166,7 @@ def test_node_pull_without_a_disk_file(do_import: ImportFn, tmp_path: Path) -> N
     (tmp_path / "image" / "disk").mkdir(parents=True)
     outcome = do_import("docker://registry.invalid/golden/x:v1", tmp_path / "disk.img",
                         source=sources.REGISTRY,
-                        options=((podenv.REGISTRY_IMAGE_DIR, str(tmp_path / "image")),))
+                        options=((sources.REGISTRY_IMAGE_DIR, str(tmp_path / "image")),))
     assert isinstance(outcome.error, InvalidImage)
     assert "Failed to find VM disk image file in the container image" in str(outcome.error)
 

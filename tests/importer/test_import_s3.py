@@ -14,7 +14,7 @@ from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.proxy import ProxyServer
 from tests.fixtures.s3server import S3Server
 from tests.importer.conftest import ImportFn, open_connections_to
-from vocab import podenv, sources
+from vocab import sources
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ GiB = 1024 * MiB
 
 def creds(s3: S3Server) -> dict[str, Any]:
     return {"access_key_id": s3.access_key, "secret_key": s3.secret_key,
-            "options": ((podenv.S3_ENDPOINT, s3.endpoint),)}
+            "options": ((sources.S3_ENDPOINT, s3.endpoint),)}
 
 
 @pytest.mark.parametrize(("name", "route"), [
@@ -74,11 +74,11 @@ def test_wrong_key_is_unauthorized(images: ImageFactory, s3_server: S3Server, s3
     url = s3_server.put_file(s3_bucket, "x.qcow2", images.get("qcow2").path)
     outcome = do_import(url, tmp_path / "d.img", access_key_id=s3_server.access_key,
                         secret_key="not-the-secret",
-                        options=((podenv.S3_ENDPOINT, s3_server.endpoint),))
+                        options=((sources.S3_ENDPOINT, s3_server.endpoint),))
     assert isinstance(outcome.error, Unauthorized)
     assert b"not-the-secret" not in outcome.termination
     anonymous = do_import(url, tmp_path / "d.img",
-                          options=((podenv.S3_ENDPOINT, s3_server.endpoint),))
+                          options=((sources.S3_ENDPOINT, s3_server.endpoint),))
     assert isinstance(anonymous.error, Unauthorized)
 
 
