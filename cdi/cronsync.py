@@ -38,6 +38,7 @@ from ociregistry.reference import ReferenceError as BadReference
 from ociregistry.reference import parse_docker_url
 from pki.bundle import open_bundle
 from vocab import cdi as api
+from vocab import sources
 
 logger = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -130,7 +131,7 @@ def _apply(client: Client, cron: Obj, plan: importcron.Plan) -> None:
         client.delete(DATAVOLUMES, plan.delete_dv, namespace)
     if plan.create_dv is not None:
         logger.info("cron %s/%s: importing %s", namespace, name,
-                    plan.create_dv["spec"]["source"]["registry"]["url"])
+                    plan.create_dv["spec"]["source"][sources.REGISTRY]["url"])
         client.create_if_absent(DATAVOLUMES, plan.create_dv)
     for kind, touch in ((PVCS, plan.touch_claim), (SNAPSHOTS, plan.touch_snapshot)):
         if touch is not None:
@@ -177,7 +178,7 @@ def _poll(client: Client, cron: Obj, resolve: Resolver) -> importcron.Poll:
     assert url is not None  # should_poll said so
     namespace = cron["metadata"]["namespace"]
     registry = ((cron["spec"]["template"].get("spec") or {}).get("source") or {}).get(
-        "registry") or {}
+        sources.REGISTRY) or {}
     try:
         with _access(client, namespace, url, registry) as access:
             digest = resolve(url, access)

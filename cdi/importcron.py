@@ -26,6 +26,7 @@ from typing import Any
 from croniter import croniter
 
 from vocab import cdi as api
+from vocab import sources
 
 Obj = dict[str, Any]
 DEFAULT_IMPORTS_TO_KEEP = 3
@@ -175,7 +176,7 @@ def cleans_up(cron: Mapping[str, Any]) -> bool:
 
 def registry_url(cron: Mapping[str, Any]) -> str | None:
     source = (((_spec(cron).get("template") or {}).get("spec") or {}).get("source") or {})
-    url = (source.get("registry") or {}).get("url")
+    url = (source.get(sources.REGISTRY) or {}).get("url")
     return url if isinstance(url, str) and url else None
 
 
@@ -310,7 +311,7 @@ def new_data_volume(cron: Mapping[str, Any], name: str, digest: str, now: dt.dat
                "spec": template.get("spec") or {}}
     url = registry_url(cron)
     if url is not None:
-        dv["spec"]["source"]["registry"]["url"] = f"{untagged(url)}@{digest}"
+        dv["spec"]["source"][sources.REGISTRY]["url"] = f"{untagged(url)}@{digest}"
     dv["metadata"].update(name=name, namespace=meta.get("namespace"))
     for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
         dv["metadata"].pop(key, None)

@@ -171,17 +171,17 @@ def _spec_problems(spec: Mapping[str, Any]) -> list[str]:
     kind, body = kinds[0], source[kinds[0]] or {}
     if kind in _URL_SOURCES:
         problems = _url_problems(body.get("url"), _URL_SOURCES[kind])
-        if kind == "http":
+        if kind == sources.HTTP:
             problems += _checksum_problems(body.get("checksum"))
         return problems
-    if kind == "blank" and content_type == "archive":
+    if kind == sources.BLANK and content_type == "archive":
         return [_p("spec.contentType",
                    "SourceType cannot be blank and the contentType be archive")]
-    if kind == "registry":
+    if kind == sources.REGISTRY:
         return _registry_problems(body, content_type)
-    if kind == "imageio":
+    if kind == sources.IMAGEIO:
         return _imageio_problems(body)
-    if kind == "vddk":
+    if kind == sources.VDDK:
         if not all(body.get(k) for k in ("secretRef", "uuid", "backingFile", "thumbprint")):
             return [_p("spec.source.VDDK", "spec.source.VDDK source VDDK is not valid")]
         return _url_problems(body.get("url"), "VDDK")
@@ -370,7 +370,7 @@ def _rootdisk_problems(spec: Mapping[str, Any], exists: Exists) -> list[str]:
             if ":" not in str(header) or "\n" in str(header) or "\r" in str(header):
                 problems.append(_p(f"{where}.extraHeaders[{i}]",
                                    "not a single 'Name: value' header"))
-        if kind == "s3":
+        if kind == sources.S3:
             scheme = urlsplit(str(body.get("url") or "")).scheme
             if scheme == "gs":
                 problems.append(_p(f"{where}.url", "an S3 source needs an http or https URL"))

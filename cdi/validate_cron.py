@@ -9,6 +9,7 @@ from typing import Any
 
 from cdi.importcron import valid_schedule
 from cdi.validate import Exists, spec_problems
+from vocab import sources
 
 NAME_MAX = 63  # validation.DNS1035LabelMaxLength, for the cron and its DataSource
 
@@ -26,7 +27,7 @@ def validate_cron_create(*, cron: Mapping[str, Any], exists: Exists) -> list[str
     spec = cron.get("spec") or {}
     template = (spec.get("template") or {}).get("spec") or {}
     source = template.get("source") or {}
-    if source.get("registry") is None and source.get("pvc") is None:
+    if source.get(sources.REGISTRY) is None and source.get(sources.PVC) is None:
         return ["spec.Template: Missing source"]
     if template.get("sourceRef") is not None or template.get("contentType") \
             or template.get("checkpoints") or template.get("finalCheckpoint"):

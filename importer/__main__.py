@@ -14,6 +14,7 @@ from importer.errors import ConfigError
 from importer.redact import install_log_filter
 from importer.run import run
 from importer.termination import EXIT_PERMANENT, message, write
+from vocab import podenv
 
 
 def main() -> int:
@@ -24,7 +25,7 @@ def main() -> int:
         config = from_env()
     except ConfigError as err:
         logging.error("%s", err.message)
-        log = Path(os.environ.get("IMPORTER_TERMINATION_LOG", TERMINATION_LOG))
+        log = Path(os.environ.get(podenv.TERMINATION_LOG, TERMINATION_LOG))
         write(log, message(reason=err.reason, text=err.message, retryable=False))
         return EXIT_PERMANENT
     return run(config).exit_code

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from vocab import podenv
+
 logger = logging.getLogger(__name__)
 
 PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
@@ -37,9 +39,9 @@ _lock = threading.Lock()
 
 # The importer's own credentials, as upstream passes them: no child needs them (nbdkit
 # gets headers from a 0600 file), and a child's environment is readable in /proc.
-_SECRET_VARIABLES = ("IMPORTER_ACCESS_KEY_ID", "IMPORTER_SECRET_KEY", "AWS_ACCESS_KEY_ID",
+_SECRET_VARIABLES = (podenv.ACCESS_KEY_ID, podenv.SECRET_KEY, "AWS_ACCESS_KEY_ID",
                      "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-_SECRET_PREFIXES = ("IMPORTER_EXTRA_HEADER_",)
+_SECRET_PREFIXES = (podenv.EXTRA_HEADER_PREFIX,)
 
 
 def child_environment() -> dict[str, str]:

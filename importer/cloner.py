@@ -40,6 +40,7 @@ from importer.errors import ConfigError, ImporterError, TransferError
 from importer.termination import EXIT_OK, failed
 from importer.tlsstream import TlsStream
 from importer.writers import data_runs, open_disk
+from vocab import podenv
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ CHUNK = 1024 * 1024
 zero blocks, compressed and encrypted (4 MiB measured slower)."""
 AHEAD = 2
 """Framed extents read ahead of the one being sent (at most ~AHEAD x CHUNK of memory)."""
-TERMINATION_LOG = Path("/dev/termination-log")
+TERMINATION_LOG = Path(podenv.TERMINATION_LOG_PATH)
 SERVER_NAME = "clone-target"
 STALL_SECONDS = 120.0
 """A send or reply that makes no progress for this long breaks the stream."""
@@ -78,7 +79,8 @@ class Config:
 
 def from_env(env: Mapping[str, str]) -> Config:
     try:
-        source, target, tls = env["CLONER_SOURCE"], env["CLONE_TARGET"], env["CLONE_TLS_DIR"]
+        source, target, tls = (env[podenv.CLONER_SOURCE], env[podenv.CLONE_TARGET],
+                               env[podenv.CLONE_TLS_DIR])
     except KeyError as err:
         raise ConfigError(f"{err.args[0]} is required") from None
     host, _, port = target.rpartition(":")
@@ -89,7 +91,7 @@ def from_env(env: Mapping[str, str]) -> Config:
     except ValueError:
         raise ConfigError("CLONE_CONNECT_SECONDS: not a number") from None
     return Config(source=Path(source), target=(host.strip("[]"), int(port)),
-                  tls_dir=Path(tls), server_name=env.get("CLONE_SERVER_NAME") or SERVER_NAME,
+                  tls_dir=Path(tls), server_name=env.get(podenv.CLONE_SERVER_NAME) or SERVER_NAME,
                   connect_seconds=seconds)
 
 
@@ -266,7 +268,7 @@ def clone(config: Config) -> clonewire.Encoder:
 def main() -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log = Path(os.environ.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG)))
+    log = Path(os.environ.get(podenv.TERMINATION_LOG, str(TERMINATION_LOG)))
     try:
         clone(from_env(os.environ))
         return EXIT_OK

@@ -60,9 +60,9 @@ from vocab import podenv
 logger = logging.getLogger(__name__)
 
 METRIC = "kubevirt_cdi_clone_progress"
-METRICS_PORT = 8443
-CLONE_PORT = 8444
-TERMINATION_LOG = Path("/dev/termination-log")
+METRICS_PORT = podenv.DEFAULT_METRICS_PORT
+CLONE_PORT = podenv.DEFAULT_CLONE_PORT
+TERMINATION_LOG = Path(podenv.TERMINATION_LOG_PATH)
 STALL_SECONDS = 120.0
 AHEAD = 2
 HANDSHAKE_SECONDS = 5.0
@@ -103,7 +103,7 @@ def from_env(env: Mapping[str, str]) -> Config:
         overhead = env.get(podenv.FILESYSTEM_OVERHEAD) or "0"
         parse_overhead(overhead)
     except ValueError as err:
-        raise ConfigError(f"IMPORTER_IMAGE_SIZE/FILESYSTEM_OVERHEAD: {err}") from None
+        raise ConfigError(f"{podenv.IMAGE_SIZE}/{podenv.FILESYSTEM_OVERHEAD}: {err}") from None
     port = env.get(podenv.CLONE_PORT) or str(CLONE_PORT)
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"CLONE_PORT {port!r}: not a port")
@@ -412,7 +412,7 @@ class FrameReader:
 def main() -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log = Path(os.environ.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG)))
+    log = Path(os.environ.get(podenv.TERMINATION_LOG, str(TERMINATION_LOG)))
     metric = None
     try:
         config = from_env(os.environ)

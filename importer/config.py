@@ -19,30 +19,18 @@ from urllib.parse import urlsplit
 from importer.checksum import Checksum, parse_checksum
 from importer.errors import ConfigError
 from importer.watchdog import DEFAULT_MIN_BYTES, DEFAULT_WINDOW
-from ociregistry.reference import ReferenceError as BadReference
-from ociregistry.reference import parse_archive_url, parse_docker_url
 from sizes import DEFAULT_OVERHEAD, parse_bytes, parse_overhead
 from vocab import podenv, sources
 
 FILESYSTEM_DEST = Path("/data/disk.img")
 BLOCK_DEST = Path("/dev/cdi-block-volume")
-TERMINATION_LOG = Path("/dev/termination-log")
-METRICS_PORT = 8443
-SECRET_HEADERS_DIR = Path("/extraheaders")
+TERMINATION_LOG = Path(podenv.TERMINATION_LOG_PATH)
+METRICS_PORT = podenv.DEFAULT_METRICS_PORT
+SECRET_HEADERS_DIR = Path(podenv.SECRET_HEADERS_PATH)
 """Where upstream's pod mounts the Secrets of ``secretExtraHeaders`` (one per directory,
 ``/extraheaders/<index>``); ``IMPORTER_SECRET_EXTRA_HEADERS_DIR`` moves it (rootdisk)."""
 MAX_HEADER_BYTES = 8 * 1024
 """Largest header file read from a Secret (a server refuses longer header lines anyway)."""
-
-
-class SourceKind(StrEnum):
-    HTTP = "http"
-    S3 = "s3"
-    REGISTRY = "registry"
-    """A container-disk image: the file under ``disk/`` (``docker://`` references)."""
-    BLANK = "blank"
-    UPLOAD = "upload"
-    """The bytes arrive in a request to the upload server (``importer.uploadserver``)."""
 
 
 class ContentType(StrEnum):
@@ -50,12 +38,16 @@ class ContentType(StrEnum):
     ARCHIVE = "archive"
 
 
-_URL_SCHEMES = {SourceKind(kind): schemes for kind, schemes in sources.URL_SCHEMES.items()}
+KINDS = (*sources.IMPORTED, sources.UPLOAD)
+"""What ``source`` may be: a kind declared in ``vocab.sources`` (its reader is
+``importer/sources/<kind>.py``), or ``upload`` (the bytes arrive in a request to the
+upload server, ``importer.uploadserver``)."""
 
 
 @dataclass(frozen=True)
 class ImporterConfig:
-    source: SourceKind
+    source: str
+    """A kind of :data:`KINDS`."""
     endpoint: str = ""
     """The image URL (http/https), or the S3 object (s3://bucket/key, or path-style
     http(s)://host/bucket/key as upstream takes it)."""
@@ -69,12 +61,10 @@ class ImporterConfig:
     access_key_id: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    registry_architecture: str | None = None
-    """A registry source's wanted architecture (``platform.architecture``)."""
-    registry_image_dir: Path | None = None
-    """``pullMethod: node``: the image as the node mounted it; the disk is read there."""
-    s3_endpoint: str | None = None
-    """For s3:// URLs: a custom S3 endpoint (path-style addressing is used then)."""
+    options: tuple[tuple[str, str], ...] = ()
+    """The source's own settings (variable, value): the variables its declaration in
+    ``vocab.sources`` lists (the registry's architecture, the S3 endpoint...); its reader
+    reads and checks them."""
     filesystem_overhead: Fraction = DEFAULT_OVERHEAD
     preallocation: bool = False
     owner_uid: str = ""
@@ -102,27 +92,35 @@ class ImporterConfig:
     retry_delay: float = 1.0
     """First backoff delay in seconds; doubles per try up to 30 s."""
 
+    def option(self, variable: str) -> str | None:
+        """The value of one of the source's own settings (None: not set)."""
+        return dict(self.options).get(variable) or None
+
     def __post_init__(self) -> None:
-        if self.source is SourceKind.BLANK:
-            if self.image_size is None:
-                raise ConfigError("IMPORTER_IMAGE_SIZE: a blank volume needs a size")
-            return
-        if self.source is not SourceKind.UPLOAD:
-            check_url(self.endpoint, self.source, field_name="IMPORTER_ENDPOINT")
+        if self.source not in KINDS:
+            raise ConfigError(f"{podenv.SOURCE}: unknown source {self.source!r}"
+                              f" (supported: {', '.join(KINDS)})")
+        if self.source in sources.URL_SCHEMES:
+            check_url(self.endpoint, self.source, field_name=podenv.ENDPOINT)
+        if self.source in sources.DECLARATIONS:
+            from importer.sources import check_config  # late: the readers import this module
+            check_config(self)
         if self.retry_attempts < 1:
             raise ConfigError("retry_attempts: must be at least 1")
         if self.read_timeout <= 0:
-            raise ConfigError(f"IMPORTER_READ_TIMEOUT: must be positive, got {self.read_timeout}")
+            raise ConfigError(f"{podenv.READ_TIMEOUT}: must be positive, got {self.read_timeout}")
         if self.stall_window <= 0:
-            raise ConfigError(f"IMPORTER_STALL_WINDOW: must be positive, got {self.stall_window}")
+            raise ConfigError(f"{podenv.STALL_WINDOW}: must be positive, got {self.stall_window}")
         if self.stall_min_bytes < 0:
-            raise ConfigError("IMPORTER_STALL_MIN_BYTES: must not be negative")
+            raise ConfigError(f"{podenv.STALL_MIN_BYTES}: must not be negative")
         if self.deadline is not None and self.deadline <= 0:
-            raise ConfigError(f"IMPORTER_DEADLINE: must be positive, got {self.deadline}")
+            raise ConfigError(f"{podenv.DEADLINE}: must be positive, got {self.deadline}")
 
 
-def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
-    """Only http, https and s3 URLs, with a host (or bucket)."""
+def check_url(url: str, source: str, *, field_name: str) -> None:
+    """What every URL source asks of its URL: present, no control character, one of the
+    source's schemes (``vocab.sources``); then the reader's own ``check_url`` (the
+    registry's references, S3's bucket and key), else a host."""
     if not url:
         raise ConfigError(f"{field_name}: an image URL is required")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
@@ -130,46 +128,43 @@ def check_url(url: str, source: SourceKind, *, field_name: str) -> None:
         raise ConfigError(f"{field_name}: the URL holds a control character (CR, LF, ...);"
                           " escape it with %XX")
     parts = urlsplit(url)
-    allowed = _URL_SCHEMES[source]
+    allowed = sources.URL_SCHEMES[source]
     if parts.scheme not in allowed:
         raise ConfigError(
             f"{field_name}: scheme {parts.scheme!r} is not allowed for a {source} source"
             f" (allowed: {', '.join(allowed)})"
         )
-    if source is SourceKind.REGISTRY and parts.scheme == "oci-archive":
-        try:
-            parse_archive_url(url)
-        except BadReference as err:
-            raise ConfigError(f"{field_name}: {err}") from None
-        return
-    if not parts.netloc:
+    from importer.sources import url_check  # late: the readers import this module
+    own = url_check(source)
+    if own is not None:
+        own(url, field_name=field_name)
+    else:
+        require_host(url, field_name=field_name)
+
+
+def require_host(url: str, *, field_name: str) -> None:
+    if not urlsplit(url).netloc:
         raise ConfigError(f"{field_name}: {url!r} has no host")
-    if source is SourceKind.REGISTRY:
-        try:
-            parse_docker_url(url)
-        except BadReference as err:
-            raise ConfigError(f"{field_name}: {err}") from None
-    if parts.scheme == "s3" or source is SourceKind.S3:
-        path = parts.path.lstrip("/")
-        if parts.scheme == "s3" and not path:
-            raise ConfigError(f"{field_name}: {url!r} names a bucket but no object key")
-        if parts.scheme != "s3" and "/" not in path:
-            raise ConfigError(f"{field_name}: {url!r} must be path-style: /BUCKET/KEY")
 
 
 def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
     """Build the config from upstream CDI's importer environment variables."""
-    source_text = env.get(podenv.SOURCE, "http")
-    try:
-        source = SourceKind(source_text)
-    except ValueError:
+    source = env.get(podenv.SOURCE, sources.HTTP)
+    if source not in KINDS:
         raise ConfigError(
-            f"IMPORTER_SOURCE: unknown source {source_text!r}"
-            f" (supported: {', '.join(s.value for s in SourceKind)})"
-        ) from None
-    if source is SourceKind.UPLOAD:
-        raise ConfigError("IMPORTER_SOURCE: upload is received by the upload server"
+            f"{podenv.SOURCE}: unknown source {source!r}"
+            f" (supported: {', '.join(KINDS)})"
+        )
+    if source == sources.UPLOAD:
+        raise ConfigError(f"{podenv.SOURCE}: upload is received by the upload server"
                           " (python -m importer.uploadserver), not imported")
+    return read_env(env, source=source)
+
+
+def read_env(env: Mapping[str, str], *, source: str) -> ImporterConfig:
+    """The config of ``source`` from the variables (the upload server's too: it reads the
+    shared ones here, asking for ``upload``)."""
+    declared = sources.DECLARATIONS.get(source)
     dest = env.get(podenv.DESTINATION)
     return ImporterConfig(
         source=source,
@@ -179,31 +174,30 @@ def from_env(env: Mapping[str, str] = os.environ) -> ImporterConfig:
         content_type=_content_type(env.get(podenv.CONTENT_TYPE, "kubevirt"),
                                    podenv.CONTENT_TYPE),
         checksum=_checksum(env.get(podenv.CHECKSUM, ""), podenv.CHECKSUM),
-        cert_dir=_existing_dir(env.get(podenv.CERT_DIR, ""), podenv.CERT_DIR),
+        cert_dir=existing_dir(env.get(podenv.CERT_DIR, ""), podenv.CERT_DIR),
         insecure_tls=_bool(env, podenv.INSECURE_TLS),
         access_key_id=env.get(podenv.ACCESS_KEY_ID) or None,
         secret_key=env.get(podenv.SECRET_KEY) or None,
         extra_headers=_env_headers(env) + secret_headers(
-            Path(env.get("IMPORTER_SECRET_EXTRA_HEADERS_DIR") or SECRET_HEADERS_DIR)),
-        registry_architecture=env.get(podenv.REGISTRY_ARCHITECTURE) or None,
-        registry_image_dir=_existing_dir(env.get(podenv.REGISTRY_IMAGE_DIR, ""),
-                                     podenv.REGISTRY_IMAGE_DIR),
-        s3_endpoint=env.get("IMPORTER_S3_ENDPOINT") or None,
+            Path(env.get(podenv.SECRET_HEADERS_DIR) or SECRET_HEADERS_DIR)),
+        options=tuple((o.variable, env[o.variable])
+                      for o in (declared.options if declared else ())
+                      if o.variable and env.get(o.variable)),
         filesystem_overhead=_overhead(env.get(podenv.FILESYSTEM_OVERHEAD, ""),
                                       podenv.FILESYSTEM_OVERHEAD),
         preallocation=_bool(env, podenv.PREALLOCATION),
         owner_uid=env.get(podenv.OWNER_UID, ""),
-        termination_log=Path(env.get("IMPORTER_TERMINATION_LOG", str(TERMINATION_LOG))),
-        metrics_port=_port(env.get("IMPORTER_METRICS_PORT", str(METRICS_PORT))),
+        termination_log=Path(env.get(podenv.TERMINATION_LOG, str(TERMINATION_LOG))),
+        metrics_port=_port(env.get(podenv.METRICS_PORT, str(METRICS_PORT))),
         metrics_addr=env.get(podenv.POD_IP) or "0.0.0.0",
-        scratch_dir=Path(env["IMPORTER_SCRATCH_DIR"]) if env.get("IMPORTER_SCRATCH_DIR") else None,
+        scratch_dir=Path(env[podenv.SCRATCH_DIR]) if env.get(podenv.SCRATCH_DIR) else None,
         retry_attempts=_int(env, podenv.RETRY_ATTEMPTS, 6),
         retry_delay=_float(env, podenv.RETRY_DELAY, 1.0),
-        read_timeout=_float(env, "IMPORTER_READ_TIMEOUT", 60.0),
-        stall_min_bytes=parse_byte_count(env.get("IMPORTER_STALL_MIN_BYTES") or "1Mi",
-                                         field_name="IMPORTER_STALL_MIN_BYTES"),
-        stall_window=_float(env, "IMPORTER_STALL_WINDOW", DEFAULT_WINDOW),
-        deadline=_float(env, "IMPORTER_DEADLINE", 0.0) or None,
+        read_timeout=_float(env, podenv.READ_TIMEOUT, 60.0),
+        stall_min_bytes=parse_byte_count(env.get(podenv.STALL_MIN_BYTES) or "1Mi",
+                                         field_name=podenv.STALL_MIN_BYTES),
+        stall_window=_float(env, podenv.STALL_WINDOW, DEFAULT_WINDOW),
+        deadline=_float(env, podenv.DEADLINE, 0.0) or None,
     )
 
 
@@ -304,7 +298,7 @@ def _checksum(text: str, name: str) -> Checksum | None:
         raise ConfigError(str(err)) from None
 
 
-def _existing_dir(text: str, name: str) -> Path | None:
+def existing_dir(text: str, name: str) -> Path | None:
     if not text:
         return None
     path = Path(text)
@@ -352,5 +346,5 @@ def _port(text: str) -> int | None:
     if text in ("", "0"):
         return None
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise ConfigError(f"IMPORTER_METRICS_PORT: {text!r} is not a port number")
+        raise ConfigError(f"{podenv.METRICS_PORT}: {text!r} is not a port number")
     return int(text)

@@ -44,11 +44,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from importer import children, plan, qemu_img
-from importer.config import ImporterConfig, SourceKind
+from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
 from importer.sources.base import Probe, Source, Validators
 from importer.sources.http import USER_AGENT, ca_bundle
+from vocab import sources
 
 if TYPE_CHECKING:
     from importer.rangeproxy import RangeProxy
@@ -276,7 +277,7 @@ def _direct_argv(config: ImporterConfig, workdir: Path,
     """nbdkit curl arguments for the URL itself, or None where it must not be on a
     command line (a query may hold a signature, userinfo a password) or is not HTTP.
     The probe's validators go with every request as preconditions."""
-    if config.source is not SourceKind.HTTP:
+    if config.source != sources.HTTP:
         return None
     parts = urlsplit(config.endpoint)
     if parts.query or parts.username or parts.password:

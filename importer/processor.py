@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 import zstandard
 
 from importer import plan
-from importer.config import ImporterConfig, SourceKind
+from importer.config import ImporterConfig
 from importer.errors import (
     ChecksumMismatch,
     DeadlineExceeded,
@@ -65,6 +65,7 @@ from importer.writers import (
     wipe,
     zero_device,
 )
+from vocab import sources
 
 if TYPE_CHECKING:
     from importer import nbd
@@ -210,7 +211,7 @@ class Processor:
     def info(self) -> Planned:
         """Probe, sniff, check the size, choose the route (``result.route``)."""
         usable = self._usable_bytes()
-        if self.config.source is SourceKind.BLANK:
+        if self.config.source == sources.BLANK:
             self.result.route = plan.Route.BLANK
             return Planned(usable=usable)
         probe = self.source.probe()

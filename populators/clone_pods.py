@@ -42,7 +42,7 @@ from populators.importer_pod import (
 from vocab import cdi as api
 from vocab import podenv
 
-CLONE_PORT = 8444
+CLONE_PORT = podenv.DEFAULT_CLONE_PORT
 SOURCE_VOLUME = "cdi-clone-source"
 SOURCE_DIR = "/source"
 SOURCE_DEVICE = "/dev/cdi-clone-source"
@@ -173,10 +173,11 @@ def render_source_pod(*, target: Obj, source_claim: Obj, clone_source: Obj, addr
     block = spec(source_claim).get("volumeMode") == "Block"
     _, secret = names.clone_secret_names(uid)
     env: list[dict[str, Any]] = [
-        {"name": "CLONER_SOURCE", "value": SOURCE_DEVICE if block else f"{SOURCE_DIR}/disk.img"},
-        {"name": "CLONE_TARGET", "value": address},
-        {"name": "CLONE_TLS_DIR", "value": TLS_DIR},
-        {"name": "CLONE_SERVER_NAME", "value": SERVER_NAME},
+        {"name": podenv.CLONER_SOURCE,
+         "value": SOURCE_DEVICE if block else f"{SOURCE_DIR}/disk.img"},
+        {"name": podenv.CLONE_TARGET, "value": address},
+        {"name": podenv.CLONE_TLS_DIR, "value": TLS_DIR},
+        {"name": podenv.CLONE_SERVER_NAME, "value": SERVER_NAME},
     ]
     c = _container(name="cdi-clone-source", image=_image(settings, "cloner"),
                    settings=settings, env=env, config=config)

@@ -38,6 +38,7 @@ from populators.errors import PopulatorError, SourceError
 from populators.importer_pod import Settings
 from populators.progress import DONE
 from vocab import cdi as api
+from vocab import podenv
 
 # -- hooks -----------------------------------------------------------------------------
 
@@ -496,4 +497,4 @@ def rebind(o: Observed, acts: list[Action]) -> Plan:
 
 def metrics_url(pod_ip: str) -> str:
     host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip
-    return f"http://{host}:8443/metrics"
+    return f"http://{host}:{podenv.DEFAULT_METRICS_PORT}/metrics"

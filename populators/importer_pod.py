@@ -12,7 +12,7 @@ operator never reads the Secret, and its values are never in the pod spec.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +32,9 @@ DATA_DIR = "/data"
 BLOCK_DEVICE = "/dev/cdi-block-volume"
 CERT_DIR = "/certs"
 SECRET_HEADERS_VOLUME = "cdi-secret-extra-headers-vol-{}"  # noqa: S105 - a name, no secret
-SECRET_HEADERS_DIR = "/extraheaders"  # noqa: S105 - a path
-"""Where the Secrets of ``secretExtraHeaders`` are mounted, ``/extraheaders/<index>``."""
-METRICS_PORT = 8443
-TERMINATION_LOG = "/dev/termination-log"
+SECRET_HEADERS_DIR = podenv.SECRET_HEADERS_PATH
+METRICS_PORT = podenv.DEFAULT_METRICS_PORT
+TERMINATION_LOG = podenv.TERMINATION_LOG_PATH
 QEMU_UID = 107
 """virt-launcher's qemu user: the disk image must be its to open."""
 
@@ -83,23 +82,60 @@ def restricted_container_security() -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Plumbing:
+    """What a source's pod needs beyond the shared fields' plumbing."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Values of the source's declared options (``vocab.sources.Option.variable``)."""
+    insecure_tls: bool = False
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
+
+
+def _registry(source: ImportSource, config: CdiConfig) -> Plumbing:
+    """As upstream: TLS unverified when the url's ``host:port`` is in CDIConfig's
+    insecureRegistries; ``pullMethod: node``: the node's runtime pulls the image (here,
+    the kubelet's image store) and the importer reads its /disk file from the mount."""
+    insecure = registry_host(source.url) in config.insecure_registries
+    if source.option("pullMethod") != "node":
+        return Plumbing(insecure_tls=insecure)
+    return Plumbing(
+        env={sources.REGISTRY_IMAGE_DIR: NODE_PULL_DIR}, insecure_tls=insecure,
+        volumes=({"name": NODE_PULL_VOLUME, "image": {
+            "reference": source.url.removeprefix("docker://"), "pullPolicy": "IfNotPresent"}},),
+        mounts=({"name": NODE_PULL_VOLUME, "mountPath": NODE_PULL_DIR, "readOnly": True},))
+
+
+PLUMBING: Mapping[str, Callable[[ImportSource, CdiConfig], Plumbing]] = {
+    sources.REGISTRY: _registry,
+}
+"""The sources whose pod needs more than their declaration says (``vocab.sources``)."""
+
+
+def plumbing(source: ImportSource, config: CdiConfig) -> Plumbing:
+    extra = PLUMBING.get(source.kind)
+    return extra(source, config) if extra else Plumbing()
+
+
 def _env(*, source: ImportSource, prime: Mapping[str, Any], target_uid: str,
-         config: CdiConfig, block: bool, settings: Settings) -> list[dict[str, Any]]:
+         config: CdiConfig, block: bool, settings: Settings,
+         extra: Plumbing) -> list[dict[str, Any]]:
     spec = prime.get("spec") or {}
     size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "")
+    options = tuple(
+        (o.variable, source.option(o.field) if o.field else extra.env.get(o.variable, ""))
+        for o in source.declaration.options if o.variable)
     env: list[dict[str, Any]] = list(podenv.ImportEnv(
         target=podenv.TargetEnv(
             image_size=str(size), owner_uid=target_uid, preallocation=source.preallocation,
             filesystem_overhead=config.overhead(storage_class=spec.get("storageClassName"),
                                                 block=block)),
         source=source.kind, endpoint=source.url, content_type=source.content_type,
-        insecure_tls=source.insecure_tls or (
-            source.kind == sources.REGISTRY
-            and registry_host(source.url) in config.insecure_registries),
+        insecure_tls=source.insecure_tls or extra.insecure_tls,
         cert_dir=CERT_DIR if source.cert_configmap else "",
         checksum=source.checksum or "", extra_headers=tuple(source.extra_headers),
-        registry_architecture=source.architecture,
-        registry_image_dir=NODE_PULL_DIR if source.pull_method == "node" else "",
+        options=options,
     ).render())
     if source.secret:
         for var, key in podenv.CREDENTIAL_KEYS:
@@ -122,13 +158,14 @@ def render(*, source: ImportSource, prime: Mapping[str, Any], target: Mapping[st
     tann: Mapping[str, str] = tmeta.get("annotations") or {}
     pspec = prime.get("spec") or {}
     block = pspec.get("volumeMode") == "Block"
+    extra = plumbing(source, config)
     container: dict[str, Any] = {
         "name": "importer",
         "image": settings.image,
         "imagePullPolicy": settings.pull_policy,
         "args": ["-v=1"],
         "env": _env(source=source, prime=prime, target_uid=str(tmeta.get("uid")),
-                    config=config, block=block, settings=settings),
+                    config=config, block=block, settings=settings, extra=extra),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -150,13 +187,9 @@ def render(*, source: ImportSource, prime: Mapping[str, Any], target: Mapping[st
         container.setdefault("volumeMounts", []).append(
             {"name": SECRET_HEADERS_VOLUME.format(i),
              "mountPath": f"{SECRET_HEADERS_DIR}/{i}", "readOnly": True})
-    if source.kind == sources.REGISTRY and source.pull_method == "node":
-        # as upstream's node pull: the node's runtime pulls the image (here, the kubelet's
-        # image store); the importer reads its /disk file from the mount
-        volumes.append({"name": NODE_PULL_VOLUME, "image": {
-            "reference": source.url.removeprefix("docker://"), "pullPolicy": "IfNotPresent"}})
-        container.setdefault("volumeMounts", []).append(
-            {"name": NODE_PULL_VOLUME, "mountPath": NODE_PULL_DIR, "readOnly": True})
+    volumes.extend(extra.volumes)
+    if extra.mounts:
+        container.setdefault("volumeMounts", []).extend(extra.mounts)
     if source.cert_configmap:
         volumes.append({"name": CERT_VOLUME,
                         "configMap": {"name": source.cert_configmap}})

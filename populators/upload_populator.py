@@ -50,7 +50,7 @@ POD_READY = api.ANN + "storage.pod.ready"
 """On the target: "true" while the upload server is ready for the upload (upstream's)."""
 COMPONENT = "cdi-upload-server"
 SERVICE_LABEL = "service"
-UPLOAD_PORT = 8443
+UPLOAD_PORT = podenv.DEFAULT_UPLOAD_PORT
 SERVICE_PORT = 443
 TLS_VOLUME = "cdi-upload-tls"
 TLS_DIR = "/etc/cdi-upload"
@@ -141,8 +141,8 @@ def render_pod(*, target: Obj, prime: Obj, content: str, config: CdiConfig,
         {"name": podenv.UPLOAD_TLS_DIR, "value": TLS_DIR},
         {"name": podenv.UPLOAD_CLIENT_NAME, "value": CLIENT_NAME},
         {"name": podenv.UPLOAD_PORT, "value": str(UPLOAD_PORT)},
-        {"name": "UPLOAD_SCRATCH_DIR", "value": SCRATCH_DIR},
-        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": podenv.UPLOAD_SCRATCH_DIR, "value": SCRATCH_DIR},
+        {"name": podenv.POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     container: dict[str, Any] = {
         "name": COMPONENT,
@@ -245,9 +245,9 @@ def with_deadline(pod: Mapping[str, Any], *, now: dt.datetime,
     way, and a new pod gets a new certificate."""
     out = copy.deepcopy(dict(pod))
     container = out["spec"]["containers"][0]
-    env = [e for e in container.get("env") or [] if e.get("name") != "DEADLINE"]
+    env = [e for e in container.get("env") or [] if e.get("name") != podenv.UPLOAD_DEADLINE]
     stamp = (now + lifetime / 2).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    container["env"] = [*env, {"name": "DEADLINE", "value": stamp}]
+    container["env"] = [*env, {"name": podenv.UPLOAD_DEADLINE, "value": stamp}]
     return out
 
 

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vocab import sources
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -87,9 +89,12 @@ def run_import(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace, cfg: Any) -> Any:
     scheme = args.url.split(":", 1)[0]
-    source = cfg.SourceKind.S3 if scheme == "s3" or args.s3_endpoint else cfg.SourceKind.HTTP
-    if scheme in ("docker", "oci-archive"):
-        source = cfg.SourceKind.REGISTRY
+    # the first declared source reading the scheme (http before s3 for http and https);
+    # an unknown scheme is refused by the http source's check, naming its schemes
+    source = next((kind for kind, schemes in sources.URL_SCHEMES.items() if scheme in schemes),
+                  sources.HTTP)
+    if args.s3_endpoint:
+        source = sources.S3
     key_id = secret = None
     if args.secret_file:
         key_id, secret = _read_secret(args.secret_file, cfg)
@@ -115,8 +120,9 @@ def _config(args: argparse.Namespace, cfg: Any) -> Any:
         access_key_id=key_id,
         secret_key=secret,
         extra_headers=tuple(cfg.parse_header(h, field_name="--header") for h in args.header),
-        s3_endpoint=args.s3_endpoint,
-        registry_architecture=args.architecture,
+        options=tuple((name, value) for name, value in (
+            (sources.S3_ENDPOINT, args.s3_endpoint),
+            (sources.REGISTRY_ARCHITECTURE, args.architecture)) if value),
         filesystem_overhead=overhead,
         preallocation=args.preallocate,
         termination_log=None,

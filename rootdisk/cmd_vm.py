@@ -11,7 +11,9 @@ import argparse
 import sys
 from typing import Any
 
-SUB = "/apis/subresources.kubevirt.io/v1"
+from vocab import kubevirt
+
+SUB = kubevirt.SUBRESOURCE_PATH
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -80,7 +82,7 @@ def cmd_lifecycle(args: argparse.Namespace) -> int:
     from kubeclient import KubeError
     kube, ns = _connect(args)
     body: dict[str, Any] = {"kind": f"{args.action.capitalize()}Options",
-                            "apiVersion": "subresources.kubevirt.io/v1"}
+                            "apiVersion": kubevirt.SUBRESOURCE_API_VERSION}
     if args.dry_run:
         body["dryRun"] = ["All"]
     if args.action == "start" and args.paused:
@@ -127,7 +129,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
     ns = target.namespace or ns
     verb = "pausing" if args.action == "pause" else "unpausing"
     body: dict[str, Any] = {"kind": f"{args.action.capitalize()}Options",
-                            "apiVersion": "subresources.kubevirt.io/v1"}
+                            "apiVersion": kubevirt.SUBRESOURCE_API_VERSION}
     if args.dry_run:
         print("Dry Run execution")
         body["dryRun"] = ["All"]

@@ -29,7 +29,7 @@ from kubeclient.resources import PODS, VMIS
 from vocab import kubevirt as names
 
 ESCAPE = b"\x1d"  # Ctrl+]
-SUB = "/apis/subresources.kubevirt.io/v1"
+SUB = names.SUBRESOURCE_PATH
 
 
 def _ssl_and_headers(kube: Client) -> tuple[ssl.SSLContext, dict[str, str], str]:
@@ -144,7 +144,7 @@ async def _session(name: str, url: str, ctx: ssl.SSLContext, headers: dict[str, 
     async with aiohttp.ClientSession(middlewares=(keep_refusal,)) as session:
         try:
             ws = await session.ws_connect(url, ssl=ctx, headers=headers,
-                                          protocols=("plain.kubevirt.io",))
+                                          protocols=(names.PLAIN_PROTOCOL,))
         except aiohttp.WSServerHandshakeError as err:
             said = last_refusal()
             print(f"rootdisk console: {err.status} {(said and said.reason) or err.message}",

@@ -18,8 +18,9 @@ import aiohttp
 
 from apiservice.refusal import keep_refusal, last_refusal
 from rootdisk.vmtarget import PortSpec
+from vocab import kubevirt
 
-PROTOCOL = "plain.kubevirt.io"
+PROTOCOL = kubevirt.PLAIN_PROTOCOL
 CHUNK = 32 * 1024
 UDP_IDLE = 60.0  # a UDP client's WebSocket closes after this long without a datagram
 UDP_CLIENTS = 64

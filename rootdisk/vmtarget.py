@@ -13,12 +13,14 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from vocab import kubevirt
+
 KINDS = {
     "vm": "vm", "vms": "vm", "virtualmachine": "vm", "virtualmachines": "vm",
     "vmi": "vmi", "vmis": "vmi", "virtualmachineinstance": "vmi",
     "virtualmachineinstances": "vmi",
 }
-RESOURCE = {"vm": "virtualmachines", "vmi": "virtualmachineinstances"}
+RESOURCE = {"vm": kubevirt.VM_PLURAL, "vmi": kubevirt.VMI_PLURAL}
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _USER = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
@@ -81,7 +83,7 @@ def parse_port(spec: str) -> PortSpec:
 
 
 def subresource_path(target: Target, namespace: str, port: int, protocol: str) -> str:
-    return (f"/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/{target.resource}/"
+    return (f"{kubevirt.SUBRESOURCE_PATH}/namespaces/{namespace}/{target.resource}/"
             f"{target.name}/portforward/{port}/{protocol}")
 
 

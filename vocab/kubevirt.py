@@ -16,6 +16,7 @@ OLD_VERSION: Final = "v1alpha3"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 SUBRESOURCE_GROUP: Final = "subresources.kubevirt.io"
 SUBRESOURCE_API_VERSION: Final = f"{SUBRESOURCE_GROUP}/{VERSION}"
+SUBRESOURCE_PATH: Final = f"/apis/{SUBRESOURCE_API_VERSION}"
 
 VM_KIND: Final = "VirtualMachine"
 VM_PLURAL: Final = "virtualmachines"
@@ -36,7 +37,14 @@ LABEL_VMI_ID: Final = "vmi.kubevirt.io/id"
 ANN_DOMAIN: Final = "kubevirt.io/domain"
 ANN_IMMEDIATE_DV_CREATION: Final = "kubevirt.io/immediate-data-volume-creation"
 ANN_EPHEMERAL_PROVISIONING: Final = "kubevirt.io/ephemeral-provisioning"
+ANN_INSTANCETYPE: Final = "kubevirt.io/instancetype-name"
+ANN_CLUSTER_INSTANCETYPE: Final = "kubevirt.io/cluster-instancetype-name"
+"""The instancetype annotations: the launcher pod carries them, cloud-init's metadata
+reports them (upstream's ``instance-type``)."""
 KVM_RESOURCE: Final = "devices.kubevirt.io/kvm"
+PLAIN_PROTOCOL: Final = "plain.kubevirt.io"
+"""The WebSocket subprotocol of the console, VNC and port-forward streams (raw bytes in
+binary frames)."""
 
 LAUNCHER_IMAGE: Final = "rootdisk/launcher"
 LAUNCHER_UID: Final = 107

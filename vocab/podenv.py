@@ -1,6 +1,9 @@
 """The environment contract of the in-pod programs: the variables the populators set on
 the importer, upload-server and clone-target pods and those programs read, defined once.
 
+A source's own variables (the registry's architecture...) are named beside its
+declaration in ``vocab.sources``; those every source shares are here.
+
 The names are upstream CDI's where it has them (``IMPORTER_SOURCE``, ``OWNER_UID``,
 ``FILESYSTEM_OVERHEAD``, ``PREALLOCATION``…) and rootdisk's own otherwise. The render
 side is typed (:class:`TargetEnv`, :class:`ImportEnv`); the programs read the same names
@@ -38,11 +41,6 @@ SECRET_KEY: Final = "IMPORTER_SECRET_KEY"  # noqa: S105 - a variable's name
 CREDENTIAL_KEYS: Final = ((ACCESS_KEY_ID, "accessKeyId"), (SECRET_KEY, "secretKey"))
 """Variable ← key of the source's Secret (upstream's key names); set from the Secret by
 the kubelet (``valueFrom``), never written into the pod spec."""
-REGISTRY_ARCHITECTURE: Final = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE"
-REGISTRY_IMAGE_DIR: Final = "IMPORTER_REGISTRY_IMAGE_DIR"
-"""``pullMethod: node``: where the node mounted the image (an image volume); the disk is
-read from there, not from the registry (rootdisk's own)."""
-"""A registry source's ``platform.architecture`` (upstream's name)."""
 RETRY_ATTEMPTS: Final = "IMPORTER_RETRY_ATTEMPTS"
 RETRY_DELAY: Final = "IMPORTER_RETRY_DELAY"
 
@@ -54,6 +52,36 @@ CLONER_TARGET: Final = "CLONER_TARGET"
 CLONE_TLS_DIR: Final = "CLONE_TLS_DIR"
 CLONE_PORT: Final = "CLONE_PORT"
 CLONE_GROW_ONLY: Final = "CLONE_GROW_ONLY"
+UPLOAD_SCRATCH_DIR: Final = "UPLOAD_SCRATCH_DIR"
+UPLOAD_DEADLINE: Final = "DEADLINE"
+"""When the upload server ends unless an upload is under way (RFC 3339; upstream's name)."""
+CLONER_SOURCE: Final = "CLONER_SOURCE"
+CLONE_TARGET: Final = "CLONE_TARGET"
+"""The clone source's peer: the target pod's ``ip:port``."""
+CLONE_SERVER_NAME: Final = "CLONE_SERVER_NAME"
+
+# -- read by the programs only (rootdisk's: tests and benchmarks set them) ----------------
+TERMINATION_LOG: Final = "IMPORTER_TERMINATION_LOG"
+"""Where a program writes its termination message instead of :data:`TERMINATION_LOG_PATH`."""
+METRICS_PORT: Final = "IMPORTER_METRICS_PORT"
+SECRET_HEADERS_DIR: Final = "IMPORTER_SECRET_EXTRA_HEADERS_DIR"  # noqa: S105 - a variable's name
+SCRATCH_DIR: Final = "IMPORTER_SCRATCH_DIR"
+READ_TIMEOUT: Final = "IMPORTER_READ_TIMEOUT"
+STALL_MIN_BYTES: Final = "IMPORTER_STALL_MIN_BYTES"
+STALL_WINDOW: Final = "IMPORTER_STALL_WINDOW"
+DEADLINE: Final = "IMPORTER_DEADLINE"
+
+# -- the pod's layout, as the populators build it and the programs expect it --------------
+TERMINATION_LOG_PATH: Final = "/dev/termination-log"
+"""The container's ``terminationMessagePath``: the programs' result, read by the populator."""
+DEFAULT_METRICS_PORT: Final = 8443
+"""The progress metric's port (upstream's)."""
+DEFAULT_UPLOAD_PORT: Final = 8443
+"""The upload server's TLS port (upstream's)."""
+DEFAULT_CLONE_PORT: Final = 8444
+"""The clone target's TLS port (rootdisk's own)."""
+SECRET_HEADERS_PATH: Final = "/extraheaders"  # noqa: S105 - a path
+"""Where the Secrets of ``secretExtraHeaders`` are mounted, ``/extraheaders/<index>``."""
 
 
 def _var(name: str, value: str) -> dict[str, str]:
@@ -93,8 +121,9 @@ class ImportEnv:
     cert_dir: str = ""
     checksum: str = ""
     extra_headers: tuple[str, ...] = ()
-    registry_architecture: str = ""
-    registry_image_dir: str = ""
+    options: tuple[tuple[str, str], ...] = ()
+    """The source's own variables (``vocab.sources.Option``), in declared order; empty
+    values are left out."""
 
     def render(self) -> list[dict[str, str]]:
         env = [_var(SOURCE, self.source), _var(ENDPOINT, self.endpoint),
@@ -104,9 +133,6 @@ class ImportEnv:
             env.append(_var(CERT_DIR, self.cert_dir))
         if self.checksum:
             env.append(_var(CHECKSUM, self.checksum))
-        if self.registry_architecture:
-            env.append(_var(REGISTRY_ARCHITECTURE, self.registry_architecture))
-        if self.registry_image_dir:
-            env.append(_var(REGISTRY_IMAGE_DIR, self.registry_image_dir))
+        env += [_var(name, value) for name, value in self.options if value]
         env += [_var(f"{EXTRA_HEADER_PREFIX}{i}", h) for i, h in enumerate(self.extra_headers)]
         return env

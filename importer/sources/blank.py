@@ -6,7 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from importer.config import ImporterConfig
+from importer.errors import ConfigError
 from importer.sources.base import Probe
+from vocab import podenv
+
+
+def check_config(config: ImporterConfig) -> None:
+    if config.image_size is None:
+        raise ConfigError(f"{podenv.IMAGE_SIZE}: a blank volume needs a size")
+
+
+def open_source(config: ImporterConfig) -> BlankSource:
+    return BlankSource(config)
 
 
 class BlankSource:

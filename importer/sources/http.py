@@ -42,6 +42,10 @@ CONNECT_TIMEOUT = 10  # and config.read_timeout between bytes: a stalled read is
 _CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 
 
+def open_source(config: ImporterConfig) -> HTTPSource:
+    return HTTPSource(config)
+
+
 class HTTPSource:
     def __init__(self, config: ImporterConfig) -> None:
         self.config = config

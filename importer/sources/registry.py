@@ -16,9 +16,11 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from importer.config import ImporterConfig
+from importer.config import ImporterConfig, existing_dir, require_host
 from importer.errors import (
+    ConfigError,
     ImporterError,
     InvalidImage,
     NotFound,
@@ -39,7 +41,14 @@ from ociregistry.client import (
     RegistryUnavailable,
 )
 from ociregistry.image import DiskStream, open_archive_disk, open_disk
-from ociregistry.reference import OCI_ARCHIVE_PREFIX, ImageReference, parse_docker_url
+from ociregistry.reference import (
+    OCI_ARCHIVE_PREFIX,
+    ImageReference,
+    parse_archive_url,
+    parse_docker_url,
+)
+from ociregistry.reference import ReferenceError as BadReference
+from vocab import sources
 
 
 def translated(err: RegistryError) -> ImporterError:
@@ -96,11 +105,28 @@ class MountedDisk:
             os.close(self._fd)
 
 
-def open_registry_source(config: ImporterConfig) -> RegistrySource | MountedDisk:
+def check_url(url: str, *, field_name: str) -> None:
+    """A ``docker://`` reference (with a registry host) or an ``oci-archive://`` path."""
+    try:
+        if urlsplit(url).scheme == "oci-archive":
+            parse_archive_url(url)
+            return
+        require_host(url, field_name=field_name)
+        parse_docker_url(url)
+    except BadReference as err:
+        raise ConfigError(f"{field_name}: {err}") from None
+
+
+def check_config(config: ImporterConfig) -> None:
+    existing_dir(config.option(sources.REGISTRY_IMAGE_DIR) or "", sources.REGISTRY_IMAGE_DIR)
+
+
+def open_source(config: ImporterConfig) -> RegistrySource | MountedDisk:
     """The registry source: the node's mounted image (``pullMethod: node``), else the
     registry itself."""
-    if config.registry_image_dir is not None:
-        return MountedDisk(config.registry_image_dir)
+    mounted = config.option(sources.REGISTRY_IMAGE_DIR)
+    if mounted is not None:
+        return MountedDisk(Path(mounted))
     return RegistrySource(config)
 
 
@@ -136,12 +162,13 @@ class RegistrySource:
 
     def _open(self, ref: ImageReference) -> DiskStream:
         """Open the disk of ``ref`` (kept open until :meth:`close`)."""
+        architecture = self.config.option(sources.REGISTRY_ARCHITECTURE)
         try:
             if self.archive:
                 return self._stack.enter_context(open_archive_disk(
-                    self.config.endpoint, architecture=self.config.registry_architecture))
+                    self.config.endpoint, architecture=architecture))
             return self._stack.enter_context(open_disk(
-                ref, self.access, architecture=self.config.registry_architecture))
+                ref, self.access, architecture=architecture))
         except RegistryError as err:
             raise translated(err) from err
 

@@ -19,8 +19,9 @@ import botocore.config
 import botocore.exceptions
 from botocore import UNSIGNED
 
-from importer.config import ImporterConfig
+from importer.config import ImporterConfig, require_host
 from importer.errors import (
+    ConfigError,
     ImporterError,
     InvalidImage,
     InvalidResponse,
@@ -32,6 +33,7 @@ from importer.errors import (
 from importer.formats import HEAD_BYTES
 from importer.sources.base import CHUNK, OpenStreams, Probe, Validators, call_with_retries
 from importer.sources.http import ca_bundle
+from vocab import sources
 
 _REGION = re.compile(r"s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
 _NOT_FOUND = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
@@ -55,6 +57,21 @@ class ObjectLocation:
     region: str
 
 
+def check_url(url: str, *, field_name: str) -> None:
+    """A host, and an object: ``s3://BUCKET/KEY`` or path-style ``http(s)://host/BUCKET/KEY``."""
+    require_host(url, field_name=field_name)
+    parts = urlsplit(url)
+    path = parts.path.lstrip("/")
+    if parts.scheme == "s3" and not path:
+        raise ConfigError(f"{field_name}: {url!r} names a bucket but no object key")
+    if parts.scheme != "s3" and "/" not in path:
+        raise ConfigError(f"{field_name}: {url!r} must be path-style: /BUCKET/KEY")
+
+
+def open_source(config: ImporterConfig) -> S3Source:
+    return S3Source(config)
+
+
 def locate(url: str, *, endpoint: str | None = None) -> ObjectLocation:
     parts = urlsplit(url)
     if parts.scheme == "s3":
@@ -76,7 +93,7 @@ class S3Source:
 
     def __init__(self, config: ImporterConfig) -> None:
         self.config = config
-        self.location = locate(config.endpoint, endpoint=config.s3_endpoint)
+        self.location = locate(config.endpoint, endpoint=config.option(sources.S3_ENDPOINT))
         self._bundle = None
         verify: bool | str = True
         if config.insecure_tls:

@@ -20,6 +20,7 @@ from importer.redact import install_log_filter
 from importer.termination import EXIT_OK, EXIT_PERMANENT, EXIT_RETRYABLE, message, write
 from importer.uploadserver.config import from_env
 from importer.uploadserver.server import UploadServer, server_ssl_context
+from vocab import podenv
 
 logger = logging.getLogger("importer.uploadserver")
 DEADLINE_RECHECK = 2.0
@@ -27,7 +28,7 @@ DEADLINE_RECHECK = 2.0
 
 
 async def serve() -> int:
-    log = Path(os.environ.get("IMPORTER_TERMINATION_LOG") or str(TERMINATION_LOG))
+    log = Path(os.environ.get(podenv.TERMINATION_LOG) or str(TERMINATION_LOG))
     try:
         config = from_env(os.environ)
         ctx = server_ssl_context(config.tls_dir)

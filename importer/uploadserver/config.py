@@ -21,16 +21,15 @@ from pathlib import Path
 from importer.config import (
     TERMINATION_LOG,
     ImporterConfig,
-    SourceKind,
     default_dest,
+    read_env,
 )
-from importer.config import from_env as importer_from_env
 from importer.errors import ConfigError
-from vocab import podenv
+from vocab import podenv, sources
 
 DEFAULT_TLS_DIR = Path("/etc/cdi-upload")
 DEFAULT_CLIENT_NAME = "cdi-uploadproxy"
-DEFAULT_PORT = 8443
+DEFAULT_PORT = podenv.DEFAULT_UPLOAD_PORT
 
 
 @dataclass(frozen=True)
@@ -45,29 +44,28 @@ class ServerConfig:
 
 
 def from_env(env: Mapping[str, str]) -> ServerConfig:
-    # The importer's own parser reads the shared variables (and names the field on error);
-    # it refuses IMPORTER_SOURCE=upload, so it is asked as for a blank volume.
+    # The importer's own parser reads the shared variables (and names the field on error).
     shared = {k: v for k, v in env.items() if not k.startswith(podenv.EXTRA_HEADER_PREFIX)}
-    shared.update({"IMPORTER_SOURCE": "http", "IMPORTER_ENDPOINT": "http://upload.invalid/",
-                   "IMPORTER_METRICS_PORT": "0"})
-    base = importer_from_env(shared)
+    shared[podenv.METRICS_PORT] = "0"
+    base = read_env(shared, source=sources.UPLOAD)
     port_text = env.get(podenv.UPLOAD_PORT) or str(DEFAULT_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ConfigError(f"UPLOAD_PORT: {port_text!r} is not a port number")
+        raise ConfigError(f"{podenv.UPLOAD_PORT}: {port_text!r} is not a port number")
     client = env.get(podenv.UPLOAD_CLIENT_NAME) or DEFAULT_CLIENT_NAME
-    scratch = env.get("UPLOAD_SCRATCH_DIR") or ""
-    termination = Path(env.get("IMPORTER_TERMINATION_LOG") or str(TERMINATION_LOG))
+    scratch = env.get(podenv.UPLOAD_SCRATCH_DIR) or ""
+    termination = Path(env.get(podenv.TERMINATION_LOG) or str(TERMINATION_LOG))
     deadline = None
-    if env.get("DEADLINE"):
+    stamp = env.get(podenv.UPLOAD_DEADLINE)
+    if stamp:
         try:
-            deadline = dt.datetime.fromisoformat(env["DEADLINE"].replace("Z", "+00:00"))
+            deadline = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         except ValueError:
-            raise ConfigError(f"DEADLINE: {env['DEADLINE']!r} is not an RFC 3339 time"
+            raise ConfigError(f"{podenv.UPLOAD_DEADLINE}: {stamp!r} is not an RFC 3339 time"
                               ) from None
         if deadline.tzinfo is None:
-            raise ConfigError(f"DEADLINE: {env['DEADLINE']!r} has no time zone")
+            raise ConfigError(f"{podenv.UPLOAD_DEADLINE}: {stamp!r} has no time zone")
     importer = ImporterConfig(
-        source=SourceKind.UPLOAD,
+        source=sources.UPLOAD,
         dest=Path(env[podenv.DESTINATION]) if env.get(podenv.DESTINATION)
         else default_dest(),
         image_size=base.image_size,

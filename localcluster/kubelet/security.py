@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vocab import kubevirt
+
 Obj = Mapping[str, Any]
 
 ALL_CAPS: tuple[str, ...] = (
@@ -54,7 +56,7 @@ DEFAULT_DEVICES: tuple[str, ...] = (
 """What every container gets (bubblewrap's ``--dev`` binds exactly these, plus a
 private devpts)."""
 
-KVM_RESOURCE = "devices.kubevirt.io/kvm"
+KVM_RESOURCE = kubevirt.KVM_RESOURCE
 KVM_DEVICE = "/dev/kvm"
 
 RUNTIME_DEFAULT = "RuntimeDefault"

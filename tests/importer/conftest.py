@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from importer.config import ContentType, ImporterConfig, SourceKind
+from importer.config import ContentType, ImporterConfig
 from importer.progress import Listener
 from importer.run import Outcome, run
+from vocab import sources
 
 ImportFn = Callable[..., Outcome]
 
@@ -23,7 +24,7 @@ def do_import(tmp_path: Path) -> ImportFn:
 
     def go(url: str, dest: Path, *, listeners: list[Listener] | None = None,
            **fields: Any) -> Outcome:
-        fields.setdefault("source", SourceKind.S3 if url.startswith("s3:") else SourceKind.HTTP)
+        fields.setdefault("source", sources.S3 if url.startswith("s3:") else sources.HTTP)
         fields.setdefault("retry_delay", 0.01)
         fields.setdefault("metrics_port", None)
         fields.setdefault("termination_log", tmp_path / "termination-log")

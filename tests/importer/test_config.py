@@ -10,10 +10,10 @@ import pytest
 from importer.config import (
     ContentType,
     ImporterConfig,
-    SourceKind,
     from_env,
 )
 from importer.errors import ConfigError
+from vocab import sources
 
 BASE = {"IMPORTER_SOURCE": "http", "IMPORTER_ENDPOINT": "https://example.test/disk.qcow2",
         "IMPORTER_DESTINATION": "/data/disk.img"}
@@ -94,17 +94,18 @@ def test_registry_variables() -> None:
     config = from_env({**BASE, "IMPORTER_SOURCE": "registry",
                        "IMPORTER_ENDPOINT": "docker://quay.io/containerdisks/fedora:41",
                        "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE": "arm64"})
-    assert (config.source, config.registry_architecture) == (SourceKind.REGISTRY, "arm64")
+    assert (config.source, config.option(sources.REGISTRY_ARCHITECTURE)) == (sources.REGISTRY,
+                                                                     "arm64")
 
 
 def test_blank_needs_no_url() -> None:
     config = from_env({"IMPORTER_SOURCE": "blank", "IMPORTER_IMAGE_SIZE": "1Gi",
                        "IMPORTER_DESTINATION": "/data/disk.img"})
-    assert config.source is SourceKind.BLANK
+    assert config.source == sources.BLANK
 
 
 def test_archive_content_type() -> None:
-    config = ImporterConfig(source=SourceKind.HTTP, endpoint="http://h/x.tar",
+    config = ImporterConfig(source=sources.HTTP, endpoint="http://h/x.tar",
                             content_type=ContentType.ARCHIVE)
     assert config.content_type is ContentType.ARCHIVE
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from importer.config import ImporterConfig, SourceKind
+from importer.config import ImporterConfig
 from importer.errors import (
     BackingFileRejected,
     InvalidImage,
@@ -20,6 +20,7 @@ from importer.sources.registry import RegistrySource
 from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.registry import RegistryServer, push_disk, push_image, write_layer
 from tests.importer.conftest import ImportFn
+from vocab import sources
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +37,7 @@ def cert_dir(registry_server: RegistryServer, tmp_path: Path) -> Path:
 def registry_fields(registry: RegistryServer, cert_dir: Path | None) -> dict[str, object]:
     creds = registry.credentials
     assert creds is not None
-    return {"source": SourceKind.REGISTRY, "cert_dir": cert_dir,
+    return {"source": sources.REGISTRY, "cert_dir": cert_dir,
             "access_key_id": creds.username, "secret_key": creds.password}
 
 
@@ -115,9 +116,9 @@ def test_insecure_registry_over_plain_http(plain_registry: RegistryServer,
     push_image(plain_registry, "golden/p", "v1",
                [write_layer(tmp_path / "w", {"disk/d.img": b"\x44" * 65536})])
     url = plain_registry.url("golden/p", "v1")
-    refused = do_import(url, tmp_path / "a.img", source=SourceKind.REGISTRY)
+    refused = do_import(url, tmp_path / "a.img", source=sources.REGISTRY)
     assert refused.exit_code != 0
-    outcome = do_import(url, tmp_path / "b.img", source=SourceKind.REGISTRY, insecure_tls=True)
+    outcome = do_import(url, tmp_path / "b.img", source=sources.REGISTRY, insecure_tls=True)
     assert outcome.exit_code == 0, outcome.error
     assert (tmp_path / "b.img").read_bytes()[:65536] == b"\x44" * 65536
 
@@ -154,7 +155,8 @@ def test_node_pull_reads_the_mounted_image(images: ImageFactory, do_import: Impo
     (mounted / "disk").mkdir(parents=True)
     shutil.copy(images.get(name).path, mounted / "disk" / f"disk.{name}")
     outcome = do_import("docker://registry.invalid/golden/x:v1", tmp_path / "disk.img",
-                        source=SourceKind.REGISTRY, registry_image_dir=mounted)
+                        source=sources.REGISTRY,
+                        options=((sources.REGISTRY_IMAGE_DIR, str(mounted)),))
     assert outcome.exit_code == 0, outcome.error
     assert outcome.result is not None and outcome.result.route == route
     assert compare(images.get(name).expected, tmp_path / "disk.img")
@@ -163,7 +165,8 @@ def test_node_pull_reads_the_mounted_image(images: ImageFactory, do_import: Impo
 def test_node_pull_without_a_disk_file(do_import: ImportFn, tmp_path: Path) -> None:
     (tmp_path / "image" / "disk").mkdir(parents=True)
     outcome = do_import("docker://registry.invalid/golden/x:v1", tmp_path / "disk.img",
-                        source=SourceKind.REGISTRY, registry_image_dir=tmp_path / "image")
+                        source=sources.REGISTRY,
+                        options=((sources.REGISTRY_IMAGE_DIR, str(tmp_path / "image")),))
     assert isinstance(outcome.error, InvalidImage)
     assert "Failed to find VM disk image file in the container image" in str(outcome.error)
 
@@ -175,9 +178,9 @@ def test_an_oci_archive_on_this_machine(images: ImageFactory, do_import: ImportF
     archive = tmp_path / "image.tar"
     write_oci_archive(archive, {"41": [layer]})
     outcome = do_import(f"oci-archive:{archive}:41", tmp_path / "disk.img",
-                        source=SourceKind.REGISTRY)
+                        source=sources.REGISTRY)
     assert outcome.exit_code == 0, outcome.error
     assert compare(images.reference, tmp_path / "disk.img")
     missing = do_import(f"oci-archive:{tmp_path / 'nope.tar'}", tmp_path / "d2.img",
-                        source=SourceKind.REGISTRY)
+                        source=sources.REGISTRY)
     assert isinstance(missing.error, InvalidImage) and "nope.tar" in str(missing.error)

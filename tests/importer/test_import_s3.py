@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from importer.config import SourceKind
 from importer.errors import InvalidImage, NotFound, TooSmall, Unauthorized
 from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.proxy import ProxyServer
 from tests.fixtures.s3server import S3Server
 from tests.importer.conftest import ImportFn, open_connections_to
+from vocab import sources
 
 pytestmark = pytest.mark.slow
 
@@ -21,9 +22,9 @@ MiB = 1024 * 1024
 GiB = 1024 * MiB
 
 
-def creds(s3: S3Server) -> dict[str, str]:
+def creds(s3: S3Server) -> dict[str, Any]:
     return {"access_key_id": s3.access_key, "secret_key": s3.secret_key,
-            "s3_endpoint": s3.endpoint}
+            "options": ((sources.S3_ENDPOINT, s3.endpoint),)}
 
 
 @pytest.mark.parametrize(("name", "route"), [
@@ -51,7 +52,7 @@ def test_path_style_http_url_as_upstream_takes_it(images: ImageFactory, s3_serve
                                                   tmp_path: Path) -> None:
     s3_server.put_file(s3_bucket, "disk.qcow2", images.get("qcow2").path)
     outcome = do_import(s3_server.http_url(s3_bucket, "disk.qcow2"), tmp_path / "d.img",
-                        source=SourceKind.S3, access_key_id=s3_server.access_key,
+                        source=sources.S3, access_key_id=s3_server.access_key,
                         secret_key=s3_server.secret_key)
     assert outcome.exit_code == 0, outcome.error
     assert compare(images.reference, tmp_path / "d.img")
@@ -61,7 +62,7 @@ def test_presigned_url_over_http(images: ImageFactory, s3_server: S3Server, s3_b
                                  do_import: ImportFn, tmp_path: Path) -> None:
     s3_server.put_file(s3_bucket, "p.qcow2", images.get("qcow2").path)
     url = s3_server.presigned_url(s3_bucket, "p.qcow2")
-    outcome = do_import(url, tmp_path / "d.img", source=SourceKind.HTTP)
+    outcome = do_import(url, tmp_path / "d.img", source=sources.HTTP)
     assert outcome.exit_code == 0, outcome.error
     assert compare(images.reference, tmp_path / "d.img")
     assert outcome.result is not None and outcome.result.route == "nbd-convert"
@@ -72,10 +73,12 @@ def test_wrong_key_is_unauthorized(images: ImageFactory, s3_server: S3Server, s3
                                    do_import: ImportFn, tmp_path: Path) -> None:
     url = s3_server.put_file(s3_bucket, "x.qcow2", images.get("qcow2").path)
     outcome = do_import(url, tmp_path / "d.img", access_key_id=s3_server.access_key,
-                        secret_key="not-the-secret", s3_endpoint=s3_server.endpoint)
+                        secret_key="not-the-secret",
+                        options=((sources.S3_ENDPOINT, s3_server.endpoint),))
     assert isinstance(outcome.error, Unauthorized)
     assert b"not-the-secret" not in outcome.termination
-    anonymous = do_import(url, tmp_path / "d.img", s3_endpoint=s3_server.endpoint)
+    anonymous = do_import(url, tmp_path / "d.img",
+                          options=((sources.S3_ENDPOINT, s3_server.endpoint),))
     assert isinstance(anonymous.error, Unauthorized)
 
 

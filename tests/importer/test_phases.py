@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from importer.config import ImporterConfig, SourceKind
+from importer.config import ImporterConfig
 from importer.errors import ImporterError, InvalidImage, TooSmall
 from importer.processor import Phase, Processor
 from importer.progress import Progress
 from tests.fakes import ENOSPC, FakeQemuImg, FakeSource, fake_exporter, qcow2_head, statvfs_with
+from vocab import sources
 
 MiB = 1024 * 1024
 RAW = bytes(range(256)) * 4096  # 1 MiB of data
@@ -32,7 +33,7 @@ class Case:
     ranged: bool = True
     free: int = 1024 * MiB
     fail: BaseException | None = None
-    source: SourceKind = SourceKind.HTTP
+    source: str = sources.HTTP
     image_size: int | None = None
 
 
@@ -40,7 +41,7 @@ CASES = [
     Case("raw streams", RAW, [INFO, S, R]),
     Case("qcow2 converts while streaming", QCOW2, [INFO, N, R]),
     Case("qcow2 without Range goes through scratch", QCOW2, [INFO, X, R], ranged=False),
-    Case("blank", b"", [INFO, B], source=SourceKind.BLANK, image_size=8 * MiB),
+    Case("blank", b"", [INFO, B], source=sources.BLANK, image_size=8 * MiB),
     Case("too small in Info: nothing fetched", QCOW2, [INFO], TooSmall, free=MiB),
     Case("ENOSPC while converting is TooSmall", QCOW2, [INFO, N], TooSmall, fail=ENOSPC),
     Case("a failed convert", QCOW2, [INFO, N], InvalidImage, fail=InvalidImage("bad")),

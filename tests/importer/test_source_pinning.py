@@ -27,6 +27,7 @@ from importer.sources.s3 import S3Source
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.s3server import S3Server
 from tests.importer.conftest import ImportFn
+from vocab import sources
 
 MiB = 1024 * 1024
 MARKER = b"HOST-SECRET-0123456789abcdef"
@@ -209,7 +210,8 @@ def test_an_s3_object_replaced_mid_import_is_source_changed(
     monkeypatch.setattr(S3Source, "read_range", replace_after_first_read)
     dest = tmp_path / "disk.img"
     outcome = do_import(url, dest, access_key_id=s3_server.access_key,
-                        secret_key=s3_server.secret_key, s3_endpoint=s3_server.endpoint)
+                        secret_key=s3_server.secret_key,
+                        options=((sources.S3_ENDPOINT, s3_server.endpoint),))
     assert isinstance(outcome.error, SourceChanged), outcome.error
     assert not _disk_leaks(dest) and not dest.exists()
 

@@ -34,6 +34,27 @@ def test_a_blank_import_loads_no_http_client_nor_nbd() -> None:
         assert heavy not in loaded, f"{heavy} imported by a blank import"
 
 
+CONFIG_PROBE = """
+import json, sys
+from importer import config
+from importer.uploadserver import config as upload
+config.from_env({"IMPORTER_SOURCE": "blank", "IMPORTER_IMAGE_SIZE": "1Gi",
+                 "IMPORTER_DESTINATION": "/data/disk.img"})
+upload.from_env({"IMPORTER_IMAGE_SIZE": "1Gi", "IMPORTER_DESTINATION": "/data/disk.img"})
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in
+                        ('requests', 'urllib3', 'boto3', 'importer', 'http'))))
+"""
+
+
+def test_reading_the_config_loads_only_the_sources_reader() -> None:
+    """The config checks a source through its reader module (``importer/sources/<kind>``):
+    a blank volume's and the upload server's configs load no HTTP client."""
+    loaded = modules_after(CONFIG_PROBE)
+    assert "importer.sources.blank" in loaded  # its check_config ran
+    for heavy in ("requests", "urllib3", "boto3", "importer.sources.http"):
+        assert heavy not in loaded, f"{heavy} imported by reading a config"
+
+
 def test_the_nbd_route_loads_the_range_proxy_only_when_it_serves_one() -> None:
     loaded = modules_after(PROBE.replace("importer.sources.blank", "importer.nbd"))
     assert "importer.nbd" in loaded and "importer.rangeproxy" not in loaded

@@ -45,7 +45,7 @@ import pytest
 from aiohttp import web
 
 from importer import uploadsource
-from importer.config import ImporterConfig, SourceKind
+from importer.config import ImporterConfig
 from importer.errors import TooSmall, TransferError
 from importer.formats import HEAD_BYTES
 from importer.processor import Result
@@ -54,6 +54,7 @@ from importer.uploadserver import server as server_module
 from importer.uploadserver.server import Outcome, UploadServer
 from importer.uploadsource import Upload
 from tests.fixtures.appthread import AppThread
+from vocab import sources
 
 WAIT = 10.0
 """Bound of every wait on an Event or a socket (none is expected to come near it)."""
@@ -165,7 +166,7 @@ class Harness:
                  read_timeout: float) -> None:
         self.scratch = tmp / "scratch"
         self.scratch.mkdir()
-        config = ImporterConfig(source=SourceKind.UPLOAD, dest=tmp / "disk.img",
+        config = ImporterConfig(source=sources.UPLOAD, dest=tmp / "disk.img",
                                 image_size=16 * 2**20, termination_log=None,
                                 metrics_port=None, scratch_dir=self.scratch,
                                 read_timeout=read_timeout, retry_attempts=1,

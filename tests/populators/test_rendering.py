@@ -15,6 +15,7 @@ from populators.cdiconfig import CdiConfig
 from populators.errors import SourceError
 from populators.import_populator import ImportPopulator
 from populators.importer_pod import Settings
+from vocab import sources
 
 UID = "0f0f0f0f-1111-2222-3333-444444444444"
 
@@ -181,7 +182,7 @@ def test_importer_accepts_the_rendered_environment(source: dict[str, Any]) -> No
     """The importer's own parser reads what the pod is given (values, not references)."""
     env = {k: v for k, v in _env(_render(source)).items() if isinstance(v, str)}
     config = from_env(env)
-    assert config.source.value == next(iter(source["source"]))
+    assert config.source == next(iter(source["source"]))
     assert config.image_size == 2 * 2**30
     assert config.owner_uid == UID
 
@@ -332,3 +333,53 @@ def test_overhead_per_class(storage_class: str | None, block: bool, expected: st
     config = cdiconfig.parse({"status": {
         "filesystemOverhead": {"global": "0.1", "storageClass": {"local": "0.03"}}}})
     assert config.overhead(storage_class=storage_class, block=block) == expected
+
+
+def _spec_setting_every_option(kind: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A spec of ``kind`` giving each declared option a value (the first choice of those
+    it limits), and the variables those values are expected in."""
+    declared = sources.DECLARATIONS[kind]
+    body: dict[str, Any] = {"url": f"{(declared.spec_schemes or declared.schemes)[0]}"
+                                   "://host.example/bucket/key:1"}
+    expected: dict[str, str] = {}
+    for i, option in enumerate(o for o in declared.options if o.field):
+        value = option.choices[0] if option.choices else f"value-{i}"
+        *parents, last = option.field.split(".")
+        node = body
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+        if option.variable:
+            expected[option.variable] = value
+    return {"source": {kind: body}}, expected
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, d in sources.DECLARATIONS.items()
+                                        if any(o.field for o in d.options)))
+def test_each_declared_option_travels_from_the_spec_to_the_importer(kind: str) -> None:
+    """The populator reads every option's field and renders its variable; the importer
+    reads the variable back (both from ``vocab.sources``)."""
+    spec, expected = _spec_setting_every_option(kind)
+    env = {k: v for k, v in _env(_render(spec)).items() if isinstance(v, str)}
+    assert {k: env.get(k) for k in expected} == expected
+    config = from_env(env)
+    assert {k: config.option(k) for k in expected} == expected
+    annotations = import_source.prime_annotations(import_source.parse({"spec": spec}))
+    for option in sources.DECLARATIONS[kind].options:
+        if option.annotation:
+            assert annotations[option.annotation]
+
+
+@pytest.mark.parametrize("kind", sorted(importer_pod.PLUMBING))
+def test_plumbing_sets_only_declared_variables(kind: str) -> None:
+    """A variable the plumbing sets is declared, so the importer reads it back (one it
+    did not declare would be dropped from the pod)."""
+    spec, _ = _spec_setting_every_option(kind)
+    declared = {o.variable for o in sources.DECLARATIONS[kind].options}
+    for choice in {c for o in sources.DECLARATIONS[kind].options for c in o.choices}:
+        body = spec["source"][kind]
+        for option in sources.DECLARATIONS[kind].options:
+            if choice in option.choices:
+                body[option.field] = choice
+        extra = importer_pod.plumbing(import_source.parse({"spec": spec}), CdiConfig())
+        assert set(extra.env) <= declared

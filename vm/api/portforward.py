@@ -21,8 +21,9 @@ from aiohttp import WSMsgType, web
 
 from vm.domain import podnet
 from vm.errors import Refused
+from vocab import kubevirt
 
-PROTOCOL = "plain.kubevirt.io"
+PROTOCOL = kubevirt.PLAIN_PROTOCOL
 DIAL_TIMEOUT = 10.0
 CHUNK = 32 * 1024
 UDP_MAX = 65507

@@ -39,12 +39,13 @@ from vm.api import kube as api_kube
 from vm.api.certs import handler_server_name
 from vm.errors import Refused
 from vm.webhooks.review import BadReview, respond
+from vocab import kubevirt
 
 logger = logging.getLogger(__name__)
-GROUP = "subresources.kubevirt.io"
-VERSION = "v1"
+GROUP = kubevirt.SUBRESOURCE_GROUP
+VERSION = kubevirt.VERSION
 BASE = f"/apis/{GROUP}/{VERSION}"
-CONSOLE_PROTOCOL = "plain.kubevirt.io"
+CONSOLE_PROTOCOL = kubevirt.PLAIN_PROTOCOL
 CONNECT_TIMEOUT = 10
 HANDSHAKE_TIMEOUT = 15.0
 """Bound of the console's handshake with the node handler (connect, TLS, its answer,

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from vm.domain.errors import DomainError, UnsupportedError
+from vocab import kubevirt
 
 DataSource = Literal["noCloud", "configDrive"]
 SOURCE_KEYS: Mapping[str, DataSource] = {
@@ -35,8 +36,8 @@ SOURCE_KEYS: Mapping[str, DataSource] = {
 USER_DATA_FILES = ("userdata", "userData")
 NETWORK_DATA_FILES = ("networkdata", "networkData")
 ACCESS_CRED_SUFFIX = "-access-cred"
-ANN_CLUSTER_INSTANCETYPE = "kubevirt.io/cluster-instancetype-name"
-ANN_INSTANCETYPE = "kubevirt.io/instancetype-name"
+ANN_CLUSTER_INSTANCETYPE = kubevirt.ANN_CLUSTER_INSTANCETYPE
+ANN_INSTANCETYPE = kubevirt.ANN_INSTANCETYPE
 ISO_NAMES: Mapping[DataSource, str] = {"noCloud": "noCloud.iso",
                                        "configDrive": "configdrive.iso"}
 LABELS: Mapping[DataSource, str] = {"noCloud": "cidata", "configDrive": "config-2"}

@@ -26,9 +26,10 @@ from pki import serving
 from vm.api.certs import API_CLIENT_CN
 from vm.handler.kube import socket_of
 from vm.launcher import client as launcher
+from vocab import kubevirt
 
 logger = logging.getLogger(__name__)
-PROTOCOL = "plain.kubevirt.io"
+PROTOCOL = kubevirt.PLAIN_PROTOCOL
 CHUNK = 64 * 1024
 ANSWER_LIMIT = 4096
 HANDSHAKE_SECONDS = 10.0

@@ -29,6 +29,7 @@ from typing import Any
 
 from sizes import parse_bytes, parse_quantity
 from vm.errors import VmError
+from vocab import kubevirt
 
 Mi = 1024 * 1024
 FIXED = 240 * Mi
@@ -241,5 +242,5 @@ def pod_resources(spec: Mapping[str, Any], *, ratio: str | None, kvm: bool,
     if "cpu" in user_limits:
         limits["cpu"] = str(user_limits["cpu"])
     if kvm:
-        limits["devices.kubevirt.io/kvm"] = "1"
+        limits[kubevirt.KVM_RESOURCE] = "1"
     return PodResources(requests=requests, limits=limits)

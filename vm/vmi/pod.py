@@ -68,7 +68,7 @@ def grace_seconds(spec: Mapping[str, Any]) -> int:
 
 
 # the annotations the launcher reads (cloud-init meta-data's instance type)
-ENV_ANNOTATIONS = ("kubevirt.io/cluster-instancetype-name", "kubevirt.io/instancetype-name")
+ENV_ANNOTATIONS = (names.ANN_CLUSTER_INSTANCETYPE, names.ANN_INSTANCETYPE)
 
 
 def vmi_env(vmi: Mapping[str, Any]) -> str:

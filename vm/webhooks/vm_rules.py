@@ -17,8 +17,6 @@ from vm.controller.runstrategy import InvalidRunStrategy, RunStrategy, run_strat
 from vm.webhooks.vmi_rules import Problem, validate_vmi_spec
 
 RUNNING_DEPRECATED = "spec.running is deprecated, please use spec.runStrategy instead."
-DV_SOURCES = ("http", "s3", "gcs", "registry", "pvc", "upload", "blank", "imageio",
-              "vddk", "snapshot")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vm.webhooks.vmi_rules import Problem
+from vocab import kubevirt
 
 RESTRICTED = "update of VMI object is restricted"
 RESERVED_LABELS_CHANGED = ("modification of the following reserved kubevirt.io/ labels on "
@@ -29,8 +30,8 @@ RESERVED_LABELS_CHANGED = ("modification of the following reserved kubevirt.io/ 
 RESERVED_LABELS_CREATED = ("creation of the following reserved kubevirt.io/ labels on a VMI"
                            " object is prohibited")
 # upstream's restrictedVmiLabels
-RESERVED_LABELS = ("kubevirt.io/created-by", "kubevirt.io/migrationJobUID",
-                   "kubevirt.io/nodeName", "kubevirt.io/migrationTargetNodeName",
+RESERVED_LABELS = (kubevirt.LABEL_CREATED_BY, "kubevirt.io/migrationJobUID",
+                   kubevirt.LABEL_NODE_NAME, "kubevirt.io/migrationTargetNodeName",
                    "kubevirt.io/schedulable", "kubevirt.io/install-strategy")
 # upstream's KubeVirtServiceAccounts, with rootdisk's names (manifests/rbac/kubevirt.yaml)
 SERVICE_ACCOUNTS = ("kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler")
