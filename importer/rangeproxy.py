@@ -55,16 +55,17 @@ class ReadAhead:
     ahead: int
 
 
-FEW_LARGE = ReadAhead(block=4 * MiB, keep=1, ahead=4)
+FEW_LARGE = ReadAhead(block=4 * MiB, keep=1, ahead=2)
 """For sources that cost the importer CPU per request (S3 through boto3: milliseconds of
-its own per GET). Measured on 2 cores against SeaweedFS, a 512 MiB qcow2
-(bench/import_s3.py): 2 x 2 MiB took 2.58 s, 4 x 4 MiB 2.09 s, more or larger no
-faster. 20 MiB at most."""
+its own per GET): the block size is what counts. Measured on 2 cores against SeaweedFS, a
+512 MiB qcow2 (bench/import_s3.py and a harness around it): 2 x 2 MiB ahead took 2.58 s,
+4 x 2 MiB 2.51 s, 1 x 4 MiB 2.49 s, 2 x 4 MiB 2.00 s, 4 x 4 MiB 2.04 s (8 MiB more peak
+RSS), 1 x 8 MiB 2.02 s. 12 MiB at most."""
 MANY_SMALL = ReadAhead(block=1 * MiB, keep=2, ahead=6)
 """For parallel ranges against a server that caps each connection: many connections at
 once, each holding little (a 1 MiB fetch at 31 MB/s is 34 ms). A 512 MiB qcow2 over a
 1 Gbit/s link capped at a quarter of it per connection: 4.96 s, against 6.52 s with
-FEW_LARGE (whose 4 MiB blocks were fetched twice as qemu-img read out of order) and 7.24 s
+4 x 4 MiB (whose blocks were fetched twice as qemu-img read out of order) and 7.24 s
 with 512 KiB blocks. 8 MiB at most."""
 
 
