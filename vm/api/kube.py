@@ -30,6 +30,7 @@ from kubeclient.resources import (
 from pki import certs, rotation, serving
 from vm.api.certs import API_CLIENT_CN, CA_NAME, HANDLER_CN, HANDLER_SERVICE
 from vm.api.lifecycle import Patch
+from vocab import kubevirt
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ def allowed(kube: Client, who: Identity, *, verb: str, resource: str, subresourc
         "spec": {"user": who.username, "groups": list(who.groups),
                  "extra": {k: list(v) for k, v in who.extra.items()},
                  "resourceAttributes": {
-                     "namespace": namespace, "verb": verb, "group": "subresources.kubevirt.io",
+                     "namespace": namespace, "verb": verb, "group": kubevirt.SUBRESOURCE_GROUP,
                      "version": "v1", "resource": resource, "subresource": subresource,
                      "name": name}}}
     out = kube.create(SUBJECT_ACCESS_REVIEWS, review)
