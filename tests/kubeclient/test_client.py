@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client as k8s
 
 import kubeclient
 from kubeclient import resources as r
 from localcluster.apiserver.threaded import ServerThread
+from tests.vm.conftest import kube_for
 
 NS = "default"
 
@@ -17,12 +17,7 @@ NS = "default"
 @pytest.fixture(scope="module")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kubeclient.Client]:
     thread = ServerThread(tmp_path_factory.mktemp("apiserver"), bookmark_interval=0.5)
-    server = thread.start()
-    config = k8s.Configuration()
-    config.host = server.url
-    config.ssl_ca_cert = str(server.ca_path)
-    config.api_key = {"authorization": f"Bearer {server.admin_token}"}
-    client = kubeclient.Client(config)
+    client = kube_for(thread.start())
     try:
         yield client
     finally:

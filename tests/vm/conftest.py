@@ -17,12 +17,14 @@ CRD_FILES = ("virtualmachines.yaml", "virtualmachineinstances.yaml", "kubevirts.
              "datavolumes.yaml", "datasources.yaml")
 
 
-def kube_for(server: object) -> Client:
+def kube_for(server: object, token: str | None = None) -> Client:
+    """A client of a test API server, as its admin unless ``token`` is given."""
     from kubernetes import client as k8s
     config = k8s.Configuration()
     config.host = server.url  # type: ignore[attr-defined]
     config.ssl_ca_cert = str(server.ca_path)  # type: ignore[attr-defined]
-    config.api_key = {"authorization": f"Bearer {server.admin_token}"}  # type: ignore[attr-defined]
+    token = token or server.admin_token  # type: ignore[attr-defined]
+    config.api_key = {"authorization": f"Bearer {token}"}
     return Client(config)
 
 

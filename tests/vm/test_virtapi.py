@@ -20,7 +20,7 @@ import yaml
 from kubeclient import Client, KubeError, Resource
 from kubeclient.resources import SERVICEACCOUNTS, VMS
 
-from .conftest import ROOT
+from .conftest import ROOT, kube_for
 from .virtapi_harness import NAMESPACES, running
 
 EXAMPLE = ROOT / "manifests" / "examples" / "vm-datavolume.yaml"
@@ -131,12 +131,7 @@ def test_users_need_rbac_on_the_subresource(cluster: tuple[object, Client, int],
     kube.create(SERVICEACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
                                                   "metadata": {"name": "robot"}}, ns)
     token = server.token_for_service_account(ns, "robot")  # type: ignore[attr-defined]
-    from kubernetes import client as k8s
-    cfg = k8s.Configuration()
-    cfg.host = server.url  # type: ignore[attr-defined]
-    cfg.ssl_ca_cert = str(server.ca_path)  # type: ignore[attr-defined]
-    cfg.api_key = {"authorization": f"Bearer {token}"}
-    robot = Client(cfg)
+    robot = kube_for(server, token)
     try:
         code, body = put(robot, ns, "demo", "start")
         assert code == 403 and "virtualmachines/start" in body["message"]
