@@ -49,13 +49,13 @@ from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
 from importer.sources.base import Probe, Source, Validators
 from importer.sources.http import USER_AGENT, ca_bundle
+from sizes import MIB
 from vocab import sources
 
 if TYPE_CHECKING:
     from importer.rangeproxy import RangeProxy
 
 logger = logging.getLogger(__name__)
-MiB = 1024 * 1024
 START_TIMEOUT = 15.0
 
 SUN_PATH_MAX = 107
@@ -167,7 +167,7 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
             if parallel:
                 assert two is not None
                 logger.info("one connection reads %.1f MiB/s, two at once %.1f MiB/s: the"
-                            " image is read as ranges side by side", one / MiB, two / MiB)
+                            " image is read as ranges side by side", one / MIB, two / MIB)
                 direct = None
         if direct is not None:
             try:

@@ -24,7 +24,7 @@ from fractions import Fraction
 from importer.config import ContentType
 from importer.errors import InvalidImage, TooSmall
 from importer.formats import Compression, Image
-from sizes import usable_space
+from sizes import MIB, usable_space
 
 
 class Route(StrEnum):
@@ -97,9 +97,9 @@ def check_fits(*, virtual_size: int | None, usable: int) -> None:
         )
 
 
-RATE_SAMPLE = 2 * 1024 * 1024
+RATE_SAMPLE = 2 * MIB
 """Bytes each connection reads when the import measures the server's rates."""
-PARALLEL_BELOW = 64 * 1024 * 1024
+PARALLEL_BELOW = 64 * MIB
 """Bytes/s of one connection above which ranges read side by side through the importer's
 range endpoint cannot beat nbdkit's one C stream on this class of machine (that endpoint
 moved 250-290 MB/s on two cores), so the second measurement is not taken."""

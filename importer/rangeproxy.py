@@ -27,10 +27,10 @@ from typing import Any
 
 from importer.blockcache import BlockCache
 from importer.errors import ImporterError
+from sizes import MIB
 
 logger = logging.getLogger(__name__)
 _RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
-MiB = 1024 * 1024
 
 
 _M_MMAP_THRESHOLD = -3
@@ -55,13 +55,13 @@ class ReadAhead:
     ahead: int
 
 
-FEW_LARGE = ReadAhead(block=4 * MiB, keep=1, ahead=2)
+FEW_LARGE = ReadAhead(block=4 * MIB, keep=1, ahead=2)
 """For sources that cost the importer CPU per request (S3 through boto3: milliseconds of
 its own per GET): the block size is what counts. Measured on 2 cores against SeaweedFS, a
 512 MiB qcow2 (bench/import_s3.py and a harness around it): 2 x 2 MiB ahead took 2.58 s,
 4 x 2 MiB 2.51 s, 1 x 4 MiB 2.49 s, 2 x 4 MiB 2.00 s, 4 x 4 MiB 2.04 s (8 MiB more peak
 RSS), 1 x 8 MiB 2.02 s. 12 MiB at most."""
-MANY_SMALL = ReadAhead(block=1 * MiB, keep=2, ahead=6)
+MANY_SMALL = ReadAhead(block=1 * MIB, keep=2, ahead=6)
 """For parallel ranges against a server that caps each connection: many connections at
 once, each holding little (a 1 MiB fetch at 31 MB/s is 34 ms). A 512 MiB qcow2 over a
 1 Gbit/s link capped at a quarter of it per connection: 4.96 s, against 6.52 s with
