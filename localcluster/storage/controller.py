@@ -89,6 +89,12 @@ class StorageController:
             except KubeError as err:
                 log = logger.debug if kubeclient.is_stale(err) else logger.warning
                 log("claim %s/%s: %s", *key, err)
+            except StorageError as err:
+                # The volume grew but its filesystem did not: the claim keeps its old
+                # size and the next pass (at the latest the resync) tries again.
+                logger.warning("claim %s/%s: %s", *key, err)
+                self.events.emit(claim, "Warning", "FileSystemResizeFailed",
+                                 f"MountVolume.NodeExpandVolume failed: {err}")
 
     def _protect(self, claim: Obj, pods: list[Obj]) -> None:
         finalizers = decisions.claim_finalizers(claim=claim, pods=pods)

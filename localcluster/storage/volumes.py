@@ -444,6 +444,11 @@ class VolumeManager:
                     f"volume {name!r} is {vol.capacity} bytes; shrinking to {capacity} is"
                     " not supported")
             if capacity == vol.capacity:
+                if (vol.mode == FILESYSTEM and self.resize_pending(name)
+                        and not self._in_use(name)):
+                    # An earlier grow failed half-way (say the device was still held
+                    # when e2fsck wanted it alone): try again now that nothing uses it.
+                    self._grow_filesystem(vol, online_only=False)
                 return vol
             system.sparse_file(vol.image, capacity)
             grown = replace(vol, capacity=capacity)

@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from localcluster.storage import classes
-from localcluster.storage.errors import InvalidRequest, StillInUse, VolumeExists, VolumeNotFound
+from localcluster.storage.errors import (
+    CommandError,
+    InvalidRequest,
+    StillInUse,
+    VolumeExists,
+    VolumeNotFound,
+)
 from localcluster.storage.volumes import (
     BLOCK,
     FILESYSTEM,
@@ -137,6 +144,35 @@ def test_expand_of_a_volume_in_use_waits_for_it_to_be_free(data_dir: str) -> Non
             assert fh.read() == "x"
     finally:
         mgr.stop()
+
+
+def test_a_grow_that_failed_half_way_is_finished_by_the_next_expand(
+        volumes: VolumeManager) -> None:
+    """The CI failure of round 17: the offline grow unmounted the volume, but another
+    mount namespace still held its filesystem, so e2fsck could not have the device alone
+    and failed; every later expand saw the new size already recorded and returned, so
+    the filesystem never grew. A private namespace made while the volume is mounted is
+    such a holder, for real."""
+    fs = volumes.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
+    before = fs_size(fs.path)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
+                               "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while os.readlink(f"/proc/{holder.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            assert time.monotonic() < deadline, "unshare did not enter its namespace"
+            time.sleep(0.01)
+        with pytest.raises(CommandError, match="e2fsck"):
+            volumes.expand("fs", 128 * MiB)
+        assert volumes.resize_pending("fs")
+        assert os.path.ismount(fs.path), "the failed grow must mount the volume again"
+        assert fs_size(fs.path) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    volumes.expand("fs", 128 * MiB)
+    assert not volumes.resize_pending("fs")
+    assert fs_size(fs.path) > before + 60 * MiB
 
 
 def pool_used(image: str) -> int:
