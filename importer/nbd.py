@@ -36,14 +36,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from importer import children, plan, qemu_img
+from importer import beside, children, plan, qemu_img
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
@@ -157,7 +156,7 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
     size, head = probe.size, probe.head[:probe.size]
     # The head's overlay (two short qemu-img runs) is made while nbdkit starts: each waits
     # on its own children, and the transfer starts that much sooner (bench/import_http.py).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pin-head") as side:
+    with beside.pool(1, "pin-head") as side:
         pinning = side.submit(_pin_head, head, size, workdir)
         direct = _direct_argv(config, workdir, probe.validators)
         parallel = False
@@ -229,7 +228,7 @@ def _server_rates(source: Source, size: int,
         return one, None
     readers = [source.fork(), source.fork()]  # a connection each
     try:
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="rate") as pair:
+        with beside.pool(2, "rate") as pair:
             started = time.monotonic()
             reads = [pair.submit(reader.read_range, offset, length) for reader, offset
                      in zip(readers, (at - length, at + length), strict=True)]

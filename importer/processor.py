@@ -17,7 +17,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import zstandard
 
-from importer import plan
+from importer import beside, plan
 from importer.config import ImporterConfig
 from importer.errors import (
     ChecksumMismatch,
@@ -424,7 +423,7 @@ class Processor:
         # qemu-img check walks the metadata while info reads the header (both read only):
         # over NBD each is a process, a connection and a request to the server. Info's
         # verdict comes first; the check's is waited for either way.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="qemu-img-check") as side:
+        with beside.pool(1, "qemu-img-check") as side:
             checked = side.submit(self.qemu.check, image, fmt)
             info = self.qemu.info(image, fmt)
             self.result.virtual_size = info.virtual_size
