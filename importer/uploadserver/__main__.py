@@ -25,6 +25,12 @@ from vocab import podenv
 logger = logging.getLogger("importer.uploadserver")
 DEADLINE_RECHECK = 2.0
 """Seconds between looks, once the deadline passed, at whether the upload ended."""
+HANDLER_GRACE = 2.0
+"""Seconds a request still in flight gets when the server stops: enough to send the
+answer of an upload that has ended; a body still arriving (the pod deleted mid-upload)
+is cut off, not waited for (the kubelet's grace would run out first)."""
+WIND_DOWN = 20.0
+"""Seconds, once stopped, for the processor to end and its scratch to be removed."""
 
 
 async def serve() -> int:
@@ -41,7 +47,7 @@ async def serve() -> int:
     # auto_decompress off: the body is taken as sent (a gzip body is a gzip image, which
     # the processor unpacks), never inflated here under the sender's Content-Length
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False,
-                           auto_decompress=False)
+                           auto_decompress=False, shutdown_timeout=HANDLER_GRACE)
     await runner.setup()
     site = web.TCPSite(runner, config.address, config.port, ssl_context=ctx)
     await site.start()
@@ -60,6 +66,8 @@ async def serve() -> int:
     deadline.cancel()
     # aiohttp's graceful shutdown lets the handler still answering finish and flush first
     await runner.cleanup()
+    if not await server.wound_down(WIND_DOWN):
+        logger.warning("the upload's processing did not end within %g s", WIND_DOWN)
     children.stop_all()
     if not done.done():
         text = "upload server stopped before an upload completed"

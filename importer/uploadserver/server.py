@@ -293,6 +293,15 @@ class UploadServer:
         if self._active is not None:
             self._active.abort(TransferError("the upload server is stopping"))
 
+    async def wound_down(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until the processor's run, if any, has ended and
+        its resources (the scratch directory) are gone; whether it has."""
+        work = self._work
+        if work is not None:
+            await asyncio.wait([work], timeout=timeout)
+            await asyncio.sleep(0)  # its done-callback (_settled) runs on this loop
+        return self._work is None
+
 
 @dataclass(frozen=True)
 class _Received:
