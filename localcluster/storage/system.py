@@ -110,6 +110,16 @@ def umount(target: str) -> None:
     run(["umount", target])
 
 
+def make_shared(target: str) -> None:
+    """Make the mount at ``target`` a shared one, so that a mount namespace made from
+    this one later (a pod's sandbox, which then turns its copies into slaves) receives
+    the unmounts made here instead of keeping a private copy that holds the filesystem.
+    A directory that is not a mount point yet is bound onto itself first."""
+    if not os.path.ismount(target):
+        run(["mount", "--bind", target, target])
+    run(["mount", "--make-shared", target])
+
+
 def sparse_file(path: str, size: int) -> None:
     """Create or grow ``path`` to ``size`` bytes without allocating them."""
     with open(path, "ab") as fh:

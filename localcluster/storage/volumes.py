@@ -128,6 +128,13 @@ class VolumeManager:
             self.cleanup()
             self._wait_released()
             self._ensure_pool()
+            # Volumes are mounted under a shared mount: on a host whose mounts are all
+            # private (a container), every mount namespace made while a volume is
+            # mounted (each pod sandbox while it sets up) would otherwise keep a private
+            # copy of it, and the volume's filesystem would outlive its unmount here
+            # (an offline resize's e2fsck refused: "device in use").
+            self.ledger.add_mount(self._mnt)
+            system.make_shared(self._mnt)
             for name in self._names():
                 try:
                     self._attach(self._load(name))
@@ -216,6 +223,7 @@ class VolumeManager:
         device = system.attach_loop(self._pool_image)
         self.ledger.add_mount(self._pool_mnt)
         system.mount(device, self._pool_mnt, fstype="xfs")
+        system.make_shared(self._pool_mnt)
 
     # -- metadata ------------------------------------------------------------------
 

@@ -128,10 +128,11 @@ def test_killed_run_leaves_nothing_after_the_next_start(tmp_path) -> None:
     finally:
         _reap(proc)
     mounts, loops = leftovers(data_dir)
-    assert len(mounts) == 2 and len(loops) == 3  # pool + fs; pool, fs, blk: orphaned
+    # the pool, the shared mount the volumes live under, fs; loops: pool, fs, blk: orphaned
+    assert len(mounts) == 3 and len(loops) == 3
     with running(data_dir) as c:
         mounts, loops = leftovers(data_dir)
-        assert len(mounts) == 2 and len(loops) == 3  # re-attached once, not doubled
+        assert len(mounts) == 3 and len(loops) == 3  # re-attached once, not doubled
         kube = c.kube
         assert kube is not None
         # The pod runs again on the same volume, whose data survived the kill.

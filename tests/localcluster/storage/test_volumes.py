@@ -146,22 +146,47 @@ def test_expand_of_a_volume_in_use_waits_for_it_to_be_free(data_dir: str) -> Non
         mgr.stop()
 
 
+def _namespace_holder(propagation: str) -> subprocess.Popen[bytes]:
+    """A process in a mount namespace of its own, made now (``unshare``), whose copies
+    of this namespace's mounts have ``propagation``."""
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", propagation, "--",
+                               "sleep", "60"])
+    deadline = time.monotonic() + 10
+    while os.readlink(f"/proc/{holder.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+        assert time.monotonic() < deadline, "unshare did not enter its namespace"
+        time.sleep(0.01)
+    return holder
+
+
+def test_a_sandbox_made_while_a_volume_is_mounted_does_not_hold_it(
+        volumes: VolumeManager) -> None:
+    """A pod sandbox (bubblewrap) turns its copies of the host's mounts into slaves. On a
+    host whose mounts are private (this container, CI's), a slave of a private mount is
+    private: the copy kept the volume's filesystem after the unmount here, and the
+    offline grow's e2fsck was refused. Volumes live under a shared mount now."""
+    fs = volumes.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
+    before = fs_size(fs.path)
+    holder = _namespace_holder("slave")
+    try:
+        volumes.expand("fs", 128 * MiB)
+        assert not volumes.resize_pending("fs")
+        assert fs_size(fs.path) > before + 60 * MiB
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_grow_that_failed_half_way_is_finished_by_the_next_expand(
         volumes: VolumeManager) -> None:
     """The CI failure of round 17: the offline grow unmounted the volume, but another
     mount namespace still held its filesystem, so e2fsck could not have the device alone
     and failed; every later expand saw the new size already recorded and returned, so
     the filesystem never grew. A private namespace made while the volume is mounted is
-    such a holder, for real."""
+    such a holder, for real (util-linux's unshare makes private copies by default)."""
     fs = volumes.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
     before = fs_size(fs.path)
-    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--",
-                               "sleep", "60"])
+    holder = _namespace_holder("private")  # keeps its own copy whatever we do
     try:
-        deadline = time.monotonic() + 10
-        while os.readlink(f"/proc/{holder.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
-            assert time.monotonic() < deadline, "unshare did not enter its namespace"
-            time.sleep(0.01)
         with pytest.raises(CommandError, match="e2fsck"):
             volumes.expand("fs", 128 * MiB)
         assert volumes.resize_pending("fs")
@@ -277,12 +302,13 @@ def test_killed_process_leaves_nothing_after_next_start(data_dir: str) -> None:
                           text=True, timeout=120, cwd=os.getcwd(), check=False)
     assert proc.returncode == -9 and "ready" in proc.stdout, proc.stderr
     mounts, loops = leftovers(data_dir)
-    assert len(mounts) == 3 and len(loops) == 4  # pool + a, c mounted; pool, a, b, c loops
+    # the pool, the shared mount the volumes live under, a and c; loops: pool, a, b, c
+    assert len(mounts) == 4 and len(loops) == 4
     mgr = VolumeManager(data_dir, reflink_pool_size=4 * GiB)
     mgr.start()
     try:
         mounts, loops = leftovers(data_dir)
-        assert len(mounts) == 3 and len(loops) == 4  # re-attached once, not twice
+        assert len(mounts) == 4 and len(loops) == 4  # re-attached once, not twice
         assert {v.name for v in mgr.list()} == {"a", "b", "c"}
     finally:
         mgr.stop()
