@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,7 +157,9 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
     size, head = probe.size, probe.head[:probe.size]
     # The head's overlay (two short qemu-img runs) is made while nbdkit starts: each waits
     # on its own children, and the transfer starts that much sooner (bench/import_http.py).
-    with beside.pool(1, "pin-head") as side:
+    # Waited for even on a failure (not beside.pool): it writes into ``workdir``, which
+    # is removed right after (a SourceChanged from the first read raced it: ENOTEMPTY).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pin-head") as side:
         pinning = side.submit(_pin_head, head, size, workdir)
         direct = _direct_argv(config, workdir, probe.validators)
         parallel = False

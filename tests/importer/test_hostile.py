@@ -4,6 +4,7 @@ as it was found (each failed on the importer before its fix)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -93,6 +94,31 @@ def test_nbd_route_refuses_a_server_that_answers_from_byte_zero(
     outcome = do_import(url, dest)
     assert isinstance(outcome.error, InvalidResponse), outcome.error
     assert not dest.exists()
+
+
+def test_a_failure_while_the_heads_overlay_is_made_waits_for_it(
+        images: ImageFactory, http_server: HttpServer, do_import: ImportFn, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head's overlay is made beside nbdkit's start, in the export's work directory.
+    When the first range read fails (here: a server that answers from byte zero), the
+    import waits for that qemu-img before the directory goes: not waiting once let it
+    write into the directory being removed (ENOTEMPTY instead of the server's error)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    done = tmp_path / "create-done"
+    real = shutil.which("qemu-img")
+    wrapper = bin_dir / "qemu-img"
+    wrapper.write_text(  # only the overlay's create is slowed and marked
+        f'#!/bin/sh\ncase "$*" in create*pinned-head*) sleep 1; "{real}" "$@"; s=$?;'
+        f' touch "{done}"; exit $s;; esac\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    image = images.get("qcow2")
+    url = http_server.publish(image.path, "zero-slow.qcow2")
+    http_server.set_faults("zero-slow.qcow2", Faults(range_from_zero=True))
+    outcome = do_import(url, tmp_path / "d.img")
+    assert isinstance(outcome.error, InvalidResponse), outcome.error
+    assert done.exists(), "the import returned while its qemu-img create still ran"
 
 
 # VmHWM, not ru_maxrss: the latter keeps the high-water mark from before exec, when the
