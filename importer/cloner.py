@@ -57,18 +57,13 @@ STALL_SECONDS = 120.0
 CONNECT_FIRST_WAIT = 0.02
 """Seconds before the second try to reach the target (then doubling, up to
 :data:`CONNECT_MAX_WAIT`)."""
-CONNECT_MAX_WAIT = 0.1
-"""Most seconds between two tries to reach the target. The source pod is made as soon as
-the target pod has its IP, so it usually tries before the target listens; a try costs a
-refused SYN, and a longer wait is time the copy loses after the target listens (a 2 s
-cap lost up to a third of the wait)."""
+CONNECT_MAX_WAIT = 2.0
 CONNECT_TRY_SECONDS = 10.0
 """One try's wait for the target's answer (a SYN to an address that drops it): a try
 that gets none is made again, within the window."""
-CONNECT_SECONDS = 1800.0
-"""How long the source tries to reach the target by default: as long as the target waits
-for the source (its ``CLONE_WAIT_SECONDS``). The source pod is made once the target pod
-has its IP, when the target may still be pulling its image or mounting its claim."""
+CONNECT_SECONDS = 300.0
+"""How long the source tries to reach the target by default (the source pod is made once
+the target pod runs)."""
 MAX_CONNECT_SECONDS = 86400.0
 HANDSHAKE_SECONDS = 30.0
 """The whole TLS handshake with the target, however it paces its bytes (this clone's

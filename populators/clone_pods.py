@@ -6,9 +6,8 @@ what to do with the source pod given what exists.
   pod IP (:8444, mutual TLS) and serves the progress metric (:8443);
 - the **source pod** (``<target uid>-source-pod``, upstream's name, in the source
   namespace) mounts the source claim read-only and runs ``python -m importer.cloner``,
-  streaming to the target pod's address. It is made once the target pod has its IP
-  (still starting: both programs start side by side), and replaced when that address
-  changes. Owner references cannot cross namespaces,
+  streaming to the target pod's address. It is made once the target pod runs with an
+  IP, and replaced when that address changes. Owner references cannot cross namespaces,
   so it is owned by the VolumeCloneSource (which lives in the source namespace and goes
   with the DataVolume) and names its target by annotation;
 - one **Secret** beside each pod (``clone-target-tls-<uid>``, ``clone-source-tls-<uid>``)
@@ -40,7 +39,6 @@ from populators.importer_pod import (
     Settings,
     restricted_container_security,
 )
-from populators.podstate import PULL_FAILURES
 from vocab import cdi as api
 from vocab import podenv
 
@@ -264,25 +262,11 @@ def target_restarts(pod: Obj | None) -> int:
     return int(statuses[0].get("restartCount") or 0) if statuses else 0
 
 
-def _pulling_failed(status: Obj) -> bool:
-    return any(((c.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
-               for c in status.get("containerStatuses") or [])
-
-
 def target_address(pod: Obj | None) -> str:
-    """``ip:port`` of the target pod as soon as it has its IP, else "".
-
-    The kubelet gives a pod its IP when it makes the pod's sandbox, before the containers
-    start: from then the address is the pod's for as long as the pod lives (a new sandbox
-    shows as a new address). So the source pod is made while the target still starts
-    (``Pending`` with an IP, or ``Running``) and the two programs start side by side; the
-    source's connection tries again until the target listens (``importer/cloner.py``).
-    Not for a target that cannot pull its image: the source would only wait out its
-    window for it."""
+    """``ip:port`` of a running target pod, else ""."""
     status = (pod or {}).get("status") or {}
     ip = status.get("podIP")
-    if status.get("phase") not in ("Pending", "Running") or not ip or meta(pod).get(
-            "deletionTimestamp") or _pulling_failed(status):
+    if status.get("phase") != "Running" or not ip or meta(pod).get("deletionTimestamp"):
         return ""
     host = f"[{ip}]" if ":" in str(ip) else str(ip)
     return f"{host}:{CLONE_PORT}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -318,79 +317,6 @@ def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Client, ns: str,
     assert compare(golden, produced)
     kube.delete(kit.DVS, "again", ns)
     kube.delete(kit.DVS, "big", ns)
-
-
-@contextlib.contextmanager
-def slow_container_start(namespace: str, prefix: str) -> Iterator[threading.Event]:
-    """Hold this node's start of the containers of the pods named ``prefix…`` in
-    ``namespace`` until the yielded Event is set: they wait ContainerCreating, with their
-    IP, as behind a slow image pull or volume mount (images here are host programs, pulled
-    at once). A hold on the real kubelet's timing, nothing faked: the pod is started by the
-    kubelet's own code once released."""
-    from localcluster.kubelet import worker
-
-    release = threading.Event()
-    real = worker.PodWorker._start
-
-    def start(self: worker.PodWorker, slot: worker.Slot) -> None:
-        if self.namespace == namespace and self.name.startswith(prefix) and \
-                not release.is_set():
-            slot.restart_at = time.monotonic() + 0.05  # looked at again shortly
-            return
-        real(self, slot)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(worker.PodWorker, "_start", start)
-        try:
-            yield release
-        finally:
-            release.set()
-
-
-def pod_events(kube: Client, since: str, names: set[str], until: str) -> list[tuple[str, str]]:
-    """(pod name, phase) of each watch event of the pods ``names`` from resourceVersion
-    ``since`` (any namespace), up to the first event of pod ``until`` in phase Running."""
-    seen: list[tuple[str, str]] = []
-    for event in kube.watch(resources.PODS, resource_version=since, timeout=30):
-        obj = event.get("object") or {}
-        name = (obj.get("metadata") or {}).get("name")
-        if event.get("type") == "BOOKMARK" or name not in names:
-            continue
-        seen.append((str(name), str((obj.get("status") or {}).get("phase"))))
-        if seen[-1] == (until, "Running"):
-            break
-    return seen
-
-
-def test_the_source_pod_starts_while_the_target_pod_still_starts(
-        kube: Client, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
-    """The source pod is made as soon as the target pod has its IP, not once it runs: with
-    the target's container held back, the API shows the source pod while the target pod is
-    still Pending, and a watch sees it added before the target runs; released, the
-    clone ends whole."""
-    src_ns, reference = golden
-    since = kube.list_object(resources.PODS, ns)["metadata"]["resourceVersion"]
-    with slow_container_start(ns, "cloner-prime-") as release:
-        kube.create(kit.DVS, clone_dv("early", src_ns,
-                                      storage={"storageClassName": "local-immediate"}), ns)
-        uid = wait_for(lambda: (kube.get_or_none(resources.PVCS, "early", ns) or {}).get(
-            "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
-        spod = wait_for(lambda: kube.get_or_none(resources.PODS, f"{uid}-source-pod",
-                                                 src_ns), timeout=60,
-                        what="the source pod, while the target pod starts")
-        tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", ns)
-        assert tpod["status"]["phase"] == "Pending", tpod["status"]
-        assert "running" not in tpod["status"]["containerStatuses"][0]["state"]
-        senv = {e["name"]: e.get("value") for e in spod["spec"]["containers"][0]["env"]}
-        assert senv["CLONE_TARGET"] == f"{tpod['status']['podIP']}:8444"
-        release.set()
-        status = kit.wait_dv(kube, ns, "early", ("Succeeded", "Failed"), timeout=TIMEOUT)
-    assert status["phase"] == "Succeeded", status
-    assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, ns, "early"))))
-    source, target = f"{uid}-source-pod", f"cloner-prime-{uid}"
-    seen = pod_events(kube, since, {source, target}, until=target)
-    assert seen[-1] == (target, "Running"), seen
-    assert source in [name for name, _ in seen[:-1]], seen  # made before the target ran
 
 
 def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(

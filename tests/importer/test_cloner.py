@@ -8,7 +8,6 @@ are the importer's."""
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import os
 import socket
@@ -703,7 +702,10 @@ def test_reaching_a_target_that_listens_late_and_one_that_never_does(
     config = cloner.Config(source=Path("/nonexistent"), target=("127.0.0.1", port),
                            tls_dir=Path("/nonexistent"), connect_seconds=30)
     try:
-        cloner._reach(config).close()
+        sock = cloner._reach(config)
+        # a try waits CONNECT_TRY_SECONDS for an answer; the stream then STALL_SECONDS
+        assert sock.gettimeout() == cloner.STALL_SECONDS
+        sock.close()
     finally:
         late.join()
         listener.close()
@@ -718,46 +720,6 @@ def test_reaching_a_target_that_listens_late_and_one_that_never_does(
     assert attempts[-1] - attempts[0] < 5
 
 
-def test_tries_to_reach_a_late_target_at_least_every_tenth_of_a_second(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The source pod starts beside a target pod that is still starting: the tries stay
-    close together however long the target takes (a wait that doubled up to 2 s lost up
-    to a third of the wait once the target listened)."""
-    port = free_port()
-    attempts: list[float] = []
-    real = socket.create_connection
-
-    def counted(*args: Any, **kwargs: Any) -> socket.socket:
-        attempts.append(time.monotonic())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(cloner.socket, "create_connection", counted)
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listening = threading.Event()
-
-    def listen_late() -> None:
-        time.sleep(1.5)
-        listener.bind(("127.0.0.1", port))
-        listener.listen()
-        listening.set()
-
-    late = threading.Thread(target=listen_late)
-    late.start()
-    config = cloner.Config(source=Path("/nonexistent"), target=("127.0.0.1", port),
-                           tls_dir=Path("/nonexistent"), connect_seconds=30)
-    try:
-        sock = cloner._reach(config)
-        assert sock.gettimeout() == cloner.STALL_SECONDS
-        sock.close()
-    finally:
-        late.join()
-        listener.close()
-    gaps = [b - a for a, b in itertools.pairwise(attempts)]
-    assert len(attempts) >= 10
-    assert max(gaps) < cloner.CONNECT_MAX_WAIT + 0.25, gaps  # slack for a loaded machine
-
-
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "86401", "soon"])
 def test_the_connect_window_is_bounded(value: str) -> None:
     env = {"CLONER_SOURCE": "/source/disk.img", "CLONE_TARGET": "127.1.0.9:8444",
@@ -766,12 +728,11 @@ def test_the_connect_window_is_bounded(value: str) -> None:
         cloner.from_env(env)
 
 
-def test_the_connect_window_outlasts_a_slow_target_start() -> None:
-    """By default as long as the target waits for its source."""
+def test_the_connect_window_by_default_and_set() -> None:
     env = {"CLONER_SOURCE": "/source/disk.img", "CLONE_TARGET": "[fd00::9]:8444",
            "CLONE_TLS_DIR": "/etc/clone-tls"}
     config = cloner.from_env(env)
-    assert config.connect_seconds == cloner.CONNECT_SECONDS == 1800
+    assert config.connect_seconds == cloner.CONNECT_SECONDS == 300
     assert config.target == ("fd00::9", 8444)
     assert cloner.from_env({**env, "CLONE_CONNECT_SECONDS": "60"}).connect_seconds == 60
 

@@ -249,14 +249,14 @@ def _tpod(phase: str, ip: str | None = "127.1.0.9", waiting: str | None = None,
 @pytest.mark.parametrize("pod,address", [
     (None, ""),
     (_tpod("Pending", ip=None), ""),  # not placed, or no sandbox yet
-    (_tpod("Pending"), "127.1.0.9:8444"),  # the sandbox has its IP: the address is known
-    (_tpod("Pending", waiting="ContainerCreating"), "127.1.0.9:8444"),
-    (_tpod("Pending", waiting="ErrImagePull"), ""),  # the source would only wait for it
-    (_tpod("Pending", waiting="ImagePullBackOff"), ""),
+    # an IP, but the container still starting (or failing to pull its image): the
+    # source pod waits for the target to run, as upstream's waits for it to be ready
+    (_tpod("Pending"), ""),
+    (_tpod("Pending", waiting="ContainerCreating"), ""),
+    (_tpod("Pending", waiting="ErrImagePull"), ""),
     (_tpod("Running"), "127.1.0.9:8444"),
     (_tpod("Running", ip="fd00::9"), "[fd00::9]:8444"),
     (_tpod("Running", deleting=True), ""),
-    (_tpod("Pending", deleting=True), ""),
     (_tpod("Succeeded"), ""),
     (_tpod("Failed"), ""),
 ])
@@ -270,23 +270,22 @@ SPOD_9 = {"metadata": {"annotations": {
 
 
 @pytest.mark.parametrize("target_pod,source_pod,step", [
-    # no target IP yet: nothing to stream to, no source pod
+    # no target address yet: nothing to stream to, no source pod
     (None, None, clone_pods.SourceStep()),
     (_tpod("Pending", ip=None), None, clone_pods.SourceStep()),
-    # the target pod still starting, with its IP: the source pod starts beside it
-    (_tpod("Pending"), None, clone_pods.SourceStep(create=True)),
-    (_tpod("Pending", waiting="ContainerCreating"), None, clone_pods.SourceStep(create=True)),
-    (_tpod("Pending", waiting="ErrImagePull"), None, clone_pods.SourceStep()),
-    # made while the target was Pending: kept once it runs at that address
+    (_tpod("Pending"), None, clone_pods.SourceStep()),
+    (_tpod("Pending", waiting="ContainerCreating"), None, clone_pods.SourceStep()),
+    # running with its IP: the source pod is made
+    (_tpod("Running"), None, clone_pods.SourceStep(create=True)),
     (_tpod("Running"), SPOD_9, clone_pods.SourceStep()),
-    (_tpod("Pending"), SPOD_9, clone_pods.SourceStep()),
-    # a new sandbox (a new IP) before or after it ran: a new source pod
-    (_tpod("Pending", ip="127.1.0.10"), SPOD_9, clone_pods.SourceStep(delete_pod=True)),
+    # its address changed (a new sandbox): a new source pod
     (_tpod("Running", ip="127.1.0.10"), SPOD_9, clone_pods.SourceStep(delete_pod=True)),
+    # the target pod going: the source pod is not replaced for it
+    (_tpod("Running", deleting=True), SPOD_9, clone_pods.SourceStep()),
 ])
-def test_source_step_while_the_target_starts(target_pod: dict[str, Any] | None,
-                                             source_pod: dict[str, Any] | None,
-                                             step: clone_pods.SourceStep) -> None:
+def test_source_step_before_the_target_runs(target_pod: dict[str, Any] | None,
+                                            source_pod: dict[str, Any] | None,
+                                            step: clone_pods.SourceStep) -> None:
     assert clone_pods.source_step(finished=False, target_pod=target_pod,
                                   source_pod=source_pod) == step
 
