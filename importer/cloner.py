@@ -14,8 +14,9 @@ Environment (set by the clone populator): ``CLONER_SOURCE`` (path), ``CLONE_TARG
 (``host:port`` of the target pod), ``CLONE_TLS_DIR`` (``ca.crt``, ``tls.crt``, ``tls.key``
 from the clone's Secret: the per-clone CA and this side's client certificate),
 ``CLONE_SERVER_NAME`` (the name in the target's certificate), ``CLONE_CONNECT_SECONDS``
-(how long to keep trying to reach the target and to complete a handshake with it: one cut
-off or not done in :data:`HANDSHAKE_SECONDS` is tried again; a refused one is not). Exit
+(how long to keep trying to reach the target and to complete a handshake with it,
+default :data:`CONNECT_SECONDS`, at most a day: one cut off or not done in
+:data:`HANDSHAKE_SECONDS` is tried again; a refused one is not). Exit
 codes and the termination message as the importer's.
 """
 
@@ -54,7 +55,16 @@ SERVER_NAME = "clone-target"
 STALL_SECONDS = 120.0
 """A send or reply that makes no progress for this long breaks the stream."""
 CONNECT_FIRST_WAIT = 0.02
-"""Seconds before the second try to reach the target (then doubling, up to 2 s)."""
+"""Seconds before the second try to reach the target (then doubling, up to
+:data:`CONNECT_MAX_WAIT`)."""
+CONNECT_MAX_WAIT = 2.0
+CONNECT_TRY_SECONDS = 10.0
+"""One try's wait for the target's answer (a SYN to an address that drops it): a try
+that gets none is made again, within the window."""
+CONNECT_SECONDS = 300.0
+"""How long the source tries to reach the target by default (the source pod is made once
+the target pod runs)."""
+MAX_CONNECT_SECONDS = 86400.0
 HANDSHAKE_SECONDS = 30.0
 """The whole TLS handshake with the target, however it paces its bytes (this clone's
 target answers in milliseconds)."""
@@ -74,7 +84,7 @@ class Config:
     target: tuple[str, int]
     tls_dir: Path
     server_name: str = SERVER_NAME
-    connect_seconds: float = 300.0
+    connect_seconds: float = CONNECT_SECONDS
 
 
 def from_env(env: Mapping[str, str]) -> Config:
@@ -87,9 +97,12 @@ def from_env(env: Mapping[str, str]) -> Config:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"CLONE_TARGET {target!r}: expected host:port")
     try:
-        seconds = float(env.get("CLONE_CONNECT_SECONDS") or 300)
+        seconds = float(env.get("CLONE_CONNECT_SECONDS") or CONNECT_SECONDS)
     except ValueError:
         raise ConfigError("CLONE_CONNECT_SECONDS: not a number") from None
+    if not 0 < seconds <= MAX_CONNECT_SECONDS:  # also NaN
+        raise ConfigError(f"CLONE_CONNECT_SECONDS: {seconds} is not within (0, "
+                          f"{MAX_CONNECT_SECONDS:.0f}]")
     return Config(source=Path(source), target=(host.strip("[]"), int(port)),
                   tls_dir=Path(tls), server_name=env.get(podenv.CLONE_SERVER_NAME) or SERVER_NAME,
                   connect_seconds=seconds)
@@ -171,16 +184,19 @@ def open_source(path: Path) -> Source:
 def _reach(config: Config, seconds: float | None = None) -> socket.socket:
     """A TCP connection to the target, tried again while it is not listening yet: first
     after 20 ms (the target pod is usually a moment from listening; a first wait of
-    0.2 s was a tenth of a 1 GiB copy), doubling up to 2 s, for ``seconds`` (default
-    ``connect_seconds``; one try at least)."""
+    0.2 s was a tenth of a 1 GiB copy), doubling up to :data:`CONNECT_MAX_WAIT`, for
+    ``seconds`` (default ``connect_seconds``; one try at least)."""
     try:
         for attempt in tenacity.Retrying(
                 stop=tenacity.stop_after_delay(
                     config.connect_seconds if seconds is None else seconds),
-                wait=tenacity.wait_exponential(multiplier=CONNECT_FIRST_WAIT, max=2.0),
+                wait=tenacity.wait_exponential(multiplier=CONNECT_FIRST_WAIT,
+                                               max=CONNECT_MAX_WAIT),
                 retry=tenacity.retry_if_exception_type(OSError), reraise=True):
             with attempt:
-                return socket.create_connection(config.target, timeout=STALL_SECONDS)
+                sock = socket.create_connection(config.target, timeout=CONNECT_TRY_SECONDS)
+                sock.settimeout(STALL_SECONDS)
+                return sock
     except OSError as err:
         raise TransferError(f"clone target {config.target[0]}:{config.target[1]}"
                             f" not reachable: {err}") from None

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from importer import cloner, clonetarget, clonewire
-from importer.errors import NotADiskImage, NotFound, TooSmall, TransferError
+from importer.errors import ConfigError, NotADiskImage, NotFound, TooSmall, TransferError
 from importer.progress import Update
 from importer.writers import data_runs
 from pki.certs import PairedTLS, paired_tls
@@ -702,7 +702,10 @@ def test_reaching_a_target_that_listens_late_and_one_that_never_does(
     config = cloner.Config(source=Path("/nonexistent"), target=("127.0.0.1", port),
                            tls_dir=Path("/nonexistent"), connect_seconds=30)
     try:
-        cloner._reach(config).close()
+        sock = cloner._reach(config)
+        # a try waits CONNECT_TRY_SECONDS for an answer; the stream then STALL_SECONDS
+        assert sock.gettimeout() == cloner.STALL_SECONDS
+        sock.close()
     finally:
         late.join()
         listener.close()
@@ -715,6 +718,23 @@ def test_reaching_a_target_that_listens_late_and_one_that_never_does(
     with pytest.raises(TransferError, match="not reachable"):
         cloner._reach(never)
     assert attempts[-1] - attempts[0] < 5
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "86401", "soon"])
+def test_the_connect_window_is_bounded(value: str) -> None:
+    env = {"CLONER_SOURCE": "/source/disk.img", "CLONE_TARGET": "127.1.0.9:8444",
+           "CLONE_TLS_DIR": "/etc/clone-tls", "CLONE_CONNECT_SECONDS": value}
+    with pytest.raises(ConfigError, match="CLONE_CONNECT_SECONDS"):
+        cloner.from_env(env)
+
+
+def test_the_connect_window_by_default_and_set() -> None:
+    env = {"CLONER_SOURCE": "/source/disk.img", "CLONE_TARGET": "[fd00::9]:8444",
+           "CLONE_TLS_DIR": "/etc/clone-tls"}
+    config = cloner.from_env(env)
+    assert config.connect_seconds == cloner.CONNECT_SECONDS == 300
+    assert config.target == ("fd00::9", 8444)
+    assert cloner.from_env({**env, "CLONE_CONNECT_SECONDS": "60"}).connect_seconds == 60
 
 
 # -- what a stranger, or a volume's own content, cannot do ---------------------------------

@@ -233,6 +233,63 @@ def test_source_step() -> None:
     assert done.delete_pod and done.delete_secrets and not done.create
 
 
+def _tpod(phase: str, ip: str | None = "127.1.0.9", waiting: str | None = None,
+          deleting: bool = False) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if ip:
+        status["podIP"] = ip
+    if waiting:
+        status["containerStatuses"] = [{"state": {"waiting": {"reason": waiting}}}]
+    meta: dict[str, Any] = {"name": f"cloner-{PRIME}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-05T20:00:00Z"
+    return {"metadata": meta, "status": status}
+
+
+@pytest.mark.parametrize("pod,address", [
+    (None, ""),
+    (_tpod("Pending", ip=None), ""),  # not placed, or no sandbox yet
+    # an IP, but the container still starting (or failing to pull its image): the
+    # source pod waits for the target to run, as upstream's waits for it to be ready
+    (_tpod("Pending"), ""),
+    (_tpod("Pending", waiting="ContainerCreating"), ""),
+    (_tpod("Pending", waiting="ErrImagePull"), ""),
+    (_tpod("Running"), "127.1.0.9:8444"),
+    (_tpod("Running", ip="fd00::9"), "[fd00::9]:8444"),
+    (_tpod("Running", deleting=True), ""),
+    (_tpod("Succeeded"), ""),
+    (_tpod("Failed"), ""),
+])
+def test_target_address(pod: dict[str, Any] | None, address: str) -> None:
+    assert clone_pods.target_address(pod) == address
+
+
+SPOD_9 = {"metadata": {"annotations": {
+    "populators.rootdisk.io/clone-target-address": "127.1.0.9:8444",
+    "populators.rootdisk.io/clone-target-restarts": "0"}}}
+
+
+@pytest.mark.parametrize("target_pod,source_pod,step", [
+    # no target address yet: nothing to stream to, no source pod
+    (None, None, clone_pods.SourceStep()),
+    (_tpod("Pending", ip=None), None, clone_pods.SourceStep()),
+    (_tpod("Pending"), None, clone_pods.SourceStep()),
+    (_tpod("Pending", waiting="ContainerCreating"), None, clone_pods.SourceStep()),
+    # running with its IP: the source pod is made
+    (_tpod("Running"), None, clone_pods.SourceStep(create=True)),
+    (_tpod("Running"), SPOD_9, clone_pods.SourceStep()),
+    # its address changed (a new sandbox): a new source pod
+    (_tpod("Running", ip="127.1.0.10"), SPOD_9, clone_pods.SourceStep(delete_pod=True)),
+    # the target pod going: the source pod is not replaced for it
+    (_tpod("Running", deleting=True), SPOD_9, clone_pods.SourceStep()),
+])
+def test_source_step_before_the_target_runs(target_pod: dict[str, Any] | None,
+                                            source_pod: dict[str, Any] | None,
+                                            step: clone_pods.SourceStep) -> None:
+    assert clone_pods.source_step(finished=False, target_pod=target_pod,
+                                  source_pod=source_pod) == step
+
+
 def test_a_csi_clone_into_a_larger_filesystem_claim_runs_the_grow_pod() -> None:
     csi = {A + "clone.strategy": "csi-clone"}
     bound = prime_in("gold", data_source=True)
