@@ -9,8 +9,8 @@ Routes, fastest first:
   access into a compressed stream), a server without Range support, or a checksum
   over a convertible image (the hash needs every byte in order, qemu-img reads out of
   order and skips what it does not need); and for an upload, whose body the upload
-  server keeps whole in scratch anyway as it arrives: qemu-img reads that file (local
-  reads cost far less CPU than converting through NBD while the body arrives);
+  server keeps whole in scratch anyway as it arrives: qemu-img reads that file as it
+  grows (``importer/arriving_plugin.py``), or once whole where that cannot be;
 - ``archive``: a tar is extracted into the Filesystem volume;
 - ``blank``: an empty disk.
 """
@@ -61,7 +61,7 @@ def choose_route(
                         f"{image.format} wrapped in {'+'.join(compressions)} has no random access")
     if spooled:
         return Decision(Route.SCRATCH_CONVERT, f"{image.format} kept whole in scratch as it"
-                        " arrives, then converted from that file")
+                        " arrives, and converted from that file as it grows")
     if not ranged:
         return Decision(Route.SCRATCH_CONVERT, "the server does not answer Range requests")
     if checksum:
