@@ -112,3 +112,22 @@ def test_a_body_cut_off_ends_the_waiting_reads_at_once_and_leaves_nothing(
     assert resp.status_code == 200, resp.text
     assert server.wait() == 0
     assert compare(image.expected, server.dest)
+
+
+def test_a_qcow2_that_fails_its_check_is_refused_with_the_checks_verdict(
+        server: Server, images: ImageFactory) -> None:
+    """The check runs beside the convert (it reads up to the file's end); the upload
+    still ends on its verdict, the disk wiped and the server ready for another."""
+    bad = images.get("truncated.qcow2").path.read_bytes()
+    resp = server.post("/v1beta1/upload", bad)
+    assert resp.status_code == 400
+    assert resp.text.startswith("InvalidImage: corrupt qcow2 image:"), resp.text
+    assert "errors found" in resp.text, resp.text  # qemu-img check's words, not convert's
+    assert not (server.dest.exists() and allocated_bytes(server.dest) > 0)
+    assert list(server.scratch.iterdir()) == []
+    assert _children(server) == {}
+    good = images.get("qcow2")
+    resp = server.post("/v1beta1/upload", good.path.read_bytes())
+    assert resp.status_code == 200, resp.text
+    assert server.wait() == 0
+    assert compare(good.expected, server.dest)
