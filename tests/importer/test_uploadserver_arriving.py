@@ -87,6 +87,18 @@ def test_the_disk_is_written_before_the_last_byte_is_sent(server: Server,
     assert list(server.scratch.iterdir()) == []
 
 
+@pytest.mark.parametrize("name", ["qcow2c", "vmdk", "vmdk-stream", "vdi", "vhd", "vhdx"])
+def test_every_spooled_format_converts_as_it_arrives(server: Server, images: ImageFactory,
+                                                   name: str) -> None:
+    image = images.get(name)
+    resp = server.post("/v1beta1/upload", image.path.read_bytes())
+    assert resp.status_code == 200, resp.text
+    assert server.wait() == 0
+    assert compare(image.expected, server.dest)
+    assert server.termination_message()["route"] == "scratch-convert"
+    assert list(server.scratch.iterdir()) == []
+
+
 def test_a_body_cut_off_ends_the_waiting_reads_at_once_and_leaves_nothing(
         server: Server, images: ImageFactory) -> None:
     image = images.get("qcow2")
