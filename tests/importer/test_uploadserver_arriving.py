@@ -4,19 +4,23 @@ nbdkit and qemu-img on loopback, and a slow client of the test's own.
 
 Claims: the disk is being written before the client has sent its last byte; a client
 that goes away mid-body makes the waiting reads give up at once (not after the read
-timeout), and leaves no scratch file and no child process behind.
+timeout), and leaves no scratch file and no child process behind; a large body that
+keeps the receiver busy (sent as fast as loopback goes) is converted once whole, one the
+receiver waits for (a paced client) while it arrives.
 """
 
 from __future__ import annotations
 
 import ssl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.images import ImageFactory, allocated_bytes, compare
+from importer.uploadsource import GATE_BYTES
+from tests.fixtures.images import ImageFactory, allocated_bytes, build_patterned_raw, compare
 from tests.fixtures.podmemory import process_tree
 from tests.importer.test_uploadserver import Server
 
@@ -143,3 +147,55 @@ def test_a_qcow2_that_fails_its_check_is_refused_with_the_checks_verdict(
     assert resp.status_code == 200, resp.text
     assert server.wait() == 0
     assert compare(good.expected, server.dest)
+
+
+@pytest.fixture(scope="module")
+def large_qcow2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A qcow2 file of more than twice GATE_BYTES (the receiver's busyness is measured),
+    and its raw disk."""
+    d = tmp_path_factory.mktemp("large")
+    raw, qcow2 = d / "disk.raw", d / "disk.qcow2"
+    build_patterned_raw(raw, size=5 * GATE_BYTES, data_ratio=0.5)
+    subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2)],
+                   check=True, timeout=120)
+    assert qcow2.stat().st_size > 2 * GATE_BYTES
+    return qcow2, raw
+
+
+class _Paced:
+    """A request body sent at ``rate`` bytes/s, 1 MiB at a time."""
+
+    def __init__(self, path: Path, rate: int) -> None:
+        self.data, self.rate, self.sent, self.start = path.read_bytes(), rate, 0, 0.0
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def read(self, _n: int = -1) -> bytes:
+        if not self.start:
+            self.start = time.monotonic()
+        if (wait := self.start + self.sent / self.rate - time.monotonic()) > 0:
+            time.sleep(wait)
+        chunk = self.data[self.sent:self.sent + (1 << 20)]
+        self.sent += len(chunk)
+        return chunk
+
+
+@pytest.mark.parametrize("paced", [False, True])
+def test_a_large_upload_converts_on_arrival_only_when_the_receiver_waits_for_it(
+        tmp_path: Path, large_qcow2: tuple[Path, Path], paced: bool) -> None:
+    qcow2, raw = large_qcow2
+    server = Server(tmp_path, size="256Mi")
+    try:
+        body: object = _Paced(qcow2, 24 * 1024 * 1024) if paced else qcow2.read_bytes()
+        resp = server.post("/v1beta1/upload", body)
+        assert resp.status_code == 200, resp.text
+        assert server.wait() == 0
+        assert compare(raw, server.dest)
+        why = str(server.termination_message()["why"])
+        if paced:  # the receiver mostly waits for the next bytes: converted as they come
+            assert why.endswith("converted from that file as it grows"), why
+        else:  # the receiver is busy all along (loopback at full speed): once whole
+            assert "busy: no CPU to spare" in why, why
+    finally:
+        server.stop()
