@@ -5,8 +5,8 @@ measured in one run, runs interleaved (the order alternates):
 
 - ``rootdisk image-upload dv NAME --no-create`` of the benchmark qcow2 (1 GiB virtual,
   half data) into a DataVolume already UploadReady: the token request, the stream over
-  TLS through the upload proxy to the upload server, qemu-img converting it once whole,
-  and the wait until the DataVolume is Succeeded (rebind included);
+  TLS through the upload proxy to the upload server, qemu-img converting it as it
+  arrives, and the wait until the DataVolume is Succeeded (rebind included);
 - ``curl -T`` of the same file to a plain HTTP server on loopback that writes the body
   to a file (aiohttp, as the upload server; no TLS, no conversion);
 

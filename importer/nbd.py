@@ -25,6 +25,7 @@ Either way the export is pinned to the object the probe saw:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -47,7 +48,7 @@ from importer import beside, children, plan, qemu_img
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
-from importer.sources.base import Probe, Source, Validators
+from importer.sources.base import GrowingFile, Probe, Source, Validators
 from importer.sources.http import USER_AGENT, ca_bundle
 from sizes import MIB
 from vocab import sources
@@ -148,6 +149,10 @@ class _StartFailed(Exception):
     pass
 
 
+class ExportUnavailable(ImporterError):
+    """nbdkit could not serve an export (a plugin missing): another way must do."""
+
+
 @contextmanager
 def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Path,
            on_fetch: Callable[[int], None] | None = None) -> Iterator[Export]:
@@ -197,6 +202,26 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
                 raise ImporterError(f"nbdkit could not serve the image: {err}") from err
     finally:
         close_sources()
+
+
+ARRIVING_PLUGIN = Path(__file__).with_name("arriving_plugin.py")
+
+
+@contextmanager
+def arriving_export(growing: GrowingFile, workdir: Path) -> Iterator[str]:
+    """An NBD export (its URI) of a file still arriving, at its final size: nbdkit's
+    Python plugin (``arriving_plugin``) answers a read once its bytes are in the file,
+    and fails it once the upload stopped or stalled. ``ImporterError`` if nbdkit cannot
+    serve it (``ExportUnavailable``: its Python plugin missing)."""
+    argv = ["python", str(ARRIVING_PLUGIN), f"file={growing.path}", f"size={growing.size}",
+            f"stopped={growing.stopped}", f"timeout={growing.timeout:g}"]
+    with contextlib.ExitStack() as stack:
+        try:
+            uri, _, _ = stack.enter_context(_serve(argv, workdir, "arriving"))
+        except _StartFailed as err:
+            raise ExportUnavailable(f"nbdkit could not serve the arriving upload: {err}",
+                                    ) from err
+        yield uri
 
 
 def _pin_head(head: bytes, size: int, workdir: Path) -> Path:

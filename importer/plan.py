@@ -9,8 +9,8 @@ Routes, fastest first:
   access into a compressed stream), a server without Range support, or a checksum
   over a convertible image (the hash needs every byte in order, qemu-img reads out of
   order and skips what it does not need); and for an upload, whose body the upload
-  server keeps whole in scratch anyway as it arrives: qemu-img reads that file (local
-  reads cost far less CPU than converting through NBD while the body arrives);
+  server keeps whole in scratch anyway as it arrives: qemu-img reads that file as it
+  grows (``importer/arriving_plugin.py``), or once whole where that cannot be;
 - ``archive``: a tar is extracted into the Filesystem volume;
 - ``blank``: an empty disk.
 """
@@ -61,7 +61,7 @@ def choose_route(
                         f"{image.format} wrapped in {'+'.join(compressions)} has no random access")
     if spooled:
         return Decision(Route.SCRATCH_CONVERT, f"{image.format} kept whole in scratch as it"
-                        " arrives, then converted from that file")
+                        " arrives, and converted from that file as it grows")
     if not ranged:
         return Decision(Route.SCRATCH_CONVERT, "the server does not answer Range requests")
     if checksum:
@@ -112,3 +112,19 @@ def parallel_ranges(*, one: float, two: float | None) -> bool:
     twice one's rate; a link that is simply full gives them the same rate together."""
     return one < PARALLEL_BELOW and two is not None and two >= 1.5 * one
 
+
+BUSY_MOST = 0.75
+"""Share of the time the upload server's receiving thread may be busy (on a CPU or
+waiting for one) while the body arrives for converting it on arrival to pay: reading the
+arriving file through NBD costs ~0.6 s of CPU per GiB more than reading it whole
+(bench/README.md, Round 18), which only a receiver that waits for the network can spare.
+Measured on 2 cores: 93 % when the body comes as fast as loopback goes (CPU-bound), 8 %
+paced to 1 Gbit/s with the server alone; through the cluster's proxy at 1 Gbit/s, where
+three TLS endpoints in Python share the two cores, in between."""
+
+
+def convert_on_arrival(*, busy: float | None) -> bool:
+    """Whether a spooled upload is converted while it arrives: ``busy`` is the share of
+    its first bytes' arrival the receiving thread spent on or waiting for a CPU (None: the
+    body is too small to tell, and converting it costs next to nothing either way)."""
+    return busy is None or busy < BUSY_MOST

@@ -51,8 +51,8 @@ from importer.formats import (
     xz_uncompressed_size,
 )
 from importer.progress import Progress
-from importer.qemu_img import QemuImg, SubprocessQemuImg
-from importer.sources.base import Probe, Source, Spooled
+from importer.qemu_img import ImageInfo, QemuImg, SubprocessQemuImg
+from importer.sources.base import GrowingFile, Probe, Source, Spooled
 from importer.streams import IterReader, bounded, decompressed, observed, peek, resumable
 from importer.watchdog import Watchdog
 from importer.writers import (
@@ -391,12 +391,27 @@ class Processor:
     def scratch_convert(self, planned: Planned) -> Phase:
         assert planned.image is not None and planned.probe is not None
         if planned.probe.spooled:  # the source keeps it whole already: read that file
-            spooled = cast(Spooled, self.source).spooled_file()
-            arrived = spooled.stat().st_size
+            source = cast(Spooled, self.source)
+            growing = source.growing_file()
+            if growing is not None:
+                busy = source.arrival_busy()
+                if busy is not None:
+                    logger.info("the upload's receiver was %.0f%% busy over its first bytes",
+                                busy * 100)
+                if not plan.convert_on_arrival(busy=busy):
+                    assert busy is not None
+                    growing = None
+                    self.result.why = (f"{planned.image.format} kept whole in scratch as it"
+                                       " arrives, then converted from that file (the"
+                                       f" receiver was {busy:.0%} busy: no CPU to spare)")
+                    logger.info("%s", self.result.why)
+            with (self.watchdog.paused() if self.watchdog else contextlib.nullcontext()):
+                if growing is None or not self._convert_arriving(planned, source, growing):
+                    self._convert(planned, str(source.spooled_file()),
+                                  progress_from=self._fetch_share())
+            arrived = source.spooled_file().stat().st_size
             self.result.fetched_bytes += arrived
             self.progress.advance(arrived)
-            with (self.watchdog.paused() if self.watchdog else contextlib.nullcontext()):
-                self._convert(planned, str(spooled), progress_from=self._fetch_share())
             return Phase.RESIZE
         chunks = self._chunks(planned)
         virtual = planned.image.virtual_size
@@ -417,6 +432,55 @@ class Processor:
                 self._convert(planned, str(scratch), progress_from=self._fetch_share())
         return Phase.RESIZE
 
+    def _convert_arriving(self, planned: Planned, source: Spooled,
+                          growing: GrowingFile) -> bool:
+        """Convert the spooled file while it still arrives: qemu-img reads it through
+        nbdkit (``nbd.arriving_export``), each read waiting for its bytes.
+
+        ``qemu-img info`` (the header: backing file, data file, virtual size against the
+        volume) comes first, as on every route. ``qemu-img check`` runs beside the
+        convert, not before it: it walks every L2 table and refcount block, which a
+        qcow2 keeps spread through the file up to its end, so a check first would start
+        the convert only after the last byte. No success without a clean check: its
+        verdict, on the whole file if it could not finish on the arriving one (a slow
+        upload past its timeout), comes before the convert's own, and the upload's own
+        failure before both. False (nothing written: the caller checks and converts the
+        whole file) when info fails on the arriving file or nbdkit cannot serve it."""
+        from importer import nbd  # only the converting routes need it
+
+        assert planned.image is not None
+        fmt = planned.image.format
+        try:
+            with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-",
+                                             dir=nbd.workdir_parent()) as workdir, \
+                    nbd.arriving_export(growing, Path(workdir)) as image:
+                try:
+                    info = self._inspect_header(planned, image)
+                except (InvalidImage, TransferError) as err:
+                    source.spooled_file()  # the upload's own failure comes first
+                    logger.info("qemu-img info of the %s image as it arrived failed (%s):"
+                                " reading the whole file", fmt, err)
+                    return False
+                with beside.pool(1, "qemu-img-check") as side:
+                    checked = side.submit(self.qemu.check, image, fmt)
+                    converted: ImporterError | None = None
+                    try:
+                        self._write(planned, image, info, progress_from=self._fetch_share())
+                    except ImporterError as err:
+                        converted = err
+                    unchecked = checked.exception()
+        except nbd.ExportUnavailable as err:
+            logger.info("%s; converting once the upload is whole", err)
+            return False
+        whole = source.spooled_file()  # every byte arrived, and no more; else its failure
+        if unchecked is not None:
+            logger.info("qemu-img check of the %s image as it arrived failed (%s): checking"
+                        " the whole file", fmt, unchecked)
+            self.qemu.check(str(whole), fmt)
+        if converted is not None:
+            raise converted
+        return True
+
     def _convert(self, planned: Planned, image: str, *, progress_from: float) -> None:
         assert planned.image is not None
         fmt = planned.image.format
@@ -425,10 +489,24 @@ class Processor:
         # verdict comes first; the check's is waited for either way.
         with beside.pool(1, "qemu-img-check") as side:
             checked = side.submit(self.qemu.check, image, fmt)
-            info = self.qemu.info(image, fmt)
-            self.result.virtual_size = info.virtual_size
-            plan.check_fits(virtual_size=info.virtual_size, usable=planned.usable)
+            info = self._inspect_header(planned, image)
             checked.result()
+        self._write(planned, image, info, progress_from=progress_from)
+
+    def _inspect_header(self, planned: Planned, image: str) -> ImageInfo:
+        """qemu-img info of ``image`` (refusing backing and data files), and its virtual
+        size against the volume."""
+        assert planned.image is not None
+        info = self.qemu.info(image, planned.image.format)
+        self.result.virtual_size = info.virtual_size
+        plan.check_fits(virtual_size=info.virtual_size, usable=planned.usable)
+        return info
+
+    def _write(self, planned: Planned, image: str, info: ImageInfo, *,
+               progress_from: float) -> None:
+        """qemu-img convert of the checked ``image`` into the destination."""
+        assert planned.image is not None
+        fmt = planned.image.format
         zeroed = zero_device(self.target) if self.block else False
         self.progress.stage(start=progress_from, end=100)
         try:

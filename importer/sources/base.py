@@ -120,12 +120,35 @@ class OpenStreams:
                 body.close()
 
 
+@dataclass(frozen=True)
+class GrowingFile:
+    """A spooled object's file while it arrives: appended in order, never rewritten, so
+    its length is how many bytes have arrived; ``stopped`` appears when the object will
+    never be whole (aborted, or ended short)."""
+    path: Path
+    size: int
+    """The object's final size (its file's length once whole)."""
+    stopped: Path
+    timeout: float
+    """Seconds a reader waits for the file to grow before it gives up."""
+
+
 class Spooled(Protocol):
     """A source that keeps the whole object in a local file as it arrives."""
 
     def spooled_file(self) -> Path:
         """The file, once every byte has arrived (waits until then, within the
         source's read timeout; raises ``TransferError`` if the object never completes)."""
+        ...
+
+    def growing_file(self) -> GrowingFile | None:
+        """The file as it arrives, for a reader that waits for its bytes (None when its
+        final size is not known)."""
+        ...
+
+    def arrival_busy(self) -> float | None:
+        """The share of time the receiving side was busy while the first bytes arrived
+        (None: not measured); see ``plan.convert_on_arrival``."""
         ...
 
 

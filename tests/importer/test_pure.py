@@ -155,3 +155,10 @@ MiBps = 1024 * 1024
 def test_parallel_ranges_only_where_connections_add_up(one: float, two: float | None,
                                                        parallel: bool) -> None:
     assert plan.parallel_ranges(one=one, two=two) is parallel
+
+
+@pytest.mark.parametrize(("busy", "arriving"), [(None, True), (0.1, True), (0.5, True),
+                                                (0.74, True), (0.75, False), (0.93, False)])
+def test_a_spooled_upload_converts_on_arrival_only_with_cpu_to_spare(
+        busy: float | None, arriving: bool) -> None:
+    assert plan.convert_on_arrival(busy=busy) is arriving

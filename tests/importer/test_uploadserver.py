@@ -37,7 +37,8 @@ def _free_port() -> int:
 
 class Server:
     def __init__(self, tmp: Path, *, size: str = "64Mi",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        """``cwd``: the checkout whose server runs (bench/upload_server.py compares two)."""
         now = dt.datetime.now(dt.UTC)
         self.ca = certs.make_ca(name="upload test CA", now=now)
         serving = certs.issue(ca=self.ca, common_name="cdi-upload-x", ips=("127.0.0.1",),
@@ -60,7 +61,8 @@ class Server:
                "IMPORTER_IMAGE_SIZE": size, "FILESYSTEM_OVERHEAD": "0",
                "UPLOAD_SCRATCH_DIR": str(self.scratch),
                "IMPORTER_TERMINATION_LOG": str(self.termination), **(env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "importer.uploadserver"], env=env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "importer.uploadserver"], env=env,
+                                     cwd=cwd)
         deadline = time.monotonic() + 30
         while True:
             try:

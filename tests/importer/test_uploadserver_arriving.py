@@ -1,0 +1,201 @@
+"""A qcow2 upload is converted while its body arrives (``importer/arriving_plugin.py``:
+qemu-img reads the growing scratch file through nbdkit), with the real upload server,
+nbdkit and qemu-img on loopback, and a slow client of the test's own.
+
+Claims: the disk is being written before the client has sent its last byte; a client
+that goes away mid-body makes the waiting reads give up at once (not after the read
+timeout), and leaves no scratch file and no child process behind; a large body that
+keeps the receiver busy (sent as fast as loopback goes) is converted once whole, one the
+receiver waits for (a paced client) while it arrives.
+"""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from importer.uploadsource import GATE_BYTES
+from tests.fixtures.images import ImageFactory, allocated_bytes, build_patterned_raw, compare
+from tests.fixtures.podmemory import process_tree
+from tests.importer.test_uploadserver import Server
+
+READ_TIMEOUT = 60
+"""The server's read timeout: far above what any wait here may take, so that only the
+upload's end, not a timeout, can end the waiting reads."""
+TAIL = 65536
+"""Bytes the slow client holds back: the qcow2's last cluster."""
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    s = Server(tmp_path, env={"IMPORTER_READ_TIMEOUT": str(READ_TIMEOUT)})
+    yield s
+    s.stop()
+
+
+def _tls(server: Server) -> ssl.SSLSocket:
+    ctx = ssl.create_default_context(cafile=str(server.tls / "ca.crt"))
+    ctx.load_cert_chain(*server.client)
+    import socket
+
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def _start_upload(tls: ssl.SSLSocket, data: bytes, sent: int) -> None:
+    tls.sendall(b"POST /v1beta1/upload HTTP/1.1\r\nHost: x\r\n"
+                + f"Content-Length: {len(data)}\r\n\r\n".encode())
+    tls.sendall(data[:sent])
+
+
+def _children(server: Server) -> dict[int, str]:
+    """The server's descendants: pid → command name."""
+    names = {}
+    for pid in process_tree([server.proc.pid]) - {server.proc.pid}:
+        try:
+            names[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:  # ended meanwhile
+            continue
+    return names
+
+
+def test_the_disk_is_written_before_the_last_byte_is_sent(server: Server,
+                                                          images: ImageFactory) -> None:
+    image = images.get("qcow2")
+    data = image.path.read_bytes()
+    assert len(data) > 4 * TAIL
+    with _tls(server) as tls:
+        _start_upload(tls, data, len(data) - TAIL)
+        # the client holds its last cluster back until the disk has data (bounded)
+        deadline = time.monotonic() + 20
+        written_at = None
+        while time.monotonic() < deadline:
+            if server.dest.exists() and allocated_bytes(server.dest) > 0:
+                written_at = time.monotonic()
+                break
+            time.sleep(0.05)
+        last_byte_at = time.monotonic()
+        tls.sendall(data[len(data) - TAIL:])
+        answer = tls.recv(4096)
+    assert written_at is not None and written_at < last_byte_at, \
+        "nothing was written to the disk before the last byte was sent"
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert server.wait() == 0
+    assert compare(image.expected, server.dest)
+    assert server.termination_message()["reason"] == "Completed"
+    assert list(server.scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["qcow2c", "vmdk", "vmdk-stream", "vdi", "vhd", "vhdx"])
+def test_every_spooled_format_converts_as_it_arrives(server: Server, images: ImageFactory,
+                                                   name: str) -> None:
+    image = images.get(name)
+    resp = server.post("/v1beta1/upload", image.path.read_bytes())
+    assert resp.status_code == 200, resp.text
+    assert server.wait() == 0
+    assert compare(image.expected, server.dest)
+    assert server.termination_message()["route"] == "scratch-convert"
+    assert list(server.scratch.iterdir()) == []
+
+
+def test_a_body_cut_off_ends_the_waiting_reads_at_once_and_leaves_nothing(
+        server: Server, images: ImageFactory) -> None:
+    image = images.get("qcow2")
+    data = image.path.read_bytes()
+    with _tls(server) as tls:
+        _start_upload(tls, data, len(data) // 2)
+        # qemu-img reads through nbdkit, waiting for the half not sent (bounded look)
+        deadline = time.monotonic() + 20
+        while not {"nbdkit", "qemu-img"} <= set(_children(server).values()):
+            assert time.monotonic() < deadline, f"no waiting reader: {_children(server)}"
+            time.sleep(0.05)
+    cut_at = time.monotonic()  # the connection is closed: the body will never be whole
+    deadline = cut_at + 20
+    while _children(server) or list(server.scratch.iterdir()) or \
+            (server.dest.exists() and allocated_bytes(server.dest) > 0):
+        assert time.monotonic() < deadline, (
+            f"left behind: {_children(server)}, {list(server.scratch.iterdir())}")
+        time.sleep(0.05)
+    took = time.monotonic() - cut_at
+    assert took < 5, f"the waiting reads took {took:.1f} s to give up"
+    assert server.proc.poll() is None  # ready for another upload
+    resp = server.post("/v1beta1/upload", data)
+    assert resp.status_code == 200, resp.text
+    assert server.wait() == 0
+    assert compare(image.expected, server.dest)
+
+
+def test_a_qcow2_that_fails_its_check_is_refused_with_the_checks_verdict(
+        server: Server, images: ImageFactory) -> None:
+    """The check runs beside the convert (it reads up to the file's end); the upload
+    still ends on its verdict, the disk wiped and the server ready for another."""
+    bad = images.get("truncated.qcow2").path.read_bytes()
+    resp = server.post("/v1beta1/upload", bad)
+    assert resp.status_code == 400
+    assert resp.text.startswith("InvalidImage: corrupt qcow2 image:"), resp.text
+    assert "errors found" in resp.text, resp.text  # qemu-img check's words, not convert's
+    assert not (server.dest.exists() and allocated_bytes(server.dest) > 0)
+    assert list(server.scratch.iterdir()) == []
+    assert _children(server) == {}
+    good = images.get("qcow2")
+    resp = server.post("/v1beta1/upload", good.path.read_bytes())
+    assert resp.status_code == 200, resp.text
+    assert server.wait() == 0
+    assert compare(good.expected, server.dest)
+
+
+@pytest.fixture(scope="module")
+def large_qcow2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A qcow2 file of more than twice GATE_BYTES (the receiver's busyness is measured),
+    and its raw disk."""
+    d = tmp_path_factory.mktemp("large")
+    raw, qcow2 = d / "disk.raw", d / "disk.qcow2"
+    build_patterned_raw(raw, size=5 * GATE_BYTES, data_ratio=0.5)
+    subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2)],
+                   check=True, timeout=120)
+    assert qcow2.stat().st_size > 2 * GATE_BYTES
+    return qcow2, raw
+
+
+class _Paced:
+    """A request body sent at ``rate`` bytes/s, 1 MiB at a time."""
+
+    def __init__(self, path: Path, rate: int) -> None:
+        self.data, self.rate, self.sent, self.start = path.read_bytes(), rate, 0, 0.0
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def read(self, _n: int = -1) -> bytes:
+        if not self.start:
+            self.start = time.monotonic()
+        if (wait := self.start + self.sent / self.rate - time.monotonic()) > 0:
+            time.sleep(wait)
+        chunk = self.data[self.sent:self.sent + (1 << 20)]
+        self.sent += len(chunk)
+        return chunk
+
+
+@pytest.mark.parametrize("paced", [False, True])
+def test_a_large_upload_converts_on_arrival_only_when_the_receiver_waits_for_it(
+        tmp_path: Path, large_qcow2: tuple[Path, Path], paced: bool) -> None:
+    qcow2, raw = large_qcow2
+    server = Server(tmp_path, size="256Mi")
+    try:
+        body: object = _Paced(qcow2, 24 * 1024 * 1024) if paced else qcow2.read_bytes()
+        resp = server.post("/v1beta1/upload", body)
+        assert resp.status_code == 200, resp.text
+        assert server.wait() == 0
+        assert compare(raw, server.dest)
+        why = str(server.termination_message()["why"])
+        if paced:  # the receiver mostly waits for the next bytes: converted as they come
+            assert why.endswith("converted from that file as it grows"), why
+        else:  # the receiver is busy all along (loopback at full speed): once whole
+            assert "busy: no CPU to spare" in why, why
+    finally:
+        server.stop()
