@@ -99,11 +99,17 @@ class Server:
         return json.loads(self.termination.read_text())  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path)
+def serving(tmp_path: Path, *, read_timeout: float | None = None) -> Iterator[Server]:
+    """A started server (with the importer's read timeout when given), stopped after."""
+    env = {"IMPORTER_READ_TIMEOUT": f"{read_timeout:g}"} if read_timeout is not None else None
+    s = Server(tmp_path, env=env)
     yield s
     s.stop()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    yield from serving(tmp_path)
 
 
 @pytest.mark.parametrize("name", ["qcow2", "raw", "raw.gz"])

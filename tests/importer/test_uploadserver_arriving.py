@@ -22,7 +22,7 @@ import pytest
 from importer.uploadsource import GATE_BYTES
 from tests.fixtures.images import ImageFactory, allocated_bytes, build_patterned_raw, compare
 from tests.fixtures.podmemory import process_tree
-from tests.importer.test_uploadserver import Server
+from tests.importer.test_uploadserver import Server, serving
 
 READ_TIMEOUT = 60
 """The server's read timeout: far above what any wait here may take, so that only the
@@ -33,9 +33,7 @@ TAIL = 65536
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path, env={"IMPORTER_READ_TIMEOUT": str(READ_TIMEOUT)})
-    yield s
-    s.stop()
+    yield from serving(tmp_path, read_timeout=READ_TIMEOUT)
 
 
 def _tls(server: Server) -> ssl.SSLSocket:

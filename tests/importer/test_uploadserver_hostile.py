@@ -28,16 +28,14 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.images import ImageFactory, compare
-from tests.importer.test_uploadserver import Server
+from tests.importer.test_uploadserver import Server, serving
 
 READ_TIMEOUT = 3
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path, env={"IMPORTER_READ_TIMEOUT": str(READ_TIMEOUT)})
-    yield s
-    s.stop()
+    yield from serving(tmp_path, read_timeout=READ_TIMEOUT)
 
 
 def _tls(server: Server, timeout: float = 30) -> ssl.SSLSocket:
