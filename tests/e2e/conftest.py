@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubeclient import Client
+from kubeclient import Client, KubeError
 from localcluster.cluster import Cluster
 from rootdisk.cmd_cluster import POD_PIDS_LIMIT
-from tests.e2e import kit
+from tests.e2e import kit, vmkit
 from tests.localcluster.clusterkit import running
 
 
@@ -29,5 +29,15 @@ def kube(cluster: Cluster) -> Client:
 
 
 @pytest.fixture
-def ns(kube: Client) -> str:
-    return kit.namespace(kube)
+def ns(kube: Client) -> Iterator[str]:
+    """A namespace of the test's own. Its VirtualMachines and VMIs are deleted when the
+    test ends: a guest left running under TCG (the cluster lives for the whole module)
+    took a third of a core from the next tests' guests."""
+    name = kit.namespace(kube)
+    yield name
+    for res in (vmkit.VMS, vmkit.VMIS):
+        try:
+            for obj in kube.list(res, name):
+                kube.delete(res, obj["metadata"]["name"], name)
+        except KubeError:
+            pass  # no KubeVirt API in this module's cluster, or already going

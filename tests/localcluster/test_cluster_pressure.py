@@ -35,6 +35,7 @@ from tests.localcluster.clusterkit import (
 pytestmark = [needs_root, pytest.mark.slow]
 
 MiB = 1 << 20
+GiB = 1 << 30
 TRANSITION = 3.0
 """The node's pressure transition period here (upstream's default is 5 minutes)."""
 EVICTION_TIMEOUT = pressure.CHECK_EVERY * 3 + 30
@@ -131,9 +132,10 @@ def test_a_pod_that_fills_the_node_memory_is_evicted_under_pressure(
                   if e["involvedObject"]["name"] == "hog" and e["reason"] == "Evicted"]
         assert events and events[0]["type"] == "Warning"
         assert events[0]["message"] == st["message"]
-        # the host is shared (a guest may boot beside this test): pressure is judged
-        # against what is available now that the pod and its tmpfs are gone
-        set_threshold(node, available() - 64 * MiB)
+        # the host is shared: pressure is judged against what is available now that the
+        # pod and its tmpfs are gone, with room for a guest booting beside this test (a
+        # full run once saw > 64 MiB taken meanwhile, and the node stayed under pressure)
+        set_threshold(node, available() - 4 * GiB)
         wait_for(lambda: memory_pressure(kube) == "False", timeout=TRANSITION + 30,
                  what="MemoryPressure=False once the pod is gone")
         assert main_status(get(kube, resources.PODS, "hog"))["restartCount"] == 0
