@@ -93,8 +93,11 @@ class StorageController:
                 # The volume grew but its filesystem did not: the claim keeps its old
                 # size and the next pass (at the latest the resync) tries again.
                 logger.warning("claim %s/%s: %s", *key, err)
+                volume = (claim.get("spec") or {}).get("volumeName") or "nil"
+                # the shape of the kubelet's message (its GenerateError)
                 self.events.emit(claim, "Warning", "FileSystemResizeFailed",
-                                 f"MountVolume.NodeExpandVolume failed: {err}")
+                                 f'MountVolume.NodeExpandVolume failed for volume "{volume}"'
+                                 f" : {err}")
 
     def _protect(self, claim: Obj, pods: list[Obj]) -> None:
         finalizers = decisions.claim_finalizers(claim=claim, pods=pods)

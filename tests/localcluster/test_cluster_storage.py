@@ -26,6 +26,7 @@ from tests.localcluster.clusterkit import (
     wait_for,
     wait_phase,
 )
+from tests.localcluster.storage.conftest import namespace_holder
 
 pytestmark = [needs_root, pytest.mark.slow]
 
@@ -178,6 +179,37 @@ def test_expansion_grows_a_bound_volume(kube: Client) -> None:
     pv = kube.get(resources.PVS, claim["spec"]["volumeName"])
     assert pv["spec"]["capacity"]["storage"] == "128Mi"
     st = os.statvfs(pv["spec"]["local"]["path"])
+    assert st.f_blocks * st.f_frsize > 120 * 2**20
+
+
+def test_a_grow_refused_is_an_event_and_is_tried_again(kube: Client) -> None:
+    """The filesystem's grow refused (a namespace that holds a private copy of the
+    volume's mount: e2fsck cannot have the device alone): a FileSystemResizeFailed Event
+    on the claim, which keeps its old size; once the holder is gone a later pass grows
+    it (stop 34's CI failure, where no pass ever did)."""
+    kube.create(resources.PVCS, pvc("regrow", sc="local-immediate", size="64Mi"), "default")
+    claim = wait_phase(kube, resources.PVCS, "regrow", "Bound")
+    volume = claim["spec"]["volumeName"]
+    holder = namespace_holder("private")
+    try:
+        kube.patch(resources.PVCS, "regrow",
+                   {"spec": {"resources": {"requests": {"storage": "128Mi"}}}}, "default")
+
+        def refused() -> list[str]:
+            return [e["message"] for e in kube.list(resources.EVENTS, "default")
+                    if e["involvedObject"]["name"] == "regrow"
+                    and e["reason"] == "FileSystemResizeFailed"]
+
+        messages = wait_for(refused, what="FileSystemResizeFailed event")
+        assert messages[0].startswith(
+            f'MountVolume.NodeExpandVolume failed for volume "{volume}" : e2fsck'), messages
+        assert get(kube, resources.PVCS, "regrow")["status"]["capacity"]["storage"] == "64Mi"
+    finally:
+        holder.kill()
+        holder.wait()
+    wait_for(lambda: get(kube, resources.PVCS, "regrow")["status"]["capacity"]["storage"] ==
+             "128Mi", what="claim capacity 128Mi once the holder is gone")
+    st = os.statvfs(kube.get(resources.PVS, volume)["spec"]["local"]["path"])
     assert st.f_blocks * st.f_frsize > 120 * 2**20
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -45,6 +46,18 @@ def settled_leftovers(root: str, *, timeout: float = 10.0) -> tuple[list[str], l
         time.sleep(0.2)
         found = leftovers(root)
     return found
+
+
+def namespace_holder(propagation: str) -> subprocess.Popen[bytes]:
+    """A process in a mount namespace of its own, made now (``unshare``), whose copies
+    of this namespace's mounts have ``propagation``."""
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", propagation, "--",
+                               "sleep", "60"])
+    deadline = time.monotonic() + 10
+    while os.readlink(f"/proc/{holder.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+        assert time.monotonic() < deadline, "unshare did not enter its namespace"
+        time.sleep(0.01)
+    return holder
 
 
 @pytest.fixture

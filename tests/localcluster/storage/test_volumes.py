@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -27,7 +26,11 @@ from localcluster.storage.volumes import (
     VolumeManager,
     round_capacity,
 )
-from tests.localcluster.storage.conftest import leftovers, settled_leftovers
+from tests.localcluster.storage.conftest import (
+    leftovers,
+    namespace_holder,
+    settled_leftovers,
+)
 
 
 def avail_fraction(path: str, size: int) -> float:
@@ -146,18 +149,6 @@ def test_expand_of_a_volume_in_use_waits_for_it_to_be_free(data_dir: str) -> Non
         mgr.stop()
 
 
-def _namespace_holder(propagation: str) -> subprocess.Popen[bytes]:
-    """A process in a mount namespace of its own, made now (``unshare``), whose copies
-    of this namespace's mounts have ``propagation``."""
-    holder = subprocess.Popen(["unshare", "--mount", "--propagation", propagation, "--",
-                               "sleep", "60"])
-    deadline = time.monotonic() + 10
-    while os.readlink(f"/proc/{holder.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
-        assert time.monotonic() < deadline, "unshare did not enter its namespace"
-        time.sleep(0.01)
-    return holder
-
-
 def test_a_sandbox_made_while_a_volume_is_mounted_does_not_hold_it(
         volumes: VolumeManager) -> None:
     """A pod sandbox (bubblewrap) turns its copies of the host's mounts into slaves. On a
@@ -166,7 +157,7 @@ def test_a_sandbox_made_while_a_volume_is_mounted_does_not_hold_it(
     offline grow's e2fsck was refused. Volumes live under a shared mount now."""
     fs = volumes.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
     before = fs_size(fs.path)
-    holder = _namespace_holder("slave")
+    holder = namespace_holder("slave")
     try:
         volumes.expand("fs", 128 * MiB)
         assert not volumes.resize_pending("fs")
@@ -185,7 +176,7 @@ def test_a_grow_that_failed_half_way_is_finished_by_the_next_expand(
     such a holder, for real (util-linux's unshare makes private copies by default)."""
     fs = volumes.create("fs", capacity=64 * MiB, mode=FILESYSTEM)
     before = fs_size(fs.path)
-    holder = _namespace_holder("private")  # keeps its own copy whatever we do
+    holder = namespace_holder("private")  # keeps its own copy whatever we do
     try:
         with pytest.raises(CommandError, match="e2fsck"):
             volumes.expand("fs", 128 * MiB)
