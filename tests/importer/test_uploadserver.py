@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -72,6 +73,14 @@ class Server:
                 assert self.proc.poll() is None, "upload server exited"
                 assert time.monotonic() < deadline, "upload server did not start"
                 time.sleep(0.1)
+
+    def raw_tls(self, *, timeout: float = 30) -> ssl.SSLSocket:
+        """A TLS connection to the server with the proxy's client certificate, for a
+        test that writes the request itself (a body cut off, a header that lies)."""
+        ctx = ssl.create_default_context(cafile=str(self.tls / "ca.crt"))
+        ctx.load_cert_chain(*self.client)
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
 
     def _client_files(self, tmp: Path, name: str, ca: certs.KeyPair | None = None,
                       ) -> tuple[str, str]:
@@ -196,12 +205,7 @@ def test_client_gone_mid_upload_leaves_nothing_and_a_retry_works(
         server: Server, images: ImageFactory, name: str) -> None:
     image = images.get(name)
     data = image.path.read_bytes()
-    import ssl
-
-    ctx = ssl.create_default_context(cafile=str(server.tls / "ca.crt"))
-    ctx.load_cert_chain(*server.client)
-    with socket.create_connection(("127.0.0.1", server.port)) as raw, \
-            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with server.raw_tls() as tls:
         tls.sendall(b"POST /v1beta1/upload HTTP/1.1\r\nHost: x\r\n"
                     + f"Content-Length: {len(data)}\r\n\r\n".encode())
         tls.sendall(data[: len(data) // 2])
@@ -224,13 +228,8 @@ def test_client_gone_mid_upload_leaves_nothing_and_a_retry_works(
 
 def test_a_qcow2_larger_than_the_scratch_space_is_refused_unread(
         server: Server, images: ImageFactory) -> None:
-    import ssl
-
     head = images.get("qcow2").path.read_bytes()[:65536]
-    ctx = ssl.create_default_context(cafile=str(server.tls / "ca.crt"))
-    ctx.load_cert_chain(*server.client)
-    with socket.create_connection(("127.0.0.1", server.port)) as raw, \
-            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with server.raw_tls() as tls:
         tls.sendall(b"POST /v1beta1/upload HTTP/1.1\r\nHost: x\r\n"
                     b"Content-Length: 1000000000000000\r\n\r\n" + head)
         answer = tls.recv(4096)
@@ -244,16 +243,11 @@ def test_a_qcow2_larger_than_the_claim_is_refused_unread_though_the_disk_has_roo
     """The scratch emptyDir's size limit is the claim's request (64Mi here). The node's
     disk has far more room, and nothing on localcluster enforces the limit: the server
     does, before it spools a byte."""
-    import ssl
-
     free = os.statvfs(server.scratch).f_bavail * os.statvfs(server.scratch).f_frsize
     declared = 65 * MiB
     assert declared < free
     head = images.get("qcow2").path.read_bytes()[:65536]
-    ctx = ssl.create_default_context(cafile=str(server.tls / "ca.crt"))
-    ctx.load_cert_chain(*server.client)
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with server.raw_tls(timeout=10) as tls:
         tls.sendall(b"POST /v1beta1/upload HTTP/1.1\r\nHost: x\r\n"
                     b"Content-Length: %d\r\n\r\n" % declared + head)
         answer = tls.recv(4096)

@@ -36,15 +36,6 @@ def server(tmp_path: Path) -> Iterator[Server]:
     yield from serving(tmp_path, read_timeout=READ_TIMEOUT)
 
 
-def _tls(server: Server) -> ssl.SSLSocket:
-    ctx = ssl.create_default_context(cafile=str(server.tls / "ca.crt"))
-    ctx.load_cert_chain(*server.client)
-    import socket
-
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-    return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-
-
 def _start_upload(tls: ssl.SSLSocket, data: bytes, sent: int) -> None:
     tls.sendall(b"POST /v1beta1/upload HTTP/1.1\r\nHost: x\r\n"
                 + f"Content-Length: {len(data)}\r\n\r\n".encode())
@@ -67,7 +58,7 @@ def test_the_disk_is_written_before_the_last_byte_is_sent(server: Server,
     image = images.get("qcow2")
     data = image.path.read_bytes()
     assert len(data) > 4 * TAIL
-    with _tls(server) as tls:
+    with server.raw_tls() as tls:
         _start_upload(tls, data, len(data) - TAIL)
         # the client holds its last cluster back until the disk has data (bounded)
         deadline = time.monotonic() + 20
@@ -105,7 +96,7 @@ def test_a_body_cut_off_ends_the_waiting_reads_at_once_and_leaves_nothing(
         server: Server, images: ImageFactory) -> None:
     image = images.get("qcow2")
     data = image.path.read_bytes()
-    with _tls(server) as tls:
+    with server.raw_tls() as tls:
         _start_upload(tls, data, len(data) // 2)
         # qemu-img reads through nbdkit, waiting for the half not sent (bounded look)
         deadline = time.monotonic() + 20
