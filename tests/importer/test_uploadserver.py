@@ -39,7 +39,7 @@ def _free_port() -> int:
 class Server:
     def __init__(self, tmp: Path, *, size: str = "64Mi",
                  env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
-        """``cwd``: the checkout whose server runs (bench/upload_server.py compares two)."""
+        """``cwd``: the checkout whose server runs (bench/_ab_upload_server.py compares two)."""
         now = dt.datetime.now(dt.UTC)
         self.ca = certs.make_ca(name="upload test CA", now=now)
         serving = certs.issue(ca=self.ca, common_name="cdi-upload-x", ips=("127.0.0.1",),

@@ -12,7 +12,7 @@ client sleeps: a link of that speed). Printed per checkout, median of ``--runs``
   body, or while it arrived, leaves after the upload);
 - CPU: user+system seconds of the server and everything it ran (qemu-img, nbdkit).
 
-    python bench/upload_server.py --other .bench/before [--size 4G] [--runs 3] [--rate 0]
+    python bench/_ab_upload_server.py --other .bench/before [--size 4G] [--runs 3] [--rate 0]
 
 No root needed.
 """
