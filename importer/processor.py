@@ -44,6 +44,7 @@ from importer.formats import (
     HEAD_BYTES,
     Compression,
     Image,
+    ImageFormat,
     gzip_size_hint,
     sniff_compression,
     sniff_image,
@@ -460,6 +461,7 @@ class Processor:
                     source.spooled_file()  # the upload's own failure comes first
                     logger.info("qemu-img info of the %s image as it arrived failed (%s):"
                                 " reading the whole file", fmt, err)
+                    self._converted_whole(fmt, "qemu-img info of it as it arrived failed")
                     return False
                 with beside.pool(1, "qemu-img-check") as side:
                     checked = side.submit(self.qemu.check, image, fmt)
@@ -470,7 +472,8 @@ class Processor:
                         converted = err
                     unchecked = checked.exception()
         except nbd.ExportUnavailable as err:
-            logger.info("%s; converting once the upload is whole", err)
+            logger.warning("%s; converting once the upload is whole", err)
+            self._converted_whole(fmt, "nbdkit could not serve it as it arrived")
             return False
         whole = source.spooled_file()  # every byte arrived, and no more; else its failure
         if unchecked is not None:
@@ -480,6 +483,11 @@ class Processor:
         if converted is not None:
             raise converted
         return True
+
+    def _converted_whole(self, fmt: ImageFormat, reason: str) -> None:
+        """The termination message says the spooled upload was converted once whole."""
+        self.result.why = (f"{fmt} kept whole in scratch as it arrives, then converted from"
+                           f" that file ({reason})")
 
     def _convert(self, planned: Planned, image: str, *, progress_from: float) -> None:
         assert planned.image is not None

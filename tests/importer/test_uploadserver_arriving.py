@@ -6,13 +6,20 @@ Claims: the disk is being written before the client has sent its last byte; a cl
 that goes away mid-body makes the waiting reads give up at once (not after the read
 timeout), and leaves no scratch file and no child process behind; a large body that
 keeps the receiver busy (sent as fast as loopback goes) is converted once whole, one the
-receiver waits for (a paced client) while it arrives.
+receiver waits for (a paced client) while it arrives. Where nbdkit cannot serve the
+arriving file (its Python plugin not installed) or ``qemu-img info`` fails on it, the
+upload is converted from the whole file once it arrived: the same disk, the reason in
+the log and the termination message, nothing of the attempt left running or on disk.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import ssl
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +195,118 @@ def test_a_large_upload_converts_on_arrival_only_when_the_receiver_waits_for_it(
             assert "busy: no CPU to spare" in why, why
     finally:
         server.stop()
+
+
+def _fake(bin_dir: Path, name: str, body: str) -> None:
+    """``bin_dir/name``, a fake ``name`` (a shell script) first on the server's PATH: it
+    records its arguments (a line a run) in ``name.argv``, runs ``body``, then execs the
+    real ``name`` with the arguments as ``body`` left them."""
+    real = shutil.which(name)
+    assert real is not None
+    fake = bin_dir / name
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {shlex.quote(str(fake))}.argv\n'
+                    f'{body}\nexec {shlex.quote(real)} "$@"\n')
+    fake.chmod(0o755)
+
+
+BESIDE_CONVERT = "beside-convert"
+"""What the fake qemu-img finds running beside a convert: the server's other children."""
+
+
+def _recording_qemu_img(bin_dir: Path, *, info_fails_on_nbd: bool) -> None:
+    """A fake qemu-img: the real one, which notes the server's other children (command
+    names) when it converts, and, with ``info_fails_on_nbd``, fails ``info`` of an NBD
+    export (the arriving file) as qemu-img does on an image it cannot open."""
+    # prlimit and setpriv exec: the fake's parent is the server
+    beside = shlex.quote(str(bin_dir / BESIDE_CONVERT))
+    body = (f'if [ "$1" = convert ]; then : > {beside}; for p in'
+            f' $(cat /proc/$PPID/task/*/children); do [ "$p" = $$ ] ||'
+            f' cat /proc/$p/comm >> {beside}; done; fi\n')
+    if info_fails_on_nbd:
+        body += ('case "$1 $*" in "info "*\'"driver": "nbd"\'*) echo "qemu-img: Could not'
+                 ' open the export: fake: info fails on NBD exports" >&2; exit 1;; esac')
+    _fake(bin_dir, "qemu-img", body)
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    return bin_dir
+
+
+def _upload_converted_whole(tmp_path: Path, fakes: Path, image_path: Path,
+                            expected: Path, capfd: pytest.CaptureFixture[str],
+                            ) -> tuple[Server, str]:
+    """Upload ``image_path`` to a server with ``fakes`` first on its PATH, and see it
+    converted from the whole file: the disk is ``expected``, the one convert read the
+    spooled file with nothing else of the server's running beside it, no scratch file and
+    no nbdkit work directory left. The server (stopped) and its log (its stderr)."""
+    with tempfile.TemporaryDirectory(prefix="rd-tmp-") as tmp:  # short: nbdkit's socket
+        server = Server(tmp_path, env={"PATH": f"{fakes}:{os.environ['PATH']}",
+                                       "TMPDIR": tmp})
+        try:
+            resp = server.post("/v1beta1/upload", image_path.read_bytes())
+            assert resp.status_code == 200, resp.text
+            assert server.wait() == 0
+        finally:
+            server.stop()
+        assert list(Path(tmp).iterdir()) == []
+    assert compare(expected, server.dest)
+    converts = [a for a in _argv(fakes, "qemu-img") if a.startswith("convert ")]
+    assert len(converts) == 1 and '"driver": "file"' in converts[0], converts
+    assert str(server.scratch) in converts[0], converts
+    assert (fakes / BESIDE_CONVERT).read_text() == ""
+    assert list(server.scratch.iterdir()) == []
+    log = capfd.readouterr().err
+    assert server.termination_message()["route"] == "scratch-convert"
+    return server, log
+
+
+def _argv(bin_dir: Path, name: str) -> list[str]:
+    """The arguments each run of the fake ``name`` was given."""
+    path = bin_dir / f"{name}.argv"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_without_nbdkits_python_plugin_the_whole_file_is_converted(
+        tmp_path: Path, fakes: Path, images: ImageFactory,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """A fake nbdkit: the real one, given its Python plugin's file name in a directory
+    without it (as on a host without nbdkit-plugin-python), so that it fails on the
+    missing plugin as it does there."""
+    nowhere = tmp_path / "no-plugins"
+    nowhere.mkdir()
+    _fake(fakes, "nbdkit", f'for a; do shift; [ "$a" = python ] &&'
+          f' a={shlex.quote(str(nowhere))}/nbdkit-python-plugin.so; set -- "$@" "$a"; done')
+    _recording_qemu_img(fakes, info_fails_on_nbd=False)
+    image = images.get("qcow2")
+    server, log = _upload_converted_whole(tmp_path, fakes, image.path, image.expected, capfd)
+    tried = _argv(fakes, "nbdkit")
+    assert len(tried) == 1 and " python " in tried[0], tried
+    assert "arriving_plugin.py" in tried[0], tried
+    assert not [a for a in _argv(fakes, "qemu-img") if '"nbd"' in a]
+    assert "nbdkit could not serve the arriving upload:" in log, log
+    assert "cannot open shared object file: No such file or directory" in log, log
+    assert "converting once the upload is whole" in log, log
+    why = str(server.termination_message()["why"])
+    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
+                   " file (nbdkit could not serve it as it arrived)"), why
+
+
+def test_when_qemu_img_info_fails_on_the_arriving_file_the_whole_file_is_converted(
+        tmp_path: Path, fakes: Path, images: ImageFactory,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """A fake qemu-img: the real one, but ``info`` fails on an NBD export (the arriving
+    file served by nbdkit), not on a file."""
+    _recording_qemu_img(fakes, info_fails_on_nbd=True)
+    image = images.get("qcow2")
+    server, log = _upload_converted_whole(tmp_path, fakes, image.path, image.expected, capfd)
+    on_nbd = [a for a in _argv(fakes, "qemu-img") if '"nbd"' in a]
+    assert len(on_nbd) == 1 and on_nbd[0].startswith("info "), on_nbd  # tried, and only that
+    assert ("qemu-img info of the qcow2 image as it arrived failed (not a valid qcow2 image:"
+            " qemu-img: Could not open the export: fake: info fails on NBD exports):"
+            " reading the whole file") in log, log
+    why = str(server.termination_message()["why"])
+    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
+                   " file (qemu-img info of it as it arrived failed)"), why
