@@ -15,7 +15,8 @@ from its first bytes (:func:`spooled`):
   bytes are in the file, in another process, with no extra copy in this one. The
   processor's checks are kept (``Processor._convert_arriving``), and the upload
   succeeds only once the body is whole (``spooled_file``). Where nbdkit cannot serve
-  it, the processor converts the whole file once it arrived, as before. (Round 12's
+  it, or ``qemu-img info`` fails on it as it arrives, the processor converts the whole
+  file once it arrived, as before. (Round 12's
   try, through nbdkit's curl plugin and an HTTP range endpoint in this process, cost
   more CPU than it saved: 2.25 s against 1.6 s for a 512 MiB qcow2.) The scratch file
   holds the image as sent (qcow2 size, not virtual size) and is removed when the upload
