@@ -154,9 +154,9 @@ def _bound_answer(response: requests.Response, *, stream: bool = False, **_: Any
     (python-dxf's Bearer-token fetch) and for every redirect, followed (to free the
     connection) or not (for ``Response.next``): those are read here, bounded, or not at all."""
     if response.is_redirect:
-        # only the Location is used; Go's client (containers/image) discards such a body too
+        # only the Location is used; Go's client (containers/image) discards such a body
+        # too. Closed, its body reads as empty.
         response.close()
-        response._content = b""
     elif stream:
         if response.status_code == 401:
             # dxf answers a challenge from its headers alone, then drops it: close it so
