@@ -42,6 +42,11 @@ TOKEN_LIMIT = 1024 * 1024
 """containers/image's MaxAuthTokenBodySize (internal/iolimits, v5.36.1; read by
 docker_client.go's newBearerTokenFromHTTPResponseBody), also its MaxErrorBodySize: python-dxf
 reads the Bearer-token answer whole, so every answer it does not stream is cut off here."""
+CHALLENGE_LIMIT = 16 * 1024
+"""The longest WWW-Authenticate challenge python-dxf is given to parse (ours; containers/image
+has none): its parser (www-authenticate 0.9.2) takes time growing faster than the square of
+the header's length, and http.client lets a server send 100 such header lines of 64 KiB,
+which requests joins into one: hours of CPU. A real challenge is a few hundred bytes."""
 # containers/image's ErrUnauthorizedForCredentials, which CDI's importer reports as is
 AUTH_FAILED = "unable to retrieve auth token: invalid username/password"
 
@@ -108,8 +113,12 @@ def is_insecure(host: str, insecure_registries: list[str] | tuple[str, ...]) -> 
 
 def _auth(ref: ImageReference, creds: Credentials | None) -> Any:
     def auth(dxf: DXFBase, response: requests.Response) -> None:
-        if "WWW-Authenticate" not in response.headers:
+        challenge = response.headers.get("WWW-Authenticate")
+        if challenge is None:
             return  # no challenge to answer: dxf reports the 401 (containers/image alike)
+        if len(challenge) > CHALLENGE_LIMIT:
+            raise RegistryError(f"{ref}: requesting bearer token: the WWW-Authenticate "
+                                f"challenge is longer than {CHALLENGE_LIMIT} bytes")
         try:
             if creds is None:
                 dxf.authenticate(response=response)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from multidict import MultiDict
 
 from ociregistry.client import (
     AUTH_FAILED,
@@ -144,6 +145,10 @@ class Realm(Hostile):
         how = request.match_info["tag"]
         if how == "nochallenge":
             return web.Response(status=401)
+        if how == "longchallenge":  # a long scope, repeated header lines: parsed, hours of CPU
+            long = "Bearer " + f'realm="https://{request.host}/token/ok",' + "a=b," * 4096
+            headers = MultiDict([("WWW-Authenticate", long)] * 2)
+            return web.Response(status=401, headers=headers)
         realm = {"http": f"http://{request.host}/token/ok",
                  "file": "file:///etc/passwd"}.get(how, f"https://{request.host}/token/{how}")
         challenge = f'Bearer realm="{realm}",service="hostile",scope="repository:golden:pull"'
@@ -241,10 +246,12 @@ def test_a_redirect_to_another_host_drops_the_credentials(
 
 @pytest.mark.parametrize(("how", "error"), [
     ("file", r"requesting bearer token: Invalid URL 'https:///etc/passwd\?"),
+    ("longchallenge", r"requesting bearer token: the WWW-Authenticate challenge is longer "
+                      r"than 16384 bytes$"),
     ("notoken", r"requesting bearer token: missing 'token'$"),
     ("notjson", r"requesting bearer token: Expecting value"),
 ])
-def test_a_token_answer_that_is_not_one_is_a_registry_error(
+def test_a_challenge_or_token_answer_out_of_shape_is_a_registry_error(
         realm: tuple[Realm, int, TlsMaterial], how: str, error: str) -> None:
     _, port, tls = realm
     with pytest.raises(RegistryError, match=error):
