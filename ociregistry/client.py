@@ -4,7 +4,9 @@ python-dxf (``dxf``) does the registry HTTP API v2: Basic and Bearer-token auth,
 by tag or digest, blob pulls that verify the sha256 as they stream. This module adds what
 CDI's users configure: credentials from the DataVolume's ``secretRef``, a CA bundle from
 ``certConfigMap``, and CDIConfig ``insecureRegistries`` (unverified TLS, falling back to
-plain HTTP as containers/image does). Credentials are only ever held in memory.
+plain HTTP as containers/image does). Credentials are only ever held in memory. What a
+registry sends is read bounded (the ``*_LIMIT`` constants): the DataImportCron controller
+talks to registries from its own process.
 """
 
 from __future__ import annotations
@@ -38,6 +40,16 @@ refused before more of it is read (a registry could send gigabytes, and the Data
 controller reads manifests in its own process)."""
 ERROR_BODY_LIMIT = 64 * 1024
 """Bytes of an error answer read for its message."""
+TOKEN_LIMIT = 1024 * 1024
+"""containers/image's MaxAuthTokenBodySize (internal/iolimits, v5.36.1; read by
+docker_client.go's newBearerTokenFromHTTPResponseBody), also its MaxErrorBodySize: python-dxf
+reads the Bearer-token answer whole, so every answer it does not stream is cut off here."""
+CHALLENGE_LIMIT = 16 * 1024
+"""The longest WWW-Authenticate challenge python-dxf is given to parse (ours; containers/image
+has none): its parser (www-authenticate 0.9.2) takes time growing faster than the square of
+the header's length (measured: 64 KiB 0.5 s, 256 KiB 8 s), and http.client lets a server send
+100 header lines of 64 KiB, which requests joins into one. Docker Hub's, for
+library/ubuntu, is 111 bytes."""
 # containers/image's ErrUnauthorizedForCredentials, which CDI's importer reports as is
 AUTH_FAILED = "unable to retrieve auth token: invalid username/password"
 
@@ -102,12 +114,25 @@ def is_insecure(host: str, insecure_registries: list[str] | tuple[str, ...]) -> 
     return host in insecure_registries
 
 
-def _auth(creds: Credentials | None) -> Any:
+def _auth(ref: ImageReference, creds: Credentials | None) -> Any:
     def auth(dxf: DXFBase, response: requests.Response) -> None:
-        if creds is None:
-            dxf.authenticate(response=response)
-        else:
-            dxf.authenticate(creds.username, creds.password, response=response)
+        challenge = response.headers.get("WWW-Authenticate")
+        if challenge is None:
+            return  # no challenge to answer: dxf reports the 401 (containers/image alike)
+        if len(challenge) > CHALLENGE_LIMIT:
+            raise RegistryError(f"{ref}: requesting bearer token: the WWW-Authenticate "
+                                f"challenge is longer than {CHALLENGE_LIMIT} bytes")
+        try:
+            if creds is None:
+                dxf.authenticate(response=response)
+            else:
+                dxf.authenticate(creds.username, creds.password, response=response)
+        except (ValueError, KeyError, TypeError, AttributeError, _AnswerTooLarge) as e:
+            # the challenge or the token answer is not what python-dxf expects (a realm it
+            # cannot fetch, no realm, an answer too large, not JSON, no token in it): the
+            # server's doing, reported as such rather than as an internal error
+            what = f"missing {e}" if isinstance(e, KeyError) else str(e)
+            raise RegistryError(f"{ref}: requesting bearer token: {what}") from e
 
     return auth
 
@@ -118,7 +143,10 @@ def _speaks_tls(ref: ImageReference, timeout: float) -> bool:
         with warnings.catch_warnings():  # unverified on purpose: the host is listed insecure
             warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
             requests.get(f"https://{ref.api_host}/v2/", verify=False,  # noqa: S501
-                         timeout=timeout, stream=True).close()  # the answer's body unread
+                         timeout=timeout, stream=True, allow_redirects=False,
+                         # the answer's body unread, even a redirect's (which requests
+                         # reads whole even when not following it, for Response.next)
+                         hooks={"response": _bound_answer}).close()
     except requests.exceptions.SSLError:
         return False
     except requests.exceptions.ConnectionError as e:
@@ -128,17 +156,70 @@ def _speaks_tls(ref: ImageReference, timeout: float) -> bool:
     return True
 
 
+class _AnswerTooLarge(RegistryError):
+    """An answer python-dxf would read whole is larger than :data:`TOKEN_LIMIT`."""
+
+
+def _bound_answer(response: requests.Response, *, stream: bool = False, **_: Any) -> None:
+    """requests' response hook on a client's session. It runs once the headers are in and
+    before requests reads a body whole, as it does for a request made without ``stream``
+    (python-dxf's Bearer-token fetch) and for every redirect, followed (to free the
+    connection) or not (for ``Response.next``): those are read here, bounded, or not at all."""
+    if response.is_redirect:
+        # only the Location is used; Go's client (containers/image) discards such a body
+        # too. Closed, its body reads as empty.
+        response.close()
+    elif stream:
+        if response.status_code == 401:
+            # dxf answers a challenge from its headers alone, then drops it: close it so
+            # its connection is not left holding the unread body
+            response.close()
+    else:
+        try:
+            response._content = read_bounded(response, TOKEN_LIMIT)
+        except ValueError as e:
+            response.close()
+            raise _AnswerTooLarge(str(e)) from None
+
+
+class _Unopened:
+    """A client's session outside its ``with`` block, where python-dxf would use requests'
+    module functions, whose answers nothing bounds: refused."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("a registry client is used only inside its with block")
+
+
+class _Client(DXF):
+    """python-dxf's client whose session (one per ``with`` block) bounds every answer that
+    python-dxf reads whole (:func:`_bound_answer`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # python-dxf (pinned in pyproject.toml) keeps its sessions in _sessions, [requests]
+        # until __enter__ puts a new requests.Session in front
+        self._sessions = [_Unopened()]  # type: ignore[list-item]
+
+    def __enter__(self) -> _Client:
+        super().__enter__()
+        session = self._sessions[0]
+        assert isinstance(session, requests.Session)
+        session.hooks["response"].append(_bound_answer)
+        return self
+
+
 def connect(ref: ImageReference, access: Access) -> DXF:
-    """A DXF client for ``ref``'s repository; not yet authenticated (done on first 401)."""
+    """A DXF client for ``ref``'s repository, to use in a ``with`` block; not yet
+    authenticated (done on the first 401)."""
     tlsverify: bool | str = access.ca_file if access.ca_file else True
     plain_http = False
     if access.insecure:
         tlsverify = False
         plain_http = not _speaks_tls(ref, access.timeout)
-    return DXF(
+    return _Client(
         ref.api_host,
         ref.repository,
-        auth=_auth(access.credentials),
+        auth=_auth(ref, access.credentials),
         insecure=plain_http,
         tlsverify=tlsverify,
         timeout=access.timeout,
@@ -157,13 +238,6 @@ def describe_error(ref: ImageReference, e: Exception) -> str:
         # the registry's 401 body (UNAUTHORIZED, "authentication required") as c/image wraps it
         return f"{AUTH_FAILED}: unauthorized: authentication required"
     return f"{where}: {e}"
-
-
-def _release_challenge(response: requests.Response, **_: Any) -> None:
-    """A streamed 401 is answered by dxf's authentication from its headers alone, then
-    dropped: close it so its connection is not left holding the unread body."""
-    if response.status_code == 401:
-        response.close()
 
 
 def read_bounded(response: requests.Response, limit: int) -> bytes:
@@ -208,8 +282,7 @@ def get_manifest(dxf: DXF, ref: ImageReference, alias: str | None = None) -> Man
         # request method (python-dxf pinned in pyproject.toml) passes stream=True through,
         # so the body is read here, bounded.
         r: requests.Response = dxf._request(  # type: ignore[no-untyped-call]
-            "get", "manifests/" + alias, headers={"Accept": _ACCEPT}, stream=True,
-            hooks={"response": _release_challenge})
+            "get", "manifests/" + alias, headers={"Accept": _ACCEPT}, stream=True)
         try:
             content = read_bounded(r, MANIFEST_LIMIT)
         finally:
