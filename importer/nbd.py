@@ -58,6 +58,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT = 15.0
+"""Seconds nbdkit has to listen on its socket once started."""
+START_TIMEOUT_VARIABLE = "ROOTDISK_NBDKIT_START_TIMEOUT"
+"""Seconds in place of ``START_TIMEOUT`` (read by :func:`_start_timeout` alone): set by
+tests whose fake nbdkit never listens, so that they wait a second, not fifteen."""
 
 SUN_PATH_MAX = 107
 """Bytes a UNIX socket path may have (``sun_path`` less its NUL): nbdkit refuses more."""
@@ -149,6 +153,11 @@ class _StartFailed(Exception):
     pass
 
 
+class _StartTimedOut(TransferError):
+    """nbdkit runs but did not listen in time: for the URL importer, a transfer failure
+    (retried) as before; the arriving export falls back on it."""
+
+
 class ExportUnavailable(ImporterError):
     """nbdkit could not serve an export (a plugin missing): another way must do."""
 
@@ -211,14 +220,17 @@ ARRIVING_PLUGIN = Path(__file__).with_name("arriving_plugin.py")
 def arriving_export(growing: GrowingFile, workdir: Path) -> Iterator[str]:
     """An NBD export (its URI) of a file still arriving, at its final size: nbdkit's
     Python plugin (``arriving_plugin``) answers a read once its bytes are in the file,
-    and fails it once the upload stopped or stalled. ``ImporterError`` if nbdkit cannot
-    serve it (``ExportUnavailable``: its Python plugin missing)."""
+    and fails it once the upload stopped or stalled. ``ExportUnavailable`` if nbdkit does
+    not come up serving it, whatever the cause (its Python plugin missing, nbdkit not
+    installed or exiting, not listening in time, not started at all): the upload is being
+    kept whole anyway, and its whole file can be converted instead. nbdkit is stopped
+    (and reaped) by then; ``workdir`` is the caller's to remove."""
     argv = ["python", str(ARRIVING_PLUGIN), f"file={growing.path}", f"size={growing.size}",
             f"stopped={growing.stopped}", f"timeout={growing.timeout:g}"]
     with contextlib.ExitStack() as stack:
         try:
             uri, _, _ = stack.enter_context(_serve(argv, workdir, "arriving"))
-        except _StartFailed as err:
+        except (_StartFailed, _StartTimedOut, OSError) as err:
             raise ExportUnavailable(f"nbdkit could not serve the arriving upload: {err}",
                                     ) from err
         yield uri
@@ -390,8 +402,25 @@ def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[tuple[s
         children.stop(proc, grace=10)
 
 
+def _start_timeout() -> float:
+    """``START_TIMEOUT``, or the seconds ``START_TIMEOUT_VARIABLE`` gives."""
+    given = os.environ.get(START_TIMEOUT_VARIABLE)
+    if given is None:
+        return START_TIMEOUT
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        logger.warning("%s=%r is not a number of seconds: %g s it is",
+                       START_TIMEOUT_VARIABLE, given, START_TIMEOUT)
+        return START_TIMEOUT
+    return seconds
+
+
 def _wait_for(sock: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
+    timeout = _start_timeout()
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise _StartFailed(_log_tail(log))
@@ -403,4 +432,4 @@ def _wait_for(sock: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
                 except OSError:
                     pass
         time.sleep(0.005)  # nbdkit is up in ~20 ms: a coarse poll would add half a step
-    raise TransferError("nbdkit did not start serving in time")
+    raise _StartTimedOut(f"nbdkit did not start serving in {timeout:g} s")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from importer.nbd import START_TIMEOUT_VARIABLE
 from importer.uploadsource import GATE_BYTES
 from tests.fixtures.images import ImageFactory, allocated_bytes, build_patterned_raw, compare
 from tests.fixtures.podmemory import process_tree
@@ -236,18 +237,26 @@ def fakes(tmp_path: Path) -> Path:
 
 
 def _upload_converted_whole(tmp_path: Path, fakes: Path, image_path: Path,
-                            expected: Path, capfd: pytest.CaptureFixture[str],
+                            expected: Path, capfd: pytest.CaptureFixture[str], *,
+                            path: str | None = None, env: dict[str, str] | None = None,
                             ) -> tuple[Server, str]:
-    """Upload ``image_path`` to a server with ``fakes`` first on its PATH, and see it
-    converted from the whole file: the disk is ``expected``, the one convert read the
-    spooled file with nothing else of the server's running beside it, no scratch file and
-    no nbdkit work directory left. The server (stopped) and its log (its stderr)."""
+    """Upload ``image_path`` to a server with ``fakes`` first on its PATH (then ``path``,
+    by default the test's own) and ``env``, and see it converted from the whole file: the
+    disk is ``expected``, the one convert read the spooled file with nothing else of the
+    server's running beside it, no scratch file and no nbdkit work directory left, and
+    no process of a fake nbdkit that recorded its pid (``nbdkit.pid``) still there once
+    the upload was answered. The server (stopped) and its log (its stderr)."""
     with tempfile.TemporaryDirectory(prefix="rd-tmp-") as tmp:  # short: nbdkit's socket
-        server = Server(tmp_path, env={"PATH": f"{fakes}:{os.environ['PATH']}",
-                                       "TMPDIR": tmp})
+        server = Server(tmp_path, env={"PATH": f"{fakes}:{path or os.environ['PATH']}",
+                                       "TMPDIR": tmp, **(env or {})})
         try:
             resp = server.post("/v1beta1/upload", image_path.read_bytes())
             assert resp.status_code == 200, resp.text
+            # the server exits after the upload (its children die with it): look now
+            pid = fakes / "nbdkit.pid"
+            if pid.exists():
+                assert not Path(f"/proc/{int(pid.read_text())}").exists(), \
+                    "the fake nbdkit is still there (or not reaped)"
             assert server.wait() == 0
         finally:
             server.stop()
@@ -310,3 +319,61 @@ def test_when_qemu_img_info_fails_on_the_arriving_file_the_whole_file_is_convert
     why = str(server.termination_message()["why"])
     assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
                    " file (qemu-img info of it as it arrived failed)"), why
+
+
+def test_when_nbdkit_does_not_start_listening_in_time_the_whole_file_is_converted(
+        tmp_path: Path, fakes: Path, images: ImageFactory,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """A fake nbdkit that records its pid and hangs without ever making its socket; the
+    server's start timeout for nbdkit is 1 s (``nbd.START_TIMEOUT_VARIABLE``)."""
+    _fake(fakes, "nbdkit", f"echo $$ > {shlex.quote(str(fakes / 'nbdkit.pid'))}\n"
+          "exec sleep 600")
+    _recording_qemu_img(fakes, info_fails_on_nbd=False)
+    image = images.get("qcow2")
+    started = time.monotonic()
+    server, log = _upload_converted_whole(tmp_path, fakes, image.path, image.expected, capfd,
+                                          env={START_TIMEOUT_VARIABLE: "1"})
+    assert time.monotonic() - started < 10  # not the default 15 s
+    assert (fakes / "nbdkit.pid").exists()  # it ran, and is gone (checked by the helper)
+    assert not [a for a in _argv(fakes, "qemu-img") if '"nbd"' in a]
+    assert ("nbdkit could not serve the arriving upload: nbdkit did not start serving in"
+            " 1 s; converting once the upload is whole") in log, log
+    why = str(server.termination_message()["why"])
+    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
+                   " file (nbdkit could not serve it as it arrived)"), why
+
+
+def _path_without(name: str, shadow: Path) -> str:
+    """The test's PATH with no ``name`` on it: a directory that holds one is replaced by
+    ``shadow/<n>``, links to everything else in it."""
+    dirs = []
+    for n, entry in enumerate(os.environ["PATH"].split(os.pathsep)):
+        d = Path(entry)
+        if (d / name).exists():
+            copy = shadow / str(n)
+            copy.mkdir(parents=True)
+            for each in d.iterdir():
+                if each.name != name:
+                    (copy / each.name).symlink_to(each)
+            d = copy
+        dirs.append(str(d))
+    return os.pathsep.join(dirs)
+
+
+def test_without_nbdkit_the_whole_file_is_converted(
+        tmp_path: Path, fakes: Path, images: ImageFactory,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """No nbdkit on the server's PATH at all (setpriv cannot exec it: exit 127)."""
+    path = _path_without("nbdkit", tmp_path / "shadow")
+    assert shutil.which("nbdkit", path=path) is None
+    assert shutil.which("qemu-img", path=path) is not None
+    _recording_qemu_img(fakes, info_fails_on_nbd=False)
+    image = images.get("qcow2")
+    server, log = _upload_converted_whole(tmp_path, fakes, image.path, image.expected, capfd,
+                                          path=path)
+    assert not [a for a in _argv(fakes, "qemu-img") if '"nbd"' in a]
+    assert ("nbdkit could not serve the arriving upload: setpriv: failed to execute nbdkit:"
+            " No such file or directory; converting once the upload is whole") in log, log
+    why = str(server.termination_message()["why"])
+    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
+                   " file (nbdkit could not serve it as it arrived)"), why
