@@ -343,7 +343,7 @@ def test_when_nbdkit_does_not_start_listening_in_time_the_whole_file_is_converte
                    " file (nbdkit could not serve it as it arrived)"), why
 
 
-def _path_without(name: str, shadow: Path) -> str:
+def path_without(name: str, shadow: Path) -> str:
     """The test's PATH with no ``name`` on it: a directory that holds one is replaced by
     ``shadow/<n>``, links to everything else in it."""
     dirs = []
@@ -364,7 +364,7 @@ def test_without_nbdkit_the_whole_file_is_converted(
         tmp_path: Path, fakes: Path, images: ImageFactory,
         capfd: pytest.CaptureFixture[str]) -> None:
     """No nbdkit on the server's PATH at all (setpriv cannot exec it: exit 127)."""
-    path = _path_without("nbdkit", tmp_path / "shadow")
+    path = path_without("nbdkit", tmp_path / "shadow")
     assert shutil.which("nbdkit", path=path) is None
     assert shutil.which("qemu-img", path=path) is not None
     _recording_qemu_img(fakes, info_fails_on_nbd=False)

@@ -1,0 +1,87 @@
+"""nbdkit that does not come up, in-process (``importer.nbd``, a fake nbdkit that never
+listens, the real setpriv): the URL routes' ``_serve`` fails with a ``TransferError`` as
+it always did (the importer retries it), the arriving upload's export is unavailable
+(``ExportUnavailable``: the processor converts the whole file instead), and either way
+the fake is killed and reaped. Without setpriv to start nbdkit at all, the arriving
+export is unavailable too. The upload server's fallback on these:
+tests/importer/test_uploadserver_arriving.py."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from importer import children, nbd
+from importer.errors import TransferError
+from importer.sources.base import GrowingFile
+from tests.importer.test_uploadserver_arriving import path_without
+
+
+@pytest.fixture
+def hanging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake nbdkit first on PATH that writes its pid to the returned file and sleeps
+    without ever making its socket; the start timeout is 1 s."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pid = tmp_path / "nbdkit.pid"
+    fake = bin_dir / "nbdkit"
+    fake.write_text(f"#!/bin/sh\necho $$ > {shlex.quote(str(pid))}\nexec sleep 600\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv(nbd.START_TIMEOUT_VARIABLE, "1")
+    return pid
+
+
+def _growing(tmp_path: Path) -> GrowingFile:
+    path = tmp_path / "upload"
+    path.write_bytes(b"")
+    return GrowingFile(path=path, size=1 << 20, stopped=tmp_path / "upload.stopped",
+                       timeout=60)
+
+
+def _gone(pid_file: Path) -> None:
+    """The fake ran, and is neither running nor a zombie; no child is registered."""
+    assert not Path(f"/proc/{int(pid_file.read_text())}").exists()
+    assert children.live() == []
+
+
+@pytest.mark.parametrize("name", ["direct", "proxy"])
+def test_a_url_route_whose_nbdkit_does_not_listen_fails_as_a_transfer(
+        tmp_path: Path, hanging: Path, name: str) -> None:
+    with pytest.raises(TransferError, match=r"^nbdkit did not start serving in 1 s$") as err, \
+            nbd._serve(["null"], tmp_path, name):
+        pytest.fail("served")
+    assert not isinstance(err.value, nbd.ExportUnavailable)
+    _gone(hanging)
+
+
+def test_an_arriving_export_whose_nbdkit_does_not_listen_is_unavailable(
+        tmp_path: Path, hanging: Path) -> None:
+    with pytest.raises(nbd.ExportUnavailable, match=r"^nbdkit could not serve the arriving"
+                       r" upload: nbdkit did not start serving in 1 s$"), \
+            nbd.arriving_export(_growing(tmp_path), tmp_path):
+        pytest.fail("served")
+    _gone(hanging)
+
+
+def test_an_arriving_export_that_cannot_start_nbdkit_is_unavailable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No setpriv on PATH: the child cannot be started at all (an OSError)."""
+    monkeypatch.setenv("PATH", path_without("setpriv", tmp_path / "shadow"))
+    with pytest.raises(nbd.ExportUnavailable, match=r"^nbdkit could not serve the arriving"
+                       r" upload: \[Errno 2\] No such file or directory: 'setpriv'$"), \
+            nbd.arriving_export(_growing(tmp_path), tmp_path):
+        pytest.fail("served")
+    assert children.live() == []
+
+
+@pytest.mark.parametrize("given", ["", "soon", "0", "-1", "nan", "inf"])
+def test_a_start_timeout_that_is_no_number_of_seconds_is_the_default(
+        monkeypatch: pytest.MonkeyPatch, given: str) -> None:
+    monkeypatch.setenv(nbd.START_TIMEOUT_VARIABLE, given)
+    assert nbd._start_timeout() == nbd.START_TIMEOUT
+    monkeypatch.setenv(nbd.START_TIMEOUT_VARIABLE, "0.5")
+    assert nbd._start_timeout() == 0.5
