@@ -7,9 +7,10 @@ that goes away mid-body makes the waiting reads give up at once (not after the r
 timeout), and leaves no scratch file and no child process behind; a large body that
 keeps the receiver busy (sent as fast as loopback goes) is converted once whole, one the
 receiver waits for (a paced client) while it arrives. Where nbdkit cannot serve the
-arriving file (its Python plugin not installed) or ``qemu-img info`` fails on it, the
-upload is converted from the whole file once it arrived: the same disk, the reason in
-the log and the termination message, nothing of the attempt left running or on disk.
+arriving file (its Python plugin not installed, nbdkit not on PATH, nbdkit not listening
+within the start timeout) or ``qemu-img info`` fails on it, the upload is converted from
+the whole file once it arrived: the same disk, the reason in the log and the termination
+message, nothing of the attempt left running or on disk.
 """
 
 from __future__ import annotations
