@@ -102,8 +102,32 @@ class Hostile:
             closed.set()
         return response
 
+    async def trickle_head(self, request: web.Request, *, key: str) -> web.StreamResponse:
+        """The status line, then a header a byte every TRICKLE seconds, then TRICKLED:
+        written to the connection itself (aiohttp sends a head whole), which is then
+        closed."""
+        transport = request.transport
+        assert transport is not None
+        self.sent[key] = 0
+        closed = self.closed.setdefault(key, threading.Event())
+        transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Trickle: ")
+        for _ in range(len(TRICKLED)):
+            if transport.is_closing():
+                closed.set()
+                break
+            transport.write(b"a")
+            self.sent[key] += 1
+            await asyncio.sleep(TRICKLE)
+        else:
+            transport.write(b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                            % (len(TRICKLED), TRICKLED))
+        transport.close()
+        return web.Response()  # not sent: the connection is closed
+
     async def manifests(self, request: web.Request) -> web.StreamResponse:
         tag = request.match_info["tag"]
+        if tag == "head":
+            return await self.trickle_head(request, key=tag)
         if tag in ("trickle", "untilclose"):
             return await self.trickle(request, TRICKLED, key=tag,
                                       until_close=tag == "untilclose")
@@ -184,13 +208,14 @@ def _cut_off(state: Hostile, key: str, pull: Any) -> None:
     assert _deadline_threads() == []
 
 
-@pytest.mark.parametrize("tag", ["trickle", "untilclose"])
+@pytest.mark.parametrize("tag", ["trickle", "untilclose", "head"])
 def test_a_trickled_manifest_is_cut_off_at_the_deadline(hostile: tuple[Hostile, int],
                                                         tag: str) -> None:
     state, port = hostile
     ref = parse_docker_url(f"docker://127.0.0.1:{port}/golden:{tag}")
     # insecure: the TLS sniff, then plain HTTP, under the one deadline. A body that ends
-    # with its connection, cut off, would read as a shorter manifest: not a digest.
+    # with its connection, cut off, would read as a shorter manifest: not a digest. A
+    # head is read by http.client, a line at a time: a trickled one holds it as long.
     _cut_off(state, tag,
              lambda: resolve_digest(ref, Access(insecure=True, timeout=5.0, deadline=DEADLINE)))
 
@@ -215,6 +240,8 @@ class Realm(Hostile):
         self.ping = "ok"
 
     async def v2(self, request: web.Request) -> web.StreamResponse:
+        if self.ping == "head":  # a head the insecure-registry TLS sniff waits for
+            return await self.trickle_head(request, key="ping")
         if self.ping == "redirect":  # what the insecure-registry TLS sniff gets
             return await self.endless(request, status=302, length=None, key="ping",
                                       chunks=TOKEN_CHUNKS, headers={"Location": "/v2/x"})
@@ -348,6 +375,14 @@ def test_a_trickled_token_is_cut_off_at_the_deadline(
     state, port, tls = realm
     _cut_off(state, "trickle", lambda: _pull(port, "trickle", tls, timeout=5.0,
                                              deadline=DEADLINE))
+
+
+def test_a_trickled_tls_sniff_is_cut_off_at_the_deadline(
+        realm: tuple[Realm, int, TlsMaterial]) -> None:
+    state, port, tls = realm
+    state.ping = "head"
+    _cut_off(state, "ping", lambda: _pull(port, "ok", tls, ca_file=None, insecure=True,
+                                          timeout=5.0, deadline=DEADLINE))
 
 
 def test_the_deadline_defaults_to_twice_the_read_timeout(
