@@ -5,6 +5,8 @@ The digest is polled here, by the controller, with ``ociregistry`` (upstream pol
 ``docker://`` source from a CronJob's pod that writes the same annotations); the
 template's ``secretRef`` (keys ``accessKeyId``/``secretKey``) and ``certConfigMap`` are
 read for it, and CDIConfig ``spec.insecureRegistries`` is honoured, as for an import.
+A poll is bounded in time (:data:`POLL_DEADLINE`): it runs under the controller's one
+cron lock (``cdi.handlers``), from a kopf handler's thread or the resync thread.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from kubeclient.resources import (
     STORAGECLASSES,
     STORAGEPROFILES,
 )
-from ociregistry.client import Access, Credentials, RegistryError, resolve_digest
+from ociregistry.client import (
+    DEADLINE_READS,
+    Access,
+    Credentials,
+    RegistryError,
+    resolve_digest,
+)
 from ociregistry.reference import ReferenceError as BadReference
 from ociregistry.reference import parse_docker_url
 from pki.bundle import open_bundle
@@ -45,6 +53,14 @@ Obj = dict[str, Any]
 Resolver = Callable[[str, Access], str]
 """``resolve(docker_url, access)``: the digest the url names now."""
 POLL_TIMEOUT = 30.0
+"""requests' timeout of a poll: for connecting, and for each read."""
+POLL_DEADLINE = DEADLINE_READS * POLL_TIMEOUT
+"""The longest a poll may take, every request of it included: while it lasts, every other
+cron's reconcile waits (``cdi.handlers._cron``'s lock), and so do the resync thread (the
+DataVolumes' and DataSources' resyncs behind it) and the kopf handlers of crons and of
+their DataVolumes, each holding one of kopf's worker threads. Past it the poll fails as
+any unreachable registry does (Event ``DigestPollFailed``, polled again after
+``importcron.POLL_RETRY``)."""
 
 
 def _resolve(url: str, access: Access) -> str:
@@ -214,14 +230,16 @@ def _access(client: Client, namespace: str, url: str,
     insecure = urlsplit(url).netloc in insecure_hosts
     cm_name = registry.get("certConfigMap")
     if not cm_name or insecure:
-        yield Access(credentials=credentials, insecure=insecure, timeout=POLL_TIMEOUT)
+        yield Access(credentials=credentials, insecure=insecure, timeout=POLL_TIMEOUT,
+                     deadline=POLL_DEADLINE)
         return
     configmap = client.get_or_none(CONFIGMAPS, str(cm_name), namespace)
     if configmap is None:
         raise ValueError(f"ConfigMap {namespace}/{cm_name} not found")
     with open_bundle(str(v).encode() for v in (configmap.get("data") or {}).values()) \
             as bundle:
-        yield Access(credentials=credentials, ca_file=bundle.name, timeout=POLL_TIMEOUT)
+        yield Access(credentials=credentials, ca_file=bundle.name, timeout=POLL_TIMEOUT,
+                     deadline=POLL_DEADLINE)
 
 
 # -- deletion ------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ by tag or digest, blob pulls that verify the sha256 as they stream. This module 
 CDI's users configure: credentials from the DataVolume's ``secretRef``, a CA bundle from
 ``certConfigMap``, and CDIConfig ``insecureRegistries`` (unverified TLS, falling back to
 plain HTTP as containers/image does). Credentials are only ever held in memory. What a
-registry sends is read bounded (the ``*_LIMIT`` constants): the DataImportCron controller
-talks to registries from its own process.
+registry sends is read bounded (the ``*_LIMIT`` constants), and :func:`resolve_digest` is
+bounded in time (:data:`DEADLINE_READS`): the DataImportCron controller talks to
+registries from its own process.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import urllib3
 from dxf import DXF, DXFBase
 from dxf import exceptions as dxf_errors
 
+from ociregistry.deadline import Deadline
 from ociregistry.reference import ImageReference
 
 MEDIA_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -34,6 +36,16 @@ MANIFEST_TYPES = (MEDIA_DOCKER_MANIFEST, MEDIA_OCI_MANIFEST)
 INDEX_TYPES = (MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX)
 _ACCEPT = ", ".join((*MANIFEST_TYPES, *INDEX_TYPES))
 DEFAULT_TIMEOUT = 60.0
+DEADLINE_READS = 2
+""":func:`resolve_digest` (an insecure registry's TLS sniff, the manifest's challenge, the
+token and its redirects, the manifest: a handful of requests, each answered in well under
+a second by a working registry) may last this many per-read timeouts in all, unless
+:attr:`Access.deadline` says otherwise; past that it fails as :class:`RegistryUnavailable`,
+retried at the next poll. One timeout's worth is what a single silent read may already
+take; the second is for everything else. Ours: CDI (c07cdb6fb, v1.66) polls from a
+CronJob's pod, not the controller, with ``GetImageDigest`` under ``context.WithCancel``
+(no deadline), and containers/image v5.32.0 bounds only the dial (30 s) and the TLS
+handshake (10 s)."""
 MANIFEST_LIMIT = 4 * 1024 * 1024
 """containers/image's maxManifestBodySize: a manifest (or index) larger than this is
 refused before more of it is read (a registry could send gigabytes, and the DataImportCron
@@ -107,6 +119,10 @@ class Access:
     ca_file: str | None = None  # PEM bundle added to verification; None: system roots
     insecure: bool = False  # listed in CDIConfig spec.insecureRegistries
     timeout: float = DEFAULT_TIMEOUT
+    """requests' timeout: for a connection, and for each read from it."""
+    deadline: float | None = None
+    """The longest :func:`resolve_digest` may take, all its requests included; None:
+    :data:`DEADLINE_READS` times ``timeout``."""
 
 
 def is_insecure(host: str, insecure_registries: list[str] | tuple[str, ...]) -> bool:
@@ -137,16 +153,19 @@ def _auth(ref: ImageReference, creds: Credentials | None) -> Any:
     return auth
 
 
-def _speaks_tls(ref: ImageReference, timeout: float) -> bool:
+def _speaks_tls(ref: ImageReference, timeout: float, deadline: Deadline | None) -> bool:
     """For an insecure registry: does ``host`` answer TLS at all (else plain HTTP)?"""
     try:
-        with warnings.catch_warnings():  # unverified on purpose: the host is listed insecure
+        with warnings.catch_warnings(), requests.Session() as session:
+            # unverified on purpose: the host is listed insecure
             warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-            requests.get(f"https://{ref.api_host}/v2/", verify=False,  # noqa: S501
-                         timeout=timeout, stream=True, allow_redirects=False,
-                         # the answer's body unread, even a redirect's (which requests
-                         # reads whole even when not following it, for Response.next)
-                         hooks={"response": _bound_answer}).close()
+            if deadline is not None:
+                deadline.mount(session)
+            session.get(f"https://{ref.api_host}/v2/", verify=False,
+                        timeout=timeout, stream=True, allow_redirects=False,
+                        # the answer's body unread, even a redirect's (which requests
+                        # reads whole even when not following it, for Response.next)
+                        hooks={"response": _bound_answer}).close()
     except requests.exceptions.SSLError:
         return False
     except requests.exceptions.ConnectionError as e:
@@ -192,10 +211,12 @@ class _Unopened:
 
 class _Client(DXF):
     """python-dxf's client whose session (one per ``with`` block) bounds every answer that
-    python-dxf reads whole (:func:`_bound_answer`)."""
+    python-dxf reads whole (:func:`_bound_answer`), and whose connections are under
+    ``deadline`` if one is given."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, deadline: Deadline | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._deadline = deadline
         # python-dxf (pinned in pyproject.toml) keeps its sessions in _sessions, [requests]
         # until __enter__ puts a new requests.Session in front
         self._sessions = [_Unopened()]  # type: ignore[list-item]
@@ -205,17 +226,20 @@ class _Client(DXF):
         session = self._sessions[0]
         assert isinstance(session, requests.Session)
         session.hooks["response"].append(_bound_answer)
+        if self._deadline is not None:
+            self._deadline.mount(session)
         return self
 
 
-def connect(ref: ImageReference, access: Access) -> DXF:
+def connect(ref: ImageReference, access: Access, deadline: Deadline | None = None) -> DXF:
     """A DXF client for ``ref``'s repository, to use in a ``with`` block; not yet
-    authenticated (done on the first 401)."""
+    authenticated (done on the first 401). Its requests, the insecure TLS sniff's
+    included, are cut off when ``deadline`` passes."""
     tlsverify: bool | str = access.ca_file if access.ca_file else True
     plain_http = False
     if access.insecure:
         tlsverify = False
-        plain_http = not _speaks_tls(ref, access.timeout)
+        plain_http = not _speaks_tls(ref, access.timeout, deadline)
     return _Client(
         ref.api_host,
         ref.repository,
@@ -223,6 +247,7 @@ def connect(ref: ImageReference, access: Access) -> DXF:
         insecure=plain_http,
         tlsverify=tlsverify,
         timeout=access.timeout,
+        deadline=deadline,
     )
 
 
@@ -312,7 +337,25 @@ def get_manifest(dxf: DXF, ref: ImageReference, alias: str | None = None) -> Man
 def resolve_digest(ref: ImageReference, access: Access) -> str:
     """The digest of what ``ref`` names now (the index's digest for a manifest list).
 
-    This is the value a DataImportCron compares between polls.
+    This is the value a DataImportCron compares between polls. The whole of it is bounded
+    by the access's deadline (:data:`DEADLINE_READS`): past it, :class:`RegistryUnavailable`.
     """
-    with connect(ref, access) as dxf:
-        return get_manifest(dxf, ref).digest
+    seconds = access.deadline if access.deadline is not None \
+        else DEADLINE_READS * access.timeout
+    with Deadline(seconds, name=f"registry deadline {ref.host}") as deadline:
+        try:
+            with connect(ref, access, deadline) as dxf:
+                digest = get_manifest(dxf, ref).digest
+        except Exception as e:
+            if deadline.passed:  # whatever the cut-off read raised
+                raise _deadline_passed(ref, seconds) from e
+            raise
+        if deadline.passed:  # a body cut off at the deadline may read as a short one
+            raise _deadline_passed(ref, seconds)
+        return digest
+
+
+def _deadline_passed(ref: ImageReference, seconds: float) -> RegistryUnavailable:
+    return RegistryUnavailable(
+        f"reading manifest {ref.alias} in {ref.host}/{ref.repository}: context deadline "
+        f"exceeded ({ref.host} did not answer in full within {seconds:g} s)")

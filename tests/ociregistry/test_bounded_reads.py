@@ -1,6 +1,7 @@
 """A registry that answers with endless bodies: a manifest, an error's text, a Bearer
 token or a redirect is read only up to its bound (the DataImportCron controller reads
-manifests, and fetches tokens, in its own process)."""
+manifests, and fetches tokens, in its own process). One that trickles them, a byte well
+within the per-read timeout, is cut off at the operation's deadline."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import base64
 import dataclasses
 import hashlib
 import ssl
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from ociregistry.client import (
     Credentials,
     RegistryError,
     RegistryUnauthorized,
+    RegistryUnavailable,
     connect,
     get_manifest,
     resolve_digest,
@@ -37,11 +41,23 @@ from tests.fixtures.tls import TlsMaterial, make_tls
 MiB = 1024 * 1024
 
 
+class _UntilClose(web.StreamResponse):
+    """An answer without a length or chunks: its body ends when the connection does (as
+    aiohttp's WebSocketResponse turns the length check off)."""
+
+    _length_check = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.force_close()
+
+
 class Hostile:
     """Counts what each endless answer managed to send before the client hung up."""
 
     def __init__(self) -> None:
         self.sent: dict[str, int] = {}
+        self.closed: dict[str, threading.Event] = {}
 
     async def endless(self, request: web.Request, *, status: int, length: int | None,
                       key: str | None = None, chunks: int = 4096,
@@ -63,8 +79,58 @@ class Hostile:
             pass
         return response
 
+    async def trickle(self, request: web.Request, body: bytes, *, key: str,
+                      until_close: bool = False) -> web.StreamResponse:
+        """``body`` a byte every TRICKLE seconds, chunked or (``until_close``) ended by
+        closing the connection; ``closed[key]`` is set when the client has hung up (the
+        transport is closing, or a write fails)."""
+        response = _UntilClose() if until_close else web.StreamResponse()
+        response.content_type = "application/json"
+        self.sent[key] = 0
+        closed = self.closed.setdefault(key, threading.Event())
+        try:
+            await response.prepare(request)
+            for i in range(len(body)):
+                if request.transport is None or request.transport.is_closing():
+                    break
+                await response.write(body[i:i + 1])
+                self.sent[key] += 1
+                await asyncio.sleep(TRICKLE)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        if request.transport is None or request.transport.is_closing():
+            closed.set()
+        return response
+
+    async def trickle_head(self, request: web.Request, *, key: str) -> web.StreamResponse:
+        """The status line, then a header a byte every TRICKLE seconds, then TRICKLED:
+        written to the connection itself (aiohttp sends a head whole), which is then
+        closed."""
+        transport = request.transport
+        assert transport is not None
+        self.sent[key] = 0
+        closed = self.closed.setdefault(key, threading.Event())
+        transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Trickle: ")
+        for _ in range(len(TRICKLED)):
+            if transport.is_closing():
+                closed.set()
+                break
+            transport.write(b"a")
+            self.sent[key] += 1
+            await asyncio.sleep(TRICKLE)
+        else:
+            transport.write(b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                            % (len(TRICKLED), TRICKLED))
+        transport.close()
+        return web.Response()  # not sent: the connection is closed
+
     async def manifests(self, request: web.Request) -> web.StreamResponse:
         tag = request.match_info["tag"]
+        if tag == "head":
+            return await self.trickle_head(request, key=tag)
+        if tag in ("trickle", "untilclose"):
+            return await self.trickle(request, TRICKLED, key=tag,
+                                      until_close=tag == "untilclose")
         if tag == "announced":
             return await self.endless(request, status=200, length=1024 * MiB)
         if tag == "error":
@@ -113,6 +179,47 @@ def test_an_error_answer_is_read_only_for_its_message(hostile: tuple[Hostile, in
     assert state.sent["error"] < ERROR_BODY_LIMIT + 16 * MiB
 
 
+# ------------------------------------------------------------ the deadline
+# A byte every TRICKLE seconds, far within the per-read timeout (5 s) and for longer in
+# all (5 s) than the deadline (1 s) and its margin: without the deadline, the answer is
+# read whole and the operation succeeds, late.
+TRICKLE = 0.05
+DEADLINE, MARGIN = 1.0, 1.5
+TRICKLED = b"{}" + b" " * 98
+"""Valid JSON wherever it is cut after its first two bytes."""
+
+
+def _deadline_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("registry deadline")]
+
+
+def _cut_off(state: Hostile, key: str, pull: Any) -> None:
+    """``pull`` fails at the deadline, not before, not much after; nothing of it is left."""
+    started = time.monotonic()
+    with pytest.raises(RegistryUnavailable,
+                       match=r"^reading manifest \w+ in 127\.0\.0\.1:\d+/golden: context "
+                       r"deadline exceeded \(127\.0\.0\.1:\d+ did not answer in full "
+                       r"within 1 s\)$"):
+        pull()
+    elapsed = time.monotonic() - started
+    assert DEADLINE <= elapsed < DEADLINE + MARGIN
+    assert state.closed[key].wait(10), "the client never hung up"
+    assert 0 < state.sent[key] < len(TRICKLED)
+    assert _deadline_threads() == []
+
+
+@pytest.mark.parametrize("tag", ["trickle", "untilclose", "head"])
+def test_a_trickled_manifest_is_cut_off_at_the_deadline(hostile: tuple[Hostile, int],
+                                                        tag: str) -> None:
+    state, port = hostile
+    ref = parse_docker_url(f"docker://127.0.0.1:{port}/golden:{tag}")
+    # insecure: the TLS sniff, then plain HTTP, under the one deadline. A body that ends
+    # with its connection, cut off, would read as a shorter manifest: not a digest. A
+    # head is read by http.client, a line at a time: a trickled one holds it as long.
+    _cut_off(state, tag,
+             lambda: resolve_digest(ref, Access(insecure=True, timeout=5.0, deadline=DEADLINE)))
+
+
 # ------------------------------------------------------------ Bearer-token realms
 # A TLS registry (python-dxf fetches a token only over https) whose manifests want a
 # Bearer token from its realm, /token/<how> on the same server, <how> being the tag asked
@@ -133,6 +240,8 @@ class Realm(Hostile):
         self.ping = "ok"
 
     async def v2(self, request: web.Request) -> web.StreamResponse:
+        if self.ping == "head":  # a head the insecure-registry TLS sniff waits for
+            return await self.trickle_head(request, key="ping")
         if self.ping == "redirect":  # what the insecure-registry TLS sniff gets
             return await self.endless(request, status=302, length=None, key="ping",
                                       chunks=TOKEN_CHUNKS, headers={"Location": "/v2/x"})
@@ -172,6 +281,8 @@ class Realm(Hostile):
         if how == "elsewhere":  # the same server under another name: another host
             return web.Response(status=302,
                                 headers={"Location": f"https://localhost:{port}/token/ok"})
+        if how == "trickle":
+            return await self.trickle(request, b'{"token": "good"}' + b" " * 84, key=how)
         if how == "notoken":
             return web.json_response({"expires_in": 60})
         if how == "notjson":
@@ -214,6 +325,7 @@ def test_a_token_flow_answers_the_challenge(realm: tuple[Realm, int, TlsMaterial
                                             how: str) -> None:
     state, port, tls = realm
     assert _pull(port, how, tls) == DIGEST
+    assert _deadline_threads() == []  # the deadline's timer is gone with the operation
     # the credentials went to the realm, over TLS even when the challenge said http://
     # (python-dxf's rule; containers/image would follow an http realm as given)
     assert state.token_requests == [(f"127.0.0.1:{port}", True, BASIC)]
@@ -256,6 +368,30 @@ def test_a_challenge_or_token_answer_out_of_shape_is_a_registry_error(
     _, port, tls = realm
     with pytest.raises(RegistryError, match=error):
         _pull(port, how, tls)
+
+
+def test_a_trickled_token_is_cut_off_at_the_deadline(
+        realm: tuple[Realm, int, TlsMaterial]) -> None:
+    state, port, tls = realm
+    _cut_off(state, "trickle", lambda: _pull(port, "trickle", tls, timeout=5.0,
+                                             deadline=DEADLINE))
+
+
+def test_a_trickled_tls_sniff_is_cut_off_at_the_deadline(
+        realm: tuple[Realm, int, TlsMaterial]) -> None:
+    state, port, tls = realm
+    state.ping = "head"
+    _cut_off(state, "ping", lambda: _pull(port, "ok", tls, ca_file=None, insecure=True,
+                                          timeout=5.0, deadline=DEADLINE))
+
+
+def test_the_deadline_defaults_to_twice_the_read_timeout(
+        realm: tuple[Realm, int, TlsMaterial]) -> None:
+    _, port, tls = realm
+    started = time.monotonic()
+    with pytest.raises(RegistryUnavailable, match=r"within 1 s\)$"):
+        _pull(port, "trickle", tls, timeout=DEADLINE / 2)
+    assert time.monotonic() - started < DEADLINE + MARGIN
 
 
 def test_the_insecure_tls_sniff_reads_no_redirect(realm: tuple[Realm, int, TlsMaterial]) -> None:
