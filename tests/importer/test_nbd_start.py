@@ -17,7 +17,7 @@ import pytest
 from importer import children, nbd
 from importer.errors import TransferError
 from importer.sources.base import GrowingFile
-from tests.importer.test_uploadserver_arriving import path_without
+from tests.importer.test_uploadserver_arriving import _fake, path_without
 
 
 @pytest.fixture
@@ -27,9 +27,7 @@ def hanging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     pid = tmp_path / "nbdkit.pid"
-    fake = bin_dir / "nbdkit"
-    fake.write_text(f"#!/bin/sh\necho $$ > {shlex.quote(str(pid))}\nexec sleep 600\n")
-    fake.chmod(0o755)
+    _fake(bin_dir, "nbdkit", f"echo $$ > {shlex.quote(str(pid))}\nexec sleep 600")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv(nbd.START_TIMEOUT_VARIABLE, "1")
     return pid

@@ -237,6 +237,13 @@ def fakes(tmp_path: Path) -> Path:
     return bin_dir
 
 
+def _assert_converted_whole_because(server: Server, reason: str) -> None:
+    """The termination message says the upload was converted once whole, and why."""
+    why = str(server.termination_message()["why"])
+    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
+                   f" file ({reason})"), why
+
+
 def _upload_converted_whole(tmp_path: Path, fakes: Path, image_path: Path,
                             expected: Path, capfd: pytest.CaptureFixture[str], *,
                             path: str | None = None, env: dict[str, str] | None = None,
@@ -299,9 +306,7 @@ def test_without_nbdkits_python_plugin_the_whole_file_is_converted(
     assert "nbdkit could not serve the arriving upload:" in log, log
     assert "cannot open shared object file: No such file or directory" in log, log
     assert "converting once the upload is whole" in log, log
-    why = str(server.termination_message()["why"])
-    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
-                   " file (nbdkit could not serve it as it arrived)"), why
+    _assert_converted_whole_because(server, "nbdkit could not serve it as it arrived")
 
 
 def test_when_qemu_img_info_fails_on_the_arriving_file_the_whole_file_is_converted(
@@ -317,9 +322,7 @@ def test_when_qemu_img_info_fails_on_the_arriving_file_the_whole_file_is_convert
     assert ("qemu-img info of the qcow2 image as it arrived failed (not a valid qcow2 image:"
             " qemu-img: Could not open the export: fake: info fails on NBD exports):"
             " reading the whole file") in log, log
-    why = str(server.termination_message()["why"])
-    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
-                   " file (qemu-img info of it as it arrived failed)"), why
+    _assert_converted_whole_because(server, "qemu-img info of it as it arrived failed")
 
 
 def test_when_nbdkit_does_not_start_listening_in_time_the_whole_file_is_converted(
@@ -339,9 +342,7 @@ def test_when_nbdkit_does_not_start_listening_in_time_the_whole_file_is_converte
     assert not [a for a in _argv(fakes, "qemu-img") if '"nbd"' in a]
     assert ("nbdkit could not serve the arriving upload: nbdkit did not start serving in"
             " 1 s; converting once the upload is whole") in log, log
-    why = str(server.termination_message()["why"])
-    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
-                   " file (nbdkit could not serve it as it arrived)"), why
+    _assert_converted_whole_because(server, "nbdkit could not serve it as it arrived")
 
 
 def path_without(name: str, shadow: Path) -> str:
@@ -375,6 +376,4 @@ def test_without_nbdkit_the_whole_file_is_converted(
     assert not [a for a in _argv(fakes, "qemu-img") if '"nbd"' in a]
     assert ("nbdkit could not serve the arriving upload: setpriv: failed to execute nbdkit:"
             " No such file or directory; converting once the upload is whole") in log, log
-    why = str(server.termination_message()["why"])
-    assert why == ("qcow2 kept whole in scratch as it arrives, then converted from that"
-                   " file (nbdkit could not serve it as it arrived)"), why
+    _assert_converted_whole_because(server, "nbdkit could not serve it as it arrived")
