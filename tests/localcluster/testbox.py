@@ -46,8 +46,13 @@ import urllib.request
 
 def _term_handler(code: int):
     def handler(signum, frame):
-        print("got SIGTERM", flush=True)
-        sys.exit(code)
+        # not print(): the handler runs between two bytecodes of the main thread, which
+        # may be inside print("up", flush=True) still holding stdout's buffer lock once
+        # its bytes are out (the test saw "up" and signalled): print() here then raises
+        # "reentrant call inside <_io.BufferedWriter>" and the box exits 1 (a CI run's
+        # test_sigterm_then_sigkill_after_grace). os.write takes no lock.
+        os.write(sys.stdout.fileno(), b"got SIGTERM\n")
+        os._exit(code)
 
     return handler
 

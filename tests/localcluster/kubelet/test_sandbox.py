@@ -123,8 +123,10 @@ def test_sigterm_then_sigkill_after_grace(tmp_path) -> None:
     polite = Container(spec(tmp_path, "trap-term", "0", "print", "up", "sleep", "60"))
     polite.start()
     wait_up(polite)
-    assert polite.stop(grace=10) == 0
-    assert "got SIGTERM" in read_log(polite.spec.log_path).decode()
+    code = polite.stop(grace=10)
+    log = read_log(polite.spec.log_path).decode()
+    assert code == 0, log
+    assert "got SIGTERM" in log
 
     stubborn = Container(spec(tmp_path / "s", "ignore-term", "print", "up", "sleep", "60"))
     stubborn.start()
