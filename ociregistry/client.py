@@ -159,13 +159,11 @@ def _speaks_tls(ref: ImageReference, timeout: float, deadline: Deadline | None) 
         with warnings.catch_warnings(), requests.Session() as session:
             # unverified on purpose: the host is listed insecure
             warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-            if deadline is not None:
-                deadline.mount(session)
-            session.get(f"https://{ref.api_host}/v2/", verify=False,
-                        timeout=timeout, stream=True, allow_redirects=False,
-                        # the answer's body unread, even a redirect's (which requests
-                        # reads whole even when not following it, for Response.next)
-                        hooks={"response": _bound_answer}).close()
+            # the answer's body unread, even a redirect's (which requests reads whole
+            # even when not following it, for Response.next)
+            _bounded(session, deadline).get(
+                f"https://{ref.api_host}/v2/", verify=False, timeout=timeout, stream=True,
+                allow_redirects=False).close()
     except requests.exceptions.SSLError:
         return False
     except requests.exceptions.ConnectionError as e:
@@ -201,6 +199,15 @@ def _bound_answer(response: requests.Response, *, stream: bool = False, **_: Any
             raise _AnswerTooLarge(str(e)) from None
 
 
+def _bounded(session: requests.Session, deadline: Deadline | None) -> requests.Session:
+    """``session`` with :func:`_bound_answer` on every answer, and its connections under
+    ``deadline`` if one is given."""
+    session.hooks["response"].append(_bound_answer)
+    if deadline is not None:
+        deadline.mount(session)
+    return session
+
+
 class _Unopened:
     """A client's session outside its ``with`` block, where python-dxf would use requests'
     module functions, whose answers nothing bounds: refused."""
@@ -225,9 +232,7 @@ class _Client(DXF):
         super().__enter__()
         session = self._sessions[0]
         assert isinstance(session, requests.Session)
-        session.hooks["response"].append(_bound_answer)
-        if self._deadline is not None:
-            self._deadline.mount(session)
+        _bounded(session, self._deadline)
         return self
 
 
