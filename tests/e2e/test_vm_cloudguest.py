@@ -1,13 +1,18 @@
-"""The Debian cloud guest on `rootdisk up`, each TCG boot reused for several claims.
+"""The Debian cloud guest on `rootdisk up`: one VM, booted under TCG once for the
+module's three tests (a boot of this guest costs minutes of the suite's two cores).
 
-First test, one boot: a readiness probe run in the guest through the agent (exec) gates
-the VMI's Ready condition both ways; the user-data from a Secret (``secretRef``) and the
-``networkData`` (an extra route on the NIC matched by its MAC) are applied in the guest;
-a Service selecting the VM's labels lists it as ready only while the probe passes, and
-an SSH login works through `rootdisk ssh`, through that Service's endpoint and through
-`rootdisk port-forward` to sshd.
-Second test, two boots: a VM whose root is ``ephemeral`` over a golden claim writes a
-file, is restarted, and the file is gone, while the golden image's bytes are unchanged."""
+The VM's root is ``ephemeral`` over a golden claim a DataVolume imported; its user-data
+comes from a Secret (``secretRef``) with ``networkData`` (an extra route on the NIC
+matched by its MAC); a readiness probe runs in the guest through the agent (exec).
+- The guest agent connects: AgentConnected, guestOSInfo, and virt-api's guestosinfo and
+  filesystemlist subresources through the API server.
+- The probe gates the VMI's Ready condition both ways; the user-data and networkData are
+  applied in the guest; a Service selecting the VM's labels lists it as ready only while
+  the probe passes; an SSH login works through `rootdisk ssh`, through that Service's
+  endpoint and through `rootdisk port-forward` to sshd.
+- Last (it restarts the VM): a file the guest writes is gone after a restart, while the
+  golden image's bytes are unchanged.
+(A Debian VM whose root a dataVolumeTemplate imports boots in tests/e2e/test_demo.py.)"""
 
 from __future__ import annotations
 
@@ -15,12 +20,14 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubeclient import Client, resources
+from kubeclient import Client, KubeError, resources
 from localcluster.cluster import Cluster
 from tests.e2e import kit, vmkit
 from tests.fixtures.cloudvm import SSH_OPTIONS, keypair
@@ -35,6 +42,7 @@ pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "cg"
 MAC = "02:00:00:5e:10:01"
+GOLDEN = "golden"
 USERDATA_MARK = "USERDATA-FROM-SECRET-7f3a"
 READY_FILE = "/run/rootdisk-ready"
 
@@ -57,22 +65,30 @@ NETWORK_DATA = json.dumps({"version": 2, "ethernets": {"nic0": {
     "routes": [{"to": "192.0.2.0/24", "via": "10.0.2.1"}]}}})
 
 
-def _vm(url: str) -> dict[str, Any]:
-    vm = vmkit.vm(NAME, url, size="2Gi")
-    tmpl = vm["spec"]["template"]
-    tmpl["metadata"] = {"labels": {"app": f"{NAME}-app"}}
-    spec = tmpl["spec"]
-    spec["domain"]["resources"]["requests"]["memory"] = "512Mi"
-    spec["domain"]["devices"]["disks"].append({"name": "ci", "disk": {"bus": "virtio"}})
-    spec["domain"]["devices"]["interfaces"] = [
-        {"name": "default", "masquerade": {}, "macAddress": MAC,
-         "ports": [{"name": "ssh", "port": 22}]}]
-    spec["networks"] = [{"name": "default", "pod": {}}]
-    spec["volumes"].append({"name": "ci", "cloudInitNoCloud": {
-        "secretRef": {"name": "cg-ud"}, "networkData": NETWORK_DATA}})
-    spec["readinessProbe"] = {"exec": {"command": ["test", "-e", READY_FILE]},
-                              "periodSeconds": 2, "failureThreshold": 1, "timeoutSeconds": 5}
-    return vm
+def _vm() -> dict[str, Any]:
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": NAME},
+            "spec": {"runStrategy": "Always", "template": {
+                "metadata": {"labels": {"app": f"{NAME}-app"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    "domain": {"resources": {"requests": {"memory": "512Mi"}},
+                               "devices": {
+                                   "disks": [{"name": "root", "bootOrder": 1,
+                                              "disk": {"bus": "virtio"}},
+                                             {"name": "ci", "disk": {"bus": "virtio"}}],
+                                   "interfaces": [{"name": "default", "masquerade": {},
+                                                   "macAddress": MAC,
+                                                   "ports": [{"name": "ssh", "port": 22}]}]}},
+                    "networks": [{"name": "default", "pod": {}}],
+                    "volumes": [{"name": "root", "ephemeral": {
+                                    "persistentVolumeClaim": {"claimName": GOLDEN}}},
+                                {"name": "ci", "cloudInitNoCloud": {
+                                    "secretRef": {"name": "cg-ud"},
+                                    "networkData": NETWORK_DATA}}],
+                    "readinessProbe": {"exec": {"command": ["test", "-e", READY_FILE]},
+                                       "periodSeconds": 2, "failureThreshold": 1,
+                                       "timeoutSeconds": 5}}}}}
 
 
 def _ssh(cluster: Cluster, ns: str, name: str, key: Path,
@@ -111,19 +127,79 @@ def _agent_vmi(kube: Client, ns: str, name: str) -> str:
     return str((vmi.get("metadata") or {}).get("uid") or "") if connected else ""
 
 
-@pytest.mark.timeout(1200)
-def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client, ns: str,
-                                               http_server: HttpServer,
-                                               tmp_path: Path) -> None:
-    key, public = keypair(tmp_path)
-    kit.secret(kube, ns, "cg-ud", {"userdata": _user_data(public)})
-    url = http_server.publish(cloud_guest_qcow2(), "cloud.qcow2")
-    kube.create(vmkit.VMS, _vm(url), ns)
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass
+class Guest:
+    ns: str
+    key: Path
+    image: str  # the golden claim's volume file
+    before: str  # its SHA-256 before the VM first booted
+
+
+@pytest.fixture(scope="module")
+def guest(cluster: Cluster, kube: Client, vm_side: None,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
+    """The VM, Running with its guest agent connected; its VMs and VMIs deleted after."""
+    work = tmp_path_factory.mktemp("cloudguest")
+    key, public = keypair(work)
+    ns = kit.namespace(kube)
+    (work / "www").mkdir()
     try:
-        vmkit.wait_printable(kube, ns, NAME, "Running", timeout=600)
-        wait_for(lambda: _agent_connected(kube, ns), timeout=400, what="AgentConnected")
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
+        with HttpServer(work / "www") as server:
+            url = server.publish(cloud_guest_qcow2(), "cloud.qcow2")
+            kube.create(kit.DVS, kit.datavolume(GOLDEN, {"http": {"url": url}}, storage={
+                "storageClassName": "local-immediate",
+                "resources": {"requests": {"storage": "2Gi"}}}), ns)
+            kit.wait_dv(kube, ns, GOLDEN, ("Succeeded",), timeout=600)
+        image = kit.volume_path(kube, kube.get(resources.PVCS, GOLDEN, ns))
+        before = _sha256(image)
+        kit.secret(kube, ns, "cg-ud", {"userdata": _user_data(public)})
+        kube.create(vmkit.VMS, _vm(), ns)
+        try:
+            vmkit.wait_printable(kube, ns, NAME, "Running", timeout=600)
+            wait_for(lambda: _agent_connected(kube, ns), timeout=400, what="AgentConnected")
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
+        yield Guest(ns, key, image, before)
+    finally:
+        for res in (vmkit.VMS, vmkit.VMIS):
+            try:
+                for obj in kube.list(res, ns):
+                    kube.delete(res, obj["metadata"]["name"], ns)
+            except KubeError:
+                pass  # already going
+
+
+def _conditions(kube: Client, ns: str) -> dict[str, Any]:
+    vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
+    return {c["type"]: c for c in (vmi.get("status") or {}).get("conditions") or []}
+
+
+def test_agent_connected_and_guestosinfo(kube: Client, guest: Guest) -> None:
+    ns = guest.ns
+    assert _conditions(kube, ns)["AgentConnected"]["status"] == "True"
+    wait_for(lambda: (kube.get(vmkit.VMIS, NAME, ns)["status"].get("guestOSInfo") or {}).get(
+        "id") == "debian", timeout=60, what="guestOSInfo")
+    base = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{NAME}"
+    info = kube.request("GET", base + "/guestosinfo")
+    assert info["os"]["id"] == "debian", info
+    assert {"name": "guest-ping", "enabled": True} in info["supportedCommands"]
+    fs = kube.request("GET", base + "/filesystemlist")
+    assert any(d["mountPoint"] == "/" for d in fs["items"]), fs
+    assert kube.get(vmkit.VMIS, NAME, ns)["status"]["phase"] == "Running"
+
+
+@pytest.mark.timeout(900)
+def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client,
+                                               guest: Guest) -> None:
+    ns, key = guest.ns, guest.key
 
     def ssh(command: str) -> subprocess.CompletedProcess[str]:
         return _ssh(cluster, ns, NAME, key, command)
@@ -196,52 +272,16 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client, n
             proc.stderr.close()
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(900)
 def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
-        cluster: Cluster, kube: Client, ns: str, http_server: HttpServer,
-        tmp_path: Path) -> None:
-    key, public = keypair(tmp_path)
-    url = http_server.publish(cloud_guest_qcow2(), "cloud.qcow2")
-    kube.create(kit.DVS, kit.datavolume("golden", {"http": {"url": url}}, storage={
-        "storageClassName": "local-immediate", "resources": {"requests": {"storage": "2Gi"}}}),
-        ns)
-    kit.wait_dv(kube, ns, "golden", ("Succeeded",), timeout=600)
-    image = kit.volume_path(kube, kube.get(resources.PVCS, "golden", ns))
-    before = _sha256(image)
-    vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-          "metadata": {"name": "eph"},
-          "spec": {"runStrategy": "Always", "template": {"spec": {
-              "terminationGracePeriodSeconds": 5,
-              "domain": {"resources": {"requests": {"memory": "512Mi"}},
-                         "devices": {"disks": [{"name": "root", "bootOrder": 1,
-                                                "disk": {"bus": "virtio"}},
-                                               {"name": "ci", "disk": {"bus": "virtio"}}],
-                                     "interfaces": [{"name": "default", "masquerade": {},
-                                                     "ports": [{"port": 22}]}]}},
-              "networks": [{"name": "default", "pod": {}}],
-              "volumes": [{"name": "root", "ephemeral": {
-                  "persistentVolumeClaim": {"claimName": "golden"}}},
-                  {"name": "ci", "cloudInitNoCloud": {"userData": _user_data(public)}}]}}}}
-    kube.create(vmkit.VMS, vm, ns)
+        cluster: Cluster, kube: Client, guest: Guest) -> None:
+    ns, key = guest.ns, guest.key
 
     def login(command: str) -> str:
-        done = _ssh(cluster, ns, "eph", key, command)
+        done = _ssh(cluster, ns, NAME, key, command)
         return done.stdout if done.returncode == 0 else ""
     try:
-        vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
-        first = vmkit.vmi_uid(kube, ns, "eph")
-        # the agent comes up with sshd: no login attempt (three Python processes each)
-        # takes CPU from the booting guest before then
-        wait_for(lambda: _agent_connected(kube, ns, "eph"), timeout=400,
-                 what="AgentConnected")
+        first = vmkit.vmi_uid(kube, ns, NAME)
         out = wait_for(lambda: login("cloud-init status --wait >/dev/null; "
                                      "echo EPH-WROTE | sudo tee /var/lib/eph-mark && sync"),
                        timeout=400, what="an SSH login to the ephemeral VM")
@@ -250,16 +290,16 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
         mark = wait_for(lambda: login("cat /var/lib/eph-mark").strip(), timeout=120,
                         what="the mark read back")
         assert mark == "EPH-WROTE", mark
-        restarted = vmkit.cli(cluster, "restart", "eph", "-n", ns)
+        restarted = vmkit.cli(cluster, "restart", NAME, "-n", ns)
         assert restarted.returncode == 0, restarted.stderr
-        wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") not in ("", first), timeout=300,
+        wait_for(lambda: vmkit.vmi_uid(kube, ns, NAME) not in ("", first), timeout=300,
                  what="a new VMI after the restart")
-        vmkit.wait_printable(kube, ns, "eph", "Running", timeout=600)
-        wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") == _agent_vmi(kube, ns, "eph"),
+        vmkit.wait_printable(kube, ns, NAME, "Running", timeout=600)
+        wait_for(lambda: vmkit.vmi_uid(kube, ns, NAME) == _agent_vmi(kube, ns, NAME),
                  timeout=400, what="AgentConnected on the new VMI")
         out = wait_for(lambda: login("test -e /var/lib/eph-mark && echo KEPT || echo GONE"),
                        timeout=400, what="an SSH login after the restart")
     except AssertionError as err:
         raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
     assert out.strip() == "GONE", out
-    assert _sha256(image) == before
+    assert _sha256(guest.image) == guest.before
