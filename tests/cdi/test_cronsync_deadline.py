@@ -6,16 +6,18 @@ and the hostile loopback registry of tests/ociregistry/test_bounded_reads.py."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from cdi import cronsync, importcron
+from cdi import cronsync, handlers, importcron
 from kubeclient import Client
 from kubeclient.resources import CDICONFIGS, CRDS, DATAIMPORTCRONS, EVENTS
 from localcluster.storage.snapshot_api import snapshot_crd
 from tests.cdi.conftest import cdi_client
+from tests.localcluster.clusterkit import wait_for
 from tests.ociregistry.test_bounded_reads import (  # noqa: F401
     DEADLINE,
     MARGIN,
@@ -28,6 +30,9 @@ from vocab import cdi as api
 NS = "golden"
 KUBE_MARGIN = 2.0
 """The reconcile's API calls around the poll."""
+HELD = 4.0
+"""A poll's deadline where a test needs it held long enough to see what else runs (the
+trickled answer takes 5 s whole)."""
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +82,53 @@ def test_a_trickling_registry_fails_the_poll_at_its_deadline(
     assert retry is not None
     assert started + importcron.POLL_RETRY <= retry <= started + importcron.POLL_RETRY \
         + dt.timedelta(seconds=DEADLINE + MARGIN + KUBE_MARGIN + 1)
+
+
+def test_a_cron_held_by_its_registry_holds_up_no_other_cron(
+        client: Client, hostile: tuple[Hostile, int],  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller's reconciles of two crons, as its handler threads run them: while
+    one cron's poll is held by a trickling registry (up to the deadline), another cron's
+    reconcile runs to its end (its poll fails at once: a 500), and a second reconcile of
+    the held cron waits for the first (then finds the next poll scheduled: one poll)."""
+    state, port = hostile
+    monkeypatch.setattr(cronsync, "POLL_TIMEOUT", 5.0)
+    monkeypatch.setattr(cronsync, "POLL_DEADLINE", HELD)
+    monkeypatch.setattr(handlers, "client", lambda: client)
+    config = client.get_or_none(CDICONFIGS, api.CONFIG_NAME)
+    spec = {"insecureRegistries": [f"127.0.0.1:{port}"]}
+    if config is None:
+        client.create(CDICONFIGS, {"apiVersion": api.API_VERSION, "kind": "CDIConfig",
+                                   "metadata": {"name": api.CONFIG_NAME}, "spec": spec})
+    else:
+        client.patch(CDICONFIGS, api.CONFIG_NAME, {"spec": spec})
+    for name, tag in (("held", "trickle"), ("other", "error")):
+        client.create(DATAIMPORTCRONS, {
+            "apiVersion": api.API_VERSION, "kind": "DataImportCron",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"schedule": "0 */12 * * *", "managedDataSource": name,
+                     "template": {"spec": {
+                         "source": {"registry": {"url": f"docker://127.0.0.1:{port}/golden:{tag}"}},
+                         "storage": {"resources": {"requests": {"storage": "1Gi"}}}}}}})
+
+    held = threading.Thread(target=handlers._cron, args=(NS, "held"), name="held")
+    again = threading.Thread(target=handlers._cron, args=(NS, "held"), name="again")
+    held.start()
+    try:
+        wait_for(lambda: state.sent.get("trickle", 0) > 0, timeout=HELD / 2,
+                 what="the held cron's poll under way")
+        again.start()
+        clock = time.monotonic()
+        handlers._cron(NS, "other")
+        took = time.monotonic() - clock
+        assert held.is_alive(), "the held poll ended first: nothing was held up"
+        assert took < HELD / 2, took
+        reasons = [e["reason"] for e in client.list(EVENTS, NS)
+                   if e["involvedObject"]["name"] == "other"]
+        assert reasons == ["DigestPollFailed"], reasons
+    finally:
+        held.join(HELD + MARGIN + KUBE_MARGIN)
+        if again.ident is not None:
+            again.join(KUBE_MARGIN)
+    assert not held.is_alive() and not again.is_alive()
+    assert state.trickled == {"trickle": 1}

@@ -58,6 +58,7 @@ class Hostile:
     def __init__(self) -> None:
         self.sent: dict[str, int] = {}
         self.closed: dict[str, threading.Event] = {}
+        self.trickled: dict[str, int] = {}  # requests answered by a trickle, by key
 
     async def endless(self, request: web.Request, *, status: int, length: int | None,
                       key: str | None = None, chunks: int = 4096,
@@ -87,6 +88,7 @@ class Hostile:
         response = _UntilClose() if until_close else web.StreamResponse()
         response.content_type = "application/json"
         self.sent[key] = 0
+        self.trickled[key] = self.trickled.get(key, 0) + 1
         closed = self.closed.setdefault(key, threading.Event())
         try:
             await response.prepare(request)
