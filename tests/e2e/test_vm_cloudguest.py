@@ -38,7 +38,8 @@ from tests.vm.agent.cloudguest import cloud_guest_qcow2
 from vm import nodeports
 from vm.domain.podnet import node_port
 
-pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e,
+              pytest.mark.timeout(1200)]  # the first to run boots the VM in its set-up
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "cg"
 MAC = "02:00:00:5e:10:01"
@@ -196,7 +197,6 @@ def test_agent_connected_and_guestosinfo(kube: Client, guest: Guest) -> None:
     assert kube.get(vmkit.VMIS, NAME, ns)["status"]["phase"] == "Running"
 
 
-@pytest.mark.timeout(900)
 def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client,
                                                guest: Guest) -> None:
     ns, key = guest.ns, guest.key
@@ -272,7 +272,6 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client,
             proc.stderr.close()
 
 
-@pytest.mark.timeout(900)
 def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
         cluster: Cluster, kube: Client, guest: Guest) -> None:
     ns, key = guest.ns, guest.key
