@@ -15,6 +15,7 @@ import base64
 import contextlib
 import datetime as dt
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,10 +56,10 @@ Resolver = Callable[[str, Access], str]
 POLL_TIMEOUT = 30.0
 """requests' timeout of a poll: for connecting, and for each read."""
 POLL_DEADLINE = DEADLINE_READS * POLL_TIMEOUT
-"""The longest a poll may take, every request of it included: while it lasts, every other
-cron's reconcile waits (``cdi.handlers._cron``'s lock), and so do the resync thread (the
-DataVolumes' and DataSources' resyncs behind it) and the kopf handlers of crons and of
-their DataVolumes, each holding one of kopf's worker threads. Past it the poll fails as
+"""The longest a poll may take, every request of it included: while it lasts, the cron's
+other reconciles wait (:func:`reconcile_cron_locked`), and so does the resync thread (the
+DataVolumes' and DataSources' resyncs behind it), and the kopf handlers of the cron and
+of its DataVolumes, each holding one of kopf's worker threads. Past it the poll fails as
 any unreachable registry does (Event ``DigestPollFailed``, polled again after
 ``importcron.POLL_RETRY``)."""
 
@@ -69,6 +70,38 @@ def _resolve(url: str, access: Access) -> str:
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+# -- one reconcile of a cron at a time ----------------------------------------------------
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _alone(namespace: str, name: str) -> Iterator[None]:
+    with _locks_guard:
+        lock = _locks.setdefault((namespace, name), threading.Lock())
+    with lock:
+        yield
+
+
+def reconcile_cron_locked(client: Client, namespace: str, name: str) -> None:
+    """:func:`reconcile_cron`, one at a time for a cron (its events and the resync would
+    otherwise race to create the same import), and crons apart apart: a cron whose
+    registry holds its digest poll up to the deadline holds up no other cron, nor the
+    handler threads of their imports' events."""
+    with _alone(namespace, name):
+        reconcile_cron(client, namespace, name)
+
+
+def cleanup_locked(client: Client, namespace: str, name: str) -> None:
+    """:func:`cleanup` of a deleted cron, after a reconcile of it under way; its lock goes
+    with it (a lock per cron that exists, not per cron that ever did)."""
+    with _alone(namespace, name):
+        cleanup(client, namespace, name)
+    with _locks_guard:
+        _locks.pop((namespace, name), None)
 
 
 def reconcile_cron(client: Client, namespace: str, name: str, *,

@@ -72,33 +72,16 @@ def cron_event(event: Any, name: str, namespace: str | None, **_: Any) -> None:
     if namespace is None:
         return
     if event.get("type") == "DELETED":
-        with _cron_lock(namespace, name):  # after a reconcile under way
-            cronsync.cleanup(client(), namespace, name)
-        with _cron_locks_guard:  # a lock per cron that exists, not per cron that ever did
-            _cron_locks.pop((namespace, name), None)
+        cronsync.cleanup_locked(client(), namespace, name)
     else:
         _cron(namespace, name)
 
 
-_cron_locks: dict[tuple[str, str], threading.Lock] = {}
-_cron_locks_guard = threading.Lock()
-
-
-def _cron_lock(namespace: str, name: str) -> threading.Lock:
-    with _cron_locks_guard:
-        return _cron_locks.setdefault((namespace, name), threading.Lock())
-
-
 def _cron(namespace: str, name: str) -> None:
-    """One reconcile of a cron at a time (its events and the resync would otherwise race
-    to create the same import); crons apart run apart, so a cron whose registry holds its
-    digest poll up to the deadline holds up no other cron, nor the handler threads of
-    their imports' events."""
-    with _cron_lock(namespace, name):
-        try:
-            cronsync.reconcile_cron(client(), namespace, name)
-        except KubeError as err:
-            logger.warning("cron %s/%s: %s", namespace, name, err)
+    try:
+        cronsync.reconcile_cron_locked(client(), namespace, name)
+    except KubeError as err:
+        logger.warning("cron %s/%s: %s", namespace, name, err)
 
 
 Source = tuple[str, str, str]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdi import cronsync, handlers, importcron
+from cdi import cronsync, importcron
 from kubeclient import Client
 from kubeclient.resources import CDICONFIGS, CRDS, DATAIMPORTCRONS, EVENTS
 from localcluster.storage.snapshot_api import snapshot_crd
@@ -87,14 +87,15 @@ def test_a_trickling_registry_fails_the_poll_at_its_deadline(
 def test_a_cron_held_by_its_registry_holds_up_no_other_cron(
         client: Client, hostile: tuple[Hostile, int],  # noqa: F811
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The controller's reconciles of two crons, as its handler threads run them: while
-    one cron's poll is held by a trickling registry (up to the deadline), another cron's
-    reconcile runs to its end (its poll fails at once: a 500), and a second reconcile of
-    the held cron waits for the first (then finds the next poll scheduled: one poll)."""
+    """The controller's reconciles of two crons, as its handler threads run them (through
+    ``cdi.handlers._cron``, not imported here: its kopf handlers would join every kopf
+    operator this test process runs): while one cron's poll is held by a trickling
+    registry (up to the deadline), another cron's reconcile runs to its end (its poll
+    fails at once: a 500), and a second reconcile of the held cron waits for the first
+    (then finds the next poll scheduled: one poll)."""
     state, port = hostile
     monkeypatch.setattr(cronsync, "POLL_TIMEOUT", 5.0)
     monkeypatch.setattr(cronsync, "POLL_DEADLINE", HELD)
-    monkeypatch.setattr(handlers, "client", lambda: client)
     config = client.get_or_none(CDICONFIGS, api.CONFIG_NAME)
     spec = {"insecureRegistries": [f"127.0.0.1:{port}"]}
     if config is None:
@@ -111,15 +112,17 @@ def test_a_cron_held_by_its_registry_holds_up_no_other_cron(
                          "source": {"registry": {"url": f"docker://127.0.0.1:{port}/golden:{tag}"}},
                          "storage": {"resources": {"requests": {"storage": "1Gi"}}}}}}})
 
-    held = threading.Thread(target=handlers._cron, args=(NS, "held"), name="held")
-    again = threading.Thread(target=handlers._cron, args=(NS, "held"), name="again")
+    held = threading.Thread(target=cronsync.reconcile_cron_locked, args=(client, NS, "held"),
+                            name="held")
+    again = threading.Thread(target=cronsync.reconcile_cron_locked,
+                             args=(client, NS, "held"), name="again")
     held.start()
     try:
         wait_for(lambda: state.sent.get("trickle", 0) > 0, timeout=HELD / 2,
                  what="the held cron's poll under way")
         again.start()
         clock = time.monotonic()
-        handlers._cron(NS, "other")
+        cronsync.reconcile_cron_locked(client, NS, "other")
         took = time.monotonic() - clock
         assert held.is_alive(), "the held poll ended first: nothing was held up"
         assert took < HELD / 2, took
