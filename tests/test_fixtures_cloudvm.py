@@ -53,6 +53,9 @@ def test_a_refused_key_or_a_failed_command_is_not_retried() -> None:
         ["ssh"], 255, "", "kex_exchange_identification: read: Connection reset by peer\n"
     )
     failed = subprocess.CompletedProcess(["ssh"], 1, "kex_exchange_identification:", "")
+    starved = subprocess.CompletedProcess(
+        ["ssh"], 255, "", "Connection timed out during banner exchange\n")
     assert not dropped_before_auth(refused)
     assert dropped_before_auth(dropped)
+    assert dropped_before_auth(starved)
     assert not dropped_before_auth(failed)

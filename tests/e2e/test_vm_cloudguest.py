@@ -30,7 +30,7 @@ import pytest
 from kubeclient import Client, KubeError, resources
 from localcluster.cluster import Cluster
 from tests.e2e import kit, vmkit
-from tests.fixtures.cloudvm import SSH_OPTIONS, keypair
+from tests.fixtures.cloudvm import SSH_OPTIONS, keypair, retry_dropped
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.s3server import free_ports
 from tests.localcluster.clusterkit import needs_root, wait_for
@@ -94,11 +94,11 @@ def _vm() -> dict[str, Any]:
 
 def _ssh(cluster: Cluster, ns: str, name: str, key: Path,
          command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return retry_dropped(
         [sys.executable, "-m", "rootdisk", "ssh", f"tester@vm/{name}", "-n", ns,
          "--kubeconfig", cluster.kubeconfig, "-i", str(key),
          *(f"--local-ssh-opts={o}" for o in SSH_OPTIONS), "--command", command],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+        timeout=120, cwd=ROOT)
 
 
 def _ready(kube: Client, ns: str) -> dict[str, Any]:
@@ -240,9 +240,8 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client,
              what="Ready=True after the probed file appeared")
     ip, port = wait_for(lambda: _endpoint(kube, ns, "addresses"), timeout=60,
                         what="the Service's ready endpoint")
-    done = subprocess.run(["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(port),
-                           f"tester@{ip}", "cat /var/tmp/rootdisk-userdata"],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = retry_dropped(["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(port),
+                          f"tester@{ip}", "cat /var/tmp/rootdisk-userdata"], timeout=120)
     assert done.returncode == 0 and USERDATA_MARK in done.stdout, done.stderr
     assert ssh(f"sudo rm {READY_FILE}").returncode == 0
     wait_for(lambda: _ready(kube, ns).get("status") == "False", timeout=120,
@@ -260,10 +259,9 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client,
     try:
         assert proc.stderr is not None
         assert proc.stderr.readline().decode() == f"Forwarding from 127.0.0.1:{local} -> 22\n"
-        done = subprocess.run(["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(local),
-                               "tester@127.0.0.1", "cat /var/tmp/rootdisk-userdata"],
-                              capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        done = retry_dropped(["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(local),
+                              "tester@127.0.0.1", "cat /var/tmp/rootdisk-userdata"],
+                             timeout=120)
         assert done.returncode == 0 and USERDATA_MARK in done.stdout, done.stderr
     finally:
         proc.terminate()
