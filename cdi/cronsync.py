@@ -88,9 +88,9 @@ def _alone(namespace: str, name: str) -> Iterator[None]:
 
 def reconcile_cron_locked(client: Client, namespace: str, name: str) -> None:
     """:func:`reconcile_cron`, one at a time for a cron (its events and the resync would
-    otherwise race to create the same import), and crons apart apart: a cron whose
-    registry holds its digest poll up to the deadline holds up no other cron, nor the
-    handler threads of their imports' events."""
+    otherwise race to create the same import), while different crons run side by side:
+    a cron whose registry holds its digest poll up to the deadline holds up no other
+    cron, nor the handler threads of their imports' events."""
     with _alone(namespace, name):
         reconcile_cron(client, namespace, name)
 

@@ -178,14 +178,10 @@ def guest(cluster: Cluster, kube: Client, vm_side: None,
                 pass  # already going
 
 
-def _conditions(kube: Client, ns: str) -> dict[str, Any]:
-    vmi = kube.get_or_none(vmkit.VMIS, NAME, ns) or {}
-    return {c["type"]: c for c in (vmi.get("status") or {}).get("conditions") or []}
-
-
 def test_agent_connected_and_guestosinfo(kube: Client, guest: Guest) -> None:
     ns = guest.ns
-    assert _conditions(kube, ns)["AgentConnected"]["status"] == "True"
+    status = kube.get(vmkit.VMIS, NAME, ns)["status"]
+    assert kit.condition(status, "AgentConnected")["status"] == "True"
     wait_for(lambda: (kube.get(vmkit.VMIS, NAME, ns)["status"].get("guestOSInfo") or {}).get(
         "id") == "debian", timeout=60, what="guestOSInfo")
     base = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{NAME}"
