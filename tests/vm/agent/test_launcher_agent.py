@@ -1,8 +1,10 @@
-"""The launcher with a real guest agent: the Debian cloud guest booted under TCG."""
+"""The launcher with a real guest agent: the small Linux guest of tests/fixtures/guests.py
+(mode ``agent``) running Debian 12's real qemu-guest-agent on an ext4 root, booted under TCG
+with either driver; the agent's facts, then a soft reboot through the agent that goes back
+through the bootloader."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -10,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.vm.agent.cloudguest import raw_disk
-from tests.vm.launcher.conftest import launch  # noqa: F401  (the launcher fixture)
+from tests.fixtures.guests import LinuxGuest
+from tests.vm.launcher.conftest import launch, linux_guest_agent  # noqa: F401  (fixtures)
 from tests.vm.launcher.harness import Launch, make_vmi
-from tests.vm.launcher.sandbox import UID
 from vm.launcher import client
 
 FAST_POLL = {"AGENT_POLL_SCALE": "0.05"}  # ping each 0.1 s, groups from 0.5 s on
@@ -39,16 +40,16 @@ def boots(run: Launch) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("driver", ["qemu", "libvirt"])
 def test_agent_facts_and_softreboot_through_the_agent(
-    launch: Callable[..., Launch], driver: str  # noqa: F811
+    launch: Callable[..., Launch],  # noqa: F811
+    linux_guest_agent: LinuxGuest,  # noqa: F811
+    driver: str,
 ) -> None:
     if not shutil.which("qemu-system-x86_64"):
         pytest.fail("qemu-system-x86_64 is not installed")
     # libvirt's session daemon runs as the pod's uid 107 only (the pod sandbox)
-    run = launch(make_vmi(memory="512Mi", grace=60), driver=driver, env=FAST_POLL,
+    run = launch(make_vmi(memory="256Mi", grace=60), driver=driver, env=FAST_POLL,
                  sandbox=driver == "libvirt")
-    disk = raw_disk(run.volume_dir("root") / "disk.img")
-    if driver == "libvirt":
-        os.chown(disk, UID, UID)
+    run.add_disk("root", linux_guest_agent.raw)  # owned by the pod's uid when sandboxed
     run.start()
     run.wait_for_state("running")
     assert client.guestinfo(run.socket)["connected"] is False  # not booted yet
