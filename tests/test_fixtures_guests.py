@@ -1,12 +1,24 @@
-"""The guest fixtures are what they claim: a valid MBR boot sector with the marker, and a
-partitioned, bootable Linux disk in raw and qcow2 with the same content."""
+"""The guest fixtures are what they claim: a valid MBR boot sector with the marker, a
+partitioned, bootable Linux disk in raw and qcow2 with the same content, and the agent
+guest's ext4 root holding Debian's qemu-ga and os-release, cached under a key that changes
+with any of its packages' versions."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 
-from tests.fixtures.guests import MARKER, GuestBuilder, LinuxGuest, boot_sector
+from tests.fixtures.guests import (
+    AGENT_PACKAGES,
+    GUEST_REVISION,
+    MARKER,
+    SHUTDOWN,
+    GuestBuilder,
+    LinuxGuest,
+    boot_sector,
+    candidate_versions,
+    guest_name,
+)
 
 
 def test_boot_sector_shape() -> None:
@@ -41,3 +53,36 @@ def test_linux_guest_disks(tmp_path: object) -> None:
         capture_output=True,
     )
     assert guest.kernel.stat().st_size > 1_000_000 and guest.initrd.stat().st_size > 100_000
+
+
+def test_agent_guest_key_changes_with_any_package_version() -> None:
+    kernel = "6.1.0-57-cloud-amd64"
+    versions = {"qemu-guest-agent": "1:7.2+dfsg-7+deb12u18+b3", "libc6": "2.36-9+deb12u14",
+                "base-files": "12.4+deb12u15"}
+    name = guest_name(kernel, "agent", MARKER, versions)
+    assert name == guest_name(kernel, "agent", MARKER, dict(reversed(versions.items())))
+    for package, version in versions.items():
+        assert guest_name(kernel, "agent", MARKER, {**versions, package: f"{version}+b1"}) != name
+    # the other modes keep their names (and so their caches)
+    assert guest_name(kernel, "net", MARKER) == f"linux-{GUEST_REVISION}-{kernel}-net-{MARKER}"
+
+
+def _debugfs(disk: str, offset: int, request: str) -> str:
+    return subprocess.run(["debugfs", "-R", request, f"{disk}?offset={offset}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_agent_guest_root() -> None:
+    guest = GuestBuilder().linux(mode="agent")
+    pinned = candidate_versions((*AGENT_PACKAGES, "busybox-static"))
+    assert guest.raw.parent.name == guest_name(guest.kernel_version, "agent", MARKER, pinned)
+    table = json.loads(subprocess.run(["sfdisk", "--json", str(guest.raw)], check=True,
+                                      capture_output=True, text=True).stdout)
+    boot, root = table["partitiontable"]["partitions"]
+    assert boot.get("bootable") is True and root["type"] == "83"
+    at = root["start"] * 512
+    os_release = _debugfs(str(guest.raw), at, "cat /etc/os-release")
+    assert 'ID=debian' in os_release and 'VERSION_ID="12"' in os_release
+    assert "Mode:  0755" in _debugfs(str(guest.raw), at, "stat /usr/sbin/qemu-ga")
+    assert _debugfs(str(guest.raw), at, "cat /sbin/shutdown") == SHUTDOWN
+    assert "libglib-2.0.so.0" in _debugfs(str(guest.raw), at, "ls -l /lib/x86_64-linux-gnu")

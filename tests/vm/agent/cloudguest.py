@@ -1,4 +1,4 @@
-"""The Debian cloud guest (cloud-init, SSH, qemu-guest-agent) as a raw ``disk.img``.
+"""The Debian cloud guest (cloud-init, SSH, qemu-guest-agent): its qcow2's path.
 
 The image is ``rootdisk.cloudguest``'s (built and cached by it); ``ROOTDISK_CLOUD_GUEST``
 may name a qcow2 of it instead (a cache made elsewhere). The test fails, with the reason,
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,3 @@ def cloud_guest_qcow2() -> Path:
                     "ROOTDISK_CLOUD_GUEST names no image")
     return Path(module.build_cloud_guest())
 
-
-def raw_disk(target: Path) -> Path:
-    """The guest converted (sparse) into ``target``."""
-    subprocess.run(["qemu-img", "convert", "-O", "raw", str(cloud_guest_qcow2()),
-                    str(target)], check=True, timeout=300)
-    return target

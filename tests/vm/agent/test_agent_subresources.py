@@ -66,10 +66,11 @@ def test_guest_agent_status_and_subresources(cluster: tuple[Any, Client, int],  
         _place(kube, ns, name, node=NODE, handler_port=handler.port)
 
         def sync() -> dict[str, Any]:
-            handler_kube.sync(
-                kube, kube.get_or_none(VMIS, name, ns), socket_dir=str(run.socket_root),
-                              shut=set())
-            got: dict[str, Any] = kube.get_or_none(VMIS, name, ns)
+            current = kube.get_or_none(VMIS, name, ns)
+            assert current is not None
+            handler_kube.sync(kube, current, socket_dir=str(run.socket_root), shut=set())
+            got = kube.get_or_none(VMIS, name, ns)
+            assert got is not None
             return got
 
         st = sync()["status"]
