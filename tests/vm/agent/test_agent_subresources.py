@@ -27,6 +27,8 @@ from tests.vm.test_console_relay import NODE, HandlerThread, _place, _vmi
 from tests.vm.test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
 from vm.handler import kube as handler_kube
 
+BOOT_WAIT = 120  # the small guest boots in seconds under TCG; a broken one fails in time
+
 
 def call(server: Any, method: str, path: str) -> tuple[int, dict[str, Any]]:
     ctx = ssl.create_default_context(cafile=str(server.ca_path))
@@ -78,7 +80,7 @@ def test_guest_agent_status_and_subresources(cluster: tuple[Any, Client, int],  
         for sub in ("guestosinfo", "userlist", "filesystemlist"):
             code, body = call(server, "GET", f"{base}/{sub}")
             assert (code, body["message"]) == (409, "VMI does not have guest agent connected")
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + BOOT_WAIT
         while True:
             st = sync()["status"]
             conds = {c["type"]: c for c in st["conditions"]}
@@ -112,7 +114,7 @@ def test_guest_agent_status_and_subresources(cluster: tuple[Any, Client, int],  
 
         boots = run.console_text().count("SYSLINUX ")
         assert call(server, "PUT", f"{base}/softreboot")[0] == 200
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + BOOT_WAIT
         while run.console_text().count("SYSLINUX ") <= boots:
             assert time.monotonic() < deadline, run.console_text()[-2000:]
             time.sleep(0.2)

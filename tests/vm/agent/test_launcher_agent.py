@@ -18,6 +18,7 @@ from tests.vm.launcher.harness import Launch, make_vmi
 from vm.launcher import client
 
 FAST_POLL = {"AGENT_POLL_SCALE": "0.05"}  # ping each 0.1 s, groups from 0.5 s on
+BOOT_WAIT = 120  # the small guest boots in seconds under TCG; a broken one fails in time
 
 
 def wait_guestinfo(run: Launch, ok: Callable[[dict[str, Any]], bool], timeout: float,
@@ -54,7 +55,7 @@ def test_agent_facts_and_softreboot_through_the_agent(
     run.wait_for_state("running")
     assert client.guestinfo(run.socket)["connected"] is False  # not booted yet
     info = wait_guestinfo(run, lambda i: bool(i["connected"] and i["interfaces"] and i["timezone"]),
-                          240)
+                          BOOT_WAIT)
     assert info["os"]["id"] == "debian" and info["os"]["versionId"] == "12"
     assert info["guestAgentVersion"]
     assert {c["name"] for c in info["supportedCommands"]} >= {"guest-ping", "guest-shutdown"}
@@ -65,7 +66,7 @@ def test_agent_facts_and_softreboot_through_the_agent(
     assert domain_if["mac"] in macs, (domain_if, info["interfaces"])
     assert boots(run) == 1
     assert run.request({"cmd": "softreboot"}) == {"ok": True}
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + BOOT_WAIT
     while boots(run) < 2:
         assert time.monotonic() < deadline, run.console_text()[-3000:]
         assert run.proc is not None and run.proc.poll() is None, run.log()
