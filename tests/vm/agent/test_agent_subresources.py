@@ -21,7 +21,6 @@ import pytest
 from kubeclient import Client
 from kubeclient.resources import VMIS
 from tests.fixtures.guests import AGENT_HOSTNAME, LinuxGuest
-from tests.vm.launcher.conftest import linux_guest_agent  # noqa: F401  (session fixture)
 from tests.vm.launcher.harness import Launch
 from tests.vm.test_console_relay import NODE, HandlerThread, _place, _vmi
 from tests.vm.test_virtapi import cluster  # noqa: F401  (module fixture: server + virt-api)
@@ -45,7 +44,7 @@ def call(server: Any, method: str, path: str) -> tuple[int, dict[str, Any]]:
 
 @pytest.mark.slow
 def test_guest_agent_status_and_subresources(cluster: tuple[Any, Client, int],  # noqa: F811
-                                             linux_guest_agent: LinuxGuest,  # noqa: F811
+                                             linux_guest_agent: LinuxGuest,
                                              tmp_path: Path) -> None:
     server, kube, _ = cluster
     ns, name = "default", f"ga-{uuid.uuid4().hex[:6]}"

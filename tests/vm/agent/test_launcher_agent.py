@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.guests import LinuxGuest
-from tests.vm.launcher.conftest import launch, linux_guest_agent  # noqa: F401  (fixtures)
+from tests.vm.launcher.conftest import launch  # noqa: F401  (the launcher fixture)
 from tests.vm.launcher.harness import Launch, make_vmi
 from vm.launcher import client
 
@@ -42,7 +42,7 @@ def boots(run: Launch) -> int:
 @pytest.mark.parametrize("driver", ["qemu", "libvirt"])
 def test_agent_facts_and_softreboot_through_the_agent(
     launch: Callable[..., Launch],  # noqa: F811
-    linux_guest_agent: LinuxGuest,  # noqa: F811
+    linux_guest_agent: LinuxGuest,
     driver: str,
 ) -> None:
     if not shutil.which("qemu-system-x86_64"):

@@ -76,8 +76,3 @@ def loop_with_boot_sector(boot_sectors: dict[str, Path], tmp_path: Path) -> Iter
 @pytest.fixture(scope="session")
 def linux_guest_net() -> LinuxGuest:
     return GuestBuilder().linux(mode="net")
-
-
-@pytest.fixture(scope="session")
-def linux_guest_agent() -> LinuxGuest:
-    return GuestBuilder().linux(mode="agent")
