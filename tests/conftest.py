@@ -4,4 +4,5 @@
 pytest_plugins = [
     "tests.fixtures.plugin",
     "tests.fixtures.parallel",
+    "tests.fixtures.prefetch",
 ]

@@ -38,7 +38,7 @@ def test_n(n, started, request):
     with (Path(os.environ["RECORD_DIR"]) / worker).open("a") as f:
         f.write(request.node.nodeid + "\\n")
 """
-def suite(tmp_path: Path) -> Path:
+def suite(tmp_path: Path, groups: str = '{"test_b.py": "g", "test_d.py": "g"}') -> Path:
     root = tmp_path / "suite"
     root.mkdir()
     (root / "conftest.py").write_text(
@@ -46,7 +46,7 @@ def suite(tmp_path: Path) -> Path:
         "def pytest_configure(config):\n"
         "    from tests.fixtures import parallel\n"
         '    parallel.LONGEST_FIRST = ("test_b.py",)\n'
-        '    parallel.GROUPS = {"test_b.py": "g", "test_d.py": "g"}\n'
+        f'    parallel.GROUPS = {groups}\n'
         '    config.addinivalue_line("markers", "e2e: e2e")\n'
         '    config.addinivalue_line("markers", "slow: slow")\n')
     (root / "test_a.py").write_text(RECORD)
@@ -85,14 +85,27 @@ def test_a_module_and_a_group_stay_on_one_worker(tmp_path: Path) -> None:
     assert sorted(starts) == ["test_a", "test_b", "test_c", "test_d"]  # once each
 
 
-def test_the_order_is_measured_then_e2e_then_slow_then_the_rest(tmp_path: Path) -> None:
-    root = suite(tmp_path)  # its conftest names test_b.py as measured
-    out = run(root, tmp_path / "rec", "--collect-only")
+def collected_modules(out: subprocess.CompletedProcess[str]) -> list[str]:
     assert out.returncode == 0, out.stdout + out.stderr
     modules: list[str] = []
     for line in out.stdout.splitlines():
         module = line.split("::")[0]
         if "::" in line and (not modules or modules[-1] != module):
             modules.append(module)
-    assert modules == ["test_b.py", "test_d.py", "test_c.py", "test_a.py"], out.stdout
+    return modules
+
+
+def test_the_order_is_measured_then_e2e_then_slow_then_the_rest(tmp_path: Path) -> None:
+    root = suite(tmp_path)  # its conftest names test_b.py as measured
+    out = run(root, tmp_path / "rec", "--collect-only")
+    assert collected_modules(out) == ["test_b.py", "test_d.py", "test_c.py", "test_a.py"]
+
+
+def test_a_group_starts_where_its_first_module_would_and_keeps_its_own_order(
+        tmp_path: Path) -> None:
+    # test_b.py is measured (first), test_d.py e2e, test_c.py slow: the group (c, then b,
+    # as GROUPS lists them) starts first, in its own order; test_d.py and test_a.py follow
+    root = suite(tmp_path, groups='{"test_c.py": "g", "test_b.py": "g"}')
+    out = run(root, tmp_path / "rec", "--collect-only")
+    assert collected_modules(out) == ["test_c.py", "test_b.py", "test_d.py", "test_a.py"]
 

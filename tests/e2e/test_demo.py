@@ -13,7 +13,7 @@ from localcluster.cluster import is_running, read_pid
 from rootdisk import codeprint
 from tests.localcluster.clusterkit import needs_root
 
-pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.cloud_guest]
 ROOT = Path(__file__).resolve().parents[2]
 
 

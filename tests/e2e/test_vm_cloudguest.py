@@ -38,7 +38,7 @@ from tests.vm.agent.cloudguest import cloud_guest_qcow2
 from vm import nodeports
 from vm.domain.podnet import node_port
 
-pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e,
+pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.cloud_guest,
               pytest.mark.timeout(1200)]  # the first to run boots the VM in its set-up
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "cg"

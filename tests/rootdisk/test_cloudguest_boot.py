@@ -22,7 +22,7 @@ import pytest
 from rootdisk.cloudguest import build_cloud_guest, read_manifest
 from tests.fixtures.cloudvm import CloudVM, agent_exec, keypair, seed_iso, user_data
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.cloud_guest, pytest.mark.timeout(900)]
 USER = "tester"
 RUNCMD_FILE = "/var/tmp/rootdisk-runcmd"
 RUNCMD_TEXT = "user-data-ran"
