@@ -11,11 +11,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PYTEST_ARGS ?=
-# pytest-xdist workers (docs/testing.md: what a test must do to run beside others): three,
-# one for the modules that boot guests under TCG, one for the rest, and a third that
-# starts once the Debian guest's modules are done (tests/fixtures/parallel.py);
-# PYTEST_WORKERS=0 runs the suite in this process, one test at a time.
-PYTEST_WORKERS ?= 3
+# pytest-xdist workers (docs/testing.md: what a test must do to run beside others): two,
+# one for the modules that boot guests under TCG, one for the rest; PYTEST_WORKERS=0 runs
+# the suite in this process, one test at a time.
+PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup apt test lint pytest demo bench clean

@@ -1,8 +1,7 @@
-"""tests/fixtures/parallel.py on a small suite of its own, run by a real pytest with the
+"""tests/fixtures/parallel.py on a small suite of its own, run by a real pytest with two
 xdist workers as ``make test`` runs them: a module's tests all run on one worker (its
 module-scoped fixture starts once), the modules of a group run on one worker, and the
-measured longest modules come first, then e2e, then slow, then the rest; a third worker
-starts once the heavy modules are done."""
+measured longest modules come first, then e2e, then slow, then the rest."""
 
 from __future__ import annotations
 
@@ -10,22 +9,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def makefile_args(workers: int = 2) -> list[str]:
-    """The arguments ``make test`` gives pytest with ``workers`` workers (``make -n``)."""
-    out = subprocess.run(["make", "-s", "-n", "pytest", f"PYTEST_WORKERS={workers}"], cwd=ROOT,
+def makefile_args() -> list[str]:
+    """The arguments ``make test`` gives pytest with two workers (from ``make -n``)."""
+    out = subprocess.run(["make", "-s", "-n", "pytest", "PYTEST_WORKERS=2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=True).stdout
     line = next(x for x in out.splitlines() if x.startswith(".venv/bin/pytest "))
     return line.split()[1:]
 RECORD = """
 import os
 from pathlib import Path
-
-import pytest
 
 import pytest
 
@@ -114,56 +109,3 @@ def test_a_group_starts_where_its_first_module_would_and_keeps_its_own_order(
     out = run(root, tmp_path / "rec", "--collect-only")
     assert collected_modules(out) == ["test_c.py", "test_b.py", "test_d.py", "test_a.py"]
 
-
-
-TIMED = """
-import os
-import time
-from pathlib import Path
-
-import pytest
-
-import pytest
-
-
-@pytest.mark.parametrize("n", range(4))
-def test_n(n, request):
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    start = time.time()
-    time.sleep(float(os.environ.get("TEST_SECONDS", "0.3")))
-    with (Path(os.environ["RECORD_DIR"]) / "times").open("a") as f:
-        f.write(f"{worker} {request.node.nodeid} {start} {time.time()}\\n")
-"""
-
-
-def test_a_late_worker_starts_once_the_heavy_modules_are_done(tmp_path: Path) -> None:
-    """With three workers, the third runs nothing while a test of a HEAVY module is left
-    (here test_h1.py and test_h2.py, each on a worker of its own), then takes its share."""
-    root = tmp_path / "suite"
-    root.mkdir()
-    (root / "conftest.py").write_text(
-        'pytest_plugins = ["tests.fixtures.parallel"]\n'
-        "def pytest_configure(config):\n"
-        "    from tests.fixtures import parallel\n"
-        '    parallel.LONGEST_FIRST = ("test_h1.py", "test_h2.py")\n'
-        '    parallel.HEAVY = ("test_h1.py", "test_h2.py")\n'
-        "    parallel.GROUPS = {}\n")
-    for name in ("test_h1.py", "test_h2.py", *(f"test_l{i}.py" for i in range(8))):
-        (root / name).write_text(TIMED)
-    record = tmp_path / "rec"
-    out = run(root, record, *makefile_args(3))
-    assert out.returncode == 0, out.stdout + out.stderr
-    rows = [line.split() for line in (record / "times").read_text().splitlines()]
-    heavy_end = max(float(end) for _, nodeid, _, end in rows if "test_h" in nodeid)
-    late = [float(start) for worker, _, start, _ in rows if worker == "gw2"]
-    assert late, rows  # the third worker had work
-    assert min(late) >= heavy_end, (min(late), heavy_end)
-
-
-def test_heavy_names_the_modules_marked_cloud_guest(request: pytest.FixtureRequest) -> None:
-    """Among the modules this session collected (all of them in `make test`)."""
-    from tests.fixtures import parallel
-    marked = {item.nodeid.split("::")[0] for item in request.session.items
-              if item.get_closest_marker("cloud_guest") is not None}
-    collected = {item.nodeid.split("::")[0] for item in request.session.items}
-    assert marked == set(parallel.HEAVY) & collected, (marked, parallel.HEAVY)
