@@ -6,7 +6,11 @@ with any of its packages' versions."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from tests.fixtures.guests import (
     AGENT_PACKAGES,
@@ -14,7 +18,9 @@ from tests.fixtures.guests import (
     MARKER,
     SHUTDOWN,
     GuestBuilder,
+    GuestBuildError,
     LinuxGuest,
+    _library,
     boot_sector,
     candidate_versions,
     guest_name,
@@ -86,3 +92,19 @@ def test_agent_guest_root() -> None:
     assert "Mode:  0755" in _debugfs(str(guest.raw), at, "stat /usr/sbin/qemu-ga")
     assert _debugfs(str(guest.raw), at, "cat /sbin/shutdown") == SHUTDOWN
     assert "libglib-2.0.so.0" in _debugfs(str(guest.raw), at, "ls -l /lib/x86_64-linux-gnu")
+
+
+def test_a_library_link_leaving_the_extracted_packages_is_not_followed(tmp_path: Path) -> None:
+    """The agent guest's libraries come from the packages extracted into a tree; a link
+    there with ".." pointing at a file of this host is refused, not copied into the guest."""
+    tree, host = tmp_path / "pkgs", tmp_path / "host"
+    lib = tree / "usr" / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    host.mkdir()
+    (lib / "libz.so.1.2.13").write_bytes(b"in the package")
+    (lib / "libz.so.1").symlink_to("libz.so.1.2.13")
+    assert _library(tree, "libz.so.1") == lib / "libz.so.1.2.13"
+    (host / "libhost.so").write_bytes(b"the host's")
+    (lib / "libhost.so.1").symlink_to(os.path.relpath(host / "libhost.so", lib))
+    with pytest.raises(GuestBuildError, match=r"no libhost\.so\.1 in the packages"):
+        _library(tree, "libhost.so.1")
