@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vm import podnetwork
 from vm.controller.views import Condition
 from vm.launcher import agent_facts
 
@@ -40,12 +41,6 @@ def _strings(value: Any, limit: int) -> list[str]:
     return [v[:agent_facts.MAX_TEXT] for v in value[:limit] if isinstance(v, str)]
 
 
-def _masquerade(vmi: Mapping[str, Any]) -> set[str]:
-    spec = vmi.get("spec") or {}
-    ifaces = ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
-    return {str(i.get("name")) for i in ifaces if isinstance(i, Mapping) and "masquerade" in i}
-
-
 def _keep_ip(ip: str, masquerade: bool) -> bool:
     if not masquerade:
         return True
@@ -53,11 +48,6 @@ def _keep_ip(ip: str, masquerade: bool) -> bool:
         return not ipaddress.ip_address(ip.split("%")[0]).is_link_local
     except ValueError:
         return False
-
-
-def _pod_networks(vmi: Mapping[str, Any]) -> set[str]:
-    nets = (vmi.get("spec") or {}).get("networks") or []
-    return {str(n.get("name")) for n in nets if isinstance(n, Mapping) and "pod" in n}
 
 
 def merge_interfaces(*, vmi: Mapping[str, Any], old: Sequence[Any],
@@ -74,7 +64,9 @@ def merge_interfaces(*, vmi: Mapping[str, Any], old: Sequence[Any],
     for g in guest:
         if isinstance(g, Mapping) and isinstance(g.get("mac"), str):
             by_mac.setdefault(g["mac"].lower(), g)
-    masq, pod = _masquerade(vmi), _pod_networks(vmi)
+    spec = vmi.get("spec") or {}
+    masq = podnetwork.masquerade_interfaces(spec)
+    pod = set(podnetwork.pod_networks(spec))
     out: list[dict[str, Any]] = []
     matched: set[str] = set()
     for d in domain:

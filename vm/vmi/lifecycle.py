@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from vm import podnetwork
 from vm.controller.views import Condition
 from vm.vmi.claims import Readiness
 
@@ -198,19 +199,12 @@ def decide(*, phase: str, launcher: PodView | None, binding: PodView | None,
 def interfaces(spec: Mapping[str, Any], pod_ip: str) -> list[dict[str, Any]]:
     """``status.interfaces``: a pod-network interface has the launcher pod's address
     (masquerade, upstream's default binding); other networks are not reported. A VMI
-    with neither networks nor interfaces gets upstream's defaulted pod network
-    ``default`` unless ``autoattachPodInterface`` is false."""
-    out = []
-    devices = (spec.get("domain") or {}).get("devices") or {}
-    networks = spec.get("networks") or []
-    if (not networks and not devices.get("interfaces")
-            and devices.get("autoattachPodInterface", True) is not False):
-        networks = [{"name": "default", "pod": {}}]
-    for net in networks:
-        if isinstance(net, Mapping) and "pod" in net and pod_ip:
-            out.append({"name": str(net.get("name") or "default"), "ipAddress": pod_ip,
-                        "ipAddresses": [pod_ip], "infoSource": "domain"})
-    return out
+    with neither networks nor interfaces has upstream's defaulted pod network
+    (:mod:`vm.podnetwork`)."""
+    if not pod_ip:
+        return []
+    return [{"name": name, "ipAddress": pod_ip, "ipAddresses": [pod_ip], "infoSource": "domain"}
+            for name in podnetwork.pod_networks(spec)]
 
 
 def keep_handler_fields(new: list[dict[str, Any]], old: list[Any]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vm import podnetwork
 from vm.webhooks.problem import Problem
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "guestAgentPing")
@@ -19,19 +20,6 @@ TIMING = ("initialDelaySeconds", "periodSeconds", "timeoutSeconds", "successThre
           "failureThreshold")
 MINIMUM = {"initialDelaySeconds": 0, "periodSeconds": 1, "timeoutSeconds": 1,
            "successThreshold": 1, "failureThreshold": 1}
-
-
-def _has_pod_network(spec: Mapping[str, Any]) -> bool:
-    networks = spec.get("networks")
-    if not networks:
-        # upstream's mutating webhook gives such a VMI the default pod network
-        domain = spec.get("domain")
-        devices = domain.get("devices") if isinstance(domain, Mapping) else None
-        if not isinstance(devices, Mapping):
-            return True
-        return not devices.get("interfaces") and devices.get("autoattachPodInterface") \
-            is not False
-    return any(isinstance(n, Mapping) and n.get("pod") is not None for n in networks)
 
 
 def _one(probe: Any, f: str, *, pod_network: bool, liveness: bool,
@@ -74,7 +62,7 @@ def _one(probe: Any, f: str, *, pod_network: bool, liveness: bool,
 
 def probe_problems(spec: Mapping[str, Any], at: str) -> list[Problem]:
     out: list[Problem] = []
-    pod_network = _has_pod_network(spec)
+    pod_network = bool(podnetwork.pod_networks(spec))
     for key in ("readinessProbe", "livenessProbe"):
         _one(spec.get(key), f"{at}.{key}", pod_network=pod_network,
              liveness=key == "livenessProbe", out=out)

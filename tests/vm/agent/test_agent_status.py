@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from vm import podnetwork
 from vm.controller.views import Condition
 from vm.handler.guestagent import from_guestinfo, merge_interfaces
 from vm.launcher.agent_facts import REQUIRED_COMMANDS
@@ -88,3 +91,51 @@ def test_the_vmi_controller_keeps_what_the_handler_added_and_they_agree() -> Non
     assert again == handler  # no tug of war between the two writers
     moved = keep_handler_fields(interfaces(VMI["spec"], "10.244.0.9"), handler)
     assert moved[0]["ipAddress"] == "10.244.0.9" and moved[0]["interfaceName"] == "enp1s0"
+
+
+DEFAULTED: dict[str, Any] = {"domain": {"devices": {}}}  # upstream defaults the pod network
+NO_AGENT = {"connected": False, "domainInterfaces": [{"name": "default", "mac": MAC}]}
+
+
+@pytest.mark.parametrize("spec", [VMI["spec"], DEFAULTED], ids=["declared", "defaulted"])
+@pytest.mark.parametrize("answer", [info(), NO_AGENT], ids=["agent", "no-agent"])
+def test_the_two_writers_of_status_interfaces_reach_a_fixed_point(
+        spec: dict[str, Any], answer: dict[str, Any]) -> None:
+    """The VMI controller (the pod's address) and the node handler (the domain's and the
+    agent's view) write ``status.interfaces`` in turn, as each reacts to the other's write:
+    after one round neither changes it, and the pod network's interface keeps the pod's
+    address. A VMI that declares no network once flipped the address away and back
+    several times a second for as long as it ran (the handler did not know upstream's
+    defaulted pod network)."""
+    status: dict[str, Any] = {}
+    writes = []
+    for _ in range(3):
+        status["interfaces"] = keep_handler_fields(interfaces(spec, "10.244.0.7"),
+                                                   status.get("interfaces") or [])
+        writes.append(status["interfaces"])
+        vmi = {"metadata": {"uid": "u1"}, "spec": spec, "status": status}
+        status["interfaces"] = from_guestinfo(vmi=vmi, info=answer).interfaces
+        writes.append(status["interfaces"])
+    assert all(w == writes[1] for w in writes[1:]), writes
+    [pod] = [i for i in writes[-1] if i.get("name") == "default"]
+    assert (pod["ipAddress"], pod["ipAddresses"]) == ("10.244.0.7", ["10.244.0.7"])
+    assert pod["mac"] == MAC
+
+
+@pytest.mark.parametrize(("spec", "networks", "masquerade"), [
+    ({}, ["default"], {"default"}),
+    (DEFAULTED, ["default"], {"default"}),
+    ({"domain": {"devices": {"autoattachPodInterface": False}}}, [], set()),
+    (VMI["spec"], ["default"], {"default"}),
+    ({"networks": [{"name": "p", "pod": {}}, {"name": "m", "multus": {}},
+                   {"name": "x", "pod": None}],
+      "domain": {"devices": {"interfaces": [{"name": "p", "masquerade": {}},
+                                            {"name": "m", "bridge": {}}]}}},
+     ["p"], {"p"}),
+    ({"networks": [], "domain": {"devices": {"interfaces": [{"name": "a", "bridge": {}}]}}},
+     [], set()),
+])
+def test_the_pod_network_as_upstream_defaults_it(
+        spec: dict[str, Any], networks: list[str], masquerade: set[str]) -> None:
+    assert podnetwork.pod_networks(spec) == networks
+    assert podnetwork.masquerade_interfaces(spec) == masquerade
