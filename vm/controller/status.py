@@ -89,9 +89,16 @@ def conditions(i: StatusInput) -> list[Condition]:
 
 def merge_conditions(*, new: Sequence[Condition], old: Sequence[Mapping[str, Any]],
                      now: str) -> list[dict[str, Any]]:
-    """Conditions as API dicts; lastTransitionTime kept from ``old`` when unchanged."""
+    """Conditions as API dicts; lastTransitionTime kept from ``old`` when unchanged.
+
+    A condition ``old`` has keeps its place there and a new one goes after them (as
+    upstream's condition manager updates in place and appends): two controllers that
+    each write some of an object's conditions, in orders of their own, then agree on
+    the list. (The VMI controller put the guest agent's condition first, the node handler
+    last; each write woke the other, several times a second for as long as a VM with an
+    agent ran.)"""
     before = {str(c.get("type")): c for c in old if isinstance(c, Mapping)}
-    out = []
+    made: dict[str, dict[str, Any]] = {}
     for c in new:
         prev = before.get(c.type)
         stamp = now
@@ -104,8 +111,9 @@ def merge_conditions(*, new: Sequence[Condition], old: Sequence[Mapping[str, Any
             d["reason"] = c.reason
         if c.message:
             d["message"] = c.message
-        out.append(d)
-    return out
+        made[c.type] = d
+    order = [t for t in before if t in made] + [t for t in made if t not in before]
+    return [made[t] for t in order]
 
 
 def vm_status(i: StatusInput, *, old: Mapping[str, Any], now: str) -> dict[str, Any]:
