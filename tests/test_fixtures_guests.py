@@ -1,7 +1,7 @@
 """The guest fixtures are what they claim: a valid MBR boot sector with the marker, a
 partitioned, bootable Linux disk in raw and qcow2 with the same content, and the agent
-guest's ext4 root holding Debian's qemu-ga and os-release, cached under a key that changes
-with any of its packages' versions."""
+guest's ext4 root holding Debian's qemu-ga and os-release and an init that counts the
+disk's boots on it, cached under a key that changes with any of its packages' versions."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.guests import (
+    AGENT_BOOT,
+    AGENT_BOOTS,
     AGENT_PACKAGES,
     GUEST_REVISION,
     MARKER,
@@ -92,6 +94,30 @@ def test_agent_guest_root() -> None:
     assert "Mode:  0755" in _debugfs(str(guest.raw), at, "stat /usr/sbin/qemu-ga")
     assert _debugfs(str(guest.raw), at, "cat /sbin/shutdown") == SHUTDOWN
     assert "libglib-2.0.so.0" in _debugfs(str(guest.raw), at, "ls -l /lib/x86_64-linux-gnu")
+
+
+def test_agent_guest_counts_its_boots_on_its_root(tmp_path: Path) -> None:
+    """The init on the agent guest's root appends a line to a file on that root at each
+    boot and prints the count before the marker; the built root holds no count yet (a
+    first boot says n=1). The init's counting lines run here under the guest's own
+    busybox, against a file of this test for the root's and stdout for the console."""
+    guest = GuestBuilder().linux(mode="agent")
+    table = json.loads(subprocess.run(["sfdisk", "--json", str(guest.raw)], check=True,
+                                      capture_output=True, text=True).stdout)
+    at = table["partitiontable"]["partitions"][1]["start"] * 512
+    init = _debugfs(str(guest.raw), at, "cat /sbin/init")
+    counting = [line for line in init.splitlines() if AGENT_BOOTS in line]
+    assert len(counting) == 2 and "sync" in counting[0] and f"{AGENT_BOOT} n=" in counting[1]
+    assert init.index(counting[1]) < init.index(f"echo {MARKER} > /dev/ttyS0")
+    listing = _debugfs(str(guest.raw), at, "ls -l /var/lib")
+    assert AGENT_BOOTS.rsplit("/", 1)[1] not in listing and ".." in listing
+    _debugfs(str(guest.raw), at, f"dump -p /bin/busybox {tmp_path / 'busybox'}")
+    script = "\n".join(counting).replace(AGENT_BOOTS, str(tmp_path / "boots")).replace(
+        "/dev/ttyS0", "/dev/stdout")
+    said = [subprocess.run([str(tmp_path / "busybox"), "sh", "-c", script], check=True,
+                           capture_output=True, text=True, timeout=30).stdout
+            for _ in range(2)]
+    assert said == [f"{AGENT_BOOT} n=1\n", f"{AGENT_BOOT} n=2\n"]
 
 
 def test_a_library_link_leaving_the_extracted_packages_is_not_followed(tmp_path: Path) -> None:

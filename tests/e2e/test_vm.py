@@ -1,9 +1,12 @@
 """VirtualMachines on `rootdisk up`, every component a pod from manifests/: the root disk
 imported by a dataVolumeTemplate from the test HTTP server, the guest booted by the
-launcher, its marker on the console; start/stop/restart through the subresource API."""
+launcher, its marker on the console; start/stop/restart through the subresource API; an
+``ephemeral`` root over a golden claim loses the guest's writes at a restart while the
+claim's bytes stay (the small agent guest, which counts its boots on its root)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,8 +17,9 @@ from kubeclient import Client, resources
 from localcluster.cluster import Cluster
 from localcluster.workloads.apply import apply_manifests
 from tests.e2e import kit, vmkit
-from tests.fixtures.guests import MARKER, write_boot_sector_disk
+from tests.fixtures.guests import AGENT_BOOT, MARKER, GuestBuilder, write_boot_sector_disk
 from tests.fixtures.httpserver import HttpServer
+from tests.fixtures.images import sha256
 from tests.localcluster.clusterkit import needs_root, wait_for
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e]
@@ -175,3 +179,50 @@ def test_a_failing_liveness_probe_replaces_the_vmi(kube: Client, ns: str,
         (e.get("reason"), e.get("message")) for e in events]
     assert any(e.get("reason") == "Killing" and "failed liveness probe" in e["message"]
                for e in events)
+
+
+def _boots(cluster: Cluster, ns: str, name: str) -> list[str]:
+    """The boot counts the VM's current VMI printed on its console (whole lines only)."""
+    log = vmkit.cli(cluster, "console", name, "-n", ns, "--log").stdout
+    return re.findall(rf"{AGENT_BOOT} n=(\d+)\r?\n", log)
+
+
+@pytest.mark.timeout(900)
+def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
+        cluster: Cluster, kube: Client, ns: str, http_server: HttpServer) -> None:
+    """A VM whose root is ``ephemeral`` over a golden claim: the guest's writes go to an
+    overlay that goes with the VMI. The agent guest appends a line to a file on its root
+    at each boot and prints how many there are: after `rootdisk restart` the new VMI's
+    guest says n=1 again (a persistent root would say n=2), and the claim's volume file
+    has the SHA-256 it had before the first boot (the launcher mounts it read-only)."""
+    url = http_server.publish(GuestBuilder().linux(mode="agent").qcow2, "agent.qcow2")
+    kube.create(kit.DVS, kit.datavolume("golden", {"http": {"url": url}}, storage={
+        "storageClassName": "local-immediate",  # bound at once: kit.volume_path finds it
+        "resources": {"requests": {"storage": "128Mi"}}}), ns)
+    kit.wait_dv(kube, ns, "golden", ("Succeeded",), timeout=240)
+    image = kit.volume_path(kube, kube.get(resources.PVCS, "golden", ns))
+    before = sha256(Path(image))
+    kube.create(vmkit.VMS, {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "eph"},
+        "spec": {"runStrategy": "Always", "template": {"spec": {
+            "terminationGracePeriodSeconds": 5,
+            "domain": {"resources": {"requests": {"memory": "256Mi"}},
+                       "devices": {"disks": [{"name": "root", "bootOrder": 1,
+                                              "disk": {"bus": "virtio"}}]}},
+            "volumes": [{"name": "root", "ephemeral": {
+                "persistentVolumeClaim": {"claimName": "golden"}}}]}}}}, ns)
+    try:
+        vmkit.wait_printable(kube, ns, "eph", "Running", timeout=240)
+        first = vmkit.vmi_uid(kube, ns, "eph")
+        assert wait_for(lambda: _boots(cluster, ns, "eph"), timeout=120,
+                        what=f"{AGENT_BOOT} on the first VMI's console") == ["1"]
+        out = vmkit.cli(cluster, "restart", "eph", "-n", ns)
+        assert out.returncode == 0, out.stderr
+        wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") not in ("", first), timeout=180,
+                 what="a new VMI after the restart")
+        vmkit.wait_printable(kube, ns, "eph", "Running", timeout=180)
+        assert wait_for(lambda: _boots(cluster, ns, "eph"), timeout=120,
+                        what=f"{AGENT_BOOT} on the new VMI's console") == ["1"]
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
+    assert sha256(Path(image)) == before

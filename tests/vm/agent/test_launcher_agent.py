@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.guests import LinuxGuest
+from tests.fixtures.guests import AGENT_BOOT, LinuxGuest
 from tests.vm.launcher.conftest import launch  # noqa: F401  (the launcher fixture)
 from tests.vm.launcher.harness import Launch, make_vmi
 from vm.launcher import client
@@ -65,6 +65,7 @@ def test_agent_facts_and_softreboot_through_the_agent(
     macs = {i["mac"]: i for i in info["interfaces"]}
     assert domain_if["mac"] in macs, (domain_if, info["interfaces"])
     assert boots(run) == 1
+    assert f"{AGENT_BOOT} n=1" in run.console_text()  # printed before the agent starts
     assert run.request({"cmd": "softreboot"}) == {"ok": True}
     deadline = time.monotonic() + BOOT_WAIT
     while boots(run) < 2:
