@@ -1,4 +1,7 @@
-"""`make demo` is itself tested: its whole flow on its own `rootdisk up`, then STOP=1."""
+"""`make demo` is itself tested: its whole flow on its own `rootdisk up`, then STOP=1.
+
+Its VM is the suite's Debian cloud guest booted with its root and its cloud-init seed on
+virtio disks (virtio-blk); tests/e2e/test_vm_cloudguest.py boots it from SATA."""
 
 from __future__ import annotations
 

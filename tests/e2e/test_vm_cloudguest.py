@@ -1,26 +1,35 @@
-"""The Debian cloud guest on `rootdisk up`: one VM, booted under TCG once for the
-module's two tests (a boot of this guest costs minutes of the suite's two cores).
+"""The Debian cloud guest on `rootdisk up`: one VM, booted under TCG once for every test
+of the module (a boot of this guest costs minutes of the suite's two cores).
 
-The VM's root is ``ephemeral`` over a golden claim a DataVolume imported; its user-data
-comes from a Secret (``secretRef``) with ``networkData`` (an extra route on the NIC
+The VM's root is ``ephemeral`` over a golden claim a DataVolume imported, on ``bus:
+sata`` (AHCI); its cloudInitNoCloud volume is a ``cdrom`` on ``bus: sata``, its
+user-data from a Secret (``secretRef``) with ``networkData`` (an extra route on the NIC
 matched by its MAC); a readiness probe runs in the guest through the agent (exec).
-- The guest agent connects: AgentConnected, guestOSInfo, and virt-api's guestosinfo and
-  filesystemlist subresources through the API server.
+- The guest agent connects on its virtio-serial port: AgentConnected, guestOSInfo, and
+  virt-api's guestosinfo and filesystemlist subresources through the API server.
 - The probe gates the VMI's Ready condition both ways; the user-data and networkData are
   applied in the guest; a Service selecting the VM's labels lists it as ready only while
   the probe passes; an SSH login works through `rootdisk ssh`, through that Service's
   endpoint and through `rootdisk port-forward` to sshd.
+- Over `rootdisk ssh` as the user-data's user (these came from
+  tests/rootdisk/test_cloudguest_boot.py, which booted the guest on QEMU alone for them):
+  cloud-init ends ``status: done``, runcmd ran, the hostname is the meta-data's; sudo
+  works, root's and the user's passwords are locked, sshd refuses passwords and root; a
+  key cloud-init did not install is refused, and so is root; the boot is measured
+  (systemd-analyze); root is mounted from the SATA disk and the guest's only block
+  devices are that disk and the seed's CD-ROM (``cidata``).
 (That an ``ephemeral`` root's writes go with the VMI at a restart while the golden claim's
 bytes stay is proven on the small agent guest in tests/e2e/test_vm.py, a Debian boot less.)
-(A Debian VM whose root a dataVolumeTemplate imports boots in tests/e2e/test_demo.py.)"""
+(A Debian VM whose root a dataVolumeTemplate imports boots in tests/e2e/test_demo.py,
+with its root and its seed on virtio disks.)"""
 
 from __future__ import annotations
 
-import hashlib
 import json
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +55,7 @@ MAC = "02:00:00:5e:10:01"
 GOLDEN = "golden"
 USERDATA_MARK = "USERDATA-FROM-SECRET-7f3a"
 READY_FILE = "/run/rootdisk-ready"
+USER = "tester"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,7 +65,7 @@ def vm_side(kube: Client) -> None:
 
 def _user_data(public_key: str) -> str:
     return "#cloud-config\n" + json.dumps({
-        "users": [{"name": "tester", "shell": "/bin/bash", "lock_passwd": True,
+        "users": [{"name": USER, "shell": "/bin/bash",
                    "sudo": "ALL=(ALL) NOPASSWD:ALL", "ssh_authorized_keys": [public_key]}],
         "runcmd": [["sh", "-c", f"echo {USERDATA_MARK} > /var/tmp/rootdisk-userdata"]],
     }) + "\n"
@@ -76,8 +86,8 @@ def _vm() -> dict[str, Any]:
                     "domain": {"resources": {"requests": {"memory": "512Mi"}},
                                "devices": {
                                    "disks": [{"name": "root", "bootOrder": 1,
-                                              "disk": {"bus": "virtio"}},
-                                             {"name": "ci", "disk": {"bus": "virtio"}}],
+                                              "disk": {"bus": "sata"}},
+                                             {"name": "ci", "cdrom": {"bus": "sata"}}],
                                    "interfaces": [{"name": "default", "masquerade": {},
                                                    "macAddress": MAC,
                                                    "ports": [{"name": "ssh", "port": 22}]}]}},
@@ -92,13 +102,13 @@ def _vm() -> dict[str, Any]:
                                        "timeoutSeconds": 5}}}}}
 
 
-def _ssh(cluster: Cluster, ns: str, name: str, key: Path,
-         command: str) -> subprocess.CompletedProcess[str]:
+def _ssh(cluster: Cluster, ns: str, name: str, key: Path, command: str,
+         user: str = USER, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return retry_dropped(
-        [sys.executable, "-m", "rootdisk", "ssh", f"tester@vm/{name}", "-n", ns,
+        [sys.executable, "-m", "rootdisk", "ssh", f"{user}@vm/{name}", "-n", ns,
          "--kubeconfig", cluster.kubeconfig, "-i", str(key),
          *(f"--local-ssh-opts={o}" for o in SSH_OPTIONS), "--command", command],
-        timeout=120, cwd=ROOT)
+        timeout=timeout, cwd=ROOT)
 
 
 def _ready(kube: Client, ns: str) -> dict[str, Any]:
@@ -128,20 +138,10 @@ def _agent_vmi(kube: Client, ns: str, name: str) -> str:
     return str((vmi.get("metadata") or {}).get("uid") or "") if connected else ""
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 @dataclass
 class Guest:
     ns: str
     key: Path
-    image: str  # the golden claim's volume file
-    before: str  # its SHA-256 before the VM first booted
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +159,6 @@ def guest(cluster: Cluster, kube: Client, vm_side: None,
                 "storageClassName": "local-immediate",
                 "resources": {"requests": {"storage": "2Gi"}}}), ns)
             kit.wait_dv(kube, ns, GOLDEN, ("Succeeded",), timeout=600)
-        image = kit.volume_path(kube, kube.get(resources.PVCS, GOLDEN, ns))
-        before = _sha256(image)
         kit.secret(kube, ns, "cg-ud", {"userdata": _user_data(public)})
         kube.create(vmkit.VMS, _vm(), ns)
         try:
@@ -168,7 +166,7 @@ def guest(cluster: Cluster, kube: Client, vm_side: None,
             wait_for(lambda: _agent_connected(kube, ns), timeout=400, what="AgentConnected")
         except AssertionError as err:
             raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
-        yield Guest(ns, key, image, before)
+        yield Guest(ns, key)
     finally:
         for res in (vmkit.VMS, vmkit.VMIS):
             try:
@@ -179,6 +177,12 @@ def guest(cluster: Cluster, kube: Client, vm_side: None,
 
 
 def test_agent_connected_and_guestosinfo(kube: Client, guest: Guest) -> None:
+    """The guest agent answers on its virtio-serial port (this holds the claim of
+    tests/rootdisk/test_cloudguest_boot.py's former
+    test_the_guest_agent_answers_on_its_virtio_serial_port): AgentConnected and the OS
+    and file systems come only from the agent's answers over that port; its guest-exec
+    is the readiness probe's, which test_cloud_guest_probes_cloud_init_and_ssh sees
+    gate Ready both ways."""
     ns = guest.ns
     status = kube.get(vmkit.VMIS, NAME, ns)["status"]
     assert kit.condition(status, "AgentConnected")["status"] == "True"
@@ -264,3 +268,70 @@ def test_cloud_guest_probes_cloud_init_and_ssh(cluster: Cluster, kube: Client,
         proc.wait(30)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+Login = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def login(cluster: Cluster, guest: Guest) -> Login:
+    """``rootdisk ssh tester@vm/cg -- COMMAND``, once a login works (bounded): the agent
+    connects before cloud-init has made the user, so a test run on its own waits. (Each
+    login costs seconds under TCG: the tests below log in once or twice each.)"""
+    def ssh(command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return _ssh(cluster, guest.ns, NAME, guest.key, command, timeout=timeout)
+    wait_for(lambda: ssh("true").returncode == 0, timeout=400, what="an SSH login")
+    return ssh
+
+
+def test_cloud_init_finishes_and_user_data_ran(login: Login) -> None:
+    """cloud-init ends ``status: done``; the runcmd ran; the hostname is the seed's
+    ``local-hostname``, which KubeVirt's NoCloud meta-data sets to the VMI's name."""
+    done = login("cloud-init status --wait && cat /var/tmp/rootdisk-userdata && hostname",
+                 timeout=300)
+    assert done.returncode == 0, done.stderr
+    *status, ran, host = done.stdout.splitlines()
+    assert "status: done" in status[-1], done.stdout
+    assert [ran, host] == [USERDATA_MARK, NAME], done.stdout
+
+
+def test_the_user_has_sudo_and_no_password_root_is_locked(login: Login) -> None:
+    out = login(f"sudo -n passwd -S root && sudo -n passwd -S {USER} && sudo -n sshd -T"
+                " | grep -E '^(passwordauthentication|permitrootlogin) '")
+    assert out.returncode == 0, out.stderr
+    [root, user, *sshd] = out.stdout.splitlines()
+    statuses = {line.split()[0]: line.split()[1] for line in (root, user)}
+    assert statuses == {"root": "L", USER: "L"}, out.stdout
+    assert sorted(sshd) == ["passwordauthentication no", "permitrootlogin no"], out.stdout
+
+
+@pytest.mark.usefixtures("login")
+def test_a_key_cloud_init_did_not_install_is_refused(cluster: Cluster, guest: Guest) -> None:
+    other, _ = keypair(guest.key.parent, "other")
+    wrong = _ssh(cluster, guest.ns, NAME, other, "true")
+    assert wrong.returncode == 255
+    assert "Permission denied (publickey)" in wrong.stderr
+    as_root = _ssh(cluster, guest.ns, NAME, guest.key, "true", user="root")
+    assert as_root.returncode == 255
+    assert "Permission denied" in as_root.stderr
+
+
+def test_boot_is_measured_by_systemd(login: Login) -> None:
+    """What dominates the boot, printed for the report (systemd-analyze over SSH)."""
+    # systemd-analyze refuses while the boot's jobs still run (SSH answers before):
+    # wait for them first, so the test does not depend on running after the others.
+    out = login("systemctl is-system-running --wait >/dev/null;"
+                " systemd-analyze; systemd-analyze blame | head -12", timeout=300)
+    assert out.returncode == 0, out.stderr
+    print(out.stdout)
+    assert re.search(r"Startup finished in .*\(kernel\)", out.stdout)
+
+
+def test_the_root_disk_is_on_sata_and_the_seed_on_a_cdrom(login: Login) -> None:
+    """Root mounted from the AHCI disk (no virtio-blk disk at all), the seed a CD-ROM
+    labelled cidata: the only place the hostname and the user could come from."""
+    out = login("findmnt -no SOURCE /; lsblk -dno NAME,TYPE,LABEL")
+    assert out.returncode == 0, out.stderr
+    [root, *devices] = out.stdout.splitlines()
+    assert root == "/dev/sda2", out.stdout
+    assert [d.split() for d in devices] == [["sda", "disk"], ["sr0", "rom", "cidata"]], out.stdout
