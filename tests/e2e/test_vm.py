@@ -216,6 +216,15 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
         first = vmkit.vmi_uid(kube, ns, "eph")
         assert wait_for(lambda: _boots(cluster, ns, "eph"), timeout=120,
                         what=f"{AGENT_BOOT} on the first VMI's console") == ["1"]
+        # running, its agent connected, the guest idle: the VMI controller and the node
+        # handler leave its status alone (they rewrote its interfaces and reordered its
+        # conditions against each other several times a second once: a declared-nothing
+        # pod network and an agent's condition, both here). Once its agent has connected
+        # the handler may write once or twice more (the guest's interfaces).
+        wait_for(lambda: vmkit.agent_uid(kube, ns, "eph"), timeout=120,
+                 what="AgentConnected")
+        writes = vmkit.status_writes(kube, ns, "eph", 5)
+        assert len(writes) <= 2, [(w.get("conditions"), w.get("interfaces")) for w in writes]
         out = vmkit.cli(cluster, "restart", "eph", "-n", ns)
         assert out.returncode == 0, out.stderr
         wait_for(lambda: vmkit.vmi_uid(kube, ns, "eph") not in ("", first), timeout=180,

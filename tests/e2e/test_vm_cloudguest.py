@@ -126,18 +126,6 @@ def _endpoint(kube: Client, ns: str, kind: str) -> tuple[str, int] | None:
     return None
 
 
-def _agent_connected(kube: Client, ns: str, name: str = NAME) -> bool:
-    return bool(_agent_vmi(kube, ns, name))
-
-
-def _agent_vmi(kube: Client, ns: str, name: str) -> str:
-    """The uid of the VMI ``name`` when its guest agent is connected, else ""."""
-    vmi = kube.get_or_none(vmkit.VMIS, name, ns) or {}
-    connected = any(c.get("type") == "AgentConnected" and c.get("status") == "True"
-                    for c in (vmi.get("status") or {}).get("conditions") or [])
-    return str((vmi.get("metadata") or {}).get("uid") or "") if connected else ""
-
-
 @dataclass
 class Guest:
     ns: str
@@ -163,7 +151,7 @@ def guest(cluster: Cluster, kube: Client, vm_side: None,
         kube.create(vmkit.VMS, _vm(), ns)
         try:
             vmkit.wait_printable(kube, ns, NAME, "Running", timeout=600)
-            wait_for(lambda: _agent_connected(kube, ns), timeout=400, what="AgentConnected")
+            wait_for(lambda: vmkit.agent_uid(kube, ns, NAME), timeout=400, what="AgentConnected")
         except AssertionError as err:
             raise AssertionError(f"{err}\n{vmkit.diagnose(kube, ns)}") from None
         yield Guest(ns, key)

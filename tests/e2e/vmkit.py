@@ -87,6 +87,26 @@ def vmi_uid(kube: Client, ns: str, name: str) -> str:
                or "")
 
 
+def agent_uid(kube: Client, ns: str, name: str) -> str:
+    """The uid of the VMI ``name`` while its guest agent is connected, else ""."""
+    vmi = kube.get_or_none(VMIS, name, ns) or {}
+    connected = any(c.get("type") == "AgentConnected" and c.get("status") == "True"
+                    for c in (vmi.get("status") or {}).get("conditions") or [])
+    return str((vmi.get("metadata") or {}).get("uid") or "") if connected else ""
+
+
+def status_writes(kube: Client, ns: str, name: str, seconds: int) -> list[dict[str, Any]]:
+    """The VMI ``name``'s status as each write in the next ``seconds`` left it (a watch from
+    its current version, which the API server ends after ``seconds``). A VM whose guest
+    does nothing leaves its VMI alone: two controllers that disagree on a field rewrite it
+    against each other several times a second instead."""
+    rv = kube.get(VMIS, name, ns)["metadata"]["resourceVersion"]
+    return [dict((ev.get("object") or {}).get("status") or {})
+            for ev in kube.watch(VMIS, namespace=ns, resource_version=rv, timeout=seconds,
+                                 field_selector=f"metadata.name={name}")
+            if ev.get("type") == "MODIFIED"]
+
+
 def cli(cluster: Cluster, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rootdisk", *argv,
                            "--kubeconfig", cluster.kubeconfig],
