@@ -237,15 +237,7 @@ def _blob_gets(registry: RegistryServer, repository: str) -> int:
 
 
 def _container_disk_vm(name: str, image: str) -> dict[str, Any]:
-    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-            "metadata": {"name": name},
-            "spec": {"runStrategy": "Always", "template": {"spec": {
-                "terminationGracePeriodSeconds": 5,
-                "domain": {"resources": {"requests": {"memory": "64Mi"}},
-                           "devices": {"disks": [{"name": "root", "bootOrder": 1,
-                                                  "disk": {"bus": "virtio"}}]}},
-                "volumes": [{"name": "root", "containerDisk": {
-                    "image": image, "imagePullSecret": "pull"}}]}}}}
+    return vmkit.root_vm(name, {"containerDisk": {"image": image, "imagePullSecret": "pull"}})
 
 
 @pytest.mark.timeout(600)

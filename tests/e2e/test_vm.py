@@ -202,15 +202,7 @@ def test_ephemeral_writes_go_with_the_vmi_and_the_golden_claim_stays(
     kit.wait_dv(kube, ns, "golden", ("Succeeded",), timeout=240)
     image = kit.volume_path(kube, kube.get(resources.PVCS, "golden", ns))
     before = sha256(Path(image))
-    kube.create(vmkit.VMS, {
-        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "eph"},
-        "spec": {"runStrategy": "Always", "template": {"spec": {
-            "terminationGracePeriodSeconds": 5,
-            "domain": {"resources": {"requests": {"memory": "256Mi"}},
-                       "devices": {"disks": [{"name": "root", "bootOrder": 1,
-                                              "disk": {"bus": "virtio"}}]}},
-            "volumes": [{"name": "root", "ephemeral": {
-                "persistentVolumeClaim": {"claimName": "golden"}}}]}}}}, ns)
+    kube.create(vmkit.VMS, vmkit.ephemeral_vm("eph", "golden", memory="256Mi"), ns)
     try:
         vmkit.wait_printable(kube, ns, "eph", "Running", timeout=240)
         first = vmkit.vmi_uid(kube, ns, "eph")

@@ -132,18 +132,6 @@ def test_missing_secret_is_shown_then_the_vm_runs_once_it_exists(
     assert "noCloud.iso" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
 
 
-def ephemeral_vm(name: str, claim: str) -> dict[str, Any]:
-    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-            "metadata": {"name": name},
-            "spec": {"runStrategy": "Always", "template": {"spec": {
-                "terminationGracePeriodSeconds": 5,
-                "domain": {"resources": {"requests": {"memory": "64Mi"}},
-                           "devices": {"disks": [{"name": "root", "bootOrder": 1,
-                                                  "disk": {"bus": "virtio"}}]}},
-                "volumes": [{"name": "root", "ephemeral": {
-                    "persistentVolumeClaim": {"claimName": claim}}}]}}}}
-
-
 @pytest.mark.timeout(900)
 def test_two_vms_share_one_golden_claim_through_overlays(kube: Client, ns: str,
                                                          guest_url: str) -> None:
@@ -153,7 +141,7 @@ def test_two_vms_share_one_golden_claim_through_overlays(kube: Client, ns: str,
     image = kit.volume_path(kube, kube.get(resources.PVCS, "golden", ns))
     before = Path(image).read_bytes()
     for name in ("eph-a", "eph-b"):
-        kube.create(vmkit.VMS, ephemeral_vm(name, "golden"), ns)
+        kube.create(vmkit.VMS, vmkit.ephemeral_vm(name, "golden"), ns)
     try:
         for name in ("eph-a", "eph-b"):
             vmkit.wait_printable(kube, ns, name, "Running", timeout=300)

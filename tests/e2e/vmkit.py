@@ -69,6 +69,25 @@ def vm(name: str, url: str, *, strategy: str = "Always", size: str = "64Mi",
     }
 
 
+def root_vm(name: str, volume: dict[str, Any], *, memory: str = "64Mi") -> dict[str, Any]:
+    """A VM (runStrategy Always) whose one disk, its root on virtio, is ``volume`` (the
+    volume's source: ``{"ephemeral": ...}``, ``{"containerDisk": ...}``, ...)."""
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": name},
+            "spec": {"runStrategy": "Always", "template": {"spec": {
+                "terminationGracePeriodSeconds": 5,
+                "domain": {"resources": {"requests": {"memory": memory}},
+                           "devices": {"disks": [{"name": "root", "bootOrder": 1,
+                                                  "disk": {"bus": "virtio"}}]}},
+                "volumes": [{"name": "root", **volume}]}}}}
+
+
+def ephemeral_vm(name: str, claim: str, *, memory: str = "64Mi") -> dict[str, Any]:
+    """A VM whose root is ``ephemeral`` over the claim ``claim``."""
+    return root_vm(name, {"ephemeral": {"persistentVolumeClaim": {"claimName": claim}}},
+                   memory=memory)
+
+
 def printable(kube: Client, ns: str, name: str) -> str:
     return str(((kube.get_or_none(VMS, name, ns) or {}).get("status") or {}).get(
         "printableStatus") or "")
