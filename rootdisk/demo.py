@@ -188,7 +188,8 @@ def start_cluster(data_dir: str, *, timeout: float) -> str:
     # no record at all: a `rootdisk up` from before fingerprints, older code too
     if is_running(data_dir) and codeprint.runs_other_code(data_dir) is not False:
         print(f"== the embedded cluster on {data_dir} was started from other code than"
-              " this checkout's: restarting it (its objects and volumes stay)")
+              " this checkout's: restarting it (its objects and volumes stay, but for the"
+              " earlier demo's VM, which it replaces)")
         if answers(kubeconfig):
             # restarted, the cluster would boot the earlier demo's VM again (runStrategy
             # Always) only for apply_vm to delete it: minutes of CPU under TCG. Best
