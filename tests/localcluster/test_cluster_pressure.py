@@ -157,7 +157,19 @@ def test_a_pod_within_its_requests_is_not_the_one_evicted(kube: Client, node: No
         set_threshold(node, available() - 32 * MiB)
         kube.create(resources.PODS, pod("greedy", "fill", "/tmp/f", "64", "sleep", "300",
                                      restart="Always"), "default")
-        p = wait_phase(kube, resources.PODS, "greedy", "Failed", timeout=EVICTION_TIMEOUT)
+        try:
+            p = wait_phase(kube, resources.PODS, "greedy", "Failed",
+                           timeout=EVICTION_TIMEOUT)
+        except AssertionError:
+            # the host is shared: a guest that ended on the other worker meanwhile freed
+            # more than greedy wrote (a full run lost this race once, as the test above
+            # did). Once greedy has written, judge again against what is available with
+            # it: 32 MiB under, so that evicting it (64 MiB) ends the pressure
+            if "filled /tmp/f" not in try_logs(kube, "greedy"):
+                raise
+            set_threshold(node, available() + 32 * MiB)
+            p = wait_phase(kube, resources.PODS, "greedy", "Failed",
+                           timeout=EVICTION_TIMEOUT)
         assert p["status"]["reason"] == "Evicted", p["status"]
         assert "Container main was using" in p["status"]["message"]
         node.memory_threshold = None  # one eviction is what this test looks at
