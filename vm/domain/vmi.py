@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sizes import parse_bytes
+from vm import podnetwork
 from vm.domain import podnet, probes
 from vm.domain.cloudinit import (
     SOURCE_KEYS,
@@ -361,10 +362,9 @@ def _pod_interfaces(spec: dict[str, Any],
                     devices: dict[str, Any]) -> tuple[InterfaceSpec, ...]:
     networks = _list(spec.get("networks"), "spec.networks")
     raw = _list(devices.get("interfaces"), "spec.domain.devices.interfaces")
-    auto = devices.get("autoattachPodInterface", True)
-    if not raw and not networks and auto is not False:
+    if podnetwork.defaulted(spec):
         # upstream's defaulting: one masquerade interface on the pod network
-        return (InterfaceSpec(name="default", model="virtio", mac=None),)
+        return (InterfaceSpec(name=podnetwork.DEFAULT, model="virtio", mac=None),)
     cidrs = {}
     by_name = {}
     for i, net in enumerate(networks):
