@@ -15,19 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from kubeclient import Client
-from kubeclient.resources import CRDS, VMS
+from kubeclient.resources import VMS
 from localcluster.apiserver import kubeconfig
 from localcluster.apiserver.threaded import ServerThread
 from localcluster.cluster import LOCK_FILE
 from pki import certs
 from rootdisk import codeprint, demo
 from rootdisk.demo import DemoError, MiB, start_cluster
-from tests.vm.conftest import kube_for, wait_served
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cdi.conftest import cdi_client
 
 
 @contextlib.contextmanager
@@ -106,30 +102,22 @@ def test_the_earlier_demos_vm_is_gone_before_the_restart(
     (and waits for it, its VMI and DataVolume to go) before it stops the cluster. The
     stop is replaced by one that records what the API server held then, and fails."""
     held: list[object] = []
-    thread = ServerThread(tmp_path)
-    server = thread.start()
-    kube = Client(kube_for(server).configuration)
+    with cdi_client(tmp_path, crds=("virtualmachines.yaml", "virtualmachineinstances.yaml",
+                                    "datavolumes.yaml"),
+                    served="/apis/kubevirt.io/v1/virtualmachines", namespaces=()) as kube:
 
-    def recording_stop(data_dir: str) -> int:
-        held.append(kube.get_or_none(VMS, demo.VM_NAME, demo.NAMESPACE))
-        return 1
+        def recording_stop(data_dir: str) -> int:
+            held.append(kube.get_or_none(VMS, demo.VM_NAME, demo.NAMESPACE))
+            return 1
 
-    monkeypatch.setattr(demo, "stop", recording_stop)
-    try:
-        for name in ("virtualmachines.yaml", "virtualmachineinstances.yaml",
-                     "datavolumes.yaml"):
-            kube.create(CRDS, yaml.safe_load((ROOT / "manifests" / "crds" / name).read_text()))
-        wait_served(kube_for(server), "/apis/kubevirt.io/v1/virtualmachines")
+        monkeypatch.setattr(demo, "stop", recording_stop)
         kube.create(VMS, demo.vm_manifest("http://127.0.0.1:9/guest.qcow2", disk_size=MiB),
                     demo.NAMESPACE)
         with running_on(tmp_path):
             codeprint.record(str(tmp_path), "0" * 64)  # started from other code
             with pytest.raises(demo.DemoError, match="did not stop"):
                 demo.start_cluster(str(tmp_path), timeout=30)
-        assert held == [None]
-        out = capsys.readouterr().out
-        assert out.index("restarting it") < out.index(
-            f"replacing the VirtualMachine {demo.VM_NAME} of an earlier demo")
-    finally:
-        kube.close()
-        thread.stop()
+    assert held == [None]
+    out = capsys.readouterr().out
+    assert out.index("restarting it") < out.index(
+        f"replacing the VirtualMachine {demo.VM_NAME} of an earlier demo")
