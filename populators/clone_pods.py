@@ -1,5 +1,12 @@
-"""The host-assisted clone's two pods and their TLS Secrets, as manifests (pure), and
-what to do with the source pod given what exists.
+"""The host-assisted clone's pods and their TLS Secrets, as manifests (pure), where the
+copy runs (:func:`placement`), and what to do with the source pod given what exists.
+
+Where both claims can be mounted by one pod (the same namespace, volumes on a common
+node), **one pod copies** (``local``): the flow's pod mounts the source claim read-only
+beside PVC' and ``python -m importer.clonetarget`` reads it directly (``CLONER_SOURCE``):
+no stream, no TLS, no Secrets, one pod start instead of two in sequence. Otherwise, and
+always across namespaces (a pod mounts only claims of its own), **two pods** as upstream
+(``stream``):
 
 - the **target pod** (``cloner-<PVC'>``, the flow's pod, in the target's namespace)
   mounts PVC' read-write and runs ``python -m importer.clonetarget``: it listens on its
@@ -53,6 +60,44 @@ TLS_MODE = 0o440
 SERVER_NAME = "clone-target"
 CLIENT_NAME = "clone-source"
 TARGET_COMPONENT = "cloner"
+LOCAL, STREAM, WAIT = "local", "stream", "wait"
+PLACEMENT_KEY = "_copyPlacement"
+"""Where the clone populator puts :func:`placement`'s answer beside the VolumeCloneSource
+it hands to the hooks (never written to the API)."""
+
+
+def placement(*, source_claim: Obj, source_volume: Obj | None, prime: Obj,
+              prime_volume: Obj | None, binding_mode: str | None) -> str:
+    """Where a host-assisted copy into ``prime`` (PVC') runs: :data:`LOCAL` (one pod
+    mounts both claims), :data:`STREAM` (a source pod streams to the target pod) or
+    :data:`WAIT` (PVC' is being provisioned and where its volume lands decides).
+
+    One pod can mount both when they are in one namespace and a node can reach both
+    volumes: the source's volume is reachable from any node (no ``nodeAffinity``), or
+    PVC''s volume has none or the same, or PVC' is provisioned where its first consumer
+    runs (``WaitForFirstConsumer`` with no node picked for it yet: the scheduler places
+    the pod by the source's volume and PVC' follows). A PVC' provisioned on its own
+    (``Immediate``, or a node already picked) is waited for. A source claim not bound to
+    a volume yet is streamed, as before."""
+    if meta(source_claim).get("namespace") != meta(prime).get("namespace") \
+            or source_volume is None:
+        return STREAM
+    need = spec(source_volume).get("nodeAffinity")
+    if not need:
+        return LOCAL
+    if prime_volume is not None:
+        have = spec(prime_volume).get("nodeAffinity")
+        return LOCAL if not have or have == need else STREAM
+    if binding_mode == "WaitForFirstConsumer" and not spec(prime).get("volumeName") \
+            and not annots(prime).get(api.SELECTED_NODE):
+        return LOCAL
+    return WAIT
+
+
+def is_local(pod: Mapping[str, Any] | None) -> bool:
+    """Whether a target pod copies from the source claim itself (mounts it)."""
+    volumes = ((pod or {}).get("spec") or {}).get("volumes") or []
+    return any(v.get("name") == SOURCE_VOLUME for v in volumes)
 
 
 def _image(settings: Settings, program: str) -> str:
@@ -83,8 +128,10 @@ def _container(*, name: str, image: str, settings: Settings, env: list[dict[str,
 
 
 def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: Settings,
-                      previous_restarts: int = 0) -> dict[str, Any]:
-    """The flow's pod of a host-assisted clone: receives the stream into PVC'."""
+                      previous_restarts: int = 0, source_claim: Obj | None = None,
+                      ) -> dict[str, Any]:
+    """The flow's pod of a host-assisted clone: receives the stream into PVC', or, given
+    ``source_claim`` (:data:`LOCAL`), mounts that claim read-only and copies it itself."""
     pm, ps = meta(prime), spec(prime)
     block = ps.get("volumeMode") == "Block"
     size = ((ps.get("resources") or {}).get("requests") or {}).get("storage", "")
@@ -96,30 +143,41 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
             image_size=str(size), owner_uid=str(meta(target).get("uid")),
             filesystem_overhead=config.overhead(storage_class=ps.get("storageClassName"),
                                                 block=block)).render(),
-        {"name": podenv.CLONE_TLS_DIR, "value": TLS_DIR},
-        {"name": podenv.CLONE_PORT, "value": str(CLONE_PORT)},
-        {"name": podenv.POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
+    if source_claim is None:
+        env += [{"name": podenv.CLONE_TLS_DIR, "value": TLS_DIR},
+                {"name": podenv.CLONE_PORT, "value": str(CLONE_PORT)}]
+    else:
+        env.append(_source_env(source_claim))
+    env.append({"name": podenv.POD_IP,
+                "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     c = _container(name="clone-target", image=_image(settings, "clone-target"),
                    settings=settings, env=env, config=config)
-    c["ports"] = [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-                  {"name": "clone", "containerPort": CLONE_PORT, "protocol": "TCP"}]
-    c["volumeMounts"] = [{"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True}]
+    c["ports"] = [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}]
+    volumes: list[dict[str, Any]] = [
+        {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": pm.get("name"),
+                                                        "readOnly": False}}]
+    c["volumeMounts"], c["volumeDevices"] = [], []
+    if source_claim is None:
+        c["ports"].append({"name": "clone", "containerPort": CLONE_PORT, "protocol": "TCP"})
+        c["volumeMounts"].append({"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True})
+        volumes.append(_tls_volume(secret))
+    else:
+        _mount_source(c, volumes, source_claim)
     if block:
-        c["volumeDevices"] = [{"name": DATA_VOLUME, "devicePath": BLOCK_DEVICE}]
+        c["volumeDevices"].append({"name": DATA_VOLUME, "devicePath": BLOCK_DEVICE})
     else:
         c["volumeMounts"].append({"name": DATA_VOLUME, "mountPath": DATA_DIR})
+    for key in ("volumeMounts", "volumeDevices"):
+        if not c[key]:
+            del c[key]
     annotations = {api.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
     if previous_restarts:
         annotations[api.PREVIOUS_RESTARTS] = str(previous_restarts)
     pod_spec: dict[str, Any] = {
         "containers": [c],
         "restartPolicy": "OnFailure",
-        "volumes": [
-            {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": pm.get("name"),
-                                                            "readOnly": False}},
-            _tls_volume(secret),
-        ],
+        "volumes": volumes,
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "securityContext": _pod_security(),
@@ -139,6 +197,26 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
         },
         "spec": pod_spec,
     }
+
+
+def _source_env(source_claim: Obj) -> dict[str, Any]:
+    block = spec(source_claim).get("volumeMode") == "Block"
+    return {"name": podenv.CLONER_SOURCE,
+            "value": SOURCE_DEVICE if block else f"{SOURCE_DIR}/disk.img"}
+
+
+def _mount_source(container: dict[str, Any], volumes: list[dict[str, Any]],
+                  source_claim: Obj) -> None:
+    """The source claim into ``container``, read-only (a Block one as a device: a
+    device's read-only-ness is the claim's ``readOnly``)."""
+    volumes.append({"name": SOURCE_VOLUME, "persistentVolumeClaim": {
+        "claimName": meta(source_claim).get("name"), "readOnly": True}})
+    if spec(source_claim).get("volumeMode") == "Block":
+        container.setdefault("volumeDevices", []).append(
+            {"name": SOURCE_VOLUME, "devicePath": SOURCE_DEVICE})
+    else:
+        container.setdefault("volumeMounts", []).append(
+            {"name": SOURCE_VOLUME, "mountPath": SOURCE_DIR, "readOnly": True})
 
 
 def render_grow_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: Settings,
@@ -170,11 +248,9 @@ def render_source_pod(*, target: Obj, source_claim: Obj, clone_source: Obj, addr
     (the target pod's ``ip:port``)."""
     uid = str(meta(target).get("uid"))
     sm = meta(source_claim)
-    block = spec(source_claim).get("volumeMode") == "Block"
     _, secret = names.clone_secret_names(uid)
     env: list[dict[str, Any]] = [
-        {"name": podenv.CLONER_SOURCE,
-         "value": SOURCE_DEVICE if block else f"{SOURCE_DIR}/disk.img"},
+        _source_env(source_claim),
         {"name": podenv.CLONE_TARGET, "value": address},
         {"name": podenv.CLONE_TLS_DIR, "value": TLS_DIR},
         {"name": podenv.CLONE_SERVER_NAME, "value": SERVER_NAME},
@@ -182,11 +258,8 @@ def render_source_pod(*, target: Obj, source_claim: Obj, clone_source: Obj, addr
     c = _container(name="cdi-clone-source", image=_image(settings, "cloner"),
                    settings=settings, env=env, config=config)
     c["volumeMounts"] = [{"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True}]
-    if block:
-        c["volumeDevices"] = [{"name": SOURCE_VOLUME, "devicePath": SOURCE_DEVICE}]
-    else:
-        c["volumeMounts"].append({"name": SOURCE_VOLUME, "mountPath": SOURCE_DIR,
-                                  "readOnly": True})
+    volumes: list[dict[str, Any]] = []
+    _mount_source(c, volumes, source_claim)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -206,11 +279,7 @@ def render_source_pod(*, target: Obj, source_claim: Obj, clone_source: Obj, addr
         "spec": {
             "containers": [c],
             "restartPolicy": "OnFailure",
-            "volumes": [
-                {"name": SOURCE_VOLUME, "persistentVolumeClaim": {
-                    "claimName": sm.get("name"), "readOnly": True}},
-                _tls_volume(secret),
-            ],
+            "volumes": [*volumes, _tls_volume(secret)],
             "enableServiceLinks": False,
             "automountServiceAccountToken": False,
             "securityContext": _pod_security(),

@@ -12,7 +12,9 @@ differs comes through its hooks and through :class:`CloneReconciler`:
   same namespace. ``copy`` (host-assisted) keeps PVC' in the **target**
   namespace, as upstream's host clone does, and fills it with two pods
   (:mod:`populators.clone_pods`): the flow's pod receives, a source pod in the source
-  namespace streams to it over mutual TLS with a per-clone CA;
+  namespace streams to it over mutual TLS with a per-clone CA; or, where one pod can
+  mount both claims (:func:`populators.clone_pods.placement`: one namespace, volumes on a
+  common node), with the flow's pod alone, which reads the source claim itself;
 - a source that a running pod writes to is not read (``CloneSourceInUse``);
 - a source pod that fails for good fails the clone with its reason.
 """
@@ -29,6 +31,7 @@ from kubeclient.resources import (
     CDICONFIGS,
     PODS,
     PVCS,
+    PVS,
     SECRETS,
     SNAPSHOT_CLASSES,
     SNAPSHOT_CONTENTS,
@@ -132,11 +135,14 @@ class ClonePopulator:
             return clone_pods.render_grow_pod(target=target, prime=prime, config=config,
                                               settings=settings,
                                               previous_restarts=previous_restarts)
-        if not isinstance(source.get(SOURCE_CLAIM_KEY), dict):
+        claim = source.get(SOURCE_CLAIM_KEY)
+        if not isinstance(claim, dict):
             raise SourceError("the source claim is gone")
+        local = source.get(clone_pods.PLACEMENT_KEY) == clone_pods.LOCAL
         return clone_pods.render_target_pod(target=target, prime=prime, config=config,
                                             settings=settings,
-                                            previous_restarts=previous_restarts)
+                                            previous_restarts=previous_restarts,
+                                            source_claim=claim if local else None)
 
 
 class CloneReconciler(Reconciler):
@@ -168,6 +174,9 @@ class CloneReconciler(Reconciler):
         sclass_name = spec(claim).get("storageClassName")
         sclass = self.kube.get_or_none(STORAGECLASSES, str(sclass_name)) if sclass_name else None
         if base.prime is not None:  # chosen when PVC' was made
+            if base.pod is None and annots(target).get(api.CLONE_STRATEGY) == \
+                    clone_strategy.COPY:
+                source[clone_pods.PLACEMENT_KEY] = self._placement(claim, base)
             return dataclasses.replace(base, source=source,
                                        source_busy=self._busy(ns, claim_name, base),
                                        helper_failed=self._source_failed(target, base),
@@ -215,6 +224,16 @@ class CloneReconciler(Reconciler):
         return dataclasses.replace(base, source=source, prime_data_source=data_source,
                                    prime_request=request, source_busy=busy,
                                    prime_blocked=blocked, notes=notes, note_events=events)
+
+    def _placement(self, claim: Obj, base: Observed) -> str:
+        """Where the copy's pod (about to be made) runs: :func:`clone_pods.placement`."""
+        assert base.prime is not None
+        name = spec(claim).get("volumeName")
+        volume = self.kube.get_or_none(PVS, str(name)) if name else None
+        return clone_pods.placement(
+            source_claim=claim, source_volume=volume, prime=base.prime,
+            prime_volume=base.volume,
+            binding_mode=(base.storage_class or {}).get("volumeBindingMode"))
 
     def _observe_from_snapshot(self, target: Obj, base: Observed, ns: str,
                                name: str) -> Observed:
@@ -351,7 +370,8 @@ class CloneReconciler(Reconciler):
 
     def _apply(self, target: Obj, action: flow.Action) -> None:
         if isinstance(action, flow.CreatePod) and annots(target).get(
-                api.CLONE_STRATEGY) == clone_strategy.COPY:
+                api.CLONE_STRATEGY) == clone_strategy.COPY and not clone_pods.is_local(
+                action.manifest):
             self._ensure_tls(target)
         super()._apply(target, action)
 
@@ -425,7 +445,8 @@ class CloneReconciler(Reconciler):
                              uid=str(meta(source_pod).get("uid")))
         if step.delete_secrets:
             self._delete_secrets(target)
-        if step.create and observed.source is not None:
+        if step.create and observed.source is not None and not clone_pods.is_local(
+                target_pod):
             claim = observed.source.get(SOURCE_CLAIM_KEY)
             if isinstance(claim, dict):
                 pod = clone_pods.render_source_pod(

@@ -12,12 +12,14 @@ What :class:`populators.clone_populator.CloneReconciler` observes beyond the sha
   unless ``prime_needs_pod`` (a clone into a larger Filesystem claim grows its disk.img
   with the flow's pod);
 - ``helper_failed``: the host-assisted clone's source pod failed for good; the clone
-  fails with its reason.
+  fails with its reason;
+- the source's :data:`populators.clone_pods.PLACEMENT_KEY`: a host-assisted copy whose
+  place depends on where PVC''s volume lands waits for it before its pod is made.
 """
 
 from __future__ import annotations
 
-from populators import flow
+from populators import clone_pods, flow
 from populators.claims import phase, spec
 from populators.flow import Emit, Observed, Plan, Populator
 from populators.importer_pod import Settings
@@ -74,6 +76,16 @@ def _source_in_use(o: Observed) -> Plan:
                 waiting="source in use", active=True)
 
 
+def copy_waits_for_prime_volume(o: Observed, populator: Populator, settings: Settings,
+                                ) -> Plan | None:
+    """A host-assisted copy that one pod could do if PVC''s volume lands beside the
+    source's: wait for PVC' to be bound (it is provisioned at once, not for a
+    consumer) before the pod is made."""
+    if o.pod is not None or (o.source or {}).get(clone_pods.PLACEMENT_KEY) != clone_pods.WAIT:
+        return None
+    return Plan(tuple(flow.lead(o)), waiting="PVC' is being provisioned", active=True)
+
+
 def source_pod_failed(o: Observed, populator: Populator, settings: Settings,
                       ) -> Plan | None:
     """The host-assisted clone's source pod failed for good: the clone fails with its
@@ -87,6 +99,7 @@ def source_pod_failed(o: Observed, populator: Populator, settings: Settings,
 STAGES = flow.extend(flow.STAGES, {
     flow.make_prime: (source_in_use_before_prime, prime_blocked),
     flow.prime_in_use: (storage_fills_prime, source_in_use_before_pod),
+    flow.make_pod: (copy_waits_for_prime_volume,),
     flow.follow_pod: (source_pod_failed,),
 })
 """The clone's stages: the shared ones with the clone's checks before making PVC', before

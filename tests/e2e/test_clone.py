@@ -242,6 +242,42 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
 
 
 
+def test_copy_within_a_namespace_is_one_pod_reading_both_claims(
+        kube: Client, golden: tuple[str, Path], copy_strategy: None) -> None:
+    """Within the golden image's namespace, on this one node, one pod copies: the target
+    pod mounts the golden claim read-only beside PVC' and reads it itself. No source pod,
+    no TLS Secrets, no clone port; the copy identical and as sparse as the source."""
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, clone_dv(
+        "local", src_ns, storage={"storageClassName": "local-immediate"},
+        annotations={A + "storage.pod.retainAfterCompletion": "true"}), src_ns)
+    status = kit.wait_dv(kube, src_ns, "local", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, src_ns, "local")
+    uid = claim["metadata"]["uid"]
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    produced = Path(kit.volume_path(kube, claim))
+    assert compare(reference, produced)
+    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
+    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", src_ns)
+    assert tpod["status"]["phase"] == "Succeeded"
+    vols = {v["name"]: v for v in tpod["spec"]["volumes"]}
+    assert vols["cdi-clone-source"]["persistentVolumeClaim"] == {"claimName": "golden",
+                                                                "readOnly": True}
+    assert "clone-tls" not in vols
+    c = tpod["spec"]["containers"][0]
+    assert {"name": "cdi-clone-source", "mountPath": "/source", "readOnly": True} in c[
+        "volumeMounts"]
+    assert [p["name"] for p in c["ports"]] == ["metrics"]
+    assert kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) is None
+    assert not secrets_of(kube, src_ns, uid)
+    kube.delete(kit.DVS, "local", src_ns)
+    wait_for(lambda: kube.get_or_none(resources.PODS, f"cloner-prime-{uid}", src_ns) is None
+             and kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is None,
+             timeout=TIMEOUT, what="the clone's pod and PVC' gone")
+
+
 def _clone_target_pid(owner_uid: str) -> int | None:
     """The clone target program of the clone into the claim ``owner_uid`` (its pod's env
     names the target claim's UID), found among this host's processes."""
@@ -262,31 +298,34 @@ def _clone_target_pid(owner_uid: str) -> int | None:
     return None
 
 
-def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Client, ns: str,
-                                                      copy_strategy: None) -> None:
-    """The target program dies while the data streams in (SIGKILL): the kubelet restarts
-    it, the populator replaces the source pod made for its first run (its annotation
-    names the run it streams to), and the clone ends whole."""
+@pytest.mark.parametrize("across", [False, True], ids=["one-pod", "two-pods"])
+def test_a_target_killed_mid_copy_copies_again(kube: Client, ns: str, copy_strategy: None,
+                                               across: bool) -> None:
+    """The target program dies while the data comes in (SIGKILL): the kubelet restarts
+    it and the clone ends whole. Within a namespace the one pod reads the source again
+    (no source pod, ever); across namespaces the populator replaces the source pod made
+    for the target's first run (its annotation names the run it streams to)."""
+    src_ns = kit.namespace(kube, "big") if across else ns
     kube.create(kit.DVS, kit.datavolume("big", {"blank": {}}, size="1Gi",
-                                        storage={"storageClassName": "local-reflink"}), ns)
-    assert kit.wait_dv(kube, ns, "big", ("Succeeded", "Failed"),
+                                        storage={"storageClassName": "local-reflink"}), src_ns)
+    assert kit.wait_dv(kube, src_ns, "big", ("Succeeded", "Failed"),
                        timeout=TIMEOUT)["phase"] == "Succeeded"
-    golden = Path(kit.volume_path(kube, claim_of(kube, ns, "big")))
+    golden = Path(kit.volume_path(kube, claim_of(kube, src_ns, "big")))
     block = os.urandom(4 * MiB)
     fd = os.open(golden, os.O_WRONLY)
-    try:  # 384 MiB of data spread over the disk: a stream that lasts a while
+    try:  # 384 MiB of data spread over the disk: a copy that lasts a while
         for i in range(96):
             os.pwrite(fd, block[i:] + block[:i], i * 10 * MiB)
         os.fsync(fd)
     finally:
         os.close(fd)
-    kube.create(kit.DVS, clone_dv("again", ns, src="big", annotations={
+    kube.create(kit.DVS, clone_dv("again", src_ns, src="big", annotations={
         A + "storage.pod.retainAfterCompletion": "true"},
         storage={"storageClassName": "local-immediate"}), ns)
     uid = wait_for(lambda: (kube.get_or_none(resources.PVCS, "again", ns) or {}).get(
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
 
-    def streaming() -> int | None:
+    def copying() -> int | None:
         prime = kube.get_or_none(resources.PVCS, f"prime-{uid}", ns)
         if prime is None or not prime["spec"].get("volumeName"):
             return None
@@ -298,25 +337,29 @@ def test_a_target_killed_mid_stream_gets_a_new_stream(kube: Client, ns: str,
         # under way, not over: the target grows the file to its full size at the end
         return pid if 32 * MiB <= size < golden.stat().st_size - 64 * MiB else None
 
-    pid = wait_for(streaming, timeout=TIMEOUT,
-                   what="the stream into PVC' under way")
-    first_source = kube.get(resources.PODS, f"{uid}-source-pod", ns)["metadata"]["uid"]
+    pid = wait_for(copying, timeout=TIMEOUT, what="the copy into PVC' under way")
+    first_source = (kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) or {}
+                    ).get("metadata", {}).get("uid")
+    assert (first_source is not None) == across
     os.kill(pid, 9)
     status = kit.wait_dv(kube, ns, "again", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
     tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", ns)
     assert tpod["status"]["containerStatuses"][0]["restartCount"] >= 1
+    # one pod: the target pod mounts the source claim itself
+    assert ("cdi-clone-source" in {v["name"] for v in tpod["spec"]["volumes"]}) == (
+        not across)
     # the source pod made for the first run was replaced (retained pods stay otherwise);
     # its successor, if the clone did not end before it was made, names the new run
-    spod = kube.get_or_none(resources.PODS, f"{uid}-source-pod", ns)
+    spod = kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns)
     assert spod is None or spod["metadata"]["uid"] != first_source
     if spod is not None:
-        assert int(spod["metadata"]["annotations"][
+        assert across and int(spod["metadata"]["annotations"][
             "populators.rootdisk.io/clone-target-restarts"]) >= 1
     produced = Path(kit.volume_path(kube, claim_of(kube, ns, "again")))
     assert compare(golden, produced)
     kube.delete(kit.DVS, "again", ns)
-    kube.delete(kit.DVS, "big", ns)
+    kube.delete(kit.DVS, "big", src_ns)
 
 
 def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(

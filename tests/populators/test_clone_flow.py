@@ -456,3 +456,123 @@ def test_the_snapshot_goes_once_restored_or_finished(prime_phase: str | None, fi
     prime = None if prime_phase is None else prime_in("gold", data_source=True,
                                                       phase=prime_phase)
     assert clone_snapshot.done_with(prime=prime, finished=finished) is done
+
+
+# -- one pod where it can mount both claims ---------------------------------------------
+
+HOST_A = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a"]}]}]}}
+HOST_B = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["b"]}]}]}}
+
+
+def _pv(affinity: dict[str, Any] | None) -> dict[str, Any]:
+    return {"metadata": {"name": "pv"},
+            "spec": {"nodeAffinity": affinity} if affinity else {}}
+
+
+def _claim(ns: str) -> dict[str, Any]:
+    return {"metadata": {"name": "golden", "namespace": ns},
+            "spec": {"volumeMode": "Filesystem", "volumeName": "pv-golden"}}
+
+
+@pytest.mark.parametrize(("source_ns", "source_pv", "prime_bound", "prime_pv", "mode", "want"), [
+    # a pod mounts only claims of its own namespace: across namespaces, two pods
+    ("gold", _pv(None), True, _pv(None), "Immediate", "stream"),
+    # a source claim with no volume yet: streamed, as before
+    ("ns", None, True, _pv(None), "Immediate", "stream"),
+    # a source volume any node reaches
+    ("ns", _pv(None), True, _pv(HOST_B), "Immediate", "local"),
+    ("ns", _pv(None), False, None, "Immediate", "local"),
+    # a source volume on one node: PVC''s volume there too, or anywhere
+    ("ns", _pv(HOST_A), True, _pv(HOST_A), "Immediate", "local"),
+    ("ns", _pv(HOST_A), True, _pv(None), "Immediate", "local"),
+    ("ns", _pv(HOST_A), True, _pv(HOST_B), "Immediate", "stream"),
+    # PVC' provisioned for its first consumer: it follows the pod to the source's node
+    ("ns", _pv(HOST_A), False, None, "WaitForFirstConsumer", "local"),
+    # provisioned at once: where it lands decides
+    ("ns", _pv(HOST_A), False, None, "Immediate", "wait"),
+    ("ns", _pv(HOST_A), False, None, None, "wait"),
+    # bound, its volume not read yet
+    ("ns", _pv(HOST_A), True, None, "WaitForFirstConsumer", "wait"),
+    # a node already picked for PVC' (the target's consumer): provisioned there, waited for
+    ("ns", _pv(HOST_A), "picked", None, "WaitForFirstConsumer", "wait"),
+])
+def test_placement(source_ns: str, source_pv: dict[str, Any] | None, prime_bound: bool | str,
+                   prime_pv: dict[str, Any] | None, mode: str | None, want: str) -> None:
+    prime = prime_in("ns", data_source=False, phase="Bound" if prime_bound is True
+                     else "Pending")
+    if prime_bound is not True:
+        del prime["spec"]["volumeName"]
+    if prime_bound == "picked":
+        prime["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = "b"
+    assert clone_pods.placement(source_claim=_claim(source_ns), source_volume=source_pv,
+                                prime=prime, prime_volume=prime_pv,
+                                binding_mode=mode) == want
+
+
+def _placed(where: str, mode: str = "Filesystem") -> dict[str, Any]:
+    src = source(mode)
+    src[SOURCE_CLAIM_KEY]["metadata"]["namespace"] = "ns"
+    src[clone_pods.PLACEMENT_KEY] = where
+    return src
+
+
+@pytest.mark.parametrize(("src_mode", "dst_mode"), [
+    ("Filesystem", "Filesystem"), ("Filesystem", "Block"), ("Block", "Filesystem"),
+    ("Block", "Block")])
+def test_one_pod_copies_when_it_can_mount_both_claims(src_mode: str, dst_mode: str) -> None:
+    prime = prime_in("ns", data_source=False)
+    prime["spec"]["volumeMode"] = dst_mode
+    plan = decide(target=target(src_ns="ns", ann=COPY), prime=prime,
+                  source=_placed("local", src_mode))
+    pod = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
+    assert clone_pods.is_local(pod)
+    c = pod["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["CLONER_SOURCE"] == ("/dev/cdi-clone-source" if src_mode == "Block"
+                                    else "/source/disk.img")
+    assert env["CLONER_TARGET"] == ("/dev/cdi-block-volume" if dst_mode == "Block"
+                                    else "/data/disk.img")
+    # no stream: no TLS material, no clone port
+    assert "CLONE_TLS_DIR" not in env and "CLONE_PORT" not in env
+    assert [p["name"] for p in c["ports"]] == ["metrics"]
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert set(vols) == {"cdi-data-vol", "cdi-clone-source"}
+    assert vols["cdi-clone-source"]["persistentVolumeClaim"] == {"claimName": "golden",
+                                                                "readOnly": True}
+    mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
+    devices = {d["name"]: d for d in c.get("volumeDevices", [])}
+    if src_mode == "Block":
+        assert devices["cdi-clone-source"]["devicePath"] == "/dev/cdi-clone-source"
+    else:
+        assert mounts["cdi-clone-source"] == {"name": "cdi-clone-source",
+                                              "mountPath": "/source", "readOnly": True}
+    assert ("cdi-data-vol" in devices) == (dst_mode == "Block")
+    assert psa.evaluate(psa.RESTRICTED, None, pod["metadata"], pod["spec"]) == []
+
+
+def test_two_pods_unless_placed_local() -> None:
+    prime = prime_in("ns", data_source=False)
+    for where in ("stream", None):
+        src = _placed("stream")
+        if where is None:
+            del src[clone_pods.PLACEMENT_KEY]
+        plan = decide(target=target(src_ns="ns", ann=COPY), prime=prime, source=src)
+        pod = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
+        assert not clone_pods.is_local(pod)
+        assert "cdi-clone-source" not in {v["name"] for v in pod["spec"]["volumes"]}
+
+
+def test_a_copy_waits_for_prime_volume_before_its_pod() -> None:
+    prime = prime_in("ns", data_source=False, phase="Pending")
+    plan = decide(target=target(src_ns="ns", ann=COPY), prime=prime, source=_placed("wait"))
+    assert not [a for a in plan.actions if isinstance(a, CreatePod)]
+    assert plan.waiting == "PVC' is being provisioned"
+    # once the pod exists, the placement no longer holds anything back
+    pod = clone_pods.render_target_pod(target=target(), prime=prime, config=CdiConfig(),
+                                       settings=Settings())
+    assert flow.decide(Observed(target=target(src_ns="ns", ann=COPY), storage_class=SC,
+                                source=_placed("wait"), prime=prime, pod=pod, volume=None,
+                                config=CdiConfig()), POP, Settings()).waiting != (
+        "PVC' is being provisioned")

@@ -99,7 +99,8 @@ def test_the_clone_places_its_checks_among_the_shared_stages() -> None:
     assert names(clone_stages.STAGES) == [
         *SHARED[:8], "source_in_use_before_prime", "prime_blocked", "make_prime",
         "prime_deleting", "storage_fills_prime", "source_in_use_before_pod",
-        "prime_in_use", "make_pod", "source_pod_failed", "follow_pod"]
+        "prime_in_use", "copy_waits_for_prime_volume", "make_pod", "source_pod_failed",
+        "follow_pod"]
 
 
 @pytest.mark.parametrize("clone_only", [
