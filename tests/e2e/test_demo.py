@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,14 +24,47 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def demo(data_dir: Path, *extra: str, env: dict[str, str] | None = None,
-         timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rootdisk.demo", "--data-dir", str(data_dir),
-                           "--timeout", "500", *extra], capture_output=True, text=True,
-                          timeout=timeout, check=False, cwd=ROOT, env=env)
+         timeout: float = 1200, record: Callable[[str, object], None] | None = None,
+         label: str = "demo") -> subprocess.CompletedProcess[str]:
+    """`python -m rootdisk.demo` (its stderr merged into its stdout), each line stamped
+    with the seconds since the start as it arrives; the stamped lines go to the test's
+    report (``record``: the junit XML keeps them for a test that passed too, so a run
+    that took long shows which phase did)."""
+    argv = [sys.executable, "-m", "rootdisk.demo", "--data-dir", str(data_dir),
+            "--timeout", "500", *extra]
+    start = time.monotonic()
+    stamped: list[tuple[float, str]] = []
+    # unbuffered: each line as it is printed, not all at the end
+    child_env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          cwd=ROOT, env=child_env, stdin=subprocess.DEVNULL) as proc:
+        assert proc.stdout is not None
+        out = proc.stdout
+
+        def read() -> None:
+            for line in out:
+                stamped.append((time.monotonic() - start, line))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        finally:
+            reader.join(10)
+    timeline = "".join(f"{t:7.1f} s  {line}" for t, line in stamped)
+    print(f"--- {label} ({time.monotonic() - start:.0f} s)\n{timeline}")
+    if record is not None:
+        record(label, timeline)
+    return subprocess.CompletedProcess(argv, code, "".join(line for _, line in stamped), "")
 
 
 @pytest.mark.timeout(2400)
-def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
+def test_make_demo_flow_and_stop_then_again(tmp_path: Path,
+                                            record_property: Callable[[str, object], None],
+                                            ) -> None:
     """The whole flow: a Debian cloud guest imported, booted with cloud-init, logged in to
     with `rootdisk ssh`; then `rootdisk ssh vm/demo` with no other setup (the demo's data
     dir is the default one: the cluster, the key and the guest's host key are found);
@@ -43,7 +79,7 @@ def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
     env.pop("KUBECONFIG", None)
     data_dir = state / "rootdisk"  # the default data dir under that XDG_STATE_HOME
     try:
-        out = demo(data_dir, env=env)
+        out = demo(data_dir, env=env, record=record_property, label="first run")
         assert out.returncode == 0, out.stdout + out.stderr
         text = out.stdout
         assert "DataVolume demo-rootdisk: Succeeded          100.0%" in text
@@ -69,7 +105,7 @@ def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
         assert codeprint.recorded(str(data_dir)) == codeprint.fingerprint(ROOT)
         # what a pull or an edit of the checkout does to the running cluster's record
         codeprint.record(str(data_dir), "0" * 64)
-        again = demo(data_dir, env=env)
+        again = demo(data_dir, env=env, record=record_property, label="after a code change")
         assert again.returncode == 0, again.stdout + again.stderr
         assert "was started from other code than this checkout's" in again.stdout
         assert read_pid(str(data_dir)) != pid  # a new `rootdisk up`
@@ -77,6 +113,7 @@ def test_make_demo_flow_and_stop_then_again(tmp_path: Path) -> None:
         assert "replacing the VirtualMachine demo of an earlier demo" in again.stdout
         assert "   | status: done" in again.stdout
     finally:
-        stopped = demo(data_dir, "--stop", env=env, timeout=180)
-    assert stopped.returncode == 0, stopped.stderr
+        stopped = demo(data_dir, "--stop", env=env, timeout=180, record=record_property,
+                       label="stop")
+    assert stopped.returncode == 0, stopped.stdout
     assert not is_running(str(data_dir))
