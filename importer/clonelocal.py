@@ -1,0 +1,92 @@
+"""The host-assisted clone's local copy: the source claim mounted in the target pod too
+(same namespace, same node), read here directly instead of streamed from a source pod.
+:func:`importer.clonetarget.copy_local` opens the source as the source program does
+(:func:`importer.cloner.open_source`), makes the stream's checks and writes the same way
+(:func:`importer.clonetarget.admit`, :func:`importer.clonetarget.write_extents`); this
+module is the reading between: the source's data runs, read into page-aligned buffers
+that are reused (:class:`Pool`), zero blocks left out, handed on as the stream's
+extents are."""
+
+from __future__ import annotations
+
+import mmap
+import threading
+from collections.abc import Generator
+
+from importer import clonewire
+from importer.cloner import Source, chunks
+from importer.writers import data_runs
+
+CHUNK = 1024 * 1024
+"""Read size."""
+AHEAD = 4
+"""Extents read ahead of the one being written."""
+
+
+class Pool:
+    """Page-aligned buffers (anonymous memory maps: the writer hands them to the disk
+    past the page cache, ``O_DIRECT``) the source is read into, reused once every
+    extent read into one is written, as :class:`importer.clonetarget.FrameReader` pools
+    the stream's: a fresh buffer per read costs its zero-filling. ``take`` and ``lend``
+    run in the reading thread, ``give_back`` in the writing one."""
+
+    KEEP = AHEAD + 2
+    """Buffers kept for reuse: as many as can be in flight at once."""
+
+    def __init__(self, size: int = CHUNK) -> None:
+        self._size = size
+        self._free: list[mmap.mmap] = []
+        self._lent: dict[int, list[int]] = {}  # id(buffer): [extents not yet given back]
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> memoryview:
+        """A buffer of at least ``n`` bytes, to read into."""
+        with self._lock:
+            buf = self._free.pop() if self._free else None
+        if buf is None or len(buf) < n:
+            buf = mmap.mmap(-1, max(n, self._size))
+        return memoryview(buf)
+
+    def lend(self, chunk: memoryview, extents: int) -> None:
+        """``extents`` extents of the buffer ``chunk`` views go to the writer: it is
+        free again once they all are given back (at once when there are none)."""
+        buf = chunk.obj
+        assert isinstance(buf, mmap.mmap)
+        with self._lock:
+            if extents:
+                self._lent[id(buf)] = [extents]
+            elif len(self._free) < self.KEEP:
+                self._free.append(buf)
+
+    def aligned(self, data: clonewire.Data) -> clonewire.Data:
+        return data  # read into an aligned buffer already
+
+    def give_back(self, data: clonewire.Data) -> None:
+        """The extent ``data`` is written."""
+        buf = data.obj if isinstance(data, memoryview) else None
+        if not isinstance(buf, mmap.mmap):
+            return
+        with self._lock:
+            left = self._lent.get(id(buf))
+            if left is None:
+                return
+            left[0] -= 1
+            if left[0]:
+                return
+            del self._lent[id(buf)]
+            if len(self._free) < self.KEEP:
+                self._free.append(buf)
+
+
+def extents(source: Source, pool: Pool,
+            ) -> Generator[tuple[int, clonewire.Data], None, clonewire.Totals]:
+    """(offset, bytes) of the source's data, zero blocks left out (a hole's, or a
+    device's: read whole, as the source program does); returns their totals."""
+    count = total = 0
+    for offset, chunk in chunks(source.fd, source.runs, size=CHUNK, into=pool.take):
+        found = list(data_runs(chunk))
+        pool.lend(chunk, len(found))
+        for start, run in found:
+            count, total = count + 1, total + len(run)
+            yield offset + start, run
+    return clonewire.Totals(extents=count, data_bytes=total)
