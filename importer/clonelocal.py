@@ -17,10 +17,13 @@ from importer import clonewire
 from importer.cloner import Source, chunks
 from importer.writers import data_runs
 
-CHUNK = 1024 * 1024
-"""Read size."""
+CHUNK = 4 * 1024 * 1024
+"""Read size. Nothing is compressed or encrypted here, so a chunk need not stay in the
+CPU's cache as the stream's 1 MiB do: copying 1 GiB of data spread over 4 GiB took
+0.55-0.57 s of CPU in 4 MiB reads, 0.59-0.62 s in 1 MiB ones (the times within this
+machine's noise of each other, 1.1-1.2 s)."""
 AHEAD = 4
-"""Extents read ahead of the one being written."""
+"""Extents read ahead of the one being written (2, 4 and 8 measured alike)."""
 
 
 class Pool:

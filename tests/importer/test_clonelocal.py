@@ -198,6 +198,7 @@ def test_the_copy_goes_past_the_page_cache_in_reused_buffers(
         return view
 
     monkeypatch.setattr(clonelocal.Pool, "take", take)
+    monkeypatch.setattr(clonelocal, "CHUNK", 256 * 1024)  # 96 reads, 4 extents each
     src = tmp_path / "src.img"
     block = 32 * 1024
     with open(src, "wb") as f:  # 24 MiB: in each 64 KiB one zero block, one of data
