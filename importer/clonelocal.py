@@ -10,12 +10,17 @@ extents are."""
 from __future__ import annotations
 
 import mmap
+import os
+import stat
 import threading
 from collections.abc import Generator
+from pathlib import Path
 
 from importer import clonewire
 from importer.cloner import Source, chunks
+from importer.errors import ConfigError
 from importer.writers import data_runs
+from vocab import podenv
 
 CHUNK = 4 * 1024 * 1024
 """Read size. Nothing is compressed or encrypted here, so a chunk need not stay in the
@@ -93,3 +98,19 @@ def extents(source: Source, pool: Pool,
             count, total = count + 1, total + len(run)
             yield offset + start, run
     return clonewire.Totals(extents=count, data_bytes=total)
+
+
+def refuse_itself(source: Source, source_path: Path, target: Path) -> None:
+    """``ConfigError`` when the target is the source itself (the same file, or the same
+    device under another name): the writer would truncate or discard what is to be
+    copied. Checked before anything is written."""
+    try:
+        there = os.stat(target, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    here = os.fstat(source.fd)
+    device = stat.S_ISBLK(here.st_mode) and stat.S_ISBLK(there.st_mode)
+    if (device and here.st_rdev == there.st_rdev) or \
+            (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+        raise ConfigError(f"{podenv.CLONER_SOURCE} {source_path} and {podenv.CLONER_TARGET}"
+                          f" {target} are the same {'device' if device else 'file'}")

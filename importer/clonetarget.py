@@ -288,6 +288,7 @@ def copy_local(config: Config, *, listeners: list[Listener] | None = None) -> in
         raise ConfigError(f"{podenv.CLONER_SOURCE} is required")
     source = open_source(config.source)
     try:
+        clonelocal.refuse_itself(source, config.source, config.target)
         limit = admit(config, clonewire.Hello(size=source.size, data_end=source.data_end))
         pool = clonelocal.Pool()
         totals = write_extents(config, limit, clonelocal.extents(source, pool), pool,

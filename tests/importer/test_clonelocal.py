@@ -160,6 +160,18 @@ def test_a_source_that_is_not_a_disk_is_refused_at_once(tmp_path: Path, kind: st
     assert not dst.exists()
 
 
+def test_the_source_itself_is_no_target(tmp_path: Path) -> None:
+    """A target that is the source under another name (a hard link; the same device
+    under two names below) would be truncated or discarded before it is read."""
+    src = tmp_path / "src.img"
+    before = make_source(src, 8 * MiB, [(MiB, MiB)])
+    os.link(src, tmp_path / "disk.img")
+    with pytest.raises(ConfigError, match=f"CLONER_SOURCE {src} and CLONER_TARGET "
+                       f"{tmp_path / 'disk.img'} are the same file"):
+        clonetarget.copy_local(config(tmp_path / "disk.img", src, 16 * MiB))
+    assert src.read_bytes() == before
+
+
 def test_a_copy_that_fails_midway_leaves_nothing(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The source cut short under the copy (its data runs were found, then it shrank):
@@ -288,6 +300,18 @@ def test_block_sources_and_targets(tmp_path: Path, modes: str) -> None:
         assert sha256(dst, end) == hashlib.sha256(content + bytes(end - size)).hexdigest()
     # only the data was written (the loop device passes the discard on as holes)
     assert allocated(dst_file) <= data + 4 * 32 * 1024 + 64 * 1024
+
+
+def test_a_device_is_not_copied_onto_itself(tmp_path: Path) -> None:
+    backing = tmp_path / "backing.img"
+    before = make_source(backing, 8 * MiB, [(MiB, MiB)])
+    with loop_device(backing) as dev:
+        other = tmp_path / "same-device"
+        st = os.stat(dev)
+        os.mknod(other, st.st_mode, st.st_rdev)
+        with pytest.raises(ConfigError, match="are the same device"):
+            clonetarget.copy_local(config(other, dev, None))
+    assert backing.read_bytes() == before
 
 
 def test_a_block_target_too_small_is_untouched(tmp_path: Path) -> None:
