@@ -5,7 +5,14 @@
 (:func:`importer.clonetarget.admit`, :func:`importer.clonetarget.write_extents`); this
 module is the reading between: the source's data runs, read into page-aligned buffers
 that are reused (:class:`Pool`), zero blocks left out, handed on as the stream's
-extents are."""
+extents are.
+
+Measured on this machine (1 GiB of random data in 16 MiB blocks over a 4 GiB sparse
+file, from a ``sync`` to a ``sync``): 1.21 s against ``cp --reflink=never
+--sparse=always``'s 1.20 s, with 0.54 s of CPU against cp's 0.53 s. The source is read
+through the page cache, as cp reads it: an image cloned often is there. ``O_DIRECT``
+reads cost less CPU when it is not there (0.31 s against 1.02 s; 1.79 s against 1.88 s)
+but twice the time when it is (2.18 s against 1.14 s)."""
 
 from __future__ import annotations
 
