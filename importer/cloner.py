@@ -29,7 +29,7 @@ import ssl
 import stat
 import sys
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,19 +132,34 @@ def extents(fd: int, size: int, *, seekable_holes: bool) -> Iterator[tuple[int, 
         pos = end
 
 
-def pieces(fd: int, runs: list[tuple[int, int, bool]]) -> Iterator[tuple[int, memoryview]]:
-    """(offset, bytes) of the source's data, zero blocks left out."""
+def chunks(fd: int, runs: list[tuple[int, int, bool]], *, size: int = CHUNK,
+           into: Callable[[int], memoryview] | None = None,
+           ) -> Iterator[tuple[int, memoryview]]:
+    """(offset, bytes read) of the source's data runs, ``size`` bytes at a time; each
+    read into a fresh ``bytes``, or into the buffer ``into(n)`` gives (at least ``n``
+    bytes: the local clone's page-aligned ones, reused)."""
     for offset, length, data in runs:
         if not data:
             continue
         end = offset + length
         while offset < end:
-            chunk = os.pread(fd, min(CHUNK, end - offset), offset)
+            want = min(size, end - offset)
+            if into is None:
+                chunk = memoryview(os.pread(fd, want, offset))
+            else:
+                buf = into(want)[:want]
+                chunk = buf[:os.preadv(fd, [buf], offset)]
             if not chunk:
                 raise ImporterError(f"the source ended at {offset} of {end} bytes")
-            for start, run in data_runs(chunk):
-                yield offset + start, run
+            yield offset, chunk
             offset += len(chunk)
+
+
+def pieces(fd: int, runs: list[tuple[int, int, bool]]) -> Iterator[tuple[int, memoryview]]:
+    """(offset, bytes) of the source's data, zero blocks left out."""
+    for offset, chunk in chunks(fd, runs):
+        for start, run in data_runs(chunk):
+            yield offset + start, run
 
 
 def frames(source: Source, encoder: clonewire.Encoder,

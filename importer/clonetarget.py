@@ -28,6 +28,18 @@ into a larger claim: the storage copied the source's image) to the usable size o
 claim's request, as the importer sizes its own, and sync it. Never shrinks. The storage
 copied the source volume as it was: a ``disk.img`` that is not a regular file (a symbolic
 link, a FIFO…) is ``NotADiskImage``, never followed or waited on.
+
+``CLONER_SOURCE`` (a path: ``/source/disk.img`` for a Filesystem source claim,
+``/dev/cdi-clone-source`` for a Block one): the source claim is mounted read-only in this
+pod too (same namespace, same node), so there is no source pod and no stream;
+``CLONE_TLS_DIR``, ``CLONE_PORT`` and ``CLONE_WAIT_SECONDS`` are not needed (and not
+used). The source is opened as the source program opens it (a regular file or a block
+device, never a symbolic link followed or a FIFO waited on: ``NotADiskImage``), the room
+is checked exactly as on a stream's hello (``TooSmall``, the permissive rule, the leftover
+``disk.img``) before a byte is written, and only its data is copied, zero blocks left
+out, past the page cache, with the same progress and the same final size and sync
+(:func:`copy_local`, :mod:`importer.clonelocal`). A failed copy is wiped. Not with
+``CLONE_GROW_ONLY`` (a ``ConfigError`` naming both).
 """
 
 from __future__ import annotations
@@ -42,12 +54,14 @@ import ssl
 import stat
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from importer import clonewire
+from importer import clonelocal, clonewire
 from importer.ahead import ahead
+from importer.cloner import open_source
 from importer.errors import ConfigError, ImporterError, NotADiskImage, TooSmall, TransferError
 from importer.plan import check_fits, usable_bytes
 from importer.progress import Listener, Progress
@@ -89,12 +103,19 @@ class Config:
     preallocate: bool = False
     wait_seconds: float = 1800.0
     grow_only: bool = False
+    source: Path | None = None
+    """The source claim mounted here too: copy it locally, no stream."""
 
 
 def from_env(env: Mapping[str, str]) -> Config:
+    grow_only = (env.get(podenv.CLONE_GROW_ONLY) or "").lower() == "true"
+    source = env.get(podenv.CLONER_SOURCE) or None
+    if grow_only and source:
+        raise ConfigError(f"{podenv.CLONE_GROW_ONLY} and {podenv.CLONER_SOURCE} together: a"
+                          " grow-only run copies nothing")
     try:
         target = Path(env[podenv.CLONER_TARGET])
-        tls = Path(env[podenv.CLONE_TLS_DIR] if env.get(podenv.CLONE_GROW_ONLY) != "true" else "")
+        tls = Path(env[podenv.CLONE_TLS_DIR] if not (grow_only or source) else "")
     except KeyError as err:
         raise ConfigError(f"{err.args[0]} is required") from None
     size = env.get(podenv.IMAGE_SIZE) or None
@@ -112,7 +133,7 @@ def from_env(env: Mapping[str, str]) -> Config:
     except ValueError:
         raise ConfigError("CLONE_WAIT_SECONDS: not a number") from None
     return Config(target=target, requested=requested, overhead=overhead, tls_dir=tls,
-                  grow_only=(env.get(podenv.CLONE_GROW_ONLY) or "").lower() == "true",
+                  grow_only=grow_only, source=Path(source) if source else None,
                   owner_uid=env.get(podenv.OWNER_UID, ""),
                   listen=env.get(podenv.POD_IP) or "127.0.0.1", port=int(port),
                   metrics=bool(env.get(podenv.POD_IP)),
@@ -174,51 +195,108 @@ def grow(config: Config) -> int:
         os.close(fd)
 
 
-def receive(config: Config, reader: FrameReader, send: Callable[[bytes], None], *,
-            listeners: list[Listener] | None = None) -> int:
-    """One stream into the target; returns the bytes of data written."""
-    hello = clonewire.read_hello(reader.read)
-    try:
-        usable = room(config)
-        # A source larger than the room fits when all it has beyond is a hole.
-        check_fits(virtual_size=hello.size if hello.size <= usable else hello.data_end,
-                   usable=usable)
-    except (TooSmall, NotADiskImage) as err:
-        send(clonewire.reply(ok=False, reason=err.reason, message=err.message))
-        raise
-    send(clonewire.reply(ok=True))
-    limit = min(hello.size, usable)
+class Buffers(Protocol):
+    """Where the extents' bytes live: :class:`FrameReader` (the stream's),
+    :class:`importer.clonelocal.Pool` (the local copy's)."""
+
+    def aligned(self, data: clonewire.Data) -> clonewire.Data: ...
+
+    def give_back(self, data: clonewire.Data) -> None: ...
+
+
+def admit(config: Config, source: clonewire.Hello) -> int:
+    """The bytes of the source the target takes (its room or less), once it is sure
+    they fit: ``TooSmall`` when they do not, ``NotADiskImage`` for a ``disk.img``
+    that is not a regular file (:func:`leftover`). Nothing is written before."""
+    usable = room(config)
+    # A source larger than the room fits when all it has beyond is a hole.
+    check_fits(virtual_size=source.size if source.size <= usable else source.data_end,
+               usable=usable)
+    return min(source.size, usable)
+
+
+def write_extents(config: Config, limit: int,
+                  extents: Generator[tuple[int, clonewire.Data], None, clonewire.Totals],
+                  buffers: Buffers, *, listeners: list[Listener] | None = None,
+                  depth: int = AHEAD,
+                  failing: Callable[[BaseException], None] | None = None,
+                  ) -> clonewire.Totals:
+    """Write the source's ``extents`` (increasing (offset, bytes) with no zero block,
+    returning their :class:`~importer.clonewire.Totals`) into the target, holes kept,
+    past the page cache where the buffers allow; a Filesystem ``disk.img`` ends at its
+    room, and all is synced. On any error the target is wiped (``failing`` told first)."""
     progress = Progress(listeners)
     progress.stage(start=0, end=100, total_bytes=limit)
     writer = SparseWriter(config.target, preallocate=config.preallocate, direct=True)
     try:
-        # the next extents are received and checked in a thread while this one is written
-        frames = ahead(clonewire.extents(reader.read, size=hello.size, limit=limit,
-                                         release=reader.give_back), depth=AHEAD)
+        # the next extents are read and checked in a thread while this one is written
+        items = ahead(extents, depth=depth)
         while True:
             try:
-                offset, data = next(frames)
+                offset, data = next(items)
             except StopIteration as stop:
                 totals: clonewire.Totals = stop.value
                 break
             writer.skip(offset - writer.offset)
-            data = reader.aligned(data)
-            # the source sent no zero block: no need to look for them again
+            data = buffers.aligned(data)
+            # the source left out its zero blocks: no need to look for them again
             writer.write(data, find_zeros=False)
-            reader.give_back(data)
+            buffers.give_back(data)
             progress.advance(writer.offset - progress.done_bytes)
         writer.skip(limit - writer.offset)
         writer.finish(None if writer.block else final_size(config, limit))
     except BaseException as err:
         writer.discard()
+        if failing is not None:
+            failing(err)
+        raise
+    progress.set_percent(100.0)
+    return totals
+
+
+def receive(config: Config, reader: FrameReader, send: Callable[[bytes], None], *,
+            listeners: list[Listener] | None = None) -> int:
+    """One stream into the target; returns the bytes of data written."""
+    hello = clonewire.read_hello(reader.read)
+    try:
+        limit = admit(config, hello)
+    except (TooSmall, NotADiskImage) as err:
+        send(clonewire.reply(ok=False, reason=err.reason, message=err.message))
+        raise
+    send(clonewire.reply(ok=True))
+
+    def failing(err: BaseException) -> None:
         if isinstance(err, ImporterError):
             send_quietly(send, clonewire.reply(ok=False, reason=err.reason,
                                                message=err.message, retryable=err.retryable))
-        raise
-    progress.set_percent(100.0)
+
+    totals = write_extents(config, limit,
+                           clonewire.extents(reader.read, size=hello.size, limit=limit,
+                                             release=reader.give_back),
+                           reader, listeners=listeners, failing=failing)
     send(clonewire.reply(ok=True, bytes=totals.data_bytes))
     logger.info("cloned %d bytes (%d of data in %d extents) into %s", limit,
                 totals.data_bytes, totals.extents, config.target)
+    return totals.data_bytes
+
+
+def copy_local(config: Config, *, listeners: list[Listener] | None = None) -> int:
+    """The source claim mounted in this pod too (``config.source``): copy it into the
+    target directly, with the same checks and the same writes as a stream
+    (:func:`admit`, :func:`write_extents`); returns the bytes of data written."""
+    if config.source is None:
+        raise ConfigError(f"{podenv.CLONER_SOURCE} is required")
+    source = open_source(config.source)
+    try:
+        clonelocal.refuse_itself(source, config.source, config.target)
+        limit = admit(config, clonewire.Hello(size=source.size, data_end=source.data_end))
+        pool = clonelocal.Pool()
+        totals = write_extents(config, limit, clonelocal.extents(source, pool), pool,
+                               listeners=listeners, depth=clonelocal.AHEAD)
+    finally:
+        os.close(source.fd)
+    logger.info("cloned %d bytes (%d of data in %d extents) from %s into %s", limit,
+                totals.data_bytes, totals.extents, config.source, config.target)
     return totals.data_bytes
 
 
@@ -424,6 +502,8 @@ def main() -> int:
             listeners.append(metric)
         if config.grow_only:
             grow(config)
+        elif config.source is not None:
+            copy_local(config, listeners=listeners)
         else:
             serve(config, listeners=listeners)
         return EXIT_OK

@@ -174,28 +174,32 @@ def zero_device(path: Path) -> bool:
         os.close(fd)
 
 
-def _flat(data: bytes | bytearray | memoryview) -> bytes | bytearray:
-    """``data`` as bytes or bytearray, copied only when it is a view of part of one."""
+def _flat(data: bytes | bytearray | memoryview) -> bytes | bytearray | None:
+    """``data`` as the bytes or bytearray it is or wholly views; None for anything else
+    (part of one, an ``mmap``'s memory)."""
     if isinstance(data, bytes | bytearray):
         return data
     owner = data.obj
     if isinstance(owner, bytes | bytearray) and data.nbytes == len(owner) and \
             data.c_contiguous:
         return owner
-    return data.tobytes()
+    return None
 
 
 def data_runs(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, memoryview]]:
     """(start, bytes) of each run of ``data`` that is not whole zero blocks
-    (ZERO_BLOCK_SIZE). Blocks are compared in place (``bytes.startswith`` with bounds is a
-    memcmp without a copy; a memoryview compares item by item, ten times slower on zeros)
-    and runs are handed on as memoryview slices (no copy)."""
+    (ZERO_BLOCK_SIZE). Blocks are compared in place, never copied: a ``bytes`` or
+    ``bytearray`` with ``startswith`` and bounds, any other buffer (part of one, a
+    page-aligned ``mmap`` the local clone reads into) as a prefix of zeros; both are a
+    memcmp (a memoryview compares item by item, ten times slower on zeros). Runs are
+    handed on as memoryview slices (no copy)."""
     view = memoryview(data)
     flat = _flat(data)
     start = None  # start of the pending data run
     for pos in range(0, len(view), ZERO_BLOCK_SIZE):
         end = min(pos + ZERO_BLOCK_SIZE, len(view))
-        if flat.startswith(_ZERO[: end - pos], pos, end):
+        if flat.startswith(_ZERO[: end - pos], pos, end) if flat is not None \
+                else _ZERO.startswith(view[pos:end]):
             if start is not None:
                 yield start, view[start:pos]
                 start = None
