@@ -12,12 +12,10 @@ import hashlib
 import json
 import mmap
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from importer import clonelocal, cloner, clonetarget, clonewire
 from importer.errors import ConfigError, ImporterError, NotADiskImage, TooSmall
 from importer.progress import Update
 from importer.writers import data_runs
+from tests.importer.loopdev import loop_device
 from tests.importer.pagecache import direct_io_or_skip, resident
 from tests.importer.test_cloner import KINDS, make_source, special
 
@@ -257,21 +256,6 @@ def test_data_runs_of_an_mmap_buffer() -> None:
 
 
 # -- Block sources and targets (loop devices) ----------------------------------------------
-
-
-@contextlib.contextmanager
-def loop_device(backing: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or shutil.which("losetup") is None:
-        pytest.skip("block device tests need root and losetup")
-    try:
-        device = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True,
-                                capture_output=True, text=True).stdout.strip()
-    except subprocess.CalledProcessError as err:
-        pytest.skip(f"no loop device available: {err.stderr.strip()}")
-    try:
-        yield Path(device)
-    finally:
-        subprocess.run(["losetup", "-d", device], check=False)
 
 
 SOURCE_RUNS = [(MiB, 2 * MiB), (9 * MiB + 4096, 100 * 1024), (15 * MiB, MiB)]

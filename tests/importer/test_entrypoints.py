@@ -23,6 +23,7 @@ import requests
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
 from tests.fixtures.registry import RegistryServer, push_disk
+from tests.importer import loopdev
 
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,20 +172,11 @@ def test_cli_errors_name_the_flag(tmp_path: Path, args: list[str], words: str) -
 
 @pytest.fixture
 def loop_device(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0 or shutil.which("losetup") is None:
-        pytest.skip("block device tests need root and losetup")
     backing = tmp_path / "block.img"
     with backing.open("wb") as f:
         f.truncate(32 * MiB)
-    try:
-        device = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True,
-                                capture_output=True, text=True).stdout.strip()
-    except subprocess.CalledProcessError as err:
-        pytest.skip(f"no loop device available: {err.stderr.strip()}")
-    try:
-        yield Path(device)
-    finally:
-        subprocess.run(["losetup", "-d", device], check=False)
+    with loopdev.loop_device(backing) as device:
+        yield device
 
 
 @pytest.mark.parametrize("name", ["qcow2", "raw.gz", "raw"])

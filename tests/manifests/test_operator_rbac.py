@@ -12,21 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeclient import Client, Resource
+from kubeclient import Client
 from kubeclient.resources import NAMESPACES
 from localcluster.apiserver.threaded import ServerThread
-from tests.vm.conftest import kube_for
+from tests.vm.conftest import RBAC_KINDS, kube_for
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = {
-    "Namespace": NAMESPACES,
-    "ServiceAccount": Resource("", "v1", "serviceaccounts"),
-    "ClusterRole": Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False),
-    "ClusterRoleBinding": Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
-                                   namespaced=False),
-    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles"),
-    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
-}
+KINDS = {"Namespace": NAMESPACES, **RBAC_KINDS}
 KOPF_OPERATORS = (  # the service accounts of the controller sets run by rootdisk.operator
     "system:serviceaccount:rootdisk:rootdisk-cdi",
     "system:serviceaccount:kubevirt:kubevirt-controller",

@@ -8,11 +8,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeclient import Client, KubeError
+from kubeclient import Client, KubeError, Resource
 from kubeclient.resources import CRDS
 from localcluster.apiserver.threaded import ServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
+RBAC_KINDS = {
+    "ServiceAccount": Resource("", "v1", "serviceaccounts"),
+    "ClusterRole": Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False),
+    "ClusterRoleBinding": Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+                                   namespaced=False),
+    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles"),
+    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
+}
+"""The API resource of each kind the manifests' RBAC files hold (but their Namespace)."""
 CRD_FILES = ("virtualmachines.yaml", "virtualmachineinstances.yaml", "kubevirts.yaml",
              "datavolumes.yaml", "datasources.yaml")
 

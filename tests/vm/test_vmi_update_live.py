@@ -15,24 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
-from kubeclient import JSON_PATCH, Client, KubeError, Resource
+from kubeclient import JSON_PATCH, Client, KubeError
 from kubeclient.resources import VMIS, VMS
 from localcluster.apiserver.threaded import ServerThread
 from vm.api import kube as api_kube
 
-from .conftest import CRD_FILES, CRDS, ROOT, kube_for, wait_served
+from .conftest import CRD_FILES, CRDS, RBAC_KINDS, ROOT, kube_for, wait_served
 from .virtapi_harness import NAMESPACES, VirtAPIThread, register
 
 EXAMPLE = ROOT / "manifests" / "examples" / "vm-datavolume.yaml"
 BASE = "/apis/subresources.kubevirt.io/v1"
-RBAC_KINDS = {
-    "ServiceAccount": Resource("", "v1", "serviceaccounts"),
-    "ClusterRole": Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False),
-    "ClusterRoleBinding": Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
-                              namespaced=False),
-    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles"),
-    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
-}
 SA = "system:serviceaccount:kubevirt:{}"
 USER = "alice"
 
