@@ -14,8 +14,6 @@ import mmap
 import os
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from importer.progress import Update
 from importer.writers import data_runs
 from tests.importer.loopdev import loop_device
 from tests.importer.pagecache import direct_io_or_skip, resident
-from tests.importer.test_cloner import KINDS, make_source, special
+from tests.importer.test_cloner import KINDS, make_source, refused_at_once, special
 
 MiB = 2**20
 
@@ -135,23 +133,8 @@ def test_a_source_that_is_not_a_disk_is_refused_at_once(tmp_path: Path, kind: st
     src = tmp_path / "source-disk.img"
     special(src, kind, outside)
     dst = tmp_path / "disk.img"
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            clonetarget.copy_local(config(dst, src, 8 * MiB))
-        except BaseException as err:  # reported to the test
-            errors.append(err)
-
-    thread = threading.Thread(target=run, daemon=True)
-    start = time.monotonic()
-    thread.start()
-    thread.join(5)
-    took = time.monotonic() - start
-    if thread.is_alive() and kind == "FIFO":  # let it go
-        os.close(os.open(src, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(5)
-    assert not thread.is_alive(), f"opening a {kind} as the source never returned"
+    errors, took = refused_at_once(
+        lambda: clonetarget.copy_local(config(dst, src, 8 * MiB)), src, kind)
     assert len(errors) == 1 and isinstance(errors[0], NotADiskImage), errors
     assert errors[0].message == (f"clone source {src} is {KINDS[kind]}, not a regular file"
                                  " or a block device")
