@@ -125,6 +125,12 @@ class RangeProxy:
 def _handler(proxy: RangeProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: nbdkit reuses its connection
+        # The headers go out in one send and the body in others: with Nagle's algorithm
+        # a body shorter than a segment waited for the ACK of the headers, which nbdkit's
+        # curl delays (up to 40 ms) on a kept-alive connection. qemu-img reads a
+        # compressed qcow2 (Debian's cloud image) in many such small reads: 359 s for
+        # its 2 GiB through this endpoint, against 12.5 s straight from the server.
+        disable_nagle_algorithm = True
 
         def do_HEAD(self) -> None:
             self._answer(*proxy.read(self.path, None), send_body=False)

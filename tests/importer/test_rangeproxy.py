@@ -85,3 +85,26 @@ def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
             assert peak == READ_AHEAD  # every block ahead at once, not one after another
             assert sorted(fetched) == [i * BLOCK_SIZE for i in range(READ_AHEAD + 1)]
         assert len(proxy.cache._blocks) <= READ_AHEAD + FEW_LARGE.keep
+
+
+def test_small_ranges_on_a_kept_alive_connection_do_not_wait_for_delayed_acks() -> None:
+    """qemu-img reads a compressed qcow2 (Debian's cloud image) in many small reads, each
+    an HTTP range request of nbdkit's on one kept-alive connection. With Nagle's algorithm
+    on, a body shorter than a segment waited for the client's delayed ACK of the headers
+    sent before it: about 40 ms a request, and the demo's 2 GiB import took six minutes
+    instead of twelve seconds whenever the importer read through this endpoint. The
+    median request must be far below that stall (here it takes about 2 ms)."""
+    data = bytes(range(256)) * 16 * 1024  # 4 MiB
+    with RangeProxy(lambda offset, n: data[offset:offset + n], size=len(data)) as proxy:
+        session = requests.Session()
+        took = []
+        for i in range(60):
+            start, end = i * 5000, i * 5000 + 3999
+            began = time.monotonic()
+            got = session.get(proxy.url, headers={"Range": f"bytes={start}-{end}"},
+                              timeout=10)
+            took.append(time.monotonic() - began)
+            assert got.status_code == 206 and got.content == data[start:end + 1]
+        session.close()
+    took.sort()
+    assert took[len(took) // 2] < 0.02, f"median request {took[len(took) // 2] * 1000:.0f} ms"
