@@ -135,7 +135,6 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
     pm, ps = meta(prime), spec(prime)
     block = ps.get("volumeMode") == "Block"
     size = ((ps.get("resources") or {}).get("requests") or {}).get("storage", "")
-    secret, _ = names.clone_secret_names(str(meta(target).get("uid")))
     env: list[dict[str, Any]] = [
         {"name": podenv.CLONER_TARGET,
          "value": BLOCK_DEVICE if block else f"{DATA_DIR}/disk.img"},
@@ -157,20 +156,18 @@ def render_target_pod(*, target: Obj, prime: Obj, config: CdiConfig, settings: S
     volumes: list[dict[str, Any]] = [
         {"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": pm.get("name"),
                                                         "readOnly": False}}]
-    c["volumeMounts"], c["volumeDevices"] = [], []
     if source_claim is None:
+        secret, _ = names.clone_secret_names(str(meta(target).get("uid")))
         c["ports"].append({"name": "clone", "containerPort": CLONE_PORT, "protocol": "TCP"})
-        c["volumeMounts"].append({"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True})
+        c["volumeMounts"] = [{"name": TLS_VOLUME, "mountPath": TLS_DIR, "readOnly": True}]
         volumes.append(_tls_volume(secret))
     else:
         _mount_source(c, volumes, source_claim)
     if block:
-        c["volumeDevices"].append({"name": DATA_VOLUME, "devicePath": BLOCK_DEVICE})
+        c.setdefault("volumeDevices", []).append({"name": DATA_VOLUME,
+                                                  "devicePath": BLOCK_DEVICE})
     else:
-        c["volumeMounts"].append({"name": DATA_VOLUME, "mountPath": DATA_DIR})
-    for key in ("volumeMounts", "volumeDevices"):
-        if not c[key]:
-            del c[key]
+        c.setdefault("volumeMounts", []).append({"name": DATA_VOLUME, "mountPath": DATA_DIR})
     annotations = {api.CREATED_BY_CONTROLLER: "yes", "sidecar.istio.io/inject": "false"}
     if previous_restarts:
         annotations[api.PREVIOUS_RESTARTS] = str(previous_restarts)
