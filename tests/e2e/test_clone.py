@@ -171,6 +171,22 @@ def secrets_of(kube: Client, ns: str, uid: str) -> list[str]:
             if uid in s["metadata"]["name"]]
 
 
+def copied(kube: Client, ns: str, dv: dict[str, Any], reference: Path) -> dict[str, Any]:
+    """The claim of the copy clone DataVolume ``dv`` once it Succeeded: cloned by the
+    host-assisted copy, identical to ``reference`` and as sparse (plus filesystem slack),
+    its DataVolume with upstream's CloneSucceeded event."""
+    name = dv["metadata"]["name"]
+    status = kit.wait_dv(kube, ns, name, ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    claim = claim_of(kube, ns, name)
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    produced = Path(kit.volume_path(kube, claim))
+    assert compare(reference, produced)
+    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
+    assert "CloneSucceeded" in reasons(kube, ns, dv["metadata"]["uid"])
+    return claim
+
+
 def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
         kube: Client, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
     """Cross-namespace, Filesystem → Filesystem, pods kept (retainAfterCompletion) to be
@@ -189,15 +205,7 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
     spod = wait_for(lambda: kube.get_or_none(resources.PODS, f"{target_uid}-source-pod",
                                              src_ns), timeout=TIMEOUT, what="source pod")
     ssec = kube.get(resources.SECRETS, f"clone-source-tls-{target_uid}", src_ns)
-    status = kit.wait_dv(kube, ns, "tls", ("Succeeded", "Failed"), timeout=TIMEOUT)
-    assert status["phase"] == "Succeeded", status
-    claim = claim_of(kube, ns, "tls")
-    uid = claim["metadata"]["uid"]
-    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
-    produced = Path(kit.volume_path(kube, claim))
-    assert compare(reference, produced)
-    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
-    assert "CloneSucceeded" in reasons(kube, ns, dv["metadata"]["uid"])
+    uid = copied(kube, ns, dv, reference)["metadata"]["uid"]
     # retained: PVC' and the target pod in the target namespace; the source pod (done)
     # and its Secret in the source one, with the VolumeCloneSource that owns them
     assert kube.get(resources.PODS, f"{uid}-source-pod", src_ns)["status"]["phase"] == "Succeeded"
@@ -251,15 +259,7 @@ def test_copy_within_a_namespace_is_one_pod_reading_both_claims(
     dv = kube.create(kit.DVS, clone_dv(
         "local", src_ns, storage={"storageClassName": "local-immediate"},
         annotations={A + "storage.pod.retainAfterCompletion": "true"}), src_ns)
-    status = kit.wait_dv(kube, src_ns, "local", ("Succeeded", "Failed"), timeout=TIMEOUT)
-    assert status["phase"] == "Succeeded", status
-    claim = claim_of(kube, src_ns, "local")
-    uid = claim["metadata"]["uid"]
-    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
-    produced = Path(kit.volume_path(kube, claim))
-    assert compare(reference, produced)
-    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
-    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    uid = copied(kube, src_ns, dv, reference)["metadata"]["uid"]
     tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", src_ns)
     assert tpod["status"]["phase"] == "Succeeded"
     vols = {v["name"]: v for v in tpod["spec"]["volumes"]}
@@ -380,16 +380,8 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     # Block → Filesystem, into another namespace: the block clone is the source now
     dv2 = kube.create(kit.DVS, clone_dv("back", src_ns, src="blk",
                                         storage={"storageClassName": "local-immediate"}), ns)
-    status = kit.wait_dv(kube, ns, "back", ("Succeeded", "Failed"), timeout=TIMEOUT)
-    assert status["phase"] == "Succeeded", status
-    back = claim_of(kube, ns, "back")
-    assert back["metadata"]["annotations"][A + "clone.strategy"] == "copy"
-    produced = Path(kit.volume_path(kube, back))
-    assert compare(reference, produced)
-    # sparse: no more allocated than the reference's data (plus filesystem slack)
-    assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
+    back = copied(kube, ns, dv2, reference)  # identical and sparse
     assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
-    assert "CloneSucceeded" in reasons(kube, ns, dv2["metadata"]["uid"])
     # not retained: the source pod and its Secret went with the clone
     buid = back["metadata"]["uid"]
     wait_for(lambda: kube.get_or_none(resources.PODS, f"{buid}-source-pod", src_ns) is None
