@@ -25,7 +25,7 @@ from importer.progress import Update
 from importer.writers import data_runs
 from tests.importer.loopdev import loop_device
 from tests.importer.pagecache import direct_io_or_skip, resident
-from tests.importer.test_cloner import KINDS, make_source, refused_at_once, special
+from tests.importer.test_cloner import KINDS, make_source, refused_at_once, scraped, special
 
 MiB = 2**20
 
@@ -207,8 +207,6 @@ def test_the_copy_goes_past_the_page_cache_in_reused_buffers(
 
 
 def test_the_progress_metric(tmp_path: Path) -> None:
-    import urllib.request
-
     from importer.metrics import ProgressMetric
 
     src = tmp_path / "src.img"
@@ -218,9 +216,7 @@ def test_the_progress_metric(tmp_path: Path) -> None:
     try:
         clonetarget.copy_local(config(tmp_path / "disk.img", src, 16 * MiB),
                                listeners=[metric])
-        url = f"http://127.0.0.1:{metric.server.server_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            text = resp.read().decode()
+        text = scraped(metric)
     finally:
         metric.close()
     assert 'kubevirt_cdi_clone_progress_total{ownerUID="target-uid"} 100.0' in text

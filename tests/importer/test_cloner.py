@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +27,9 @@ from importer.progress import Update
 from importer.writers import data_runs
 from pki.certs import PairedTLS, paired_tls
 from tests.importer.pagecache import direct_io_or_skip, resident
+
+if TYPE_CHECKING:
+    from importer.metrics import ProgressMetric
 
 MiB = 2**20
 NOW = datetime.datetime.now(datetime.UTC)
@@ -601,10 +604,17 @@ def test_ahead_keeps_order_return_value_and_errors() -> None:
     early.close()  # stops the producer; does not hang
 
 
-def test_the_target_serves_the_clone_progress_metric(tmp_path: Path,
-                                                     dirs: tuple[Path, Path]) -> None:
+def scraped(metric: ProgressMetric) -> str:
+    """What a Prometheus scrape of ``metric``'s endpoint reads now."""
     import urllib.request
 
+    url = f"http://127.0.0.1:{metric.server.server_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return str(resp.read().decode())
+
+
+def test_the_target_serves_the_clone_progress_metric(tmp_path: Path,
+                                                     dirs: tuple[Path, Path]) -> None:
     from importer.metrics import ProgressMetric
 
     src = tmp_path / "src.img"
@@ -620,9 +630,7 @@ def test_the_target_serves_the_clone_progress_metric(tmp_path: Path,
             daemon=True)
         with target:
             cloner.clone(source_config(src, dirs[1], target.addr))
-        url = f"http://127.0.0.1:{metric.server.server_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            text = resp.read().decode()
+        text = scraped(metric)
     finally:
         metric.close()
     assert 'kubevirt_cdi_clone_progress_total{ownerUID="target-uid"} 100.0' in text
