@@ -7,8 +7,7 @@ not verify; rootdisk's controller scrapes plain HTTP).
 The server is prometheus_client's request handler on a threading HTTP server of our own
 rather than ``start_http_server``: that one's accept loop polls for shutdown every
 0.5 s, and stopping it cost every importer pod up to half a second at exit (a blank
-DataVolume's whole import takes less). Here the loop polls every
-:data:`SHUTDOWN_POLL` seconds.
+DataVolume's whole import takes less). Here it is an :class:`importer.serving.ServingThread`.
 """
 
 from __future__ import annotations
@@ -20,9 +19,7 @@ from http.server import ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, MetricsHandler
 
 from importer.progress import Update
-
-SHUTDOWN_POLL = 0.02
-"""Seconds between the accept loop's checks for shutdown (the exit's worst-case wait)."""
+from importer.serving import ServingThread
 
 
 def _server(addr: str, port: int, handler: type[MetricsHandler]) -> ThreadingHTTPServer:
@@ -50,10 +47,8 @@ class ProgressMetric:
         self._reported = 0.0
         self._lock = threading.Lock()
         self.server = _server(addr, port, MetricsHandler.factory(self.registry))
-        self._thread = threading.Thread(target=self.server.serve_forever,
-                                        kwargs={"poll_interval": SHUTDOWN_POLL},
-                                        name="metrics", daemon=True)
-        self._thread.start()
+        self._serving = ServingThread(self.server, "metrics")
+        self._serving.start()
 
     def __call__(self, update: Update) -> None:
         with self._lock:
@@ -63,6 +58,4 @@ class ProgressMetric:
                 self._reported = update.percent
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
+        self._serving.stop()

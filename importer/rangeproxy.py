@@ -18,7 +18,6 @@ import ctypes
 import logging
 import re
 import secrets
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -27,6 +26,7 @@ from typing import Any
 
 from importer.blockcache import BlockCache
 from importer.errors import ImporterError
+from importer.serving import ServingThread
 from sizes import MIB
 
 logger = logging.getLogger(__name__)
@@ -80,8 +80,7 @@ class RangeProxy:
         self._path = "/" + secrets.token_urlsafe(16)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="rangeproxy",
-                                        daemon=True)
+        self._serving = ServingThread(self._server, "rangeproxy")
 
     @property
     def url(self) -> str:
@@ -89,12 +88,11 @@ class RangeProxy:
         return f"http://{host!s}:{port}{self._path}"
 
     def __enter__(self) -> RangeProxy:
-        self._thread.start()
+        self._serving.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.stop()  # within tens of ms: it ends every import through here
         self.cache.close()
 
     def read(self, path: str, header: str | None) -> tuple[int, list[memoryview],
