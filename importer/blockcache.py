@@ -5,16 +5,27 @@ piece would spend the transfer on round trips. The cache fetches whole blocks (4
 keeps a few, and fetches the next blocks in the background while qemu-img works on this
 one, so the link stays busy. Concurrent readers of one block wait for a single fetch.
 Memory is bounded by ``(capacity + prefetch) * block_size``.
+
+It reads ahead only once the reads run in sequence over a block or more (each read
+continuing one of the last few), as the kernel's read-ahead waits for a sequential
+stream. ``qemu-img info`` and ``check`` read a
+qcow2's header, refcount and L1/L2 tables out of order before the convert starts; ahead
+of each of those reads the cache fetched the next blocks, which evicted the ones still
+to be read again: a 512 MiB qcow2 from S3 was fetched as 18 blocks (72 MiB) more than
+its size, and the convert started 0.17 s later.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 BLOCK_SIZE = 4 * 1024 * 1024
+RECENT_READS = 8
+"""Reads remembered to tell a read in sequence (qemu-img's convert has several in
+flight at once) from a jump."""
 
 
 class BlockCache:
@@ -34,6 +45,8 @@ class BlockCache:
         self.prefetch = prefetch
         self._lock = threading.Lock()
         self._blocks: OrderedDict[int, Future[bytes]] = OrderedDict()
+        self._recent: deque[tuple[int, int, int]] = deque(maxlen=RECENT_READS)
+        """(start, end, where its run of reads in sequence started) of the last reads."""
         self._pool = ThreadPoolExecutor(max_workers=max(1, prefetch), thread_name_prefix="fetch")
 
     def read_parts(self, offset: int, length: int) -> list[memoryview]:
@@ -51,9 +64,21 @@ class BlockCache:
             take = min(end - offset, len(block) - start)
             parts.append(memoryview(block)[start : start + take])
             offset += take
-        for ahead in range(1, self.prefetch + 1):
-            self._block_future(index + ahead, wait=False)
+        if self._run_length(end - length, end) >= self.block_size:
+            for ahead in range(1, self.prefetch + 1):
+                self._block_future(index + ahead, wait=False)
         return parts
+
+    def _run_length(self, start: int, end: int) -> int:
+        """The bytes read in sequence up to ``end`` by the run ``[start, end)`` belongs
+        to: a read continues one of the last reads if it starts inside it or where it
+        ended (nbdkit's curl plugin asks for a byte more than it reads, so its next read
+        starts on that read's last byte)."""
+        with self._lock:
+            run = next((began for prior, ended, began in reversed(self._recent)
+                        if prior < start <= ended), start)
+            self._recent.append((start, end, run))
+        return end - run
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

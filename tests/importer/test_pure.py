@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -102,6 +103,39 @@ def test_block_cache_reads_across_blocks_and_fetches_each_once() -> None:
         assert len(starts) == len(set(starts))  # no block fetched twice
         with pytest.raises(ValueError, match="outside"):
             read(cache, len(data) - 5, 10)
+    finally:
+        cache.close()
+
+
+def test_block_cache_reads_ahead_only_once_reads_run_in_sequence() -> None:
+    """qemu-img info and check read a qcow2's metadata here and there (64 KiB at a
+    time), then the convert reads it in order. Read-ahead on the scattered reads fetched
+    blocks nobody read, and evicted the ones read again: only a run of reads in sequence
+    over a block or more is read ahead of, each read continuing one of the last few
+    (also where it starts on the last byte of the one before, as nbdkit's curl asks)."""
+    block = 4096
+    data = bytes(range(256)) * 256  # 16 blocks
+    fetched: list[int] = []
+    lock = threading.Lock()
+
+    def fetch(start: int, length: int) -> bytes:
+        with lock:
+            fetched.append(start // block)
+        return data[start : start + length]
+
+    cache = BlockCache(fetch, size=len(data), block_size=block, capacity=4, prefetch=2)
+    try:
+        for offset, length in [(300, 17), (1000, 1025), (2024, 1025),
+                               (10 * block, 100), (300, 17), (10 * block, 100)]:
+            assert read(cache, offset, length) == data[offset : offset + length]
+        assert fetched == [0, 10]  # each block touched, once; nothing ahead
+        run = 4 * block  # in sequence: two reads end to end, two a byte over
+        for offset, length in [(0, 1024), (1024, 1024), (2048, 1025), (3072, 1025)]:
+            read(cache, run + offset, length)
+        deadline = time.monotonic() + 10  # the fetches ahead run in the cache's threads
+        while len(fetched) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(fetched) == [0, 4, 5, 6, 7, 10]  # 6 and 7 ahead of the run's end
     finally:
         cache.close()
 

@@ -49,8 +49,9 @@ def test_source_failure_is_kept_for_the_report() -> None:
 
 
 def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
-    """After one read, READ_AHEAD block fetches run at once (the S3 route's speed), and
-    no more than that plus the block read are ever held or fetched."""
+    """After a block read in sequence, READ_AHEAD block fetches run at once (the S3
+    route's speed), and no more than that plus the block read are ever held or
+    fetched."""
     BLOCK_SIZE, READ_AHEAD = FEW_LARGE.block, FEW_LARGE.ahead
     size = BLOCK_SIZE * (READ_AHEAD + 4)
     lock = threading.Lock()
@@ -72,7 +73,8 @@ def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
         return bytes(length)
 
     with RangeProxy(fetch, size=size) as proxy:
-        answer = requests.get(proxy.url, headers={"Range": "bytes=0-99"}, timeout=5)
+        answer = requests.get(proxy.url, headers={"Range": f"bytes=0-{BLOCK_SIZE - 1}"},
+                              timeout=5)
         assert answer.status_code == 206
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
