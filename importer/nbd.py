@@ -48,8 +48,8 @@ from importer import beside, children, plan, qemu_img
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
-from importer.sources.base import GrowingFile, Probe, Source, Validators
-from importer.sources.http import USER_AGENT, ca_bundle
+from importer.sources.base import USER_AGENT, GrowingFile, Probe, Source, Validators
+from pki.bundle import dir_bundle
 from sizes import MIB
 from vocab import sources
 
@@ -346,7 +346,7 @@ def _direct_argv(config: ImporterConfig, workdir: Path,
         argv.append("sslverify=false")
     elif config.cert_dir is not None:
         bundle = workdir / "ca-bundle.pem"
-        with ca_bundle(config.cert_dir) as tmp:
+        with dir_bundle(config.cert_dir) as tmp:
             tmp.seek(0)
             bundle.write_bytes(tmp.read())
         argv.append(f"cainfo={bundle}")

@@ -20,3 +20,10 @@ def open_bundle(pems: Iterable[bytes]) -> tempfile._TemporaryFileWrapper[bytes]:
         bundle.write(b"\n" + pem)
     bundle.flush()
     return bundle
+
+
+def dir_bundle(cert_dir: Path) -> tempfile._TemporaryFileWrapper[bytes]:
+    """The system roots plus every PEM file of ``cert_dir`` (a mounted certConfigMap),
+    as one bundle file."""
+    return open_bundle(path.read_bytes() for path in sorted(cert_dir.iterdir())
+                       if path.is_file() and not path.name.startswith("."))

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHUNK = 1024 * 1024
+USER_AGENT = "rootdisk-importer"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import logging
 import re
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import requests
 import urllib3
@@ -32,12 +31,18 @@ from importer.errors import (
 )
 from importer.formats import HEAD_BYTES
 from importer.redact import redact_url
-from importer.sources.base import CHUNK, OpenStreams, Probe, Validators, call_with_retries
-from pki.bundle import open_bundle
+from importer.sources.base import (
+    CHUNK,
+    USER_AGENT,
+    OpenStreams,
+    Probe,
+    Validators,
+    call_with_retries,
+)
+from pki.bundle import dir_bundle
 
 logger = logging.getLogger(__name__)
 
-USER_AGENT = "rootdisk-importer"
 CONNECT_TIMEOUT = 10  # and config.read_timeout between bytes: a stalled read is retried
 _CONTENT_RANGE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 
@@ -61,7 +66,7 @@ class HTTPSource:
         if config.insecure_tls:
             self.verify = False
         elif config.cert_dir is not None:
-            self._bundle = ca_bundle(config.cert_dir)
+            self._bundle = dir_bundle(config.cert_dir)
             self.verify = self._bundle.name
         self._size: int | None = None
         self._validators: Validators | None = None
@@ -230,12 +235,6 @@ def status_error(code: int, url: str) -> ImporterError:
     if code >= 500 or code in (408, 429):
         return TransferError(message)
     return ImporterError(message)
-
-
-def ca_bundle(cert_dir: Path) -> tempfile._TemporaryFileWrapper[bytes]:
-    """System roots plus every PEM file of the cert dir, as one bundle file."""
-    return open_bundle(path.read_bytes() for path in sorted(cert_dir.iterdir())
-                       if path.is_file() and not path.name.startswith("."))
 
 
 def _validators(response: requests.Response) -> Validators:

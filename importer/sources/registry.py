@@ -30,7 +30,6 @@ from importer.errors import (
 )
 from importer.formats import HEAD_BYTES
 from importer.sources.base import CHUNK, Probe, Validators, call_with_retries
-from importer.sources.http import ca_bundle
 from importer.streams import peek
 from ociregistry.client import (
     Access,
@@ -48,6 +47,7 @@ from ociregistry.reference import (
     parse_docker_url,
 )
 from ociregistry.reference import ReferenceError as BadReference
+from pki.bundle import dir_bundle
 from vocab import sources
 
 
@@ -142,7 +142,7 @@ class RegistrySource:
         self._stack = contextlib.ExitStack()
         bundle: tempfile._TemporaryFileWrapper[bytes] | None = None
         if config.cert_dir is not None and not config.insecure_tls:
-            bundle = self._stack.enter_context(ca_bundle(config.cert_dir))
+            bundle = self._stack.enter_context(dir_bundle(config.cert_dir))
         credentials = None
         if config.access_key_id and config.secret_key:
             credentials = Credentials(config.access_key_id, config.secret_key)

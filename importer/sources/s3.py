@@ -32,7 +32,7 @@ from importer.errors import (
 )
 from importer.formats import HEAD_BYTES
 from importer.sources.base import CHUNK, OpenStreams, Probe, Validators, call_with_retries
-from importer.sources.http import ca_bundle
+from pki.bundle import dir_bundle
 from vocab import sources
 
 _REGION = re.compile(r"s3[.-]([a-z0-9-]+)\.amazonaws\.com$")
@@ -99,7 +99,7 @@ class S3Source:
         if config.insecure_tls:
             verify = False
         elif config.cert_dir is not None:
-            self._bundle = ca_bundle(config.cert_dir)
+            self._bundle = dir_bundle(config.cert_dir)
             verify = self._bundle.name
         options: dict[str, Any] = {
             "s3": {"addressing_style": "path"},
