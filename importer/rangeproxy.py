@@ -55,16 +55,17 @@ class ReadAhead:
     ahead: int
 
 
-FEW_LARGE = ReadAhead(block=8 * MIB, keep=1, ahead=1)
+FEW_LARGE = ReadAhead(block=6 * MIB, keep=1, ahead=1)
 """For sources that cost CPU per request (S3 through boto3: milliseconds of the
 importer's own per GET, and of the server's): the block size is what counts. Measured on
 2 cores against SeaweedFS, a 512 MiB qcow2 (bench/import_s3.py and a harness around it),
 in round 17: 2 x 2 MiB ahead took 2.58 s, 4 x 2 MiB 2.51 s, 1 x 4 MiB 2.49 s, 2 x 4 MiB
 2.00 s, 4 x 4 MiB 2.04 s (8 MiB more peak RSS), 1 x 8 MiB 2.02 s. Once read-ahead waited
-for reads in sequence (:mod:`importer.blockcache`), 1 x 8 MiB took 0.4 s less CPU (the
-importer's and the server's, 3.5 s in all) than 2 x 4 MiB and 0.15-0.2 s less wall time
-(alternating runs, a loaded machine), for 4 MiB more peak RSS (75 MiB for the importer's
-process). 16 MiB at most."""
+for reads in sequence (:mod:`importer.blockcache`), in alternating runs of CPU seconds
+(the importer's, nbdkit's, qemu-img's and the server's) and wall: 2 x 4 MiB 3.55 s, 1 x
+6 MiB 3.4 s, 1 x 8 MiB 3.1 s on a loaded machine; 1 x 6 MiB 2.72 s / 2.13 s, 1 x 8 MiB
+2.50 s / 2.05 s on a quieter one. 8 MiB blocks put the importer's peak RSS 4 MiB up and
+its process tree over 100 MiB; 6 MiB keeps the bound of 2 x 4 MiB: 12 MiB at most."""
 MANY_SMALL = ReadAhead(block=1 * MIB, keep=2, ahead=6)
 """For parallel ranges against a server that caps each connection: many connections at
 once, each holding little (a 1 MiB fetch at 31 MB/s is 34 ms). A 512 MiB qcow2 over a
