@@ -169,10 +169,11 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
     Either way its first bytes are ``probe.head``."""
     assert probe.size is not None
     size, head = probe.size, probe.head[:probe.size]
-    # The head's overlay (two short qemu-img runs) is made while nbdkit starts: each waits
-    # on its own children, and the transfer starts that much sooner (bench/import_http.py).
-    # Waited for even on a failure (not beside.pool): it writes into ``workdir``, which
-    # is removed right after (a SourceChanged from the first read raced it: ENOTEMPTY).
+    # The head's overlay (two short qemu-img runs) is made while nbdkit starts, on either
+    # route: each waits on its own children, and the transfer starts that much sooner
+    # (bench/import_http.py, bench/import_s3.py). Waited for even on a failure (not
+    # beside.pool): it writes into ``workdir``, which is removed right after (a
+    # SourceChanged from the first read raced it: ENOTEMPTY).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pin-head") as side:
         pinning = side.submit(_pin_head, head, size, workdir)
         direct = _direct_argv(config, workdir, probe.validators)
@@ -195,22 +196,21 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
             except _StartFailed as err:
                 logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
                             " importer", err)
-        pinned = pinning.result()
-    from importer import rangeproxy  # its HTTP server: only this route needs it
+        from importer import rangeproxy  # its HTTP server: only this route needs it
 
-    fetch, close_sources = _fetcher(source, on_fetch)
-    shape = rangeproxy.MANY_SMALL if parallel else rangeproxy.FEW_LARGE
-    try:
-        with rangeproxy.RangeProxy(fetch, size=size, shape=shape) as proxy:
-            argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
-                    "retries=2", "retry-delay=1"]
-            try:
-                with _serve(argv, workdir, "proxy") as (uri, _, pid):
-                    yield Export(uri, pid, proxy, pinned=pinned)
-            except _StartFailed as err:
-                raise ImporterError(f"nbdkit could not serve the image: {err}") from err
-    finally:
-        close_sources()
+        fetch, close_sources = _fetcher(source, on_fetch)
+        shape = rangeproxy.MANY_SMALL if parallel else rangeproxy.FEW_LARGE
+        try:
+            with rangeproxy.RangeProxy(fetch, size=size, shape=shape) as proxy:
+                argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
+                        "retries=2", "retry-delay=1"]
+                try:
+                    with _serve(argv, workdir, "proxy") as (uri, _, pid):
+                        yield Export(uri, pid, proxy, pinned=pinning.result())
+                except _StartFailed as err:
+                    raise ImporterError(f"nbdkit could not serve the image: {err}") from err
+        finally:
+            close_sources()
 
 
 ARRIVING_PLUGIN = Path(__file__).with_name("arriving_plugin.py")

@@ -4,19 +4,25 @@ it always did (the importer retries it), the arriving upload's export is unavail
 (``ExportUnavailable``: the processor converts the whole file instead), and either way
 the fake is killed and reaped. Without setpriv to start nbdkit at all, the arriving
 export is unavailable too. The upload server's fallback on these:
-tests/importer/test_uploadserver_arriving.py."""
+tests/importer/test_uploadserver_arriving.py. And on the range endpoint's route (S3),
+nbdkit starts while the head's overlay is made, not after it."""
 
 from __future__ import annotations
 
 import os
 import shlex
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from importer import children, nbd
+from importer.config import ImporterConfig
 from importer.errors import TransferError
-from importer.sources.base import GrowingFile
+from importer.formats import HEAD_BYTES
+from importer.sources.base import GrowingFile, Probe
 from tests.importer.test_uploadserver_arriving import _fake, path_without
 
 
@@ -83,3 +89,47 @@ def test_a_start_timeout_that_is_no_number_of_seconds_is_the_default(
     assert nbd._start_timeout() == nbd.START_TIMEOUT
     monkeypatch.setenv(nbd.START_TIMEOUT_VARIABLE, "0.5")
     assert nbd._start_timeout() == 0.5
+
+
+class _Bytes:
+    """A ranged source in memory (the real nbdkit and range endpoint read it)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read_range(self, start: int, length: int) -> bytes:
+        return self.data[start:start + length]
+
+    def fork(self) -> _Bytes:
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_proxy_route_starts_nbdkit_while_the_head_is_pinned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head's overlay (qemu-img create and qemu-io: two processes) is made beside
+    nbdkit's start on the range endpoint's route too (S3), not before it: here the
+    overlay is only made once nbdkit's socket is there, which it never is if nbdkit
+    waits for the overlay."""
+    pin = nbd._pin_head
+
+    def pin_once_nbdkit_listens(head: bytes, size: int, workdir: Path) -> Path:
+        sock = workdir / "nbd-proxy.sock"
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError("nbdkit was not started before the head was pinned")
+            time.sleep(0.01)
+        return pin(head, size, workdir)
+
+    monkeypatch.setattr(nbd, "_pin_head", pin_once_nbdkit_listens)
+    data = bytes(range(256)) * 4096  # 1 MiB
+    probe = Probe(size=len(data), ranged=True, head=data[:HEAD_BYTES])
+    config = SimpleNamespace(source="s3")  # only read to choose the route: not HTTP
+    with nbd.export(_Bytes(data), cast(ImporterConfig, config), probe=probe,
+                    workdir=tmp_path) as export:
+        assert export.proxy is not None and export.pinned is not None
+        assert export.pinned.exists()
+    assert children.live() == []
