@@ -22,7 +22,7 @@ from importer import children, nbd
 from importer.config import ImporterConfig
 from importer.errors import TransferError
 from importer.formats import HEAD_BYTES
-from importer.sources.base import GrowingFile, Probe
+from importer.sources.base import GrowingFile, Probe, Source
 from tests.importer.test_uploadserver_arriving import _fake, path_without
 
 
@@ -128,7 +128,7 @@ def test_the_proxy_route_starts_nbdkit_while_the_head_is_pinned(
     data = bytes(range(256)) * 4096  # 1 MiB
     probe = Probe(size=len(data), ranged=True, head=data[:HEAD_BYTES])
     config = SimpleNamespace(source="s3")  # only read to choose the route: not HTTP
-    with nbd.export(_Bytes(data), cast(ImporterConfig, config), probe=probe,
+    with nbd.export(cast(Source, _Bytes(data)), cast(ImporterConfig, config), probe=probe,
                     workdir=tmp_path) as export:
         assert export.proxy is not None and export.pinned is not None
         assert export.pinned.exists()
