@@ -26,6 +26,10 @@ BLOCK_SIZE = 4 * 1024 * 1024
 RECENT_READS = 8
 """Reads remembered to tell a read in sequence (qemu-img's convert has several in
 flight at once) from a jump."""
+SEQUENCE_GAP = 64 * 1024
+"""Bytes a read may skip past the end of the one it continues: a compressed qcow2 keeps
+an L2 table here and there between its compressed clusters, which qemu-img reads in
+order, and a run cut there read the next block without anything ahead."""
 
 
 class BlockCache:
@@ -71,12 +75,12 @@ class BlockCache:
 
     def _run_length(self, start: int, end: int) -> int:
         """The bytes read in sequence up to ``end`` by the run ``[start, end)`` belongs
-        to: a read continues one of the last reads if it starts inside it or where it
-        ended (nbdkit's curl plugin asks for a byte more than it reads, so its next read
-        starts on that read's last byte)."""
+        to: a read continues one of the last reads if it starts inside it or at most
+        :data:`SEQUENCE_GAP` bytes past its end (nbdkit's curl plugin asks for a byte
+        more than it reads, so its next read starts on that read's last byte)."""
         with self._lock:
             run = next((began for prior, ended, began in reversed(self._recent)
-                        if prior < start <= ended), start)
+                        if prior < start <= ended + SEQUENCE_GAP), start)
             self._recent.append((start, end, run))
         return end - run
 

@@ -15,6 +15,9 @@ from importer.errors import InvalidImage, TooSmall, TransferError
 from importer.formats import Compression, Image, ImageFormat
 from importer.plan import Route, check_fits, choose_route, usable_bytes
 from importer.termination import LIMIT, message
+from sizes import MIB
+
+KIB = 1024
 
 
 def test_termination_message_fits_4096_bytes() -> None:
@@ -111,10 +114,11 @@ def test_block_cache_reads_ahead_only_once_reads_run_in_sequence() -> None:
     """qemu-img info and check read a qcow2's metadata here and there (64 KiB at a
     time), then the convert reads it in order. Read-ahead on the scattered reads fetched
     blocks nobody read, and evicted the ones read again: only a run of reads in sequence
-    over a block or more is read ahead of, each read continuing one of the last few
-    (also where it starts on the last byte of the one before, as nbdkit's curl asks)."""
-    block = 4096
-    data = bytes(range(256)) * 256  # 16 blocks
+    over a block or more is read ahead of, each read continuing one of the last few:
+    from inside it, from its end, or a little past it (a compressed qcow2's L2 table
+    between its clusters)."""
+    block = MIB
+    data = bytes(range(256)) * (16 * MIB // 256)  # 16 blocks
     fetched: list[int] = []
     lock = threading.Lock()
 
@@ -125,12 +129,14 @@ def test_block_cache_reads_ahead_only_once_reads_run_in_sequence() -> None:
 
     cache = BlockCache(fetch, size=len(data), block_size=block, capacity=4, prefetch=2)
     try:
-        for offset, length in [(300, 17), (1000, 1025), (2024, 1025),
+        for offset, length in [(300, 17), (64 * KIB, 64 * KIB + 1), (128 * KIB, 64 * KIB + 1),
                                (10 * block, 100), (300, 17), (10 * block, 100)]:
             assert read(cache, offset, length) == data[offset : offset + length]
         assert fetched == [0, 10]  # each block touched, once; nothing ahead
-        run = 4 * block  # in sequence: two reads end to end, two a byte over
-        for offset, length in [(0, 1024), (1024, 1024), (2048, 1025), (3072, 1025)]:
+        run, quarter = 4 * block, block // 4
+        for offset, length in [(0, quarter), (quarter, quarter),  # end to end
+                               (2 * quarter + 4 * KIB, quarter + 1),  # 4 KiB past the end
+                               (3 * quarter + 4 * KIB, quarter + 1)]:  # a byte over
             read(cache, run + offset, length)
         deadline = time.monotonic() + 10  # the fetches ahead run in the cache's threads
         while len(fetched) < 6 and time.monotonic() < deadline:
