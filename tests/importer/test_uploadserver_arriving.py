@@ -42,6 +42,7 @@ from tests.fixtures.images import (
     convert,
 )
 from tests.fixtures.podmemory import process_tree
+from tests.importer.loopdev import loop_device
 from tests.importer.test_uploadserver import Server, serving
 
 READ_TIMEOUT = 60
@@ -179,6 +180,24 @@ def test_a_qcow2_converted_in_ranges_is_the_same_disk(
         # progress over the whole disk, not each range's: rising to 100
         assert all(b >= a - 1e-9 for a, b in itertools.pairwise(seen)), seen
         assert seen[-1] == pytest.approx(100.0)
+
+
+def test_a_qcow2_converted_in_ranges_onto_a_block_device_is_the_same_disk(
+        tmp_path: Path, small_cluster_qcow2: tuple[Path, Path]) -> None:
+    qcow2, raw = small_cluster_qcow2
+    backing = tmp_path / "device"
+    backing.write_bytes(b"\xff" * (20 * 1024 * 1024))  # old bytes, past the image too
+    with loop_device(backing) as device:
+        qemu_img.convert(str(qcow2), ImageFormat.QCOW2, device, virtual_size=16 * 1024 * 1024,
+                         dest_is_block=True, dest_is_zero=False, preallocate=False,
+                         direct_io=True, piece=3 * 1024 * 1024)
+    # the disk where the image has data, zeros over the old bytes where it has none
+    assert _first(backing, 16 * 1024 * 1024) == raw.read_bytes()
+
+
+def _first(path: Path, length: int) -> bytes:
+    with path.open("rb") as f:
+        return f.read(length)
 
 
 @pytest.mark.parametrize(("cluster", "virtual", "piece"), [
