@@ -228,10 +228,14 @@ def convert(
         _run_convert(argv, cpu, progress)
         return
     if not dest_is_block:  # the file the single run would make: sparse, or allocated
-        with open(dest, "wb") as out:
-            out.truncate(virtual_size)
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o666)
+        try:
+            os.ftruncate(fd, virtual_size)
             if preallocate:
-                os.posix_fallocate(out.fileno(), 0, virtual_size)
+                os.posix_fallocate(fd, 0, virtual_size)
+        finally:
+            os.close(fd)
         dest_is_zero = True
     starts = range(0, virtual_size, piece)
     logger.info("converting %s image in %d ranges of %d bytes", fmt, len(starts), piece)
