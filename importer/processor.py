@@ -467,7 +467,8 @@ class Processor:
                     checked = side.submit(self.qemu.check, image, fmt)
                     converted: ImporterError | None = None
                     try:
-                        self._write(planned, image, info, progress_from=self._fetch_share())
+                        self._write(planned, image, info, progress_from=self._fetch_share(),
+                                    piece=arrival_piece(info))
                     except ImporterError as err:
                         converted = err
                     unchecked = checked.exception()
@@ -511,8 +512,9 @@ class Processor:
         return info
 
     def _write(self, planned: Planned, image: str, info: ImageInfo, *,
-               progress_from: float) -> None:
-        """qemu-img convert of the checked ``image`` into the destination."""
+               progress_from: float, piece: int | None = None) -> None:
+        """qemu-img convert of the checked ``image`` into the destination (in guest
+        ranges of ``piece`` bytes when given: ``qemu_img.convert``)."""
         assert planned.image is not None
         fmt = planned.image.format
         zeroed = zero_device(self.target) if self.block else False
@@ -524,6 +526,7 @@ class Processor:
                 preallocate=self.config.preallocation,
                 direct_io=supports_direct_io(self.target),
                 progress=self.progress.stage_percent,
+                piece=piece,
             )
         except TransferError as err:
             # qemu-img could not read part of the image. A local file, or an export whose
@@ -619,6 +622,22 @@ class Processor:
                 wipe(self.target)
             except OSError as err:
                 logger.warning("could not wipe %s after the failure: %s", self.target, err)
+
+
+ARRIVAL_PIECES = 32
+"""Most qemu-img runs an image converted as it arrives is split into."""
+
+
+def arrival_piece(info: ImageInfo) -> int | None:
+    """The guest range converted at a time while a qcow2 arrives (pure): what one L2
+    table maps (cluster size² ÷ 8: 512 MiB for 64 KiB clusters), or a multiple of it
+    making at most ARRIVAL_PIECES runs. None (one run) for other formats."""
+    cluster = info.raw.get("cluster-size") if info.format == "qcow2" else None
+    if not isinstance(cluster, int) or cluster <= 0:
+        return None
+    span = cluster * cluster // 8
+    tables = -(-info.virtual_size // span)
+    return span * -(-tables // ARRIVAL_PIECES)
 
 
 def _refuse_web_page(probe: Probe) -> None:

@@ -16,9 +16,11 @@ that holds the very head bytes those checks read (``nbd.pinned_image``).
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
+import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -201,19 +203,63 @@ def convert(
     preallocate: bool,
     direct_io: bool,
     progress: Callable[[float], None] | None = None,
+    piece: int | None = None,
 ) -> None:
     """Convert to raw at ``dest``: a new sparse file, or an existing device. Written
     with O_DIRECT where the destination takes it, else through the page cache and
-    flushed at the end: either way the disk is on stable storage when this returns."""
-    argv = ["qemu-img", "convert", "-p", "-W", "-m", "4",
-            "-t", "none" if direct_io else "writeback", "-O", "raw"]
-    if dest_is_block:
-        argv += ["-n"] + (["--target-is-zero"] if dest_is_zero else [])
-    elif preallocate:
-        argv += ["-o", "preallocation=falloc"]
-    argv += [image_spec(source, fmt), str(dest)]
+    flushed at the end: either way the disk is on stable storage when this returns.
+
+    ``piece`` (bytes of the guest): convert the image one guest range of that size after
+    another, each a qemu-img of its own over that range of the source and of the
+    destination (``raw`` nodes with ``offset`` and ``size``). qemu-img walks the block
+    status of all it converts before it writes anything, which for a qcow2 still
+    arriving means waiting for its last L2 table, near the file's end: a range needs
+    only its own, so its data is written as it arrives."""
+    cache = ["-t", "none" if direct_io else "writeback"]
     cpu = 120 + 60 * (virtual_size // GIB)
-    logger.info("converting %s image: %s", fmt, " ".join(argv[:-2]))
+    if piece is None or piece >= virtual_size:
+        argv = ["qemu-img", "convert", "-p", "-W", "-m", "4", *cache, "-O", "raw"]
+        if dest_is_block:
+            argv += ["-n"] + (["--target-is-zero"] if dest_is_zero else [])
+        elif preallocate:
+            argv += ["-o", "preallocation=falloc"]
+        argv += [image_spec(source, fmt), str(dest)]
+        logger.info("converting %s image: %s", fmt, " ".join(argv[:-2]))
+        _run_convert(argv, cpu, progress)
+        return
+    if not dest_is_block:  # the file the single run would make: sparse, or allocated
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o666)
+        try:
+            os.ftruncate(fd, virtual_size)
+            if preallocate:
+                os.posix_fallocate(fd, 0, virtual_size)
+        finally:
+            os.close(fd)
+        dest_is_zero = True
+    starts = range(0, virtual_size, piece)
+    logger.info("converting %s image in %d ranges of %d bytes", fmt, len(starts), piece)
+    target = "host_device" if dest_is_block else "file"
+    for index, offset in enumerate(starts):
+        size = min(piece, virtual_size - offset)
+        node = {"driver": "raw", "offset": offset, "size": size,
+                "file": {"driver": fmt.value, "backing": None, "file": file_node(source)}}
+        argv = ["qemu-img", "convert", "-p", "-W", "-m", "4", *cache, "-n",
+                *(["--target-is-zero"] if dest_is_zero else []),
+                "json:" + json.dumps(node), "--target-image-opts",
+                f"driver=raw,offset={offset},size={size},file.driver={target},"
+                f"file.filename={str(dest).replace(',', ',,')}"]
+        _run_convert(argv, cpu, None if progress is None else
+                     functools.partial(_overall, progress, index, len(starts)))
+
+
+def _overall(progress: Callable[[float], None], index: int, count: int,
+             percent: float) -> None:
+    """Range ``index`` of ``count`` at ``percent`` as the whole disk's percent."""
+    progress((index * 100 + percent) / count)
+
+
+def _run_convert(argv: list[str], cpu: int, progress: Callable[[float], None] | None) -> None:
     with children.running(_limited(argv, 4 * GIB, cpu), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None and proc.stderr is not None
@@ -250,7 +296,8 @@ class QemuImg(Protocol):
 
     def convert(self, source: str, fmt: ImageFormat, dest: Path, *, virtual_size: int,
                 dest_is_block: bool, dest_is_zero: bool, preallocate: bool, direct_io: bool,
-                progress: Callable[[float], None] | None = None) -> None: ...
+                progress: Callable[[float], None] | None = None,
+                piece: int | None = None) -> None: ...
 
 
 class SubprocessQemuImg:
@@ -264,7 +311,8 @@ class SubprocessQemuImg:
 
     def convert(self, source: str, fmt: ImageFormat, dest: Path, *, virtual_size: int,
                 dest_is_block: bool, dest_is_zero: bool, preallocate: bool, direct_io: bool,
-                progress: Callable[[float], None] | None = None) -> None:
+                progress: Callable[[float], None] | None = None,
+                piece: int | None = None) -> None:
         convert(source, fmt, dest, virtual_size=virtual_size, dest_is_block=dest_is_block,
                 dest_is_zero=dest_is_zero, preallocate=preallocate, direct_io=direct_io,
-                progress=progress)
+                progress=progress, piece=piece)

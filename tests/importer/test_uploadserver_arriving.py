@@ -15,6 +15,7 @@ message, nothing of the attempt left running or on disk.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import shutil
@@ -27,10 +28,21 @@ from pathlib import Path
 
 import pytest
 
+from importer import qemu_img
+from importer.formats import ImageFormat
 from importer.nbd import START_TIMEOUT_VARIABLE
+from importer.processor import ARRIVAL_PIECES, arrival_piece
+from importer.qemu_img import ImageInfo
 from importer.uploadsource import GATE_BYTES
-from tests.fixtures.images import ImageFactory, allocated_bytes, build_patterned_raw, compare
+from tests.fixtures.images import (
+    ImageFactory,
+    allocated_bytes,
+    build_patterned_raw,
+    compare,
+    convert,
+)
 from tests.fixtures.podmemory import process_tree
+from tests.importer.loopdev import loop_device
 from tests.importer.test_uploadserver import Server, serving
 
 READ_TIMEOUT = 60
@@ -87,6 +99,122 @@ def test_the_disk_is_written_before_the_last_byte_is_sent(server: Server,
     assert compare(image.expected, server.dest)
     assert server.termination_message()["reason"] == "Completed"
     assert list(server.scratch.iterdir()) == []
+
+
+def _last_l2_table(qcow2: bytes) -> int:
+    """The file offset of a qcow2's last L2 table (from its header and L1 table)."""
+    l1_size = int.from_bytes(qcow2[36:40], "big")
+    l1_offset = int.from_bytes(qcow2[40:48], "big")
+    entries = (int.from_bytes(qcow2[l1_offset + 8 * i:l1_offset + 8 * i + 8], "big")
+               & 0x00FFFFFFFFFFFE00 for i in range(l1_size))
+    return max(entries)
+
+
+def _head(path: Path, length: int) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(length)
+    except OSError:  # not there yet
+        return b""
+
+
+@pytest.fixture(scope="module")
+def small_cluster_qcow2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A 16 MiB qcow2 of 4 KiB clusters (one L2 table maps 2 MiB: eight of them, each
+    written where its first data is, the last near the file's end) and its raw."""
+    d = tmp_path_factory.mktemp("small-clusters")
+    raw, qcow2 = d / "disk.raw", d / "disk.qcow2"
+    build_patterned_raw(raw, size=16 * 1024 * 1024, data_ratio=0.5, block=256 * 1024)
+    convert(raw, "raw", qcow2, ["-O", "qcow2", "-o", "cluster_size=4096"])
+    return qcow2, raw
+
+
+def test_a_qcow2_is_written_before_its_last_l2_table_arrives(
+        server: Server, small_cluster_qcow2: tuple[Path, Path]) -> None:
+    """qemu-img convert walks the block status of the whole image before it writes: one
+    run over a qcow2 still arriving would write nothing until its last L2 table came.
+    Converted in guest ranges, each waits only for its own."""
+    qcow2, raw = small_cluster_qcow2
+    data = qcow2.read_bytes()
+    held = _last_l2_table(data)  # everything from the last L2 table on is held back
+    assert held < len(data) - 4 * TAIL and held > len(data) // 2
+    first = raw.read_bytes()[:65536]  # data (the pattern starts each block with it)
+    assert first.count(0) < len(first) // 2
+    with server.raw_tls() as tls:
+        _start_upload(tls, data, held)
+        # its first guest bytes on the disk (qemu-img zeroes a new file's first block
+        # at once: bytes, not allocation, tell), a bounded look
+        deadline = time.monotonic() + 20
+        written = False
+        while time.monotonic() < deadline:
+            if server.dest.exists() and _head(server.dest, len(first)) == first:
+                written = True
+                break
+            time.sleep(0.05)
+        tls.sendall(data[held:])
+        answer = tls.recv(4096)
+    assert written, "nothing was written before the qcow2's last L2 table was sent"
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert server.wait() == 0
+    assert compare(raw, server.dest)
+    assert allocated_bytes(server.dest) <= allocated_bytes(raw) + 1024 * 1024  # sparse
+    assert server.termination_message()["reason"] == "Completed"
+
+
+def test_a_qcow2_converted_in_ranges_is_the_same_disk(
+        tmp_path: Path, small_cluster_qcow2: tuple[Path, Path]) -> None:
+    qcow2, raw = small_cluster_qcow2
+    for preallocate in (False, True):
+        seen: list[float] = []
+        dest = tmp_path / f"disk-{preallocate}.img"
+        dest.write_bytes(b"old bytes, all replaced")
+        qemu_img.convert(str(qcow2), ImageFormat.QCOW2, dest, virtual_size=16 * 1024 * 1024,
+                         dest_is_block=False, dest_is_zero=False, preallocate=preallocate,
+                         direct_io=False, progress=seen.append, piece=3 * 1024 * 1024)
+        assert dest.stat().st_size == 16 * 1024 * 1024
+        assert compare(raw, dest)
+        if preallocate:
+            assert allocated_bytes(dest) >= 16 * 1024 * 1024
+        else:
+            assert allocated_bytes(dest) <= allocated_bytes(raw) + 1024 * 1024
+        # progress over the whole disk, not each range's: rising to 100
+        assert all(b >= a - 1e-9 for a, b in itertools.pairwise(seen)), seen
+        assert seen[-1] == pytest.approx(100.0)
+
+
+def test_a_qcow2_converted_in_ranges_onto_a_block_device_is_the_same_disk(
+        tmp_path: Path, small_cluster_qcow2: tuple[Path, Path]) -> None:
+    qcow2, raw = small_cluster_qcow2
+    backing = tmp_path / "device"
+    backing.write_bytes(b"\xff" * (20 * 1024 * 1024))  # old bytes, past the image too
+    with loop_device(backing) as device:
+        qemu_img.convert(str(qcow2), ImageFormat.QCOW2, device, virtual_size=16 * 1024 * 1024,
+                         dest_is_block=True, dest_is_zero=False, preallocate=False,
+                         direct_io=True, piece=3 * 1024 * 1024)
+    # the disk where the image has data, zeros over the old bytes where it has none
+    assert _first(backing, 16 * 1024 * 1024) == raw.read_bytes()
+
+
+def _first(path: Path, length: int) -> bytes:
+    with path.open("rb") as f:
+        return f.read(length)
+
+
+@pytest.mark.parametrize(("cluster", "virtual", "piece"), [
+    (65536, 4 * 1024**3, 512 * 1024**2),  # one L2 table's 512 MiB a run
+    (65536, 100 * 1024**3, 7 * 512 * 1024**2),  # 200 tables: 7 a run, 29 runs
+    (4096, 16 * 1024**2, 2 * 1024**2),
+])
+def test_the_range_converted_at_a_time_is_whole_l2_tables(cluster: int, virtual: int,
+                                                          piece: int) -> None:
+    info = ImageInfo("qcow2", virtual, None, None, {"cluster-size": cluster})
+    assert arrival_piece(info) == piece
+    assert -(-virtual // piece) <= ARRIVAL_PIECES
+
+
+def test_other_formats_are_converted_in_one_run() -> None:
+    assert arrival_piece(ImageInfo("vmdk", 1 << 30, None, None, {"cluster-size": 65536})) is None
+    assert arrival_piece(ImageInfo("qcow2", 1 << 30, None, None, {})) is None
 
 
 @pytest.mark.parametrize("name", ["qcow2c", "vmdk", "vmdk-stream", "vdi", "vhd", "vhdx"])
