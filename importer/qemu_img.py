@@ -61,8 +61,13 @@ def image_spec(image: str, fmt: ImageFormat) -> str:
     """``image`` (a path, an ``nbd+unix`` URI, or a ``json:`` node such as an NBD export
     under its pinned head) as a ``json:`` filename for qemu-img: the format driver over
     exactly that node, with backing files disabled."""
-    return "json:" + json.dumps({"driver": fmt.value, "backing": None,
-                                 "file": file_node(image)})
+    return "json:" + json.dumps(format_node(image, fmt))
+
+
+def format_node(image: str, fmt: ImageFormat) -> dict[str, Any]:
+    """The format driver's node over ``image``'s (see :func:`image_spec`), backing
+    files disabled."""
+    return {"driver": fmt.value, "backing": None, "file": file_node(image)}
 
 
 def file_node(image: str) -> dict[str, Any]:
@@ -243,7 +248,7 @@ def convert(
     for index, offset in enumerate(starts):
         size = min(piece, virtual_size - offset)
         node = {"driver": "raw", "offset": offset, "size": size,
-                "file": {"driver": fmt.value, "backing": None, "file": file_node(source)}}
+                "file": format_node(source, fmt)}
         argv = ["qemu-img", "convert", "-p", "-W", "-m", "4", *cache, "-n",
                 *(["--target-is-zero"] if dest_is_zero else []),
                 "json:" + json.dumps(node), "--target-image-opts",

@@ -111,6 +111,7 @@ def _last_l2_table(qcow2: bytes) -> int:
 
 
 def _head(path: Path, length: int) -> bytes:
+    """The first ``length`` bytes of ``path``; none if it is not there yet."""
     try:
         with path.open("rb") as f:
             return f.read(length)
@@ -192,12 +193,7 @@ def test_a_qcow2_converted_in_ranges_onto_a_block_device_is_the_same_disk(
                          dest_is_block=True, dest_is_zero=False, preallocate=False,
                          direct_io=True, piece=3 * 1024 * 1024)
     # the disk where the image has data, zeros over the old bytes where it has none
-    assert _first(backing, 16 * 1024 * 1024) == raw.read_bytes()
-
-
-def _first(path: Path, length: int) -> bytes:
-    with path.open("rb") as f:
-        return f.read(length)
+    assert _head(backing, 16 * 1024 * 1024) == raw.read_bytes()
 
 
 @pytest.mark.parametrize(("cluster", "virtual", "piece"), [
