@@ -1,18 +1,19 @@
 """Large aligned reads with read-ahead, in front of a ranged-read source.
 
 qemu-img reads a qcow2 image in cluster-sized pieces (often 64 KiB); one HTTP request per
-piece would spend the transfer on round trips. The cache fetches whole blocks (4 MiB),
-keeps a few, and fetches the next blocks in the background while qemu-img works on this
-one, so the link stays busy. Concurrent readers of one block wait for a single fetch.
-Memory is bounded by ``(capacity + prefetch) * block_size``.
+piece would spend the transfer on round trips. The cache fetches whole blocks (their
+size is the caller's: ``rangeproxy.FEW_LARGE``, ``MANY_SMALL``), keeps a few, and fetches
+the next blocks in the background while qemu-img works on this one, so the link stays
+busy. Concurrent readers of one block wait for a single fetch. Memory is bounded by
+``(capacity + prefetch) * block_size``.
 
 It reads ahead only once the reads run in sequence over a block or more (each read
 continuing one of the last few), as the kernel's read-ahead waits for a sequential
-stream. ``qemu-img info`` and ``check`` read a
-qcow2's header, refcount and L1/L2 tables out of order before the convert starts; ahead
-of each of those reads the cache fetched the next blocks, which evicted the ones still
-to be read again: a 512 MiB qcow2 from S3 was fetched as 18 blocks (72 MiB) more than
-its size, and the convert started 0.17 s later.
+stream. ``qemu-img info`` and ``check`` read a qcow2's header, refcount and L1/L2 tables
+out of order before the convert starts; ahead of each of those reads the cache fetched
+the next blocks, which evicted the ones still to be read again: a 512 MiB qcow2 from S3
+was fetched as 18 blocks (72 MiB) more than its size, and the convert started 0.17 s
+later.
 """
 
 from __future__ import annotations
