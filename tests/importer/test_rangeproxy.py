@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import requests
 
 from importer.errors import NotFound
-from importer.rangeproxy import FEW_LARGE, RangeProxy
+from importer.rangeproxy import FEW_LARGE, MANY_SMALL, RangeProxy, ReadAhead
 
 DATA = bytes(range(256)) * 40_000  # ~10 MiB: several cache blocks
 
@@ -48,11 +49,12 @@ def test_source_failure_is_kept_for_the_report() -> None:
         assert isinstance(proxy.failure, NotFound)
 
 
-def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
-    """After a block read in sequence, READ_AHEAD block fetches run at once (the S3
-    route's speed), and no more than that plus the block read are ever held or
-    fetched."""
-    BLOCK_SIZE, READ_AHEAD = FEW_LARGE.block, FEW_LARGE.ahead
+@pytest.mark.parametrize("shape", [FEW_LARGE, MANY_SMALL], ids=["few-large", "many-small"])
+def test_reads_ahead_side_by_side_within_its_memory_bound(shape: ReadAhead) -> None:
+    """After a block read in sequence, the shape's blocks ahead are fetched at once (S3's
+    one, parallel ranges' six side by side), and no more than those plus the block read
+    are ever held or fetched."""
+    BLOCK_SIZE, READ_AHEAD = shape.block, shape.ahead
     size = BLOCK_SIZE * (READ_AHEAD + 4)
     lock = threading.Lock()
     running = 0
@@ -72,7 +74,7 @@ def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
             running -= 1
         return bytes(length)
 
-    with RangeProxy(fetch, size=size) as proxy:
+    with RangeProxy(fetch, size=size, shape=shape) as proxy:
         answer = requests.get(proxy.url, headers={"Range": f"bytes=0-{BLOCK_SIZE - 1}"},
                               timeout=5)
         assert answer.status_code == 206
@@ -86,7 +88,7 @@ def test_reads_ahead_side_by_side_within_its_memory_bound() -> None:
         with lock:
             assert peak == READ_AHEAD  # every block ahead at once, not one after another
             assert sorted(fetched) == [i * BLOCK_SIZE for i in range(READ_AHEAD + 1)]
-        assert len(proxy.cache._blocks) <= READ_AHEAD + FEW_LARGE.keep
+        assert len(proxy.cache._blocks) <= READ_AHEAD + shape.keep
 
 
 def test_small_ranges_on_a_kept_alive_connection_do_not_wait_for_delayed_acks() -> None:
