@@ -21,8 +21,8 @@ import pytest
 from importer import children, nbd
 from importer.config import ImporterConfig
 from importer.errors import TransferError
-from importer.formats import HEAD_BYTES
-from importer.sources.base import GrowingFile, Probe, Source
+from importer.sources.base import GrowingFile
+from tests.fakes import FakeSource
 from tests.importer.test_uploadserver_arriving import _fake, path_without
 
 
@@ -91,22 +91,6 @@ def test_a_start_timeout_that_is_no_number_of_seconds_is_the_default(
     assert nbd._start_timeout() == 0.5
 
 
-class _Bytes:
-    """A ranged source in memory (the real nbdkit and range endpoint read it)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read_range(self, start: int, length: int) -> bytes:
-        return self.data[start:start + length]
-
-    def fork(self) -> _Bytes:
-        return self
-
-    def close(self) -> None:
-        pass
-
-
 def test_the_proxy_route_starts_nbdkit_while_the_head_is_pinned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The head's overlay (qemu-img create and qemu-io: two processes) is made beside
@@ -125,10 +109,9 @@ def test_the_proxy_route_starts_nbdkit_while_the_head_is_pinned(
         return pin(head, size, workdir)
 
     monkeypatch.setattr(nbd, "_pin_head", pin_once_nbdkit_listens)
-    data = bytes(range(256)) * 4096  # 1 MiB
-    probe = Probe(size=len(data), ranged=True, head=data[:HEAD_BYTES])
+    source = FakeSource(bytes(range(256)) * 4096)  # 1 MiB, read by the real nbdkit
     config = SimpleNamespace(source="s3")  # only read to choose the route: not HTTP
-    with nbd.export(cast(Source, _Bytes(data)), cast(ImporterConfig, config), probe=probe,
+    with nbd.export(source, cast(ImporterConfig, config), probe=source.probe(),
                     workdir=tmp_path) as export:
         assert export.proxy is not None and export.pinned is not None
         assert export.pinned.exists()
