@@ -220,10 +220,11 @@ def convert(
     status of all it converts before it writes anything, which for a qcow2 still
     arriving means waiting for its last L2 table, near the file's end: a range needs
     only its own, so its data is written as it arrives."""
-    cache = ["-t", "none" if direct_io else "writeback"]
+    run = ["qemu-img", "convert", "-p", "-W", "-m", "4",
+           "-t", "none" if direct_io else "writeback"]
     cpu = 120 + 60 * (virtual_size // GIB)
     if piece is None or piece >= virtual_size:
-        argv = ["qemu-img", "convert", "-p", "-W", "-m", "4", *cache, "-O", "raw"]
+        argv = [*run, "-O", "raw"]
         if dest_is_block:
             argv += ["-n"] + (["--target-is-zero"] if dest_is_zero else [])
         elif preallocate:
@@ -249,7 +250,7 @@ def convert(
         size = min(piece, virtual_size - offset)
         node = {"driver": "raw", "offset": offset, "size": size,
                 "file": format_node(source, fmt)}
-        argv = ["qemu-img", "convert", "-p", "-W", "-m", "4", *cache, "-n",
+        argv = [*run, "-n",
                 *(["--target-is-zero"] if dest_is_zero else []),
                 "json:" + json.dumps(node), "--target-image-opts",
                 f"driver=raw,offset={offset},size={size},file.driver={target},"
