@@ -20,11 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from importer.config import ContentType
 from importer.errors import InvalidImage, TooSmall
 from importer.formats import Compression, Image
 from sizes import MIB, usable_space
+
+if TYPE_CHECKING:  # its module runs qemu-img: here only its result's shape
+    from importer.qemu_img import ImageInfo
 
 
 class Route(StrEnum):
@@ -128,3 +132,20 @@ def convert_on_arrival(*, busy: float | None) -> bool:
     its first bytes' arrival the receiving thread spent on or waiting for a CPU (None: the
     body is too small to tell, and converting it costs next to nothing either way)."""
     return busy is None or busy < BUSY_MOST
+
+
+ARRIVAL_PIECES = 32
+"""Most qemu-img runs an image converted as it arrives is split into."""
+
+
+def arrival_piece(info: ImageInfo) -> int | None:
+    """The guest range converted at a time while a qcow2 arrives (see
+    ``qemu_img.convert``'s ``piece``): what one L2 table maps (cluster size² ÷ 8: 512 MiB
+    for 64 KiB clusters), or a multiple of it making at most ARRIVAL_PIECES runs. None
+    (one run) for other formats."""
+    cluster = info.raw.get("cluster-size") if info.format == "qcow2" else None
+    if not isinstance(cluster, int) or cluster <= 0:
+        return None
+    span = cluster * cluster // 8
+    tables = -(-info.virtual_size // span)
+    return span * -(-tables // ARRIVAL_PIECES)

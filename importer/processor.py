@@ -468,7 +468,7 @@ class Processor:
                     converted: ImporterError | None = None
                     try:
                         self._write(planned, image, info, progress_from=self._fetch_share(),
-                                    piece=arrival_piece(info))
+                                    piece=plan.arrival_piece(info))
                     except ImporterError as err:
                         converted = err
                     unchecked = checked.exception()
@@ -622,22 +622,6 @@ class Processor:
                 wipe(self.target)
             except OSError as err:
                 logger.warning("could not wipe %s after the failure: %s", self.target, err)
-
-
-ARRIVAL_PIECES = 32
-"""Most qemu-img runs an image converted as it arrives is split into."""
-
-
-def arrival_piece(info: ImageInfo) -> int | None:
-    """The guest range converted at a time while a qcow2 arrives (pure): what one L2
-    table maps (cluster size² ÷ 8: 512 MiB for 64 KiB clusters), or a multiple of it
-    making at most ARRIVAL_PIECES runs. None (one run) for other formats."""
-    cluster = info.raw.get("cluster-size") if info.format == "qcow2" else None
-    if not isinstance(cluster, int) or cluster <= 0:
-        return None
-    span = cluster * cluster // 8
-    tables = -(-info.virtual_size // span)
-    return span * -(-tables // ARRIVAL_PIECES)
 
 
 def _refuse_web_page(probe: Probe) -> None:

@@ -13,7 +13,15 @@ from importer.blockcache import BlockCache
 from importer.config import ContentType
 from importer.errors import InvalidImage, TooSmall, TransferError
 from importer.formats import Compression, Image, ImageFormat
-from importer.plan import Route, check_fits, choose_route, usable_bytes
+from importer.plan import (
+    ARRIVAL_PIECES,
+    Route,
+    arrival_piece,
+    check_fits,
+    choose_route,
+    usable_bytes,
+)
+from importer.qemu_img import ImageInfo
 from importer.termination import LIMIT, message
 from sizes import MIB
 
@@ -202,3 +210,20 @@ def test_parallel_ranges_only_where_connections_add_up(one: float, two: float | 
 def test_a_spooled_upload_converts_on_arrival_only_with_cpu_to_spare(
         busy: float | None, arriving: bool) -> None:
     assert plan.convert_on_arrival(busy=busy) is arriving
+
+
+@pytest.mark.parametrize(("cluster", "virtual", "piece"), [
+    (65536, 4 * 1024**3, 512 * 1024**2),  # one L2 table's 512 MiB a run
+    (65536, 100 * 1024**3, 7 * 512 * 1024**2),  # 200 tables: 7 a run, 29 runs
+    (4096, 16 * 1024**2, 2 * 1024**2),
+])
+def test_the_range_converted_at_a_time_is_whole_l2_tables(cluster: int, virtual: int,
+                                                          piece: int) -> None:
+    info = ImageInfo("qcow2", virtual, None, None, {"cluster-size": cluster})
+    assert arrival_piece(info) == piece
+    assert -(-virtual // piece) <= ARRIVAL_PIECES
+
+
+def test_other_formats_are_converted_in_one_run() -> None:
+    assert arrival_piece(ImageInfo("vmdk", 1 << 30, None, None, {"cluster-size": 65536})) is None
+    assert arrival_piece(ImageInfo("qcow2", 1 << 30, None, None, {})) is None

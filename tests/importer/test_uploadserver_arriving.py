@@ -31,8 +31,6 @@ import pytest
 from importer import qemu_img
 from importer.formats import ImageFormat
 from importer.nbd import START_TIMEOUT_VARIABLE
-from importer.processor import ARRIVAL_PIECES, arrival_piece
-from importer.qemu_img import ImageInfo
 from importer.uploadsource import GATE_BYTES
 from tests.fixtures.images import (
     ImageFactory,
@@ -198,23 +196,6 @@ def test_a_qcow2_converted_in_ranges_onto_a_block_device_is_the_same_disk(
                          direct_io=True, piece=3 * 1024 * 1024)
     # the disk where the image has data, zeros over the old bytes where it has none
     assert _head(backing, 16 * 1024 * 1024) == raw.read_bytes()
-
-
-@pytest.mark.parametrize(("cluster", "virtual", "piece"), [
-    (65536, 4 * 1024**3, 512 * 1024**2),  # one L2 table's 512 MiB a run
-    (65536, 100 * 1024**3, 7 * 512 * 1024**2),  # 200 tables: 7 a run, 29 runs
-    (4096, 16 * 1024**2, 2 * 1024**2),
-])
-def test_the_range_converted_at_a_time_is_whole_l2_tables(cluster: int, virtual: int,
-                                                          piece: int) -> None:
-    info = ImageInfo("qcow2", virtual, None, None, {"cluster-size": cluster})
-    assert arrival_piece(info) == piece
-    assert -(-virtual // piece) <= ARRIVAL_PIECES
-
-
-def test_other_formats_are_converted_in_one_run() -> None:
-    assert arrival_piece(ImageInfo("vmdk", 1 << 30, None, None, {"cluster-size": 65536})) is None
-    assert arrival_piece(ImageInfo("qcow2", 1 << 30, None, None, {})) is None
 
 
 @pytest.mark.parametrize("name", ["qcow2c", "vmdk", "vmdk-stream", "vdi", "vhd", "vhdx"])
