@@ -4,8 +4,9 @@
 the web framework never saw it, ``Server.close()`` only stops listening, and closing the
 loop leaves the socket open until the garbage collector finds it (a ResourceWarning, and a
 file descriptor held until then). A peer that connects and says nothing keeps one such
-connection open for as long as it likes. Every transport still registered with the loop's
-selector is aborted here, so a stopped server holds no socket at all.
+connection open for as long as it likes; a connection whose reading is paused is watched
+by no selector and is left the same way. Every transport the loop still holds is aborted
+here, so a loop that ends holds no socket at all.
 """
 
 from __future__ import annotations
@@ -15,21 +16,30 @@ import selectors
 
 
 def _transports(loop: asyncio.AbstractEventLoop) -> list[asyncio.BaseTransport]:
-    selector = getattr(loop, "_selector", None)  # the selector event loop's own
-    if not isinstance(selector, selectors.BaseSelector):
-        return []
+    """Every transport the loop holds: its own registry of socket transports (each one
+    registers itself by file descriptor, whether or not it reads or writes now: a
+    connection whose reading is paused is in no selector set) and whatever else its
+    selector watches."""
     found: dict[int, asyncio.BaseTransport] = {}
-    for key in list(selector.get_map().values()):
-        for handle in key.data or ():
-            owner = getattr(getattr(handle, "_callback", None), "__self__", None)
-            if isinstance(owner, asyncio.BaseTransport):
-                found[id(owner)] = owner
+    registry = getattr(loop, "_transports", None)  # the selector event loop's own
+    if registry is not None:
+        for transport in list(registry.values()):
+            if isinstance(transport, asyncio.BaseTransport):
+                found[id(transport)] = transport
+    selector = getattr(loop, "_selector", None)
+    if isinstance(selector, selectors.BaseSelector):
+        for key in list(selector.get_map().values()):
+            for handle in key.data or ():
+                owner = getattr(getattr(handle, "_callback", None), "__self__", None)
+                if isinstance(owner, asyncio.BaseTransport):
+                    found[id(owner)] = owner
     return list(found.values())
 
 
 async def abort_open_transports() -> int:
-    """Abort every transport the running loop still reads from or writes to; return how
-    many. Their ``connection_lost`` callbacks have run when this returns."""
+    """Abort every transport the running loop still holds (one closing gracefully, a TLS
+    connection waiting for its peer's close_notify, included); return how many. Their
+    ``connection_lost`` callbacks have run when this returns."""
     loop = asyncio.get_running_loop()
     transports = _transports(loop)
     for transport in transports:

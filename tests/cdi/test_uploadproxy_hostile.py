@@ -35,6 +35,7 @@ from aiohttp import web
 from cdi import uploadproxy, uploadtoken
 from kubeclient import Client
 from kubeclient.resources import CONFIGMAPS, PVCS, SECRETS
+from localcluster.looptransports import abort_open_transports
 from pki import certs
 from tests.cdi.conftest import cdi_client
 from tests.fixtures.images import ImageFactory, compare
@@ -163,7 +164,11 @@ class Proxy:
                              timeout=kw.pop("timeout", 60), **kw)
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
+        async def stop() -> None:
+            await self.runner.cleanup()
+            await abort_open_transports()  # the loop is this proxy's alone
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()

@@ -4,6 +4,7 @@ connections; the garbage collector then finds an open socket, a ResourceWarning)
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import socket
 import ssl
@@ -14,7 +15,9 @@ from pathlib import Path
 from aiohttp import web
 
 from localcluster.apiserver.threaded import ServerThread
+from localcluster.looptransports import abort_open_transports
 from tests.fixtures.appthread import AppThread
+from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.tls import make_tls
 
 
@@ -65,3 +68,41 @@ def test_api_server_thread_closes_a_connection_stuck_in_its_handshake(tmp_path: 
         assert peer.recv(1) == b""
     finally:
         peer.close()
+
+
+def test_https_test_server_closes_a_connection_stuck_in_its_handshake(tmp_path: Path) -> None:
+    """The tests' HTTPS image server stops its loop itself: a client still in its TLS
+    handshake when it stops must not leave the accepted socket to the garbage collector
+    (a leaked socket fails the next test to collect it, whichever that is)."""
+    material = make_tls(tmp_path)
+    server = HttpServer(tmp_path, ssl_context=material.server_context())
+    server.start()
+    peer = _silent_peer(server.port)
+    try:
+        assert _leaked_sockets_after(server.stop) == []
+        peer.settimeout(5)
+        assert peer.recv(1) == b""
+    finally:
+        peer.close()
+
+
+def test_a_transport_that_reads_nothing_is_aborted_too() -> None:
+    """A connection whose reading is paused (flow control) and that has nothing to write
+    is in no selector set, yet open: abort_open_transports finds it by the loop's own
+    registry of transports, and the loop ends holding no socket."""
+    async def main() -> bool:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client, _ = await asyncio.get_running_loop().create_connection(
+            asyncio.Protocol, "127.0.0.1", port)
+        client.pause_reading()
+        server.close()
+        await abort_open_transports()
+        return client.is_closing()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        closed = asyncio.run(main())
+        gc.collect()
+    assert closed
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
