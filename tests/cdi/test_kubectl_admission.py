@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,18 +32,13 @@ from pki import certs
 from rootdisk.operator import registry
 from rootdisk.operator.server import Server
 from tests.fixtures.appthread import AppThread
+from tests.fixtures.ports import free_port
 from tests.localcluster.apiserver.kubectl_tool import Run, needs_kubectl, runner
 from tests.vm.conftest import kube_for, wait_served
 
 pytestmark = needs_kubectl
 ROOT = Path(__file__).resolve().parents[2]
 NS = "rootdisk"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _service(c: Client, name: str, port: int) -> None:
@@ -68,8 +62,8 @@ def _webhooks(c: Client, tmp: Path) -> Server:
     tls = ensure_tls(tmp / "webhook-pki", dns_names=(f"rootdisk-cdi-webhook.{NS}.svc",))
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls.server_cert, tls.server_key)
-    port = _free_port()
-    server = Server(host="127.0.0.1", health_port=_free_port(), webhook_port=port,
+    port = free_port()
+    server = Server(host="127.0.0.1", health_port=free_port(), webhook_port=port,
                     webhooks=registry.webhooks(registry.resolve(["cdi"])),
                     exists=lambda kind, name, ns: cdi_kube.exists(c, kind, name, ns),
                     tls=context)

@@ -39,18 +39,13 @@ from localcluster.looptransports import abort_open_transports
 from pki import certs
 from tests.cdi.conftest import cdi_client
 from tests.fixtures.images import ImageFactory, compare
+from tests.fixtures.ports import free_port
 from vocab import cdi as api
 
 NS = "rootdisk"
 TENANT = "tenant"
 PRIME = "prime-disk"
 SERVICE = f"cdi-upload-{PRIME}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Cluster:
@@ -149,7 +144,7 @@ class Proxy:
         self.thread.start()
         self.app = uploadproxy.UploadProxy(kube, NS, **options).app()
         self.runner = web.AppRunner(self.app, access_log=None, **uploadproxy.SERVER_OPTIONS)
-        self.port = _free_port()
+        self.port = free_port()
 
         async def start() -> None:
             await self.runner.setup()
@@ -183,7 +178,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.fixture
 def server(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[UploadServer, int]]:
-    port = _free_port()
+    port = free_port()
     cluster.claim("disk", prime=PRIME, ready=True)
     cluster.endpoint(SERVICE, port)
     s = UploadServer(cluster, tmp_path, port)

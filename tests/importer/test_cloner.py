@@ -26,6 +26,7 @@ from importer.errors import ConfigError, NotADiskImage, NotFound, TooSmall, Tran
 from importer.progress import Update
 from importer.writers import data_runs
 from pki.certs import PairedTLS, paired_tls
+from tests.fixtures.ports import free_port
 from tests.importer.pagecache import direct_io_or_skip, resident
 
 if TYPE_CHECKING:
@@ -409,12 +410,6 @@ def test_data_runs_leave_out_zero_blocks() -> None:
 
 
 # -- the programs ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run(module: str, env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -22,18 +21,13 @@ import requests
 
 from tests.fixtures.httpserver import Faults, HttpServer
 from tests.fixtures.images import ImageFactory, compare
+from tests.fixtures.ports import free_port
 from tests.fixtures.registry import RegistryServer, push_disk
 from tests.importer import loopdev
 
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
 ROOTDISK = Path(sys.executable).with_name("rootdisk")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pod_env(tmp_path: Path, **env: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ each stop is at the end of an import, which the user waits for."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importer.metrics import ProgressMetric
 from importer.rangeproxy import RangeProxy
 from importer.serving import ServingThread
+from tests.fixtures.ports import assert_unbound
 
 STOPS = 10
 ALL_STOPS_WITHIN = 1.0
@@ -45,9 +45,7 @@ def test_a_serving_thread_stops_promptly_and_frees_its_port() -> None:
         return stop
 
     assert total_stop_time(start) < ALL_STOPS_WITHIN
-    with socket.socket() as again:  # no listener left behind (SO_REUSEADDR: past TIME_WAIT)
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        again.bind(("127.0.0.1", ports[-1]))
+    assert_unbound(ports[-1])  # no listener left behind
 
 
 def test_the_range_endpoint_ends_its_import_promptly() -> None:

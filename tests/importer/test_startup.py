@@ -11,6 +11,7 @@ import sys
 
 from importer.metrics import ProgressMetric
 from importer.progress import Update
+from tests.fixtures.ports import assert_unbound
 
 PROBE = """
 import json, sys
@@ -79,7 +80,4 @@ def test_metrics_server_serves_then_frees_its_port() -> None:
     assert b'kubevirt_cdi_import_progress_total{ownerUID="u-1"} 42.0' in body
     metric.close()
     assert not metric._serving.thread.is_alive()
-    with socket.socket() as again:  # no listener left (SO_REUSEADDR: as a server binds,
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT)
-        again.bind(("127.0.0.1", port))
-        again.listen()
+    assert_unbound(port)

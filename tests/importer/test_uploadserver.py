@@ -26,14 +26,9 @@ import requests
 
 from pki import certs
 from tests.fixtures.images import ImageFactory, MiB, allocated_bytes, compare
+from tests.fixtures.ports import free_port
 
 CLIENT = "cdi-uploadproxy"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
@@ -55,7 +50,7 @@ class Server:
         self.scratch = tmp / "scratch"
         self.scratch.mkdir()
         self.termination = tmp / "termination-log"
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         env = {**os.environ, "UPLOAD_TLS_DIR": str(self.tls), "POD_IP": "127.0.0.1",
                "UPLOAD_PORT": str(self.port), "IMPORTER_DESTINATION": str(self.dest),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from localcluster.cluster import Cluster
 from localcluster.kubelet.security import ALL_CAPS, DEFAULT_CAPS, cap_mask
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory
+from tests.fixtures.ports import free_port
 from tests.localcluster.clusterkit import (
     claim_volume,
     logs,
@@ -296,12 +296,6 @@ def test_run_as_non_root_refuses_root(kube: Client, pod_ctx: dict[str, Any],
 IMPORTER_CTX = {"runAsUser": 107, "runAsNonRoot": True, "fsGroup": 107,
                 "seccompProfile": {"type": "RuntimeDefault"}}
 IMPORTER_CONTAINER_CTX = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("mode", ["Filesystem", "Block"])

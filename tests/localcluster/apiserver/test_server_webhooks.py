@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import threading
 
 import pytest
@@ -13,6 +12,7 @@ from aiohttp import web
 from kubernetes import client as k8s
 
 from localcluster.apiserver.tls import ensure_tls
+from tests.fixtures.ports import free_port
 
 from .server_fixtures import make_client
 
@@ -81,12 +81,6 @@ class WebhookServer:
         return base64.b64encode(self.tls.ca_pem()).decode()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _hook(name, client_config, *, namespace, policy="Fail", ops=("CREATE",)):
     return {"name": name, "clientConfig": client_config, "failurePolicy": policy,
             "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 5,
@@ -142,7 +136,7 @@ def test_mutating_and_validating_webhooks(cluster, tmp_path):
 def test_failure_policy_when_the_webhook_is_down(cluster):
     core = k8s.CoreV1Api(cluster)
     adm = k8s.AdmissionregistrationV1Api(cluster)
-    dead = f"https://127.0.0.1:{_free_port()}/validate"
+    dead = f"https://127.0.0.1:{free_port()}/validate"
     adm.create_validating_webhook_configuration({"metadata": {"name": "down"}, "webhooks": [
         _hook("fail.example.com", {"url": dead}, namespace="hooked"),
         _hook("ignore.example.com", {"url": dead}, namespace="free", policy="Ignore")]})

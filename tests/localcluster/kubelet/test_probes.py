@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.kubelet.probes import ProbeTracker, run_probe
+from tests.fixtures.ports import free_port
 from tests.fixtures.tls import make_tls
 
 
@@ -54,12 +54,6 @@ def http_server() -> Iterator[int]:
     yield server.server_address[1]
     server.shutdown()
     server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_http_and_tcp_probes(http_server: int) -> None:
