@@ -134,7 +134,9 @@ def test_a_missing_snapshot_waits_with_upstreams_words_then_restores(
         return cond.get("status", ""), cond.get("reason", ""), cond.get("message", "")
     wait_for(lambda: ready() == want, timeout=60, what="the DataVolume waits")
     assert kit.dv_status(kube, src_ns, "waiting")["phase"] == "Pending"
-    assert "CloneWithoutSource" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    # the Event is posted beside the condition, not before it (as upstream's recorder)
+    wait_for(lambda: "CloneWithoutSource" in reasons(kube, src_ns, dv["metadata"]["uid"]),
+             timeout=30, what="the CloneWithoutSource Event")
     assert kube.get_or_none(resources.PVCS, "waiting", src_ns) is None
     kube.create(VOLUMESNAPSHOTS, snapshot(name, "golden"), src_ns)
     status = kit.wait_dv(kube, src_ns, "waiting", ("Succeeded", "Failed"), timeout=TIMEOUT)
