@@ -86,7 +86,11 @@ class BlockCache:
         return end - run
 
     def close(self) -> None:
+        """Stop reading ahead and drop the blocks: the caller's export outlives the
+        reads (the import's last checks), and with it the cache."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._blocks.clear()
 
     def _block(self, index: int) -> bytes:
         future = self._block_future(index, wait=True)

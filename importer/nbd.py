@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from importer import beside, children, plan, qemu_img
+from importer import beside, children, heaps, plan, qemu_img
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
@@ -266,6 +266,7 @@ def _server_rates(source: Source, size: int,
     counted(length)
     if one >= plan.PARALLEL_BELOW or not large:
         return one, None
+    heaps.hand_back_large_frees()  # the two reads below, and the blocks after them
     readers = [source.fork(), source.fork()]  # a connection each
     try:
         with beside.pool(2, "rate") as pair:

@@ -14,7 +14,6 @@ A source failure is kept (``failure``) so the importer reports the real reason
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import re
 import secrets
@@ -24,6 +23,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from importer import heaps
 from importer.blockcache import BlockCache
 from importer.errors import ImporterError
 from importer.serving import ServingThread
@@ -31,18 +31,6 @@ from sizes import MIB
 
 logger = logging.getLogger(__name__)
 _RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
-
-
-_M_MMAP_THRESHOLD = -3
-
-
-def _return_blocks_to_the_system() -> None:
-    """Megabyte blocks are allocated and freed by several threads; after the first free,
-    glibc raises its mmap threshold and keeps later blocks in its heaps, where freed
-    ones stay counted against the pod. A fixed 1 MiB threshold makes each block its own
-    mapping, handed back when freed."""
-    # libc is among the process's own symbols: no `ldconfig -p` run to find it.
-    ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1024 * 1024)
 
 
 @dataclass(frozen=True)
@@ -77,7 +65,7 @@ with 512 KiB blocks. 8 MiB at most."""
 class RangeProxy:
     def __init__(self, fetch: Callable[[int, int], bytes], *, size: int,
                  shape: ReadAhead = FEW_LARGE) -> None:
-        _return_blocks_to_the_system()
+        heaps.hand_back_large_frees()  # each block a mapping, unmapped when dropped
         self.size = size
         self.cache = BlockCache(fetch, size=size, block_size=shape.block,
                                 capacity=shape.keep, prefetch=shape.ahead)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
+from array import array
 
 import pytest
 import requests
@@ -112,3 +114,22 @@ def test_small_ranges_on_a_kept_alive_connection_do_not_wait_for_delayed_acks() 
         session.close()
     took.sort()
     assert took[len(took) // 2] < 0.02, f"median request {took[len(took) // 2] * 1000:.0f} ms"
+
+
+def test_no_block_outlives_the_close() -> None:
+    """Closing the endpoint drops its blocks (up to ``(keep + ahead)`` of them), though
+    the export that holds the proxy lives on until the import's last checks."""
+    alive: list[weakref.ref[array[int]]] = []
+
+    def fetch(start: int, length: int) -> array[int]:
+        block = array("B", bytes(length))
+        alive.append(weakref.ref(block))
+        return block
+
+    proxy = RangeProxy(fetch, size=MANY_SMALL.block * 4, shape=MANY_SMALL)  # type: ignore[arg-type]
+    with proxy:
+        answer = requests.get(proxy.url, headers={"Range": f"bytes=0-{MANY_SMALL.block * 2}"},
+                              timeout=5)
+        assert answer.status_code == 206
+    still = sum(ref() is not None for ref in alive)
+    assert alive and still == 0, f"{still} of {len(alive)} blocks alive after the close"
