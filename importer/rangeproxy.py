@@ -84,8 +84,8 @@ once, each holding little (a 1 MiB fetch at 31 MB/s is 34 ms). A 512 MiB qcow2 o
 1 Gbit/s link capped at a quarter of it per connection: 4.96 s, against 6.52 s with
 4 x 4 MiB (whose blocks were fetched twice as qemu-img read out of order) and 7.24 s
 with 512 KiB blocks. 8 MiB at most, and the speed needs them: in round 25 (tree peak,
-alternating runs) 5 ahead + 1 kept took 7.26 s (69.1 MiB) and 4 + 1 7.39 s (68.8 MiB)
-against 6.36 s (71.3 MiB) for this shape (bench/README.md)."""
+nbdkit still in it, alternating runs) 5 ahead + 1 kept took 7.26 s (69.1 MiB) and 4 + 1
+7.39 s (68.8 MiB) against 6.36 s (71.3 MiB) for this shape (bench/README.md)."""
 
 
 class RangeProxy:
