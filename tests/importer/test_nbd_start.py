@@ -91,7 +91,7 @@ def test_a_start_timeout_that_is_no_number_of_seconds_is_the_default(
     assert nbd._start_timeout() == 0.5
 
 
-def test_the_proxy_route_starts_nbdkit_while_the_head_is_pinned(
+def test_the_proxy_route_serves_while_the_head_is_pinned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The head's overlay (qemu-img create and qemu-io: two processes) is made beside
     the export's start on the range endpoint's route too (S3), not before it: here the
