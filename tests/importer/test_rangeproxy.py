@@ -3,6 +3,8 @@ qemu-img, qemu-io and nbdcopy over its unix socket."""
 
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -13,7 +15,16 @@ from pathlib import Path
 import pytest
 
 from importer.errors import NotFound
-from importer.rangeproxy import FEW_LARGE, MANY_SMALL, RangeProxy, ReadAhead
+from importer.rangeproxy import (
+    FEW_LARGE,
+    IHAVEOPT,
+    MANY_SMALL,
+    NBDMAGIC,
+    OPT_GO,
+    REQUEST_MAGIC,
+    RangeProxy,
+    ReadAhead,
+)
 
 DATA = bytes(range(256)) * 40_000  # ~10 MiB: several cache blocks
 
@@ -37,6 +48,36 @@ def test_serves_the_source_to_nbd_clients(tmp_path: Path) -> None:
         subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "raw", proxy.uri,
                         str(converted)], check=True, timeout=60)
         assert converted.read_bytes() == DATA
+
+
+def _exact(conn: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        more = conn.recv(count - len(data))
+        assert more, "the server closed the connection"
+        data += more
+    return data
+
+
+def test_a_read_past_the_end_is_refused_and_the_connection_goes_on(tmp_path: Path) -> None:
+    """What qemu's client never sends (it checks the size itself), by hand: a read past
+    the end is answered EINVAL with no data, and the next read is served."""
+    with RangeProxy(lambda s, n: DATA[s : s + n], size=len(DATA),
+                    socket_path=tmp_path / "nbd.sock") as proxy, \
+            socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(str(proxy.socket_path))
+        assert struct.unpack(">QQH", _exact(conn, 18))[:2] == (NBDMAGIC, IHAVEOPT)
+        conn.sendall(struct.pack(">I", 2))  # NO_ZEROES
+        conn.sendall(struct.pack(">QII", IHAVEOPT, OPT_GO, 6) + struct.pack(">IH", 0, 0))
+        info = _exact(conn, 20 + 12)  # NBD_REP_INFO with NBD_INFO_EXPORT
+        assert struct.unpack(">HQH", info[20:])[1] == len(DATA)
+        _exact(conn, 20)  # NBD_REP_ACK
+        conn.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, 0, 0, 7, len(DATA) - 10, 20))
+        assert struct.unpack(">IIQ", _exact(conn, 16))[1:] == (22, 7)  # EINVAL, cookie 7
+        conn.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, 0, 0, 8, 1000, 20))
+        assert struct.unpack(">IIQ", _exact(conn, 16))[1:] == (0, 8)
+        assert _exact(conn, 20) == DATA[1000:1020]
 
 
 def test_source_failure_is_kept_for_the_report(tmp_path: Path) -> None:
