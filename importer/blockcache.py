@@ -77,8 +77,9 @@ class BlockCache:
     def _run_length(self, start: int, end: int) -> int:
         """The bytes read in sequence up to ``end`` by the run ``[start, end)`` belongs
         to: a read continues one of the last reads if it starts inside it or at most
-        :data:`SEQUENCE_GAP` bytes past its end (nbdkit's curl plugin asks for a byte
-        more than it reads, so its next read starts on that read's last byte)."""
+        :data:`SEQUENCE_GAP` bytes past its end (an HTTP reader such as nbdkit's curl
+        plugin, which read the range endpoint until round 25, asks for a byte more than
+        it reads, so its next read starts on that read's last byte)."""
         with self._lock:
             run = next((began for prior, ended, began in reversed(self._recent)
                         if prior < start <= ended + SEQUENCE_GAP), start)
@@ -86,7 +87,11 @@ class BlockCache:
         return end - run
 
     def close(self) -> None:
+        """Stop reading ahead and drop the blocks: the caller's export outlives the
+        reads (the import's last checks), and with it the cache."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._blocks.clear()
 
     def _block(self, index: int) -> bytes:
         future = self._block_future(index, wait=True)

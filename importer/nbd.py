@@ -1,13 +1,15 @@
 """Serving a remote image over NBD for qemu-img to read while it streams.
 
-nbdkit's curl plugin (C, libcurl) does the serving, in one of two ways:
-- straight from the image's URL, for plain HTTP(S): headers, basic auth included, come
-  from a 0600 file read by ``header-script`` (never argv); nbdkit's retry filter
-  reconnects after drops;
-- through a ``RangeProxy`` in the importer's own process, where curl cannot read the
-  source itself: S3 (boto3), URLs with secrets in their query or userinfo (presigned),
-  servers that refuse HEAD. The proxy reads with the importer's sources, with their
-  retries and error reasons, ahead of qemu-img through a block cache.
+Served one of two ways:
+- by nbdkit's curl plugin (C, libcurl) straight from the image's URL, for plain HTTP(S):
+  headers, basic auth included, come from a 0600 file read by ``header-script`` (never
+  argv); nbdkit's retry filter reconnects after drops;
+- by a ``RangeProxy`` in the importer's own process (an NBD server on a unix socket in
+  the import's private directory), where curl cannot read the source itself or one
+  connection is too slow: S3 (boto3), URLs with secrets in their query or userinfo
+  (presigned), servers that refuse HEAD, parallel ranges. It reads with the importer's
+  sources, with their retries and error reasons, ahead of qemu-img through a block
+  cache.
 
 Either way the export is pinned to the object the probe saw:
 - qemu-img sees the image's head (the bytes the importer sniffed and checked for backing
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from importer import beside, children, plan, qemu_img
+from importer import beside, children, heaps, plan, qemu_img
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
@@ -123,7 +125,8 @@ def read_counter(log: Path) -> Callable[[], int]:
 @dataclass(frozen=True)
 class Export:
     uri: str
-    pid: int
+    pid: int | None
+    """nbdkit's; None where the importer serves the export itself (``proxy``)."""
     proxy: RangeProxy | None = None
     reads_log: Path | None = None
     """Direct route: nbdkit's log of the reads it served (what its curl plugin fetched)."""
@@ -165,11 +168,11 @@ class ExportUnavailable(ImporterError):
 @contextmanager
 def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Path,
            on_fetch: Callable[[int], None] | None = None) -> Iterator[Export]:
-    """An NBD export of the probed object: curl on its URL where it can, else on a proxy.
-    Either way its first bytes are ``probe.head``."""
+    """An NBD export of the probed object: nbdkit curl on its URL where it can, else the
+    importer's own (``RangeProxy``). Either way its first bytes are ``probe.head``."""
     assert probe.size is not None
     size, head = probe.size, probe.head[:probe.size]
-    # The head's overlay (two short qemu-img runs) is made while nbdkit starts, on either
+    # The head's overlay (two short qemu-img runs) is made while the export starts, on either
     # route: each waits on its own children, and the transfer starts that much sooner
     # (bench/import_http.py, bench/import_s3.py). Waited for even on a failure (not
     # beside.pool): it writes into ``workdir``, which is removed right after (a
@@ -196,19 +199,14 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
             except _StartFailed as err:
                 logger.info("nbdkit curl cannot open the URL (%s); serving it through the"
                             " importer", err)
-        from importer import rangeproxy  # its HTTP server: only this route needs it
+        from importer import rangeproxy  # its NBD server: only this route needs it
 
         fetch, close_sources = _fetcher(source, on_fetch)
         shape = rangeproxy.MANY_SMALL if parallel else rangeproxy.FEW_LARGE
         try:
-            with rangeproxy.RangeProxy(fetch, size=size, shape=shape) as proxy:
-                argv = ["--filter=retry", "curl", f"url={proxy.url}", "timeout=300",
-                        "retries=2", "retry-delay=1"]
-                try:
-                    with _serve(argv, workdir, "proxy") as (uri, _, pid):
-                        yield Export(uri, pid, proxy, pinned=pinning.result())
-                except _StartFailed as err:
-                    raise ImporterError(f"nbdkit could not serve the image: {err}") from err
+            with rangeproxy.RangeProxy(fetch, size=size, shape=shape,
+                                       socket_path=workdir / "nbd-proxy.sock") as proxy:
+                yield Export(proxy.uri, None, proxy, pinned=pinning.result())
         finally:
             close_sources()
 
@@ -266,6 +264,7 @@ def _server_rates(source: Source, size: int,
     counted(length)
     if one >= plan.PARALLEL_BELOW or not large:
         return one, None
+    heaps.hand_back_large_frees()  # the two reads below, and the blocks after them
     readers = [source.fork(), source.fork()]  # a connection each
     try:
         with beside.pool(2, "rate") as pair:
@@ -388,8 +387,8 @@ def _serve(plugin_argv: list[str], workdir: Path, name: str) -> Iterator[tuple[s
     log_path = workdir / f"nbdkit-{name}.log"
     argv = ["nbdkit", "--exit-with-parent", "--foreground", "--readonly",
             "--unix", str(sock), *plugin_argv]
-    # The range endpoint is on loopback: no proxy from the environment would reach it (the
-    # direct route keeps them, as the importer's own requests do).
+    # Only the direct route reads a URL: it keeps the environment's proxies, as the
+    # importer's own requests do; the arriving upload's plugin reads a local file.
     env = {k: v for k, v in children.child_environment().items()
            if name == "direct" or k.lower() not in _PROXY}
     with log_path.open("wb") as log:

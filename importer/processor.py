@@ -302,7 +302,7 @@ class Processor:
         self.progress.advance(len(chunk))
 
     def _fetched_by_proxy(self, count: int) -> None:
-        """Bytes the range endpoint fetched for nbdkit (from reader threads)."""
+        """Bytes the range endpoint fetched for qemu-img (from reader threads)."""
         with self._fetch_lock:
             self.result.fetched_bytes += count
         if self.watchdog is not None:

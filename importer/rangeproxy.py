@@ -1,12 +1,22 @@
-"""A loopback HTTP endpoint that serves a source's bytes by range, for nbdkit's curl
-plugin to read when it cannot read the source itself.
+"""An NBD export of a source's bytes, served from the importer's own process, for
+qemu-img to read when nbdkit's curl plugin cannot read the source itself.
 
-nbdkit's curl plugin (C, fast, small) needs a URL that answers HEAD with the size and
-GET with byte ranges. S3 objects (boto3), presigned URLs (signed for GET only) and
-servers that refuse HEAD don't; this endpoint does, in the importer's own process, with
-the importer's own sources behind a read-ahead ``BlockCache``. No second Python (an
-nbdkit Python plugin would load the whole client stack again) and no credentials on any
-command line: the URL holds only a random token that names this one import.
+S3 objects (boto3), presigned URLs (signed for GET only), servers that refuse HEAD, and
+images read as parallel ranges are read by the importer's own sources behind a
+read-ahead ``BlockCache``, and served here over NBD on a unix socket in the import's
+private directory: qemu-img connects to it as it would to nbdkit. Until round 25 this
+was a loopback HTTP endpoint that nbdkit's curl plugin read and served on: a second copy
+of every read (nbdkit's 2 MiB request buffer) and nbdkit's own 12 MiB, which put the
+parallel-ranges route's process tree at 70 MiB against its goal of 64 (bench/README.md,
+round 25). No second Python (an nbdkit Python plugin would load the whole client stack
+again) and no credentials on any command line.
+
+The protocol is NBD's fixed newstyle handshake (``NBD_OPT_GO``, ``NBD_OPT_INFO`` or
+``NBD_OPT_EXPORT_NAME``; every other option is answered ``NBD_REP_ERR_UNSUP``), then
+simple replies to reads, one at a time per connection, as nbdkit's curl plugin answered
+them (https://github.com/NetworkBlockDevice/nbd/blob/master/doc/proto.md). The export is
+read-only, with no other command offered: anything but a read ends the connection (a
+read past the end is refused with EINVAL, a failed one with EIO).
 
 A source failure is kept (``failure``) so the importer reports the real reason
 (NotFound, Unauthorized, …) rather than qemu-img's "Input/output error".
@@ -14,35 +24,37 @@ A source failure is kept (``failure``) so the importer reports the real reason
 
 from __future__ import annotations
 
-import ctypes
+import errno
 import logging
-import re
-import secrets
+import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from socketserver import BaseRequestHandler, ThreadingUnixStreamServer
 
+from importer import heaps
 from importer.blockcache import BlockCache
 from importer.errors import ImporterError
 from importer.serving import ServingThread
 from sizes import MIB
 
 logger = logging.getLogger(__name__)
-_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 
-
-_M_MMAP_THRESHOLD = -3
-
-
-def _return_blocks_to_the_system() -> None:
-    """Megabyte blocks are allocated and freed by several threads; after the first free,
-    glibc raises its mmap threshold and keeps later blocks in its heaps, where freed
-    ones stay counted against the pod. A fixed 1 MiB threshold makes each block its own
-    mapping, handed back when freed."""
-    # libc is among the process's own symbols: no `ldconfig -p` run to find it.
-    ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1024 * 1024)
+NBDMAGIC = 0x4E42444D41474943
+IHAVEOPT = 0x49484156454F5054
+REPLY_MAGIC = 0x0003E889045565A9
+REQUEST_MAGIC = 0x25609513
+SIMPLE_REPLY_MAGIC = 0x67446698
+FLAG_FIXED_NEWSTYLE, FLAG_NO_ZEROES = 1 << 0, 1 << 1
+FLAG_HAS_FLAGS, FLAG_READ_ONLY = 1 << 0, 1 << 1
+OPT_EXPORT_NAME, OPT_ABORT, OPT_INFO, OPT_GO = 1, 2, 6, 7
+REP_ACK, REP_INFO, REP_ERR_UNSUP = 1, 3, (1 << 31) + 1
+INFO_EXPORT = 0
+CMD_READ = 0
+MAX_OPTION = 64 * 1024
+"""Bytes an option's data may have (an export name and its info requests)."""
+_TRANSMISSION = FLAG_HAS_FLAGS | FLAG_READ_ONLY
 
 
 @dataclass(frozen=True)
@@ -71,26 +83,27 @@ MANY_SMALL = ReadAhead(block=1 * MIB, keep=2, ahead=6)
 once, each holding little (a 1 MiB fetch at 31 MB/s is 34 ms). A 512 MiB qcow2 over a
 1 Gbit/s link capped at a quarter of it per connection: 4.96 s, against 6.52 s with
 4 x 4 MiB (whose blocks were fetched twice as qemu-img read out of order) and 7.24 s
-with 512 KiB blocks. 8 MiB at most."""
+with 512 KiB blocks. 8 MiB at most, and the speed needs them: in round 25 (tree peak,
+nbdkit still in it, alternating runs) 5 ahead + 1 kept took 7.26 s (69.1 MiB) and 4 + 1
+7.39 s (68.8 MiB) against 6.36 s (71.3 MiB) for this shape (bench/README.md)."""
 
 
 class RangeProxy:
-    def __init__(self, fetch: Callable[[int, int], bytes], *, size: int,
+    def __init__(self, fetch: Callable[[int, int], bytes], *, size: int, socket_path: Path,
                  shape: ReadAhead = FEW_LARGE) -> None:
-        _return_blocks_to_the_system()
+        heaps.hand_back_large_frees()  # each block a mapping, unmapped when dropped
         self.size = size
         self.cache = BlockCache(fetch, size=size, block_size=shape.block,
                                 capacity=shape.keep, prefetch=shape.ahead)
         self.failure: ImporterError | None = None
-        self._path = "/" + secrets.token_urlsafe(16)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.socket_path = socket_path
+        self._server = ThreadingUnixStreamServer(str(socket_path), _handler(self))
         self._server.daemon_threads = True
         self._serving = ServingThread(self._server, "rangeproxy")
 
     @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}{self._path}"
+    def uri(self) -> str:
+        return f"nbd+unix:///?socket={self.socket_path}"
 
     def __enter__(self) -> RangeProxy:
         self._serving.start()
@@ -98,66 +111,86 @@ class RangeProxy:
 
     def __exit__(self, *exc: object) -> None:
         self._serving.stop()  # within tens of ms: it ends every import through here
+        self.socket_path.unlink(missing_ok=True)
         self.cache.close()
 
-    def read(self, path: str, header: str | None) -> tuple[int, list[memoryview],
-                                                            dict[str, str]]:
-        """(status, body, headers) for a GET (``header`` is its Range) or a HEAD (None)."""
-        if path != self._path:
-            return HTTPStatus.NOT_FOUND, [], {}
-        if header is None:
-            return HTTPStatus.OK, [], {"Content-Length": str(self.size)}
-        match = _RANGE.match(header.strip())
-        if not match or int(match.group(1)) > int(match.group(2)) \
-                or int(match.group(1)) >= self.size:
-            return HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, [], {
-                "Content-Range": f"bytes */{self.size}"}
-        # A last byte past the end is clamped to it (RFC 9110; nbdkit's curl plugin asks
-        # for one byte more than it reads).
-        start, end = int(match.group(1)), min(int(match.group(2)), self.size - 1)
+    def read_parts(self, start: int, length: int) -> list[memoryview] | None:
+        """The bytes at ``[start, start+length)`` as views into the cache's blocks, or
+        None once the source failed (its error kept in ``failure``)."""
         try:
-            body = self.cache.read_parts(start, end - start + 1)
+            return self.cache.read_parts(start, length)
         except ImporterError as err:
             self.failure = err
-            logger.warning("reading bytes %d-%d failed: %s", start, end, err)
-            return HTTPStatus.BAD_GATEWAY, [], {}
-        return HTTPStatus.PARTIAL_CONTENT, body, {
-            "Content-Range": f"bytes {start}-{end}/{self.size}"}
+            logger.warning("reading bytes %d-%d failed: %s", start, start + length - 1, err)
+            return None
 
 
-def _handler(proxy: RangeProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: nbdkit reuses its connection
-        # The headers go out in one send and the body in others: with Nagle's algorithm
-        # a body shorter than a segment waited for the ACK of the headers, which nbdkit's
-        # curl delays (up to 40 ms) on a kept-alive connection. qemu-img reads a
-        # compressed qcow2 (Debian's cloud image) in many such small reads: 359 s for
-        # its 2 GiB through this endpoint, against 12.5 s straight from the server.
-        disable_nagle_algorithm = True
-
-        def do_HEAD(self) -> None:
-            self._answer(*proxy.read(self.path, None), send_body=False)
-
-        def do_GET(self) -> None:
-            header = self.headers.get("Range")
-            if header is None:
-                self._answer(HTTPStatus.BAD_REQUEST, [], {}, send_body=True)
-                return
-            self._answer(*proxy.read(self.path, header), send_body=True)
-
-        def _answer(self, status: int, body: list[memoryview], headers: dict[str, str], *,
-                    send_body: bool) -> None:
-            self.send_response(status)
-            self.send_header("Accept-Ranges", "bytes")
-            headers.setdefault("Content-Length", str(sum(len(part) for part in body)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if send_body:
-                for part in body:  # block by block: no joined copy
-                    self.wfile.write(part)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            logger.debug("rangeproxy: " + format, *args)
+def _handler(proxy: RangeProxy) -> type[BaseRequestHandler]:
+    class Handler(BaseRequestHandler):
+        def handle(self) -> None:
+            conn: socket.socket = self.request
+            try:
+                if _negotiate(conn, proxy.size):
+                    _transmit(conn, proxy)
+            except (EOFError, OSError) as err:  # the client went away: nothing to answer
+                logger.debug("rangeproxy: connection ended: %s", err)
 
     return Handler
+
+
+def _negotiate(conn: socket.socket, size: int) -> bool:
+    """The fixed newstyle handshake; True once the client chose the export."""
+    conn.sendall(struct.pack(">QQH", NBDMAGIC, IHAVEOPT,
+                             FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))
+    (client_flags,) = struct.unpack(">I", _receive(conn, 4))
+    while True:
+        magic, option, length = struct.unpack(">QII", _receive(conn, 16))
+        if magic != IHAVEOPT or length > MAX_OPTION:
+            return False
+        _receive(conn, length)  # the export's name (any: there is one) and info requests
+        if option == OPT_EXPORT_NAME:
+            zeroes = b"" if client_flags & FLAG_NO_ZEROES else bytes(124)
+            conn.sendall(struct.pack(">QH", size, _TRANSMISSION) + zeroes)
+            return True
+        if option in (OPT_INFO, OPT_GO):
+            info = struct.pack(">HQH", INFO_EXPORT, size, _TRANSMISSION)
+            conn.sendall(struct.pack(">QIII", REPLY_MAGIC, option, REP_INFO, len(info)) + info
+                         + struct.pack(">QIII", REPLY_MAGIC, option, REP_ACK, 0))
+            if option == OPT_GO:
+                return True
+        elif option == OPT_ABORT:
+            conn.sendall(struct.pack(">QIII", REPLY_MAGIC, option, REP_ACK, 0))
+            return False
+        else:
+            conn.sendall(struct.pack(">QIII", REPLY_MAGIC, option, REP_ERR_UNSUP, 0))
+
+
+def _transmit(conn: socket.socket, proxy: RangeProxy) -> None:
+    """Reads answered in order, each from the cache's blocks without a joined copy."""
+    while True:
+        magic, _flags, command, cookie, offset, length = struct.unpack(
+            ">IHHQQI", _receive(conn, 28))
+        if magic != REQUEST_MAGIC or command != CMD_READ:
+            return  # a disconnect; or a command this read-only export never offered
+        if offset + length > proxy.size:
+            conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, errno.EINVAL, cookie))
+            continue
+        parts = proxy.read_parts(offset, length)
+        if parts is None:
+            conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, errno.EIO, cookie))
+            continue
+        conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie))
+        for part in parts:  # block by block: no joined copy
+            conn.sendall(part)
+
+
+def _receive(conn: socket.socket, count: int) -> bytes:
+    data = bytearray(count)
+    view = memoryview(data)
+    got = 0
+    while got < count:
+        read = conn.recv_into(view[got:])
+        if not read:
+            raise EOFError("the client closed the connection")
+        got += read
+    return bytes(data)

@@ -1,5 +1,5 @@
-"""The importer's HTTP servers (its range endpoint, its metrics) stop within tens of
-milliseconds: the stdlib's accept loop checks for shutdown every 0.5 s by default, and
+"""The importer's servers (its range endpoint's NBD server, its metrics) stop within
+tens of milliseconds: the stdlib's accept loop checks for shutdown every 0.5 s by default, and
 each stop is at the end of an import, which the user waits for."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from importer.metrics import ProgressMetric
 from importer.rangeproxy import RangeProxy
@@ -48,15 +49,18 @@ def test_a_serving_thread_stops_promptly_and_frees_its_port() -> None:
     assert_unbound(ports[-1])  # no listener left behind
 
 
-def test_the_range_endpoint_ends_its_import_promptly() -> None:
+def test_the_range_endpoint_ends_its_import_promptly(tmp_path: Path) -> None:
     data = b"x" * 4096
+    path = tmp_path / "nbd.sock"
 
     def start() -> Callable[[], None]:
-        proxy = RangeProxy(lambda offset, n: data[offset:offset + n], size=len(data))
+        proxy = RangeProxy(lambda offset, n: data[offset:offset + n], size=len(data),
+                           socket_path=path)
         proxy.__enter__()
         return lambda: proxy.__exit__(None, None, None)
 
     assert total_stop_time(start) < ALL_STOPS_WITHIN
+    assert not path.exists()  # its socket goes with it
 
 
 def test_the_metrics_server_lets_the_pod_exit_promptly() -> None:
