@@ -26,7 +26,9 @@ heap's free top of a megabyte or more goes back."""
 def hand_back_large_frees() -> None:
     """Fix glibc's mmap and trim thresholds at :data:`RETURNED` (no longer raised by a
     free), before the threads' large reads."""
-    # libc is among the process's own symbols: no `ldconfig -p` run to find it.
-    libc = ctypes.CDLL(None)
-    libc.mallopt(_M_MMAP_THRESHOLD, RETURNED)
-    libc.mallopt(_M_TRIM_THRESHOLD, RETURNED)
+    # libc is among the process's own symbols: no `ldconfig -p` run to find it. A libc
+    # without mallopt (musl) has no such thresholds to fix.
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, RETURNED)
+        mallopt(_M_TRIM_THRESHOLD, RETURNED)

@@ -16,7 +16,8 @@ The protocol is NBD's fixed newstyle handshake (``NBD_OPT_GO``, ``NBD_OPT_INFO``
 simple replies to reads, one at a time per connection, as nbdkit's curl plugin answered
 them (https://github.com/NetworkBlockDevice/nbd/blob/master/doc/proto.md). The export is
 read-only, with no other command offered: anything but a read ends the connection (a
-read past the end is refused with EINVAL, a failed one with EIO).
+read past the end or of more than :data:`MAX_READ` is refused with EINVAL, a failed
+one with EIO).
 
 A source failure is kept (``failure``) so the importer reports the real reason
 (NotFound, Unauthorized, …) rather than qemu-img's "Input/output error".
@@ -54,6 +55,10 @@ INFO_EXPORT = 0
 CMD_READ = 0
 MAX_OPTION = 64 * 1024
 """Bytes an option's data may have (an export name and its info requests)."""
+MAX_READ = 32 * MIB
+"""Bytes one read may ask for: qemu's NBD client asks for at most this much, and larger
+reads are refused (EINVAL) before anything is fetched, so no read holds more of the
+source in memory than the cache's bound and this."""
 _TRANSMISSION = FLAG_HAS_FLAGS | FLAG_READ_ONLY
 
 
@@ -172,7 +177,7 @@ def _transmit(conn: socket.socket, proxy: RangeProxy) -> None:
             ">IHHQQI", _receive(conn, 28))
         if magic != REQUEST_MAGIC or command != CMD_READ:
             return  # a disconnect; or a command this read-only export never offered
-        if offset + length > proxy.size:
+        if length > MAX_READ or offset + length > proxy.size:
             conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, errno.EINVAL, cookie))
             continue
         parts = proxy.read_parts(offset, length)

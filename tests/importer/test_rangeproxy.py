@@ -3,6 +3,7 @@ qemu-img, qemu-io and nbdcopy over its unix socket."""
 
 from __future__ import annotations
 
+import errno
 import socket
 import struct
 import subprocess
@@ -19,6 +20,7 @@ from importer.rangeproxy import (
     FEW_LARGE,
     IHAVEOPT,
     MANY_SMALL,
+    MAX_READ,
     NBDMAGIC,
     OPT_GO,
     REQUEST_MAGIC,
@@ -59,25 +61,54 @@ def _exact(conn: socket.socket, count: int) -> bytes:
     return data
 
 
+def _negotiated(conn: socket.socket, path: Path, size: int) -> None:
+    """A client's side of the handshake by hand (fixed newstyle, NBD_OPT_GO)."""
+    conn.settimeout(10)
+    conn.connect(str(path))
+    assert struct.unpack(">QQH", _exact(conn, 18))[:2] == (NBDMAGIC, IHAVEOPT)
+    conn.sendall(struct.pack(">I", 2))  # NO_ZEROES
+    conn.sendall(struct.pack(">QII", IHAVEOPT, OPT_GO, 6) + struct.pack(">IH", 0, 0))
+    info = _exact(conn, 20 + 12)  # NBD_REP_INFO with NBD_INFO_EXPORT
+    assert struct.unpack(">HQH", info[20:])[1] == size
+    _exact(conn, 20)  # NBD_REP_ACK
+
+
+def _read(conn: socket.socket, cookie: int, offset: int, length: int) -> tuple[int, int]:
+    """(error, cookie) of the simple reply to one NBD_CMD_READ."""
+    conn.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, 0, 0, cookie, offset, length))
+    error, answered = struct.unpack(">IIQ", _exact(conn, 16))[1:]
+    return error, answered
+
+
 def test_a_read_past_the_end_is_refused_and_the_connection_goes_on(tmp_path: Path) -> None:
     """What qemu's client never sends (it checks the size itself), by hand: a read past
     the end is answered EINVAL with no data, and the next read is served."""
     with RangeProxy(lambda s, n: DATA[s : s + n], size=len(DATA),
                     socket_path=tmp_path / "nbd.sock") as proxy, \
             socket.socket(socket.AF_UNIX) as conn:
-        conn.settimeout(10)
-        conn.connect(str(proxy.socket_path))
-        assert struct.unpack(">QQH", _exact(conn, 18))[:2] == (NBDMAGIC, IHAVEOPT)
-        conn.sendall(struct.pack(">I", 2))  # NO_ZEROES
-        conn.sendall(struct.pack(">QII", IHAVEOPT, OPT_GO, 6) + struct.pack(">IH", 0, 0))
-        info = _exact(conn, 20 + 12)  # NBD_REP_INFO with NBD_INFO_EXPORT
-        assert struct.unpack(">HQH", info[20:])[1] == len(DATA)
-        _exact(conn, 20)  # NBD_REP_ACK
-        conn.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, 0, 0, 7, len(DATA) - 10, 20))
-        assert struct.unpack(">IIQ", _exact(conn, 16))[1:] == (22, 7)  # EINVAL, cookie 7
-        conn.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, 0, 0, 8, 1000, 20))
-        assert struct.unpack(">IIQ", _exact(conn, 16))[1:] == (0, 8)
+        _negotiated(conn, proxy.socket_path, len(DATA))
+        assert _read(conn, 7, len(DATA) - 10, 20) == (errno.EINVAL, 7)
+        assert _read(conn, 8, 1000, 20) == (0, 8)
         assert _exact(conn, 20) == DATA[1000:1020]
+
+
+def test_a_read_larger_than_any_client_asks_fetches_nothing(tmp_path: Path) -> None:
+    """A read of more than MAX_READ bytes, inside the export, is refused before anything
+    is fetched (it would hold that much of the source at once); the next read is served."""
+    size = 2 * MAX_READ
+    fetched: list[tuple[int, int]] = []
+
+    def fetch(start: int, length: int) -> bytes:
+        fetched.append((start, length))
+        return bytes(length)
+
+    with RangeProxy(fetch, size=size, socket_path=tmp_path / "nbd.sock") as proxy, \
+            socket.socket(socket.AF_UNIX) as conn:
+        _negotiated(conn, proxy.socket_path, size)
+        assert _read(conn, 1, 0, MAX_READ + 1) == (errno.EINVAL, 1)
+        assert fetched == []
+        assert _read(conn, 2, 0, 512) == (0, 2)
+        assert _exact(conn, 512) == bytes(512)
 
 
 def test_source_failure_is_kept_for_the_report(tmp_path: Path) -> None:
