@@ -66,7 +66,7 @@ TLS_VALIDITY = datetime.timedelta(days=7)
 """The per-clone certificates' lifetime: longer than any clone, short for a leaked key."""
 STORAGE_FILLED = (clone_strategy.CSI_CLONE, clone_strategy.SNAPSHOT)
 """Strategies where the storage fills PVC' (from the source claim, or from a snapshot of
-it): PVC' lives in the source namespace and no pod copies."""
+it): no pod copies (the flow's pod at most grows the copied disk.img)."""
 SOURCE_CLAIM_KEY = "_sourceClaim"
 """Where :class:`CloneReconciler` puts the source claim it read beside the
 VolumeCloneSource it hands to the hooks (never written to the API)."""
@@ -118,7 +118,11 @@ class ClonePopulator:
         return str(ref.get("namespace") or meta(target).get("namespace"))
 
     def prime_namespace(self, target: Obj) -> str:
-        if annots(target).get(api.CLONE_STRATEGY) in STORAGE_FILLED:
+        """The source namespace once a strategy is chosen, whichever: the storage fills
+        PVC' from the source claim there (a claim's ``dataSource`` names a claim of its
+        own namespace), and a copy's pod mounts the source claim beside PVC' (a pod
+        mounts only claims of its own namespace). Before (no PVC' yet): the target's."""
+        if annots(target).get(api.CLONE_STRATEGY) in clone_strategy.STRATEGIES:
             return self.source_namespace(target)
         return str(meta(target).get("namespace"))
 
@@ -352,6 +356,15 @@ class CloneReconciler(Reconciler):
         return (f"pod(s) {', '.join(users)} write to clone source {ns}/{claim_name};"
                 " the clone waits for them")
 
+    def events_namespace(self, target: Obj) -> str | None:
+        """A copy's PVC' and pod are the target's alone, wherever they run: their events
+        (scheduling, image pulls, starts, back-offs) are copied onto the target from the
+        source namespace, as when they ran beside it. A storage-filled PVC''s are not
+        (as before: the provisioner's account of the source namespace)."""
+        if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.COPY:
+            return self.populator.prime_namespace(target)
+        return super().events_namespace(target)
+
     # -- the host-assisted copy's source side --------------------------------------------
 
     def _source_pod(self, target: Obj) -> Obj | None:
@@ -377,9 +390,10 @@ class CloneReconciler(Reconciler):
 
     def _ensure_tls(self, target: Obj) -> None:
         """Both halves of the clone's TLS material, from one fresh CA, before the target
-        pod that needs them (a half-made pair is replaced whole)."""
+        pod that needs them (a half-made pair is replaced whole): the target's beside
+        PVC' and the target pod, the source's beside the source pod."""
         uid = str(meta(target).get("uid"))
-        tns = str(meta(target).get("namespace"))
+        tns = self.populator.prime_namespace(target)
         sns = self.populator.source_namespace(target)
         tname, sname = names.clone_secret_names(uid)
         have_t = self.kube.get_or_none(SECRETS, tname, tns)
@@ -411,8 +425,9 @@ class CloneReconciler(Reconciler):
             key=pair.client.key, fingerprint=pair.fingerprint, target=target,
             owner=owner_ref(vcs, kind="VolumeCloneSource",
                             api_version=f"{api.GROUP}/{api.VERSION}")))
-        logger.info("%s/%s: made the clone's TLS Secrets %s, %s/%s", tns,
-                    meta(target).get("name"), tname, sns, sname)
+        logger.info("%s/%s: made the clone's TLS Secrets %s/%s, %s/%s",
+                    meta(target).get("namespace"), meta(target).get("name"), tns, tname,
+                    sns, sname)
 
     def _after(self, target: Obj, observed: Observed, plan: flow.Plan) -> None:
         ann = dict(annots(target))
@@ -483,7 +498,7 @@ class CloneReconciler(Reconciler):
 
     def _delete_secrets(self, target: Obj) -> None:
         tname, sname = names.clone_secret_names(str(meta(target).get("uid")))
-        for ns, name in ((str(meta(target).get("namespace")), tname),
+        for ns, name in ((self.populator.prime_namespace(target), tname),
                          (self.populator.source_namespace(target), sname)):
             have = self.kube.get_or_none(SECRETS, name, ns)
             if have is not None and clone_pods.ours(have, target):
