@@ -4,17 +4,22 @@ On the same twin-PVC base as the import populator (:mod:`populators.flow`); what
 differs comes through its hooks and through :class:`CloneReconciler`:
 
 - the strategy (:mod:`populators.clone_strategy`), chosen when PVC' is made and kept on
-  the target: ``csi-clone`` gives PVC' a ``dataSource`` naming the source claim and the
-  storage fills it (no pod); PVC' then lives in the **source** namespace (upstream's
-  ``tmp-pvc`` does too: a claim may only name a claim of its own namespace) and the
-  rebind hands its volume across; ``snapshot`` first takes a VolumeSnapshot of the source
-  (:mod:`populators.clone_snapshot`) and gives PVC' that as its ``dataSource``, in the
-  same namespace. ``copy`` (host-assisted) keeps PVC' in the **target**
-  namespace, as upstream's host clone does, and fills it with two pods
-  (:mod:`populators.clone_pods`): the flow's pod receives, a source pod in the source
-  namespace streams to it over mutual TLS with a per-clone CA; or, where one pod can
-  mount both claims (:func:`populators.clone_pods.placement`: one namespace, volumes on a
-  common node), with the flow's pod alone, which reads the source claim itself;
+  the target. Whichever it is, PVC' lives in the **source** namespace
+  (:meth:`ClonePopulator.prime_namespace`) and the rebind hands its volume to the target
+  across namespaces, as upstream's ``tmp-pvc`` (its host-assisted clone's too):
+  ``csi-clone`` gives PVC' a ``dataSource`` naming the source claim and the storage
+  fills it (no pod; a claim may only name a claim of its own namespace); ``snapshot``
+  first takes a VolumeSnapshot of the source (:mod:`populators.clone_snapshot`) and gives
+  PVC' that as its ``dataSource``; ``copy`` (host-assisted) fills it with pods
+  (:mod:`populators.clone_pods`): where one pod can mount both claims
+  (:func:`populators.clone_pods.placement`: a node reaches both volumes; the namespace
+  is the source claim's for both), the flow's pod alone, which reads the source claim
+  itself; otherwise two, both in the source namespace: the flow's pod receives, a
+  source pod streams to it over mutual TLS with a per-clone CA. The copy's pod and PVC'
+  are the target's alone: their Events are copied onto it from the source namespace
+  (:meth:`CloneReconciler.events_namespace`). The source namespace's users can see
+  them (and, for two pods, the per-clone Secrets), as they can upstream's ``tmp-pvc``
+  and pods; nothing of the target's namespace is put there;
 - a source that a running pod writes to is not read (``CloneSourceInUse``);
 - a source pod that fails for good fails the clone with its reason.
 """
