@@ -344,7 +344,7 @@ def main() -> None:
             for row in ROWS:
                 med = statistics.median(rows[row])
                 limit = UNCAPPED["limits"]["cpu"] if "uncapped" in row else DEFAULT_CPU_LIMIT
-                print(f"  {row + ' (CPU limit ' + limit + ')':48} {med:5.2f} s   ratio "
+                print(f"  {row + ' (CPU limit ' + limit + ')':56} {med:5.2f} s   ratio "
                       f"{med / cp_med:.2f}   less its own cost {(med - fixed) / cp_med:.2f}"
                       f"   (runs {_runs(rows[row])})")
         finally:
