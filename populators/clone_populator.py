@@ -260,11 +260,13 @@ class CloneReconciler(Reconciler):
         if base.prime is not None:  # restoring, restored, or copying
             if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.COPY:
                 temp = self.kube.get_or_none(PVCS, temp_name, ns)
-                if not clone_pods.ours(temp, target):
+                if temp is None or not clone_pods.ours(temp, target):
                     return dataclasses.replace(base, source=None)
-                return dataclasses.replace(
-                    base, source={**base.source, SOURCE_CLAIM_KEY: temp},
-                    helper_failed=self._source_failed(target, base))
+                source = {**base.source, SOURCE_CLAIM_KEY: temp}
+                if base.pod is None:  # PVC' is beside it: one pod, where a node can
+                    source[clone_pods.PLACEMENT_KEY] = self._placement(temp, base)
+                return dataclasses.replace(base, source=source,
+                                           helper_failed=self._source_failed(target, base))
             restored = clone_snapshot.restored_claim(snapshot, content)
             return dataclasses.replace(base, prime_needs_pod=restored is not None and
                                        clone_strategy.needs_growing(source=restored,
