@@ -69,10 +69,12 @@ it hands to the hooks (never written to the API)."""
 
 
 def placement(*, source_claim: Obj, source_volume: Obj | None, prime: Obj,
-              prime_volume: Obj | None, binding_mode: str | None) -> str:
+              prime_volume: Obj | None, binding_mode: str | None,
+              source_binding_mode: str | None = None) -> str:
     """Where a host-assisted copy into ``prime`` (PVC') runs: :data:`LOCAL` (one pod
     mounts both claims), :data:`STREAM` (a source pod streams to the target pod) or
-    :data:`WAIT` (PVC' is being provisioned and where its volume lands decides).
+    :data:`WAIT` (PVC', or the source claim, is being provisioned and where its volume
+    lands decides).
 
     One pod can mount both when they are in one namespace (always, from the clone
     populator: PVC' is made beside the source claim) and a node can reach both
@@ -81,10 +83,13 @@ def placement(*, source_claim: Obj, source_volume: Obj | None, prime: Obj,
     runs (``WaitForFirstConsumer`` with no node picked for it yet: the scheduler places
     the pod by the source's volume and PVC' follows). A PVC' provisioned on its own
     (``Immediate``, or a node already picked) is waited for. A source claim not bound to
-    a volume yet is streamed, as before."""
-    if meta(source_claim).get("namespace") != meta(prime).get("namespace") \
-            or source_volume is None:
+    a volume yet is waited for when its class (``source_binding_mode``) binds at once (a
+    temporary claim being restored from a snapshot), and streamed otherwise, as before
+    (a ``WaitForFirstConsumer`` one is bound by the source pod that mounts it)."""
+    if meta(source_claim).get("namespace") != meta(prime).get("namespace"):
         return STREAM
+    if source_volume is None:
+        return WAIT if source_binding_mode == "Immediate" else STREAM
     need = spec(source_volume).get("nodeAffinity")
     if not need:
         return LOCAL

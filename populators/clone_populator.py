@@ -239,10 +239,16 @@ class CloneReconciler(Reconciler):
         assert base.prime is not None
         name = spec(claim).get("volumeName")
         volume = self.kube.get_or_none(PVS, str(name)) if name else None
+        source_mode = None
+        if volume is None:  # still provisioned (a class binding at once) or not yet
+            cname = spec(claim).get("storageClassName")
+            klass = self.kube.get_or_none(STORAGECLASSES, str(cname)) if cname else None
+            source_mode = (klass or {}).get("volumeBindingMode")
         return clone_pods.placement(
             source_claim=claim, source_volume=volume, prime=base.prime,
             prime_volume=base.volume,
-            binding_mode=(base.storage_class or {}).get("volumeBindingMode"))
+            binding_mode=(base.storage_class or {}).get("volumeBindingMode"),
+            source_binding_mode=source_mode)
 
     def _observe_from_snapshot(self, target: Obj, base: Observed, ns: str,
                                name: str) -> Observed:

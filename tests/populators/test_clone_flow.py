@@ -549,11 +549,32 @@ def _claim(ns: str) -> dict[str, Any]:
             "spec": {"volumeMode": "Filesystem", "volumeName": "pv-golden"}}
 
 
+@pytest.mark.parametrize(("source_mode", "want"), [
+    # its class binds it for its first consumer: the source pod mounting it binds it
+    ("WaitForFirstConsumer", "stream"),
+    (None, "stream"),  # no class known: as before
+    # its class binds it at once (a temporary claim restored from a snapshot): its
+    # volume is coming, and where it lands decides
+    ("Immediate", "wait"),
+])
+def test_placement_of_a_source_claim_not_bound_yet(source_mode: str | None,
+                                                   want: str) -> None:
+    assert clone_pods.placement(source_claim=_claim("ns"), source_volume=None,
+                                prime=prime_in("ns", data_source=False),
+                                prime_volume=_pv(None), binding_mode="Immediate",
+                                source_binding_mode=source_mode) == want
+    # across namespaces (never asked by the populator) it streams whatever the class
+    assert clone_pods.placement(source_claim=_claim("gold"), source_volume=None,
+                                prime=prime_in("ns", data_source=False),
+                                prime_volume=_pv(None), binding_mode="Immediate",
+                                source_binding_mode=source_mode) == "stream"
+
+
 @pytest.mark.parametrize(("source_ns", "source_pv", "prime_bound", "prime_pv", "mode", "want"), [
     # a pod mounts only claims of its own namespace: across namespaces, two pods (the
     # populator never asks so: a copy's PVC' is in the source namespace)
     ("gold", _pv(None), True, _pv(None), "Immediate", "stream"),
-    # a source claim with no volume yet: streamed, as before
+    # a source claim with no volume yet: streamed, as before (its pod binds it)
     ("ns", None, True, _pv(None), "Immediate", "stream"),
     # a source volume any node reaches
     ("ns", _pv(None), True, _pv(HOST_B), "Immediate", "local"),
@@ -642,11 +663,11 @@ def test_a_copy_waits_for_prime_volume_before_its_pod() -> None:
     prime = prime_in("ns", data_source=False, phase="Pending")
     plan = decide(target=target(src_ns="ns", ann=COPY), prime=prime, source=_placed("wait"))
     assert not [a for a in plan.actions if isinstance(a, CreatePod)]
-    assert plan.waiting == "PVC' is being provisioned"
+    assert plan.waiting == "the volumes are being provisioned"
     # once the pod exists, the placement no longer holds anything back
     pod = clone_pods.render_target_pod(target=target(), prime=prime, config=CdiConfig(),
                                        settings=Settings())
     assert flow.decide(Observed(target=target(src_ns="ns", ann=COPY), storage_class=SC,
                                 source=_placed("wait"), prime=prime, pod=pod, volume=None,
                                 config=CdiConfig()), POP, Settings()).waiting != (
-        "PVC' is being provisioned")
+        "the volumes are being provisioned")
