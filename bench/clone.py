@@ -7,9 +7,12 @@ Printed, measured in one run:
   16 GiB sparse golden image holding 1 GiB of data each (goal: under 1 s of storage time,
   the same at both sizes);
 - the host-assisted ``copy`` (CDIConfig ``cloneStrategyOverride: copy``), DataVolume
-  created → Succeeded, within the golden image's namespace (one pod mounts both claims
-  and copies) and into another namespace (upstream's two pods: a source pod streams to
-  the target pod over mutual TLS), and the stream's programs alone on the same files
+  created → Succeeded, within the golden image's namespace and into another one (PVC'
+  is made beside the golden claim either way, so one pod mounts both claims and
+  copies), and into another namespace from a golden claim whose volume is on "another
+  node" (``tests/e2e/kit.volume_apart``: no node reaches both volumes, so upstream's two
+  pods, both in the golden image's namespace: a source pod streams to the target pod
+  over mutual TLS), and the stream's programs alone on the same files
   (``importer.cloner`` streaming to ``importer.clonetarget`` on loopback, with a fresh
   per-clone CA), each divided by ``cp --reflink=never --sparse=always`` of the same
   ``disk.img`` (both write into the same host directory; goal <= 1.5 for the programs,
@@ -116,20 +119,26 @@ def clone_dv(kube: Client, ns: str, name: str, source: str, *,
     return time.monotonic() - start
 
 
+def started(kube: Client, ns: str, pod: str) -> bool:
+    """Whether the kubelet started pod ``ns/pod`` (its Started Event), even once gone."""
+    return any(e.get("reason") == "Started"
+               and (e.get("involvedObject") or {}).get("name") == pod
+               for e in kube.list(resources.EVENTS, ns))
+
+
 def copy_dv(kube: Client, ns: str, name: str, source: str, *, source_ns: str,
-            ) -> tuple[float, int]:
+            two_pods: bool) -> tuple[float, int]:
     """One copy clone DataVolume, timed, its output's allocated bytes, then dropped;
-    checks that it ran as asked: the copy strategy, and a source pod (the kubelet's
-    Started event for it) only across namespaces."""
+    checks that it ran as asked: the copy strategy, its pod in the source namespace (the
+    kubelet's Started Events), and a source pod there only for ``two_pods``."""
     took = clone_dv(kube, ns, name, source, source_ns=source_ns)
     claim = kube.get(resources.PVCS, name, ns)
     assert claim["metadata"]["annotations"]["cdi.kubevirt.io/clone.strategy"] == "copy"
-    source_pod = f"{claim['metadata']['uid']}-source-pod"
-    started = [e for e in kube.list(resources.EVENTS, source_ns)
-               if e.get("reason") == "Started"
-               and (e.get("involvedObject") or {}).get("name") == source_pod]
-    if bool(started) != (source_ns != ns):
-        raise RuntimeError(f"{ns}/{name}: a source pod {'ran' if started else 'did not run'}"
+    uid = claim["metadata"]["uid"]
+    if not started(kube, source_ns, f"cloner-prime-{uid}"):
+        raise RuntimeError(f"{ns}/{name}: its pod did not run in {source_ns}")
+    if started(kube, source_ns, f"{uid}-source-pod") != two_pods:
+        raise RuntimeError(f"{ns}/{name}: a source pod {'did not run' if two_pods else 'ran'}"
                            f" for a clone from {source_ns}")
     alloc = allocated(Path(kit.volume_path(kube, claim)))
     drop_dv(kube, ns, name, claim)
@@ -150,9 +159,14 @@ def drop_dv(kube: Client, ns: str, name: str, claim: dict[str, Any]) -> None:
     subprocess.run(["sync"], check=True)
 
 
-ROWS = ("one pod", "two pods", "one pod, uncapped", "two pods, uncapped")
-"""The copy DataVolume's rows: within the golden image's namespace (one pod) and into
-another (a source pod and a target pod), with the default and the lifted CPU limit."""
+CASES = {"one pod": (False, False), "one pod, across namespaces": (True, False),
+         "two pods, across namespaces": (True, True)}
+"""The copy DataVolume's cases, row → (into another namespace, from the golden claim on
+"another node"): within the golden image's namespace and into another one (one pod
+mounts both claims, in the golden image's namespace), and into another namespace from
+a volume no node shares with PVC''s (a source pod streams to a target pod)."""
+ROWS = (*CASES, *(f"{row}, uncapped" for row in CASES))
+"""The rows: the cases with the default and the lifted CPU limit."""
 
 
 def _runs(times: list[float]) -> str:
@@ -266,18 +280,29 @@ def main() -> None:
             size = sizes[0]
             gname = f"golden-{size >> 30}g"
             src = Path(kit.volume_path(kube, kube.get(resources.PVCS, gname, ns)))
+            # the same image on "another node" (a reflink of it, the same extents): the
+            # two pods' case
+            clone_dv(kube, ns, f"{gname}-apart", gname)
+            kit.volume_apart(kube, ns, f"{gname}-apart")
             kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
             other = kit.namespace(kube, "bench-other")
             rows: dict[str, list[float]] = {k: [] for k in ROWS}
+
+            def measure(suffix: str, i: int) -> int:
+                alloc = 0
+                for row, (across, apart) in CASES.items():
+                    source = f"{gname}-apart" if apart else gname
+                    name = f"{gname}-{row.replace(' ', '').replace(',', '-')}{suffix}-{i}"
+                    took, alloc = copy_dv(kube, other if across else ns, name, source,
+                                          source_ns=ns, two_pods=apart)
+                    rows[row + (", uncapped" if suffix else "")].append(took)
+                return alloc
+
             try:
                 cl_times, cp_times = [], []
                 cpu: dict[str, list[float]] = {"run_cloner": [], "run_cp": []}
                 for i in range(args.runs):
-                    took, dv_alloc = copy_dv(kube, ns, f"{gname}-one-{i}", gname,
-                                             source_ns=ns)
-                    rows["one pod"].append(took)
-                    took, _ = copy_dv(kube, other, f"{gname}-two-{i}", gname, source_ns=ns)
-                    rows["two pods"].append(took)
+                    dv_alloc = measure("", i)
                     # the stream's programs alone and cp, side by side, into the same
                     # host directory
                     work = Path(tmp) / "out"
@@ -299,10 +324,7 @@ def main() -> None:
                 kube.patch(kit.CDICONFIGS, "config",
                            {"spec": {"podResourceRequirements": UNCAPPED}})
                 for i in range(args.runs):
-                    rows["one pod, uncapped"].append(copy_dv(
-                        kube, ns, f"{gname}-one-uncapped-{i}", gname, source_ns=ns)[0])
-                    rows["two pods, uncapped"].append(copy_dv(
-                        kube, other, f"{gname}-two-uncapped-{i}", gname, source_ns=ns)[0])
+                    measure("-uncapped", i)
             finally:
                 kube.patch(kit.CDICONFIGS, "config",
                            {"spec": {"cloneStrategyOverride": None,
@@ -322,7 +344,7 @@ def main() -> None:
             for row in ROWS:
                 med = statistics.median(rows[row])
                 limit = UNCAPPED["limits"]["cpu"] if "uncapped" in row else DEFAULT_CPU_LIMIT
-                print(f"  {row + ' (CPU limit ' + limit + ')':36} {med:5.2f} s   ratio "
+                print(f"  {row + ' (CPU limit ' + limit + ')':56} {med:5.2f} s   ratio "
                       f"{med / cp_med:.2f}   less its own cost {(med - fixed) / cp_med:.2f}"
                       f"   (runs {_runs(rows[row])})")
         finally:

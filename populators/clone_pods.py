@@ -1,22 +1,24 @@
 """The host-assisted clone's pods and their TLS Secrets, as manifests (pure), where the
 copy runs (:func:`placement`), and what to do with the source pod given what exists.
 
-Where both claims can be mounted by one pod (the same namespace, volumes on a common
-node), **one pod copies** (``local``): the flow's pod mounts the source claim read-only
-beside PVC' and ``python -m importer.clonetarget`` reads it directly (``CLONER_SOURCE``):
-no stream, no TLS, no Secrets, one pod start instead of two in sequence. Otherwise, and
-always across namespaces (a pod mounts only claims of its own), **two pods** as upstream
-(``stream``):
+PVC' lives in the source claim's namespace (the clone populator's ``prime_namespace``,
+across namespaces too), so where a node reaches both volumes **one pod copies**
+(``local``): the flow's pod mounts the source claim read-only beside PVC' and
+``python -m importer.clonetarget`` reads it directly (``CLONER_SOURCE``): no stream, no
+TLS, no Secrets, one pod start instead of two in sequence. Otherwise (the volumes on no
+common node, a source claim not bound yet) **two pods** as upstream (``stream``), both
+in the source namespace:
 
-- the **target pod** (``cloner-<PVC'>``, the flow's pod, in the target's namespace)
-  mounts PVC' read-write and runs ``python -m importer.clonetarget``: it listens on its
-  pod IP (:8444, mutual TLS) and serves the progress metric (:8443);
+- the **target pod** (``cloner-<PVC'>``, the flow's pod, beside PVC') mounts PVC'
+  read-write and runs ``python -m importer.clonetarget``: it listens on its pod IP
+  (:8444, mutual TLS) and serves the progress metric (:8443);
 - the **source pod** (``<target uid>-source-pod``, upstream's name, in the source
-  namespace) mounts the source claim read-only and runs ``python -m importer.cloner``,
-  streaming to the target pod's address. It is made once the target pod runs with an
-  IP, and replaced when that address changes. Owner references cannot cross namespaces,
-  so it is owned by the VolumeCloneSource (which lives in the source namespace and goes
-  with the DataVolume) and names its target by annotation;
+  claim's namespace) mounts the source claim read-only and runs
+  ``python -m importer.cloner``, streaming to the target pod's address. It is made once
+  the target pod runs with an IP, and replaced when that address changes. It is owned by
+  the VolumeCloneSource (which lives in the source namespace and goes with the
+  DataVolume) and names its target by annotation (owner references cannot cross
+  namespaces, and its target claim is in another);
 - one **Secret** beside each pod (``clone-target-tls-<uid>``, ``clone-source-tls-<uid>``)
   with the per-clone CA and that side's certificate and key, mounted read-only for the
   pod's group; never in argv, env values, logs or Events. The target's is owned by PVC',
@@ -67,21 +69,27 @@ it hands to the hooks (never written to the API)."""
 
 
 def placement(*, source_claim: Obj, source_volume: Obj | None, prime: Obj,
-              prime_volume: Obj | None, binding_mode: str | None) -> str:
+              prime_volume: Obj | None, binding_mode: str | None,
+              source_binding_mode: str | None = None) -> str:
     """Where a host-assisted copy into ``prime`` (PVC') runs: :data:`LOCAL` (one pod
     mounts both claims), :data:`STREAM` (a source pod streams to the target pod) or
-    :data:`WAIT` (PVC' is being provisioned and where its volume lands decides).
+    :data:`WAIT` (PVC', or the source claim, is being provisioned and where its volume
+    lands decides).
 
-    One pod can mount both when they are in one namespace and a node can reach both
+    One pod can mount both when they are in one namespace (always, from the clone
+    populator: PVC' is made beside the source claim) and a node can reach both
     volumes: the source's volume is reachable from any node (no ``nodeAffinity``), or
     PVC''s volume has none or the same, or PVC' is provisioned where its first consumer
     runs (``WaitForFirstConsumer`` with no node picked for it yet: the scheduler places
     the pod by the source's volume and PVC' follows). A PVC' provisioned on its own
     (``Immediate``, or a node already picked) is waited for. A source claim not bound to
-    a volume yet is streamed, as before."""
-    if meta(source_claim).get("namespace") != meta(prime).get("namespace") \
-            or source_volume is None:
+    a volume yet is waited for when its class (``source_binding_mode``) binds at once (a
+    temporary claim being restored from a snapshot), and streamed otherwise, as before
+    (a ``WaitForFirstConsumer`` one is bound by the source pod that mounts it)."""
+    if meta(source_claim).get("namespace") != meta(prime).get("namespace"):
         return STREAM
+    if source_volume is None:
+        return WAIT if source_binding_mode == "Immediate" else STREAM
     need = spec(source_volume).get("nodeAffinity")
     if not need:
         return LOCAL

@@ -4,17 +4,22 @@ On the same twin-PVC base as the import populator (:mod:`populators.flow`); what
 differs comes through its hooks and through :class:`CloneReconciler`:
 
 - the strategy (:mod:`populators.clone_strategy`), chosen when PVC' is made and kept on
-  the target: ``csi-clone`` gives PVC' a ``dataSource`` naming the source claim and the
-  storage fills it (no pod); PVC' then lives in the **source** namespace (upstream's
-  ``tmp-pvc`` does too: a claim may only name a claim of its own namespace) and the
-  rebind hands its volume across; ``snapshot`` first takes a VolumeSnapshot of the source
-  (:mod:`populators.clone_snapshot`) and gives PVC' that as its ``dataSource``, in the
-  same namespace. ``copy`` (host-assisted) keeps PVC' in the **target**
-  namespace, as upstream's host clone does, and fills it with two pods
-  (:mod:`populators.clone_pods`): the flow's pod receives, a source pod in the source
-  namespace streams to it over mutual TLS with a per-clone CA; or, where one pod can
-  mount both claims (:func:`populators.clone_pods.placement`: one namespace, volumes on a
-  common node), with the flow's pod alone, which reads the source claim itself;
+  the target. Whichever it is, PVC' lives in the **source** namespace
+  (:meth:`ClonePopulator.prime_namespace`) and the rebind hands its volume to the target
+  across namespaces, as upstream's ``tmp-pvc`` (its host-assisted clone's too):
+  ``csi-clone`` gives PVC' a ``dataSource`` naming the source claim and the storage
+  fills it (no pod; a claim may only name a claim of its own namespace); ``snapshot``
+  first takes a VolumeSnapshot of the source (:mod:`populators.clone_snapshot`) and gives
+  PVC' that as its ``dataSource``; ``copy`` (host-assisted) fills it with pods
+  (:mod:`populators.clone_pods`): where one pod can mount both claims
+  (:func:`populators.clone_pods.placement`: a node reaches both volumes; the namespace
+  is the source claim's for both), the flow's pod alone, which reads the source claim
+  itself; otherwise two, both in the source namespace: the flow's pod receives, a
+  source pod streams to it over mutual TLS with a per-clone CA. The copy's pod and PVC'
+  are the target's alone: their Events are copied onto it from the source namespace
+  (:meth:`CloneReconciler.events_namespace`). The source namespace's users can see
+  them (and, for two pods, the per-clone Secrets), as they can upstream's ``tmp-pvc``
+  and pods; nothing of the target's namespace is put there;
 - a source that a running pod writes to is not read (``CloneSourceInUse``);
 - a source pod that fails for good fails the clone with its reason.
 """
@@ -66,7 +71,7 @@ TLS_VALIDITY = datetime.timedelta(days=7)
 """The per-clone certificates' lifetime: longer than any clone, short for a leaked key."""
 STORAGE_FILLED = (clone_strategy.CSI_CLONE, clone_strategy.SNAPSHOT)
 """Strategies where the storage fills PVC' (from the source claim, or from a snapshot of
-it): PVC' lives in the source namespace and no pod copies."""
+it): no pod copies (the flow's pod at most grows the copied disk.img)."""
 SOURCE_CLAIM_KEY = "_sourceClaim"
 """Where :class:`CloneReconciler` puts the source claim it read beside the
 VolumeCloneSource it hands to the hooks (never written to the API)."""
@@ -118,7 +123,11 @@ class ClonePopulator:
         return str(ref.get("namespace") or meta(target).get("namespace"))
 
     def prime_namespace(self, target: Obj) -> str:
-        if annots(target).get(api.CLONE_STRATEGY) in STORAGE_FILLED:
+        """The source namespace once a strategy is chosen, whichever: the storage fills
+        PVC' from the source claim there (a claim's ``dataSource`` names a claim of its
+        own namespace), and a copy's pod mounts the source claim beside PVC' (a pod
+        mounts only claims of its own namespace). Before (no PVC' yet): the target's."""
+        if annots(target).get(api.CLONE_STRATEGY) in clone_strategy.STRATEGIES:
             return self.source_namespace(target)
         return str(meta(target).get("namespace"))
 
@@ -230,10 +239,16 @@ class CloneReconciler(Reconciler):
         assert base.prime is not None
         name = spec(claim).get("volumeName")
         volume = self.kube.get_or_none(PVS, str(name)) if name else None
+        source_mode = None
+        if volume is None:  # still provisioned (a class binding at once) or not yet
+            cname = spec(claim).get("storageClassName")
+            klass = self.kube.get_or_none(STORAGECLASSES, str(cname)) if cname else None
+            source_mode = (klass or {}).get("volumeBindingMode")
         return clone_pods.placement(
             source_claim=claim, source_volume=volume, prime=base.prime,
             prime_volume=base.volume,
-            binding_mode=(base.storage_class or {}).get("volumeBindingMode"))
+            binding_mode=(base.storage_class or {}).get("volumeBindingMode"),
+            source_binding_mode=source_mode)
 
     def _observe_from_snapshot(self, target: Obj, base: Observed, ns: str,
                                name: str) -> Observed:
@@ -251,11 +266,13 @@ class CloneReconciler(Reconciler):
         if base.prime is not None:  # restoring, restored, or copying
             if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.COPY:
                 temp = self.kube.get_or_none(PVCS, temp_name, ns)
-                if not clone_pods.ours(temp, target):
+                if temp is None or not clone_pods.ours(temp, target):
                     return dataclasses.replace(base, source=None)
-                return dataclasses.replace(
-                    base, source={**base.source, SOURCE_CLAIM_KEY: temp},
-                    helper_failed=self._source_failed(target, base))
+                source = {**base.source, SOURCE_CLAIM_KEY: temp}
+                if base.pod is None:  # PVC' is beside it: one pod, where a node can
+                    source[clone_pods.PLACEMENT_KEY] = self._placement(temp, base)
+                return dataclasses.replace(base, source=source,
+                                           helper_failed=self._source_failed(target, base))
             restored = clone_snapshot.restored_claim(snapshot, content)
             return dataclasses.replace(base, prime_needs_pod=restored is not None and
                                        clone_strategy.needs_growing(source=restored,
@@ -352,6 +369,15 @@ class CloneReconciler(Reconciler):
         return (f"pod(s) {', '.join(users)} write to clone source {ns}/{claim_name};"
                 " the clone waits for them")
 
+    def events_namespace(self, target: Obj) -> str | None:
+        """A copy's PVC' and pod are the target's alone, wherever they run: their events
+        (scheduling, image pulls, starts, back-offs) are copied onto the target from the
+        source namespace, as when they ran beside it. A storage-filled PVC''s are not
+        (as before: the provisioner's account of the source namespace)."""
+        if annots(target).get(api.CLONE_STRATEGY) == clone_strategy.COPY:
+            return self.populator.prime_namespace(target)
+        return super().events_namespace(target)
+
     # -- the host-assisted copy's source side --------------------------------------------
 
     def _source_pod(self, target: Obj) -> Obj | None:
@@ -377,9 +403,10 @@ class CloneReconciler(Reconciler):
 
     def _ensure_tls(self, target: Obj) -> None:
         """Both halves of the clone's TLS material, from one fresh CA, before the target
-        pod that needs them (a half-made pair is replaced whole)."""
+        pod that needs them (a half-made pair is replaced whole): the target's beside
+        PVC' and the target pod, the source's beside the source pod."""
         uid = str(meta(target).get("uid"))
-        tns = str(meta(target).get("namespace"))
+        tns = self.populator.prime_namespace(target)
         sns = self.populator.source_namespace(target)
         tname, sname = names.clone_secret_names(uid)
         have_t = self.kube.get_or_none(SECRETS, tname, tns)
@@ -411,8 +438,9 @@ class CloneReconciler(Reconciler):
             key=pair.client.key, fingerprint=pair.fingerprint, target=target,
             owner=owner_ref(vcs, kind="VolumeCloneSource",
                             api_version=f"{api.GROUP}/{api.VERSION}")))
-        logger.info("%s/%s: made the clone's TLS Secrets %s, %s/%s", tns,
-                    meta(target).get("name"), tname, sns, sname)
+        logger.info("%s/%s: made the clone's TLS Secrets %s/%s, %s/%s",
+                    meta(target).get("namespace"), meta(target).get("name"), tns, tname,
+                    sns, sname)
 
     def _after(self, target: Obj, observed: Observed, plan: flow.Plan) -> None:
         ann = dict(annots(target))
@@ -483,7 +511,7 @@ class CloneReconciler(Reconciler):
 
     def _delete_secrets(self, target: Obj) -> None:
         tname, sname = names.clone_secret_names(str(meta(target).get("uid")))
-        for ns, name in ((str(meta(target).get("namespace")), tname),
+        for ns, name in ((self.populator.prime_namespace(target), tname),
                          (self.populator.source_namespace(target), sname)):
             have = self.kube.get_or_none(SECRETS, name, ns)
             if have is not None and clone_pods.ours(have, target):

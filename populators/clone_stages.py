@@ -79,11 +79,12 @@ def _source_in_use(o: Observed) -> Plan:
 def copy_waits_for_prime_volume(o: Observed, populator: Populator, settings: Settings,
                                 ) -> Plan | None:
     """A host-assisted copy that one pod could do if PVC''s volume lands beside the
-    source's: wait for PVC' to be bound (it is provisioned at once, not for a
-    consumer) before the pod is made."""
+    source's: wait for PVC' (or the source claim) to be bound (it is provisioned at
+    once, not for a consumer) before the pod is made."""
     if o.pod is not None or (o.source or {}).get(clone_pods.PLACEMENT_KEY) != clone_pods.WAIT:
         return None
-    return Plan(tuple(flow.lead(o)), waiting="PVC' is being provisioned", active=True)
+    return Plan(tuple(flow.lead(o)), waiting="the volumes are being provisioned",
+                active=True)
 
 
 def source_pod_failed(o: Observed, populator: Populator, settings: Settings,

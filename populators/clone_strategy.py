@@ -16,8 +16,9 @@ StorageProfile ``status.cloneStrategy``, else ``snapshot`` (upstream's default).
   namespace is no reason: as upstream, PVC' is made in the source namespace (a claim's
   ``dataSource`` may only name a claim of its own namespace) and its volume is rebound
   to the target across namespaces;
-- ``copy`` is the host-assisted copy (a source pod streaming to a target pod), always
-  possible.
+- ``copy`` is the host-assisted copy (one pod beside the source claim reading it, or a
+  source pod streaming to a target pod; PVC' in the source namespace as for the
+  others), always possible.
 
 The reason lands on the target as ``cdi.kubevirt.io/cloneFallbackReason`` and an Event.
 """

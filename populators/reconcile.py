@@ -208,10 +208,17 @@ class Reconciler:
                             {"metadata": {"annotations": {api.POPULATOR_PROGRESS: text}}},
                             str(meta(target).get("namespace")))
 
-    def _copy_events(self, target: Obj, o: flow.Observed) -> None:
+    def events_namespace(self, target: Obj) -> str | None:
+        """Where the events of PVC' and the pod copied onto the target are read: PVC''s
+        namespace when it is the target's; None (not copied) when PVC' lives in a clone
+        source's namespace, unless the populator says otherwise (the clone's copy)."""
         ns = str(meta(target).get("namespace"))
-        if self.populator.prime_namespace(target) != ns:
-            return  # events of the source namespace are not copied to another one
+        return ns if self.populator.prime_namespace(target) == ns else None
+
+    def _copy_events(self, target: Obj, o: flow.Observed) -> None:
+        ns = self.events_namespace(target)
+        if ns is None:
+            return
         with self._guard:
             done = self._copied.setdefault(str(meta(target).get("uid")), set())
         for obj in (o.prime, o.pod):

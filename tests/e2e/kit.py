@@ -111,10 +111,24 @@ def condition(status: dict[str, Any], ctype: str) -> dict[str, Any]:
 def volume_path(kube: Client, claim: dict[str, Any]) -> str:
     """Where the claim's bytes are on this host: disk.img, or the loop device."""
     pv = kube.get(resources.PVS, claim["spec"]["volumeName"])
-    path = pv["spec"]["local"]["path"]
+    path = str(pv["spec"]["local"]["path"])
     if pv["spec"].get("volumeMode") == "Filesystem":
         return os.path.join(path, "disk.img")
     return os.path.realpath(path)
+
+
+def volume_apart(kube: Client, ns: str, name: str) -> None:
+    """Give the volume of claim ``ns/name`` a ``nodeAffinity`` no volume provisioned here
+    has (its node, or one that does not exist): what a volume on another node is to a
+    host-assisted clone's placement, which then streams between two pods, as it must
+    where no node reaches both volumes. This cluster has one node and its scheduler does
+    not read volumes' affinity, so nothing else changes."""
+    pv = kube.get(resources.PVS, kube.get(resources.PVCS, name, ns)["spec"]["volumeName"])
+    expr = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]
+    kube.patch(resources.PVS, pv["metadata"]["name"], {"spec": {"nodeAffinity": {
+        "required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {**expr, "values": [*expr["values"], "elsewhere.invalid"]}]}]}}}})
 
 
 def events_for(kube: Client, ns: str, uid: str) -> list[dict[str, Any]]:

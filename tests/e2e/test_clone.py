@@ -187,18 +187,78 @@ def copied(kube: Client, ns: str, dv: dict[str, Any], reference: Path) -> dict[s
     return claim
 
 
-def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
+def pod_events(kube: Client, ns: str, name: str | None = None) -> list[dict[str, Any]]:
+    """The Events of ``ns`` about pods (named ``name``): what ran there, even once gone."""
+    return [e for e in kube.list(resources.EVENTS, ns)
+            if (e.get("involvedObject") or {}).get("kind") == "Pod"
+            and name in (None, (e.get("involvedObject") or {}).get("name"))]
+
+
+def target_ns_empty(kube: Client, ns: str, uid: str) -> bool:
+    return not kube.list(resources.PODS, ns) and not kube.list(resources.PVCS, ns) \
+        and not secrets_of(kube, ns, uid)
+
+
+def test_copy_across_namespaces_is_one_pod_in_the_source_namespace(
         kube: Client, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
-    """Cross-namespace, Filesystem → Filesystem, pods kept (retainAfterCompletion) to be
-    looked at: the source pod in the source namespace read the golden claim read-only, the
-    target pod beside PVC' in the target namespace wrote it, each with its own half of one
-    per-clone CA, never in the pod spec."""
+    """Cross-namespace, pods kept (retainAfterCompletion) to be looked at: PVC' is made
+    beside the golden claim, in its namespace, so one pod there mounts the golden claim
+    read-only beside PVC' and copies; PVC''s volume is then rebound to the target, as a
+    csi-clone's. No source pod, no TLS Secret, nothing ran in the target's namespace; the
+    target has the bytes, upstream's CloneSucceeded and the pod's own Events; deleting the
+    DataVolume leaves nothing in either namespace."""
+    src_ns, reference = golden
+    dv = kube.create(kit.DVS, clone_dv(
+        "xns", src_ns, storage={"storageClassName": "local-immediate"},
+        annotations={A + "storage.pod.retainAfterCompletion": "true"}), ns)
+    claim = copied(kube, ns, dv, reference)
+    uid = claim["metadata"]["uid"]
+    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", src_ns)
+    assert tpod["status"]["phase"] == "Succeeded"
+    vols = {v["name"]: v for v in tpod["spec"]["volumes"]}
+    assert vols["cdi-clone-source"]["persistentVolumeClaim"] == {"claimName": "golden",
+                                                                "readOnly": True}
+    assert vols["cdi-data-vol"]["persistentVolumeClaim"]["claimName"] == f"prime-{uid}"
+    assert "clone-tls" not in vols
+    # retained: PVC' (Lost: its volume is the target's now) beside it, none in the target's
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is not None
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is None
+    ref = kube.get(resources.PVS, claim["spec"]["volumeName"])["spec"]["claimRef"]
+    assert (ref["namespace"], ref["name"], ref["uid"]) == (ns, "xns", uid)
+    # no pod ever ran in the target's namespace, no source pod in the source's, no Secret
+    assert not kube.list(resources.PODS, ns) and not pod_events(kube, ns)
+    assert kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) is None
+    assert not pod_events(kube, src_ns, f"{uid}-source-pod")
+    assert not secrets_of(kube, ns, uid) and not secrets_of(kube, src_ns, uid)
+    # the pod's own Events told on the target, as when it ran beside it
+    wait_for(lambda: [e for e in kit.events_for(kube, ns, uid) if e["reason"] == "Started"
+                      and e["message"].startswith(f"[cloner-prime-{uid}]")],
+             timeout=60, what="the pod's Started Event copied onto the target")
+    kube.delete(kit.DVS, "xns", ns)
+    wait_for(lambda: target_ns_empty(kube, ns, uid), timeout=TIMEOUT,
+             what="the target namespace empty")
+    wait_clean(kube, src_ns, {"golden"})
+
+
+def test_copy_streams_between_two_pods_where_no_node_reaches_both_volumes(
+        kube: Client, ns: str, golden: tuple[str, Path], copy_strategy: None) -> None:
+    """Cross-namespace from a claim whose volume is on "another node" (kit.volume_apart):
+    no pod can mount both claims, so upstream's two pods, both in the source namespace
+    beside the claims they mount: the source pod reads the claim read-only and streams to
+    the target pod beside PVC' over mutual TLS, each with its own half of one per-clone
+    CA, never in the pod spec. Nothing but the target in the target's namespace. Pods kept
+    (retainAfterCompletion) to be looked at."""
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
     src_ns, reference = golden
+    kube.create(kit.DVS, clone_dv("apart", src_ns,
+                                  storage={"storageClassName": "local-reflink"}), src_ns)
+    assert kit.wait_dv(kube, src_ns, "apart", ("Succeeded", "Failed"),
+                       timeout=TIMEOUT)["phase"] == "Succeeded"
+    kit.volume_apart(kube, src_ns, "apart")
     dv = kube.create(kit.DVS, clone_dv(
-        "tls", src_ns, storage={"storageClassName": "local-immediate"},
+        "tls", src_ns, src="apart", storage={"storageClassName": "local-immediate"},
         annotations={A + "storage.pod.retainAfterCompletion": "true"}), ns)
     target_uid = wait_for(lambda: (kube.get_or_none(resources.PVCS, "tls", ns) or {}).get(
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
@@ -206,27 +266,29 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
                                              src_ns), timeout=TIMEOUT, what="source pod")
     ssec = kube.get(resources.SECRETS, f"clone-source-tls-{target_uid}", src_ns)
     uid = copied(kube, ns, dv, reference)["metadata"]["uid"]
-    # retained: PVC' and the target pod in the target namespace; the source pod (done)
-    # and its Secret in the source one, with the VolumeCloneSource that owns them
+    # retained: both pods, both Secrets and PVC' in the source namespace
     assert kube.get(resources.PODS, f"{uid}-source-pod", src_ns)["status"]["phase"] == "Succeeded"
-    assert secrets_of(kube, src_ns, uid)
-    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is not None
-    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is None
-    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", ns)
+    assert sorted(secrets_of(kube, src_ns, uid)) == [f"clone-source-tls-{uid}",
+                                                     f"clone-target-tls-{uid}"]
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is not None
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", ns) is None
+    assert not kube.list(resources.PODS, ns) and not pod_events(kube, ns)
+    assert not secrets_of(kube, ns, uid)
+    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", src_ns)
     assert tpod["status"]["phase"] == "Succeeded"
     assert spod["metadata"]["ownerReferences"][0]["kind"] == "VolumeCloneSource"
     tvols = {v["name"]: v for v in tpod["spec"]["volumes"]}
     svols = {v["name"]: v for v in spod["spec"]["volumes"]}
-    assert svols["cdi-clone-source"]["persistentVolumeClaim"] == {"claimName": "golden",
+    assert svols["cdi-clone-source"]["persistentVolumeClaim"] == {"claimName": "apart",
                                                                   "readOnly": True}
     assert not [v for v in tvols.values()
-                if (v.get("persistentVolumeClaim") or {}).get("claimName") == "golden"]
+                if (v.get("persistentVolumeClaim") or {}).get("claimName") == "apart"]
     senv = {e["name"]: e.get("value") for e in spod["spec"]["containers"][0]["env"]}
     assert senv["CLONE_TARGET"] == f"{tpod['status']['podIP']}:8444"
     for pod in (tpod, spod):
         assert "PRIVATE KEY" not in json.dumps(pod)
     # one CA, two leaves: the target's serves, the source's logs in
-    tsec = kube.get(resources.SECRETS, tvols["clone-tls"]["secret"]["secretName"], ns)
+    tsec = kube.get(resources.SECRETS, tvols["clone-tls"]["secret"]["secretName"], src_ns)
     assert svols["clone-tls"]["secret"]["secretName"] == ssec["metadata"]["name"]
     import base64
     tdata = {k: base64.b64decode(v) for k, v in tsec["data"].items()}
@@ -242,12 +304,13 @@ def test_copy_streams_from_a_source_pod_to_a_target_pod_over_mutual_tls(
         assert "PRIVATE KEY" not in json.dumps(kube.list(resources.EVENTS, n))
     # deleting the DataVolume takes all of it away, in both namespaces
     kube.delete(kit.DVS, "tls", ns)
-    wait_for(lambda: not kube.list(resources.PODS, ns) and not secrets_of(
-        kube, ns, uid) and not secrets_of(kube, src_ns, uid) and kube.get_or_none(
-        resources.PODS, f"{uid}-source-pod", src_ns) is None and kube.get_or_none(
-        resources.PVCS, f"prime-{uid}", ns) is None, timeout=TIMEOUT,
-        what="clone pods, Secrets and PVC' gone")
-
+    wait_for(lambda: target_ns_empty(kube, ns, uid) and not secrets_of(kube, src_ns, uid)
+             and kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) is None
+             and kube.get_or_none(resources.PODS, f"cloner-prime-{uid}", src_ns) is None
+             and kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is None,
+             timeout=TIMEOUT, what="clone pods, Secrets and PVC' gone")
+    kube.delete(kit.DVS, "apart", src_ns)
+    wait_clean(kube, src_ns, {"golden"})
 
 
 def test_copy_within_a_namespace_is_one_pod_reading_both_claims(
@@ -303,13 +366,17 @@ def test_a_target_killed_mid_copy_copies_again(kube: Client, ns: str, copy_strat
                                                across: bool) -> None:
     """The target program dies while the data comes in (SIGKILL): the kubelet restarts
     it and the clone ends whole. Within a namespace the one pod reads the source again
-    (no source pod, ever); across namespaces the populator replaces the source pod made
-    for the target's first run (its annotation names the run it streams to)."""
+    (no source pod, ever); across namespaces from a volume on "another node"
+    (kit.volume_apart: two pods, both in the source namespace) the populator replaces
+    the source pod made for the target's first run (its annotation names the run it
+    streams to)."""
     src_ns = kit.namespace(kube, "big") if across else ns
     kube.create(kit.DVS, kit.datavolume("big", {"blank": {}}, size="1Gi",
                                         storage={"storageClassName": "local-reflink"}), src_ns)
     assert kit.wait_dv(kube, src_ns, "big", ("Succeeded", "Failed"),
                        timeout=TIMEOUT)["phase"] == "Succeeded"
+    if across:
+        kit.volume_apart(kube, src_ns, "big")
     golden = Path(kit.volume_path(kube, claim_of(kube, src_ns, "big")))
     block = os.urandom(4 * MiB)
     fd = os.open(golden, os.O_WRONLY)
@@ -326,7 +393,7 @@ def test_a_target_killed_mid_copy_copies_again(kube: Client, ns: str, copy_strat
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
 
     def copying() -> int | None:
-        prime = kube.get_or_none(resources.PVCS, f"prime-{uid}", ns)
+        prime = kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns)  # beside the source
         if prime is None or not prime["spec"].get("volumeName"):
             return None
         written = Path(kit.volume_path(kube, prime))
@@ -344,7 +411,7 @@ def test_a_target_killed_mid_copy_copies_again(kube: Client, ns: str, copy_strat
     os.kill(pid, 9)
     status = kit.wait_dv(kube, ns, "again", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", ns)
+    tpod = kube.get(resources.PODS, f"cloner-prime-{uid}", src_ns)
     assert tpod["status"]["containerStatuses"][0]["restartCount"] >= 1
     # one pod: the target pod mounts the source claim itself
     assert ("cdi-clone-source" in {v["name"] for v in tpod["spec"]["volumes"]}) == (
@@ -382,11 +449,15 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
                                         storage={"storageClassName": "local-immediate"}), ns)
     back = copied(kube, ns, dv2, reference)  # identical and sparse
     assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
-    # not retained: the source pod and its Secret went with the clone
+    # one pod beside the Block claim, in its namespace; not retained: it and PVC' went
+    # with the clone, and no source pod or Secret was ever made
     buid = back["metadata"]["uid"]
-    wait_for(lambda: kube.get_or_none(resources.PODS, f"{buid}-source-pod", src_ns) is None
-             and not secrets_of(kube, src_ns, buid), timeout=TIMEOUT,
-             what="the source pod and its Secret gone after the clone")
+    wait_for(lambda: kube.get_or_none(resources.PODS, f"cloner-prime-{buid}", src_ns) is None
+             and kube.get_or_none(resources.PVCS, f"prime-{buid}", src_ns) is None,
+             timeout=TIMEOUT, what="the clone's pod and PVC' gone after the clone")
+    assert not pod_events(kube, src_ns, f"{buid}-source-pod")
+    assert not secrets_of(kube, src_ns, buid) and not secrets_of(kube, ns, buid)
+    assert pod_events(kube, src_ns, f"cloner-prime-{buid}") and not pod_events(kube, ns)
     # Block → Block by copy (asked for: the storage could clone it), device to device
     kube.patch(kit.CDICONFIGS, "config", {"spec": {"cloneStrategyOverride": "copy"}})
     try:
@@ -819,18 +890,42 @@ def test_copy_progress_is_written_at_most_once_a_second(kube: Client, ns: str,
     """Every progress write on the target is a watch event that reconciles it again. Read
     on every reconcile, a copy's progress (which moves faster than a reconcile) kept the
     populator reconciling flat out, 10-15 writes a second and a core of CPU taken from
-    the copy. The target's watch now sees at most one new value per PROGRESS_EVERY."""
+    the copy. The target's watch now sees at most one new value per PROGRESS_EVERY.
+    From another namespace: the one pod runs in the source's, and its progress still
+    reaches the target while it copies (a tenth of a core makes the copy last seconds)."""
     from populators.reconcile import PROGRESS_EVERY
 
-    path = big_golden(kube, ns, "big")
-    made = kube.create(kit.DVS, clone_dv("paced", ns, src="big",
-                                         storage={"storageClassName": "local-immediate"}),
-                       ns)
+    src_ns = kit.namespace(kube, "paced")
+    path = big_golden(kube, src_ns, "big")
+    kube.patch(kit.CDICONFIGS, "config", {"spec": {"podResourceRequirements": {
+        "limits": {"cpu": "100m", "memory": "600M"},
+        "requests": {"cpu": "100m", "memory": "60M"}}}})
+    try:
+        made = kube.create(kit.DVS, clone_dv(
+            "paced", src_ns, src="big", storage={"storageClassName": "local-immediate"}), ns)
+        writes = _progress_writes(kube, ns, made["metadata"]["resourceVersion"])
+    finally:
+        kube.patch(kit.CDICONFIGS, "config", {"spec": {"podResourceRequirements": None}})
+    assert writes and writes[-1][1] == "100.0%", writes
+    partial = [t for t, v in writes if v != "100.0%"]
+    assert partial, writes  # read from the pod in the source namespace while it ran
+    assert len(partial) - 1 <= (partial[-1] - partial[0]) / PROGRESS_EVERY + 1, writes
+    status = kit.wait_dv(kube, ns, "paced", ("Succeeded", "Failed"), timeout=TIMEOUT)
+    assert status["phase"] == "Succeeded", status
+    assert compare(path, Path(kit.volume_path(kube, claim_of(kube, ns, "paced"))))
+    uid = claim_of(kube, ns, "paced")["metadata"]["uid"]
+    assert pod_events(kube, src_ns, f"cloner-prime-{uid}") and not pod_events(kube, ns)
+    kube.delete(kit.DVS, "paced", ns)
+    kube.delete(kit.DVS, "big", src_ns)
+
+
+def _progress_writes(kube: Client, ns: str, since: str) -> list[tuple[float, str]]:
+    """(when, value) of each new progress annotation on claim ``paced``, until 100%."""
     writes: list[tuple[float, str]] = []
-    since, deadline = made["metadata"]["resourceVersion"], time.monotonic() + TIMEOUT
+    deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline and not (writes and writes[-1][1] == "100.0%"):
         for event in kube.watch(resources.PVCS, resource_version=since, namespace=ns,
-                                       timeout=30, field_selector="metadata.name=paced"):
+                                timeout=30, field_selector="metadata.name=paced"):
             obj = event["object"]
             since = obj["metadata"]["resourceVersion"]
             value = (obj["metadata"].get("annotations") or {}).get(A + PROGRESS)
@@ -838,39 +933,39 @@ def test_copy_progress_is_written_at_most_once_a_second(kube: Client, ns: str,
                 writes.append((time.monotonic(), value))
             if value == "100.0%":
                 break
-    assert writes and writes[-1][1] == "100.0%", writes
-    partial = [t for t, v in writes if v != "100.0%"]
-    if partial:
-        assert len(partial) - 1 <= (partial[-1] - partial[0]) / PROGRESS_EVERY + 1, writes
-    status = kit.wait_dv(kube, ns, "paced", ("Succeeded", "Failed"), timeout=TIMEOUT)
-    assert status["phase"] == "Succeeded", status
-    assert compare(path, Path(kit.volume_path(kube, claim_of(kube, ns, "paced"))))
-    kube.delete(kit.DVS, "paced", ns)
-    kube.delete(kit.DVS, "big", ns)
+    return writes
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["one-pod", "two-pods"])
 def test_deletion_mid_copy_leaves_nothing(kube: Client, ns: str, golden: tuple[str, Path],
-                                          copy_strategy: None) -> None:
-    """A copy of a golden image large enough to catch it running (384 MiB of data in 1Gi,
-    written on the host): deleting the DataVolume then removes both pods, both Secrets
-    and PVC'."""
+                                          copy_strategy: None, apart: bool) -> None:
+    """A copy across namespaces of a golden image large enough to catch it running (384
+    MiB of data in 1Gi, written on the host), by one pod, or by two from a volume on
+    "another node" (kit.volume_apart), all in the source namespace: deleting the
+    DataVolume then removes the pods, the Secrets (only made for two) and PVC', and
+    nothing is left in either namespace."""
     src_ns, _ = golden
     big_golden(kube, src_ns, "big")
+    if apart:
+        kit.volume_apart(kube, src_ns, "big")
     kube.create(kit.DVS, clone_dv("half", src_ns, src="big",
                                   storage={"storageClassName": "local-immediate"}), ns)
     uid = wait_for(lambda: (kube.get_or_none(resources.PVCS, "half", ns) or {}).get(
         "metadata", {}).get("uid"), timeout=TIMEOUT, what="target claim")
-    wait_for(lambda: ((kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) or {}
+    running = f"{uid}-source-pod" if apart else f"cloner-prime-{uid}"
+    wait_for(lambda: ((kube.get_or_none(resources.PODS, running, src_ns) or {}
                        ).get("status") or {}).get("phase") == "Running", timeout=TIMEOUT,
-             what="source pod running")
-    assert secrets_of(kube, ns, uid) and secrets_of(kube, src_ns, uid)
+             what=f"{running} running in the source namespace")
+    assert kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is not None
+    assert not kube.list(resources.PODS, ns) and not secrets_of(kube, ns, uid)
+    assert len(secrets_of(kube, src_ns, uid)) == (2 if apart else 0)
     assert kit.dv_status(kube, ns, "half").get("phase") != "Succeeded"
     kube.delete(kit.DVS, "half", ns)
     try:
-        wait_for(lambda: not kube.list(resources.PVCS, ns)
-                 and not kube.list(resources.PODS, ns)
-                 and not secrets_of(kube, ns, uid) and not secrets_of(kube, src_ns, uid)
-                 and kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) is None,
+        wait_for(lambda: target_ns_empty(kube, ns, uid) and not secrets_of(kube, src_ns, uid)
+                 and kube.get_or_none(resources.PODS, f"{uid}-source-pod", src_ns) is None
+                 and kube.get_or_none(resources.PODS, f"cloner-prime-{uid}", src_ns) is None
+                 and kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is None,
                  timeout=TIMEOUT, what="clone pods, Secrets and PVC' gone")
     finally:
         kube.delete(kit.DVS, "big", src_ns)

@@ -64,7 +64,7 @@ def reasons(kube: Client, ns: str, uid: str) -> list[str]:
 
 def ready_condition(kube: Client, ns: str, name: str) -> tuple[str, str, str]:
     ds = kube.get(DATASOURCES, name, ns)
-    cond = next((c for c in (ds.get("status") or {}).get("conditions") or []
+    cond: dict[str, Any] = next((c for c in (ds.get("status") or {}).get("conditions") or []
                  if c["type"] == "Ready"), {})
     return cond.get("status", ""), cond.get("reason", ""), cond.get("message", "")
 
@@ -129,8 +129,8 @@ def test_a_missing_snapshot_waits_with_upstreams_words_then_restores(
     want = ("False", "CloneWithoutSource", f"The source snapshot {name} doesn't exist")
 
     def ready() -> tuple[str, str, str]:
-        cond = next((c for c in kit.dv_status(kube, src_ns, "waiting").get("conditions")
-                     or [] if c["type"] == "Ready"), {})
+        conds = kit.dv_status(kube, src_ns, "waiting").get("conditions") or []
+        cond: dict[str, Any] = next((c for c in conds if c["type"] == "Ready"), {})
         return cond.get("status", ""), cond.get("reason", ""), cond.get("message", "")
     wait_for(lambda: ready() == want, timeout=60, what="the DataVolume waits")
     assert kit.dv_status(kube, src_ns, "waiting")["phase"] == "Pending"
@@ -169,7 +169,9 @@ def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Client, ns: str,
                                                            golden: tuple[str, Path]) -> None:
     """The storage restores no snapshot into another volume mode: upstream's fallback, the
     snapshot restored into a temporary claim beside it, copied from there by the
-    host-assisted pods into a Block target; the temporary claim goes afterwards."""
+    host-assisted pods into a Block target (two: the temporary claim, in a
+    WaitForFirstConsumer class, binds only once the source pod mounts it; both pods and
+    PVC' beside it in the snapshot's namespace); the temporary claim goes afterwards."""
     src_ns, reference = golden
     dv = kube.create(kit.DVS, from_snapshot("as-block", src_ns,
                                             storage={"volumeMode": "Block"}), ns)
@@ -189,6 +191,54 @@ def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Client, ns: str,
     wait_for(lambda: kube.get_or_none(resources.PVCS, f"tmp-source-pvc-{claim['metadata']['uid']}",
                                       src_ns) is None, timeout=60,
              what="the temporary claim deleted")
+    uid = claim["metadata"]["uid"]
+    started = {(e.get("involvedObject") or {}).get("name")
+               for e in kube.list(resources.EVENTS, src_ns) if e.get("reason") == "Started"}
+    assert {f"cloner-prime-{uid}", f"{uid}-source-pod"} <= started
+    assert not [e for e in kube.list(resources.EVENTS, ns)
+                if (e.get("involvedObject") or {}).get("kind") == "Pod"]
+
+
+def test_from_a_temporary_claim_bound_at_once_one_pod_copies(kube: Client, ns: str,
+                                                            golden: tuple[str, Path]) -> None:
+    """The host-assisted fallback from a snapshot, its temporary claim in a class that
+    binds at once (the first by name of the snapshot's driver, made here): PVC' is made
+    beside it in the snapshot's namespace, so one pod there reads the temporary claim
+    itself; no source pod, no Secret, nothing run in the target's namespace. (In the
+    `local` class it binds only once a pod mounts it: a source pod, two pods, as above.)"""
+    src_ns, reference = golden
+    cls = f"aaa-{uuid.uuid4().hex[:6]}"  # before `local` by name
+    kube.create(STORAGE_CLASSES, {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                  "metadata": {"name": cls},
+                                  "provisioner": "local.localcluster.rootdisk.io",
+                                  "parameters": {"pool": "standard"},
+                                  "reclaimPolicy": "Delete",
+                                  "volumeBindingMode": "Immediate"})
+    try:
+        kube.create(kit.DVS, from_snapshot("as-block-1", src_ns,
+                                           storage={"volumeMode": "Block"}), ns)
+        status = kit.wait_dv(kube, ns, "as-block-1", ("Succeeded", "Failed"),
+                             timeout=TIMEOUT)
+    finally:
+        kube.delete(STORAGE_CLASSES, cls)
+    assert status["phase"] == "Succeeded", status
+    claim = kube.get(resources.PVCS, "as-block-1", ns)
+    uid = claim["metadata"]["uid"]
+    assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
+    assert compare(reference, Path(kit.volume_path(kube, claim)))
+    events = kube.list(resources.EVENTS, src_ns)
+    started = {(e.get("involvedObject") or {}).get("name") for e in events
+               if e.get("reason") == "Started"}
+    assert f"cloner-prime-{uid}" in started and f"{uid}-source-pod" not in started
+    assert not [e for e in kube.list(resources.EVENTS, ns)
+                if (e.get("involvedObject") or {}).get("kind") == "Pod"]
+    assert not [s for s in kube.list(resources.SECRETS, src_ns) + kube.list(
+        resources.SECRETS, ns) if uid in s["metadata"]["name"]]
+    wait_for(lambda: kube.get_or_none(resources.PVCS, f"tmp-source-pvc-{uid}", src_ns) is None
+             and kube.get_or_none(resources.PVCS, f"prime-{uid}", src_ns) is None
+             and kube.get_or_none(resources.PODS, f"cloner-prime-{uid}", src_ns) is None,
+             timeout=60, what="the temporary claim, PVC' and the pod deleted")
+    kube.delete(kit.DVS, "as-block-1", ns)
 
 
 def test_a_class_of_another_driver_falls_back_and_cleans_up(

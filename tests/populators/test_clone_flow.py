@@ -1,7 +1,8 @@
-"""The clone populator on the twin-PVC flow (pure): PVC' in the source namespace for a
-CSI clone (no pod) and in the target's for a copy (the target pod there, the source pod in
-the source namespace, TLS Secrets beside each), a source in use, the strategy notes, a
-failed source pod failing the clone."""
+"""The clone populator on the twin-PVC flow (pure): PVC' in the source namespace for
+every strategy (a CSI clone with no pod; a copy by one pod there mounting both claims, or,
+where no node reaches both volumes, the target pod there and a source pod beside it, TLS
+Secrets beside each), a source in use, the strategy notes, a failed source pod failing
+the clone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from localcluster.apiserver.admission import podsecurity_checks as psa
 from populators import claims, clone_pods, clone_snapshot, flow
 from populators.cdiconfig import CdiConfig
-from populators.clone_populator import SOURCE_CLAIM_KEY, ClonePopulator
+from populators.clone_populator import SOURCE_CLAIM_KEY, ClonePopulator, CloneReconciler
 from populators.flow import Annotate, CreatePod, CreatePrime, Emit, Observed, Rebind
 from populators.importer_pod import Settings
 
@@ -108,27 +109,99 @@ def test_csi_clone_needs_no_pod_and_rebinds_when_bound() -> None:
 COPY = {A + "clone.strategy": "copy"}
 
 
-def test_copy_keeps_prime_in_the_target_namespace() -> None:
+@pytest.mark.parametrize(("strategy", "src_ns", "where"), [
+    # no strategy chosen yet (no PVC' yet): looked for in the target's namespace
+    (None, "gold", "ns"),
+    (None, "ns", "ns"),
+    # every strategy puts PVC' beside the source claim: the storage fills it there
+    # (csi-clone, snapshot), or one pod mounts both claims there (copy)
+    ("csi-clone", "gold", "gold"),
+    ("snapshot", "gold", "gold"),
+    ("copy", "gold", "gold"),
+    ("copy", "ns", "ns"),
+    # an unknown value is no strategy of ours
+    ("rsync", "gold", "ns"),
+])
+def test_prime_namespace(strategy: str | None, src_ns: str, where: str) -> None:
+    ann = {A + "clone.strategy": strategy} if strategy else {}
+    assert POP.prime_namespace(target(src_ns=src_ns, ann=ann)) == where
+
+
+def test_copy_puts_prime_in_the_source_namespace() -> None:
     plan = decide(notes=COPY)
     made = next(a for a in plan.actions if isinstance(a, CreatePrime)).manifest
-    assert made["metadata"]["namespace"] == "ns"
-    assert made["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert made["metadata"]["namespace"] == "gold"
+    # owner references do not cross namespaces: it names its target instead
+    assert "ownerReferences" not in made["metadata"]
+    assert claims.prime_target(made) == ("ns", "disk", UID)
+    assert claims.prime_of(made, target())
     assert "dataSource" not in made["spec"]
-    assert POP.prime_namespace(target(ann=COPY)) == "ns"
-    assert POP.prime_namespace(target(ann={A + "clone.strategy": "csi-clone"})) == "gold"
+    assert Annotate(COPY) in plan.actions
 
 
 def test_copy_runs_the_target_pod_next_to_prime() -> None:
-    prime = prime_in("ns", data_source=False)
+    """Streamed (the volumes on no common node): the flow's pod beside PVC', in the
+    source namespace, with the target half of the TLS material beside it."""
+    prime = prime_in("gold", data_source=False)
     plan = decide(target=target(ann=COPY), prime=prime)
     made = next(a for a in plan.actions if isinstance(a, CreatePod)).manifest
-    assert made["metadata"]["namespace"] == "ns"
+    assert made["metadata"]["namespace"] == "gold"
     assert made["metadata"]["name"] == f"cloner-{PRIME}"
     vols = {v["name"]: v for v in made["spec"]["volumes"]}
     assert vols["cdi-data-vol"]["persistentVolumeClaim"]["claimName"] == PRIME
     assert "cdi-clone-source" not in vols  # the target pod never sees the source
     assert vols["clone-tls"]["secret"] == {"secretName": f"clone-target-tls-{UID}",
                                            "defaultMode": 0o440}
+
+
+@pytest.mark.parametrize("src_ns", ["ns", "gold"])
+@pytest.mark.parametrize(("source_pv", "prime_pv", "want"), [
+    (None, None, "local"),
+    ("a", "a", "local"),
+    ("a", "b", "stream"),  # no node reaches both volumes: two pods, both in src_ns
+])
+def test_a_copy_across_namespaces_is_placed_as_one_within_one(
+        src_ns: str, source_pv: str | None, prime_pv: str | None, want: str) -> None:
+    """PVC' where :meth:`ClonePopulator.prime_namespace` puts a copy's, then
+    :func:`clone_pods.placement` on it: the source's namespace no longer decides."""
+    made = next(a for a in decide(target=target(src_ns=src_ns), notes=COPY).actions
+                if isinstance(a, CreatePrime)).manifest
+    prime = {**made, "metadata": {**made["metadata"], "uid": "p-uid"},
+             "spec": {**made["spec"], "volumeName": "pv-1"}, "status": {"phase": "Bound"}}
+    hosts = {"a": HOST_A, "b": HOST_B, None: None}
+    where = clone_pods.placement(source_claim=_claim(src_ns),
+                                 source_volume=_pv(hosts[source_pv]), prime=prime,
+                                 prime_volume=_pv(hosts[prime_pv]), binding_mode="Immediate")
+    assert where == want
+    src = source()
+    src[SOURCE_CLAIM_KEY]["metadata"]["namespace"] = src_ns
+    src[clone_pods.PLACEMENT_KEY] = where
+    pod = next(a for a in decide(target=target(src_ns=src_ns, ann=COPY), prime=prime,
+                                 source=src).actions if isinstance(a, CreatePod)).manifest
+    assert pod["metadata"]["namespace"] == src_ns
+    assert clone_pods.is_local(pod) == (want == "local")
+    vols = {v["name"] for v in pod["spec"]["volumes"]}
+    assert ("clone-tls" in vols) == (want == "stream")  # no Secret for one pod
+
+
+@pytest.mark.parametrize(("strategy", "src_ns", "read"), [
+    # a copy's pod and PVC' are the target's: their events are copied from where they run
+    ("copy", "gold", "gold"),
+    ("copy", "ns", "ns"),
+    # a storage-filled PVC' in the source namespace: its provisioning is not told
+    ("csi-clone", "gold", None),
+    ("snapshot", "gold", None),
+    ("csi-clone", "ns", "ns"),
+    (None, "gold", "ns"),
+])
+def test_events_are_copied_from_where_a_copy_runs(strategy: str | None, src_ns: str,
+                                                  read: str | None) -> None:
+    ann = {A + "clone.strategy": strategy} if strategy else {}
+    rec = CloneReconciler(None, POP, Settings())  # type: ignore[arg-type]  # no API read
+    try:
+        assert rec.events_namespace(target(src_ns=src_ns, ann=ann)) == read
+    finally:
+        rec.close()
 
 
 def test_a_source_pod_that_failed_for_good_fails_the_clone() -> None:
@@ -476,10 +549,32 @@ def _claim(ns: str) -> dict[str, Any]:
             "spec": {"volumeMode": "Filesystem", "volumeName": "pv-golden"}}
 
 
+@pytest.mark.parametrize(("source_mode", "want"), [
+    # its class binds it for its first consumer: the source pod mounting it binds it
+    ("WaitForFirstConsumer", "stream"),
+    (None, "stream"),  # no class known: as before
+    # its class binds it at once (a temporary claim restored from a snapshot): its
+    # volume is coming, and where it lands decides
+    ("Immediate", "wait"),
+])
+def test_placement_of_a_source_claim_not_bound_yet(source_mode: str | None,
+                                                   want: str) -> None:
+    assert clone_pods.placement(source_claim=_claim("ns"), source_volume=None,
+                                prime=prime_in("ns", data_source=False),
+                                prime_volume=_pv(None), binding_mode="Immediate",
+                                source_binding_mode=source_mode) == want
+    # across namespaces (never asked by the populator) it streams whatever the class
+    assert clone_pods.placement(source_claim=_claim("gold"), source_volume=None,
+                                prime=prime_in("ns", data_source=False),
+                                prime_volume=_pv(None), binding_mode="Immediate",
+                                source_binding_mode=source_mode) == "stream"
+
+
 @pytest.mark.parametrize(("source_ns", "source_pv", "prime_bound", "prime_pv", "mode", "want"), [
-    # a pod mounts only claims of its own namespace: across namespaces, two pods
+    # a pod mounts only claims of its own namespace: across namespaces, two pods (the
+    # populator never asks so: a copy's PVC' is in the source namespace)
     ("gold", _pv(None), True, _pv(None), "Immediate", "stream"),
-    # a source claim with no volume yet: streamed, as before
+    # a source claim with no volume yet: streamed, as before (its pod binds it)
     ("ns", None, True, _pv(None), "Immediate", "stream"),
     # a source volume any node reaches
     ("ns", _pv(None), True, _pv(HOST_B), "Immediate", "local"),
@@ -568,11 +663,11 @@ def test_a_copy_waits_for_prime_volume_before_its_pod() -> None:
     prime = prime_in("ns", data_source=False, phase="Pending")
     plan = decide(target=target(src_ns="ns", ann=COPY), prime=prime, source=_placed("wait"))
     assert not [a for a in plan.actions if isinstance(a, CreatePod)]
-    assert plan.waiting == "PVC' is being provisioned"
+    assert plan.waiting == "the volumes are being provisioned"
     # once the pod exists, the placement no longer holds anything back
     pod = clone_pods.render_target_pod(target=target(), prime=prime, config=CdiConfig(),
                                        settings=Settings())
     assert flow.decide(Observed(target=target(src_ns="ns", ann=COPY), storage_class=SC,
                                 source=_placed("wait"), prime=prime, pod=pod, volume=None,
                                 config=CdiConfig()), POP, Settings()).waiting != (
-        "PVC' is being provisioned")
+        "the volumes are being provisioned")

@@ -142,7 +142,7 @@ def test_temp_class_is_the_first_by_name_serving_the_driver() -> None:
     assert clone_snapshot.temp_class(classes, None) is None
 
 
-def test_the_fallback_copies_from_the_temp_claim_in_the_target_namespace() -> None:
+def test_the_fallback_copies_from_the_temp_claim_into_prime_beside_it() -> None:
     notes = {A + "clone.strategy": "copy",
              A + "cloneFallbackReason": "The volume modes of source and target are"
                                         " incompatible",
@@ -155,7 +155,11 @@ def test_the_fallback_copies_from_the_temp_claim_in_the_target_namespace() -> No
                                     "The volume modes of source and target are"
                                     " incompatible"),))
     made = next(a for a in plan.actions if isinstance(a, CreatePrime)).manifest
-    assert made["metadata"]["namespace"] == "ns"  # a copy's PVC' is the target's
+    # beside the temporary claim, in the snapshot's namespace, as upstream's tmp-pvc
+    # (planHostAssistedFromSnapshot); named to its target, rebound to it afterwards
+    assert made["metadata"]["namespace"] == "gold"
+    assert made["metadata"]["annotations"]["populators.rootdisk.io/target"] == \
+        f"ns/disk/{made['metadata']['name'].removeprefix('prime-')}"
     assert "dataSource" not in made["spec"]
     assert Annotate(notes) in plan.actions
     assert Emit("Warning", "IncompatibleVolumeModes",
