@@ -23,7 +23,7 @@ from sizes import required_space, usable_space
 from tests.e2e import kit, vmkit
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
-from tests.localcluster.clusterkit import needs_root, wait_for
+from tests.localcluster.clusterkit import event_reasons, needs_root, wait_for, wait_reasons
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -99,9 +99,6 @@ DV_RULES = [{"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"],
              "verbs": ["create", "get", "list"]}]
 
 
-def reasons(kube: Client, ns: str, uid: str) -> list[str]:
-    return [e["reason"] for e in kit.events_for(kube, ns, uid)]
-
 
 # -- csi-clone -----------------------------------------------------------------------------
 
@@ -122,8 +119,8 @@ def test_same_namespace_csi_clone_without_size(kube: Client, golden: tuple[str, 
     assert compare(reference, Path(produced))
     golden_img = kit.volume_path(kube, source)
     assert os.path.getsize(produced) == os.path.getsize(golden_img)
-    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
-    assert "ImportSucceeded" not in reasons(kube, src_ns, dv["metadata"]["uid"])
+    wait_reasons(kube, src_ns, dv["metadata"]["uid"], "CloneSucceeded")
+    assert "ImportSucceeded" not in event_reasons(kube, src_ns, dv["metadata"]["uid"])
     wait_clean(kube, src_ns, {"golden", "copy1"})
     kube.delete(kit.DVS, "copy1", src_ns)
 
@@ -183,7 +180,7 @@ def copied(kube: Client, ns: str, dv: dict[str, Any], reference: Path) -> dict[s
     produced = Path(kit.volume_path(kube, claim))
     assert compare(reference, produced)
     assert allocated_bytes(produced) <= allocated_bytes(reference) + 4 * MiB
-    assert "CloneSucceeded" in reasons(kube, ns, dv["metadata"]["uid"])
+    wait_reasons(kube, ns, dv["metadata"]["uid"], "CloneSucceeded")
     return claim
 
 
@@ -441,14 +438,14 @@ def test_copy_filesystem_to_block_and_back_is_identical_and_sparse(
     claim = claim_of(kube, src_ns, "blk")
     assert claim["metadata"]["annotations"][A + "clone.strategy"] == "copy"
     assert "volume mode" in claim["metadata"]["annotations"][A + "cloneFallbackReason"]
-    assert "IncompatibleVolumeModes" in reasons(kube, src_ns, claim["metadata"]["uid"])
+    wait_reasons(kube, src_ns, claim["metadata"]["uid"], "IncompatibleVolumeModes")
     device = kit.volume_path(kube, claim)
     assert compare(reference, Path(device))
     # Block → Filesystem, into another namespace: the block clone is the source now
     dv2 = kube.create(kit.DVS, clone_dv("back", src_ns, src="blk",
                                         storage={"storageClassName": "local-immediate"}), ns)
     back = copied(kube, ns, dv2, reference)  # identical and sparse
-    assert "CloneSucceeded" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    wait_reasons(kube, src_ns, dv["metadata"]["uid"], "CloneSucceeded")
     # one pod beside the Block claim, in its namespace; not retained: it and PVC' went
     # with the clone, and no source pod or Secret was ever made
     buid = back["metadata"]["uid"]
@@ -505,7 +502,7 @@ def test_snapshot_clones_within_and_across_namespaces_then_drop_the_snapshot(
         assert anns[A + "clone.strategy"] == "snapshot"
         assert A + "cloneFallbackReason" not in anns
         assert compare(reference, Path(kit.volume_path(kube, claim)))
-        assert "CloneSucceeded" in reasons(kube, n, dv["metadata"]["uid"])
+        wait_reasons(kube, n, dv["metadata"]["uid"], "CloneSucceeded")
         # upstream's phase and words while PVC' is restored (clonePhase SnapshotClone; the
         # snapshot step before it is table-tested: it may pass between two looks)
         said = {e["reason"]: e["message"] for e in kit.events_for(kube, n,
@@ -551,7 +548,7 @@ def test_snapshot_without_a_usable_class_falls_back_to_copy(kube: Client, ns: st
     anns = claim["metadata"]["annotations"]
     assert anns[A + "clone.strategy"] == "copy"
     assert anns[A + "cloneFallbackReason"] == "No compatible volumesnapshotclass found"
-    assert "NoVolumeSnapshotClass" in reasons(kube, src_ns, claim["metadata"]["uid"])
+    wait_reasons(kube, src_ns, claim["metadata"]["uid"], "NoVolumeSnapshotClass")
     assert compare(reference, Path(kit.volume_path(kube, claim)))
     assert not kube.list(VOLUMESNAPSHOTS, src_ns)
     kube.delete(kit.DVS, "nosnap", src_ns)
@@ -690,8 +687,7 @@ def test_a_vm_clones_another_namespace_only_as_its_service_account(
     del template["storage"]["resources"]  # the size is the source's
     vm = create_as(kube, "mallory", vmkit.VMS, spec, ns)
     assert vm.get("kind") == "VirtualMachine", vm
-    wait_for(lambda: "UnauthorizedDataVolumeCreate" in reasons(kube, ns, vm["metadata"]["uid"]),
-             timeout=60, what="UnauthorizedDataVolumeCreate")
+    wait_reasons(kube, ns, vm["metadata"]["uid"], "UnauthorizedDataVolumeCreate", timeout=60)
     assert kube.get_or_none(kit.DVS, "thief-root", ns) is None
     assert kube.get_or_none(resources.PVCS, "thief-root", ns) is None
     kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -779,7 +775,7 @@ def test_source_written_by_a_pod_waits_read_only_does_not(kube: Client, ns: str,
         "phase") == "Running", timeout=120, what="writer running")
     dv = kube.create(kit.DVS, clone_dv("busy", src_ns,
                                        storage={"storageClassName": "local-reflink"}), src_ns)
-    wait_for(lambda: "CloneSourceInUse" in reasons(
+    wait_for(lambda: "CloneSourceInUse" in event_reasons(
         kube, src_ns, (kube.get_or_none(resources.PVCS, "busy", src_ns) or {"metadata": {
             "uid": "-"}})["metadata"]["uid"]),
         timeout=TIMEOUT, what="CloneSourceInUse event")
@@ -797,7 +793,7 @@ def test_source_written_by_a_pod_waits_read_only_does_not(kube: Client, ns: str,
                                   storage={"storageClassName": "local-reflink"}), src_ns)
     status = kit.wait_dv(kube, src_ns, "shared", ("Succeeded", "Failed"), timeout=TIMEOUT)
     assert status["phase"] == "Succeeded", status
-    assert "CloneSourceInUse" not in reasons(kube, src_ns,
+    assert "CloneSourceInUse" not in event_reasons(kube, src_ns,
                                              claim_of(kube, src_ns, "shared")["metadata"]["uid"])
     assert compare(reference, Path(kit.volume_path(kube, claim_of(kube, src_ns, "shared"))))
     kube.delete(resources.PODS, "reader", src_ns)

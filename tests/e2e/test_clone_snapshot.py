@@ -22,7 +22,7 @@ from tests.e2e import kit
 from tests.e2e.test_clone import DATASOURCES, VCS, VOLUMESNAPSHOTS, create_as, grant
 from tests.fixtures.httpserver import HttpServer
 from tests.fixtures.images import ImageFactory, compare
-from tests.localcluster.clusterkit import needs_root, wait_for
+from tests.localcluster.clusterkit import needs_root, wait_for, wait_reasons
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -57,9 +57,6 @@ def from_snapshot(name: str, src_ns: str, snap: str = "gold-snap", *,
     return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
             "metadata": {"name": name}, "spec": spec}
 
-
-def reasons(kube: Client, ns: str, uid: str) -> list[str]:
-    return [e["reason"] for e in kit.events_for(kube, ns, uid)]
 
 
 def ready_condition(kube: Client, ns: str, name: str) -> tuple[str, str, str]:
@@ -134,9 +131,7 @@ def test_a_missing_snapshot_waits_with_upstreams_words_then_restores(
         return cond.get("status", ""), cond.get("reason", ""), cond.get("message", "")
     wait_for(lambda: ready() == want, timeout=60, what="the DataVolume waits")
     assert kit.dv_status(kube, src_ns, "waiting")["phase"] == "Pending"
-    # the Event is posted beside the condition, not before it (as upstream's recorder)
-    wait_for(lambda: "CloneWithoutSource" in reasons(kube, src_ns, dv["metadata"]["uid"]),
-             timeout=30, what="the CloneWithoutSource Event")
+    wait_reasons(kube, src_ns, dv["metadata"]["uid"], "CloneWithoutSource")
     assert kube.get_or_none(resources.PVCS, "waiting", src_ns) is None
     kube.create(VOLUMESNAPSHOTS, snapshot(name, "golden"), src_ns)
     status = kit.wait_dv(kube, src_ns, "waiting", ("Succeeded", "Failed"), timeout=TIMEOUT)
@@ -160,7 +155,7 @@ def test_a_target_smaller_than_the_restore_size_waits(kube: Client,
                          kit.dv_status(kube, src_ns, "small").get("conditions") or []),
              timeout=60, what="CloneValidationFailed")
     assert kit.dv_status(kube, src_ns, "small")["phase"] == "Pending"
-    assert "CloneValidationFailed" in reasons(kube, src_ns, dv["metadata"]["uid"])
+    wait_reasons(kube, src_ns, dv["metadata"]["uid"], "CloneValidationFailed")
     assert kube.get_or_none(resources.PVCS, "small", src_ns) is None
     kube.delete(kit.DVS, "small", src_ns)
 
@@ -184,10 +179,9 @@ def test_into_another_volume_mode_by_a_host_assisted_copy(kube: Client, ns: str,
     assert anns[A + "clone.strategy"] == "copy"
     assert anns[A + "cloneFallbackReason"] == \
         "The volume modes of source and target are incompatible"
-    wait_for(lambda: "IncompatibleVolumeModes" in reasons(kube, ns, claim["metadata"]["uid"]),
-             timeout=30, what="the fallback's Warning Event")
-    said = reasons(kube, ns, dv["metadata"]["uid"])
-    assert "CloneFromSnapshotSourceInProgress" in said and "CloneSucceeded" in said
+    wait_reasons(kube, ns, claim["metadata"]["uid"], "IncompatibleVolumeModes")
+    wait_reasons(kube, ns, dv["metadata"]["uid"], "CloneFromSnapshotSourceInProgress",
+                 "CloneSucceeded")
     wait_for(lambda: kube.get_or_none(resources.PVCS, f"tmp-source-pvc-{claim['metadata']['uid']}",
                                       src_ns) is None, timeout=60,
              what="the temporary claim deleted")
@@ -262,8 +256,7 @@ def test_a_class_of_another_driver_falls_back_and_cleans_up(
             "volumesnapshotcontent driver", timeout=60, what="the fallback's reason")
         claim = kube.get(resources.PVCS, "elsewhere", ns)
         uid = claim["metadata"]["uid"]
-        wait_for(lambda: "NoProvisionerMatch" in reasons(kube, ns, uid), timeout=30,
-                 what="the fallback's Warning Event")
+        wait_reasons(kube, ns, uid, "NoProvisionerMatch")
         temp = f"tmp-source-pvc-{uid}"
         # (it binds once the source pod reads it, which waits for a target pod that never
         # comes: no provisioner serves the target's class)
@@ -332,7 +325,7 @@ def test_a_data_source_naming_a_snapshot(kube: Client, ns: str,
     assert status["phase"] == "Succeeded", status
     claim = kube.get(resources.PVCS, "vm-disk", ns)
     assert compare(reference, Path(kit.volume_path(kube, claim)))
-    assert "CloneFromSnapshotSourceInProgress" in reasons(kube, ns, created["metadata"]["uid"])
+    wait_reasons(kube, ns, created["metadata"]["uid"], "CloneFromSnapshotSourceInProgress")
     kube.delete(VOLUMESNAPSHOTS, name, src_ns)
     wait_for(lambda: ready_condition(kube, src_ns, "fedora") == (
         "False", "NotFound", "Snapshot not found"), timeout=60, what="Ready False again")

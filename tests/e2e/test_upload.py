@@ -25,7 +25,7 @@ from localcluster.cluster import Cluster
 from rootdisk.cli import main as cli
 from tests.e2e import kit
 from tests.fixtures.images import ImageFactory, allocated_bytes, compare
-from tests.localcluster.clusterkit import needs_root, wait_for
+from tests.localcluster.clusterkit import needs_root, wait_for, wait_reasons
 
 pytestmark = [needs_root, pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -94,9 +94,8 @@ def test_upload_qcow2_into_a_datavolume(cluster: Cluster, kube: Client, ns: str,
     assert compare(image.expected, path)
     assert allocated_bytes(path) < image.virtual_size  # holes stay holes
     dv = kube.get(kit.DVS, "up", ns)
-    reasons = [e["reason"] for e in kit.events_for(kube, ns, dv["metadata"]["uid"])]
-    for reason in ("UploadScheduled", "UploadReady", "UploadSucceeded"):
-        assert reason in reasons, reasons
+    wait_reasons(kube, ns, dv["metadata"]["uid"], "UploadScheduled", "UploadReady",
+                 "UploadSucceeded")
     # PVC', the upload server pod, its Service and Secret, the VolumeUploadSource: gone
     wait_for(lambda: leftovers(kube, ns, keep=("up",)) == [], timeout=TIMEOUT,
              what=f"nothing but the target left: {leftovers(kube, ns, keep=('up',))}")

@@ -65,6 +65,26 @@ def wait_for(fn: Callable[[], Any], *, timeout: float = 30, what: str = "conditi
     raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
 
 
+def event_reasons(kube: Client, ns: str, uid: str) -> list[str]:
+    """The reasons of the Events in ``ns`` about the object whose UID is ``uid``."""
+    return [str(e.get("reason")) for e in kube.list(resources.EVENTS, ns)
+            if (e.get("involvedObject") or {}).get("uid") == uid]
+
+
+def wait_reasons(kube: Client, ns: str, uid: str, *wanted: str,
+                 timeout: float = 30) -> list[str]:
+    """:func:`event_reasons` once every one of ``wanted`` is among them. A controller
+    writes an object's status first and its Event after it: a test that waited for the
+    status may read the Events a moment too early."""
+    found: list[str] = []
+
+    def seen() -> bool:
+        found[:] = event_reasons(kube, ns, uid)
+        return set(wanted) <= set(found)
+    wait_for(seen, timeout=timeout, what=f"Events {', '.join(wanted)} (seen: {found})")
+    return found
+
+
 def pvc(name: str, *, size: str = "64Mi", sc: str | None = None, mode: str | None = None,
         **spec: Any) -> dict[str, Any]:
     s: dict[str, Any] = {"accessModes": ["ReadWriteOnce"],

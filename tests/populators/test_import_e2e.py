@@ -21,6 +21,7 @@ from tests.localcluster.clusterkit import (
     pod,
     wait_for,
     wait_phase,
+    wait_reasons,
 )
 from tests.populators import kit
 
@@ -164,8 +165,7 @@ def test_not_found_fails_at_once(kube: Client, ns: str, http_server: HttpServer)
     assert ann["cdi.kubevirt.io/storage.condition.running"] == "false"
     _gone(kube, ns, uid)
     assert len(http_server.requests_for("missing.qcow2")) == 1
-    reasons = {e["reason"] for e in kit.events_of(kube, ns, uid)}
-    assert {"CreatedPVCPrimeSuccessfully", "NotFound"} <= reasons, reasons
+    wait_reasons(kube, ns, uid, "CreatedPVCPrimeSuccessfully", "NotFound")
     assert phase(kube, resources.PVCS, "disk", ns) == "Pending"
 
 
