@@ -321,8 +321,7 @@ def main() -> None:
                 # the same DataVolumes with the pods' CPU limit lifted (an administrator's
                 # CDIConfig podResourceRequirements): upstream's default 750m caps each
                 # side of a stream that needs more than that of a core (TLS in and out)
-                kube.patch(kit.CDICONFIGS, "config",
-                           {"spec": {"podResourceRequirements": UNCAPPED}})
+                kit.pod_resources(kube, UNCAPPED)
                 for i in range(args.runs):
                     measure("-uncapped", i)
             finally:

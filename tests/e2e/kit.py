@@ -131,6 +131,19 @@ def volume_apart(kube: Client, ns: str, name: str) -> None:
             {**expr, "values": [*expr["values"], "elsewhere.invalid"]}]}]}}}})
 
 
+def pod_resources(kube: Client, requirements: dict[str, Any] | None) -> None:
+    """CDIConfig ``spec.podResourceRequirements`` set (None: upstream's defaults), once
+    its controller has put them in the status the populators read: a DataVolume made
+    before that would get pods with the old ones."""
+    from cdi.config import DEFAULT_POD_RESOURCES
+
+    kube.patch(CDICONFIGS, "config", {"spec": {"podResourceRequirements": requirements}})
+    want = requirements or DEFAULT_POD_RESOURCES
+    wait_for(lambda: ((kube.get(CDICONFIGS, "config").get("status") or {}).get(
+        "defaultPodResourceRequirements") == want), timeout=30,
+        what="CDIConfig's status with the new pod resources")
+
+
 def events_for(kube: Client, ns: str, uid: str) -> list[dict[str, Any]]:
     return [e for e in kube.list(resources.EVENTS, ns)
             if (e.get("involvedObject") or {}).get("uid") == uid]

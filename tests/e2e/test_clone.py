@@ -893,15 +893,14 @@ def test_copy_progress_is_written_at_most_once_a_second(kube: Client, ns: str,
 
     src_ns = kit.namespace(kube, "paced")
     path = big_golden(kube, src_ns, "big")
-    kube.patch(kit.CDICONFIGS, "config", {"spec": {"podResourceRequirements": {
-        "limits": {"cpu": "100m", "memory": "600M"},
-        "requests": {"cpu": "100m", "memory": "60M"}}}})
+    kit.pod_resources(kube, {"limits": {"cpu": "100m", "memory": "600M"},
+                             "requests": {"cpu": "100m", "memory": "60M"}})
     try:
         made = kube.create(kit.DVS, clone_dv(
             "paced", src_ns, src="big", storage={"storageClassName": "local-immediate"}), ns)
         writes = _progress_writes(kube, ns, made["metadata"]["resourceVersion"])
     finally:
-        kube.patch(kit.CDICONFIGS, "config", {"spec": {"podResourceRequirements": None}})
+        kit.pod_resources(kube, None)
     assert writes and writes[-1][1] == "100.0%", writes
     partial = [t for t, v in writes if v != "100.0%"]
     assert partial, writes  # read from the pod in the source namespace while it ran
