@@ -888,13 +888,15 @@ def test_copy_progress_is_written_at_most_once_a_second(kube: Client, ns: str,
     populator reconciling flat out, 10-15 writes a second and a core of CPU taken from
     the copy. The target's watch now sees at most one new value per PROGRESS_EVERY.
     From another namespace: the one pod runs in the source's, and its progress still
-    reaches the target while it copies (a tenth of a core makes the copy last seconds)."""
+    reaches the target while it copies: a fortieth of a core makes the copy itself last
+    several seconds, past the populator's 2 s tick (at a tenth, the program's start took
+    most of its 3 s and the copy sometimes ended between two ticks)."""
     from populators.reconcile import PROGRESS_EVERY
 
     src_ns = kit.namespace(kube, "paced")
     path = big_golden(kube, src_ns, "big")
-    kit.pod_resources(kube, {"limits": {"cpu": "100m", "memory": "600M"},
-                             "requests": {"cpu": "100m", "memory": "60M"}})
+    kit.pod_resources(kube, {"limits": {"cpu": "25m", "memory": "600M"},
+                             "requests": {"cpu": "25m", "memory": "60M"}})
     try:
         made = kube.create(kit.DVS, clone_dv(
             "paced", src_ns, src="big", storage={"storageClassName": "local-immediate"}), ns)
