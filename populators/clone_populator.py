@@ -163,6 +163,8 @@ class CloneReconciler(Reconciler):
         if base.source is None or annots(target).get(api.POD_PHASE) in (
                 api.SUCCEEDED, api.FAILED):
             return base  # nothing more to read from the source
+        if base.prime is None:
+            self._retire_earlier_copy(target)
         try:
             kind, claim_name = source_object(base.source)
         except SourceError:
@@ -379,6 +381,43 @@ class CloneReconciler(Reconciler):
         return super().events_namespace(target)
 
     # -- the host-assisted copy's source side --------------------------------------------
+
+    def _retire_earlier_copy(self, target: Obj) -> None:
+        """A copy begun by an earlier rootdisk (before round 25) kept PVC', its pod and
+        the target's TLS Secret in the target's namespace. This version looks for PVC'
+        beside the source: it would make a second one and copy again, and the first (a
+        volume as large as the disk, owned by the target) would stay as long as the disk,
+        its source pod streaming to a target pod nobody watches. Found (ours: owned by
+        the target) with none beside the source, it goes with its pod, the source pod and
+        both Secrets (each only if ours), and the copy starts over beside the source."""
+        tns = str(meta(target).get("namespace"))
+        if annots(target).get(api.CLONE_STRATEGY) != clone_strategy.COPY \
+                or self.populator.prime_namespace(target) == tns:
+            return
+        uid = str(meta(target).get("uid"))
+        name = names.prime_name(uid)
+        earlier = self.kube.get_or_none(PVCS, name, tns)
+        if earlier is None or not claims.prime_of(earlier, target):
+            return
+        logger.info("%s/%s: PVC' %s of a copy begun by an earlier version is in the"
+                    " target's namespace; retiring it, the copy starts over beside the"
+                    " source", tns, meta(target).get("name"), name)
+        pod = self.kube.get_or_none(PODS, self.populator.pod_name(name), tns)
+        if pod is not None and claims.owned_by(pod, earlier):
+            self.kube.delete(PODS, str(meta(pod).get("name")), tns,
+                             uid=str(meta(pod).get("uid")))
+        if not meta(earlier).get("deletionTimestamp"):
+            self.kube.delete(PVCS, name, tns, uid=str(meta(earlier).get("uid")))
+        source_pod = self._source_pod(target)
+        if source_pod is not None:
+            self.kube.delete(PODS, str(meta(source_pod).get("name")),
+                             str(meta(source_pod).get("namespace")),
+                             uid=str(meta(source_pod).get("uid")))
+        tname, sname = names.clone_secret_names(uid)
+        for ns, secret in ((tns, tname), (self.populator.source_namespace(target), sname)):
+            have = self.kube.get_or_none(SECRETS, secret, ns)
+            if have is not None and clone_pods.ours(have, target):
+                self.kube.delete(SECRETS, secret, ns, uid=str(meta(have).get("uid")))
 
     def _source_pod(self, target: Obj) -> Obj | None:
         pod = self.kube.get_or_none(PODS, names.clone_source_pod_name(str(meta(target).get("uid"))),
