@@ -10,6 +10,7 @@ import socket
 import ssl
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -28,12 +29,24 @@ def _silent_peer(port: int) -> socket.socket:
     return sock
 
 
-def _leaked_sockets_after(stop: object) -> list[warnings.WarningMessage]:
+def _leaked_sockets_after(stop: Callable[[], object]) -> list[warnings.WarningMessage]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        stop()  # type: ignore[operator]
+        stop()
         gc.collect()
     return [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def _stops_with_a_silent_peer(port: int, stop: Callable[[], object]) -> None:
+    """A peer connected to ``port`` and silent (its TLS handshake pending) while the
+    server stops: no socket is left to the garbage collector and the peer sees EOF."""
+    peer = _silent_peer(port)
+    try:
+        assert _leaked_sockets_after(stop) == []
+        peer.settimeout(5)
+        assert peer.recv(1) == b""  # the server closed its end
+    finally:
+        peer.close()
 
 
 def test_app_thread_closes_a_connection_stuck_in_its_handshake(tmp_path: Path) -> None:
@@ -46,13 +59,7 @@ def test_app_thread_closes_a_connection_stuck_in_its_handshake(tmp_path: Path) -
 
     server = AppThread(build, name="tls test server")
     server.start()
-    peer = _silent_peer(server.port)
-    try:
-        assert _leaked_sockets_after(server.stop) == []
-        peer.settimeout(5)
-        assert peer.recv(1) == b""  # the server closed its end
-    finally:
-        peer.close()
+    _stops_with_a_silent_peer(server.port, server.stop)
 
 
 def test_api_server_thread_closes_a_connection_stuck_in_its_handshake(tmp_path: Path) -> None:
@@ -60,14 +67,7 @@ def test_api_server_thread_closes_a_connection_stuck_in_its_handshake(tmp_path: 
     accepted socket stayed open (the CI failure of 1 Dec 2026 in tests/vm)."""
     thread = ServerThread(tmp_path / "api")
     server = thread.start()
-    port = int(server.url.rsplit(":", 1)[1])
-    peer = _silent_peer(port)
-    try:
-        assert _leaked_sockets_after(thread.stop) == []
-        peer.settimeout(5)
-        assert peer.recv(1) == b""
-    finally:
-        peer.close()
+    _stops_with_a_silent_peer(int(server.url.rsplit(":", 1)[1]), thread.stop)
 
 
 def test_https_test_server_closes_a_connection_stuck_in_its_handshake(tmp_path: Path) -> None:
@@ -77,13 +77,7 @@ def test_https_test_server_closes_a_connection_stuck_in_its_handshake(tmp_path: 
     material = make_tls(tmp_path)
     server = HttpServer(tmp_path, ssl_context=material.server_context())
     server.start()
-    peer = _silent_peer(server.port)
-    try:
-        assert _leaked_sockets_after(server.stop) == []
-        peer.settimeout(5)
-        assert peer.recv(1) == b""
-    finally:
-        peer.close()
+    _stops_with_a_silent_peer(server.port, server.stop)
 
 
 def test_a_transport_that_reads_nothing_is_aborted_too() -> None:
@@ -100,9 +94,6 @@ def test_a_transport_that_reads_nothing_is_aborted_too() -> None:
         await abort_open_transports()
         return client.is_closing()
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        closed = asyncio.run(main())
-        gc.collect()
-    assert closed
-    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+    closed: list[bool] = []
+    assert _leaked_sockets_after(lambda: closed.append(asyncio.run(main()))) == []
+    assert closed == [True]
