@@ -402,22 +402,16 @@ class CloneReconciler(Reconciler):
         logger.info("%s/%s: PVC' %s of a copy begun by an earlier version is in the"
                     " target's namespace; retiring it, the copy starts over beside the"
                     " source", tns, meta(target).get("name"), name)
-        pod = self.kube.get_or_none(PODS, self.populator.pod_name(name), tns)
-        if pod is not None and claims.owned_by(pod, earlier):
-            self.kube.delete(PODS, str(meta(pod).get("name")), tns,
-                             uid=str(meta(pod).get("uid")))
-        if not meta(earlier).get("deletionTimestamp"):
-            self.kube.delete(PVCS, name, tns, uid=str(meta(earlier).get("uid")))
+        self._remove_prime(earlier, why="an earlier version's copy")
+        self._delete_source_pod(target)
+        self._delete_secrets(target, target_side=tns)
+
+    def _delete_source_pod(self, target: Obj) -> None:
         source_pod = self._source_pod(target)
         if source_pod is not None:
             self.kube.delete(PODS, str(meta(source_pod).get("name")),
                              str(meta(source_pod).get("namespace")),
                              uid=str(meta(source_pod).get("uid")))
-        tname, sname = names.clone_secret_names(uid)
-        for ns, secret in ((tns, tname), (self.populator.source_namespace(target), sname)):
-            have = self.kube.get_or_none(SECRETS, secret, ns)
-            if have is not None and clone_pods.ours(have, target):
-                self.kube.delete(SECRETS, secret, ns, uid=str(meta(have).get("uid")))
 
     def _source_pod(self, target: Obj) -> Obj | None:
         pod = self.kube.get_or_none(PODS, names.clone_source_pod_name(str(meta(target).get("uid"))),
@@ -456,10 +450,7 @@ class CloneReconciler(Reconciler):
             if have is not None and clone_pods.ours(have, target):
                 self.kube.delete(SECRETS, str(meta(have).get("name")), ns,
                                  uid=str(meta(have).get("uid")))
-        source_pod = self._source_pod(target)
-        if source_pod is not None:  # it holds the old material
-            self.kube.delete(PODS, str(meta(source_pod).get("name")), sns,
-                             uid=str(meta(source_pod).get("uid")))
+        self._delete_source_pod(target)  # it holds the old material
         prime = self.kube.get_or_none(PVCS, names.prime_name(uid), tns)
         vcs = self.kube.get_or_none(source_resource(self.populator.plural),
                                     str(spec(target).get("dataSourceRef", {}).get("name")), sns)
@@ -548,9 +539,11 @@ class CloneReconciler(Reconciler):
             self.kube.delete(SNAPSHOTS, str(meta(snap).get("name")),
                              str(meta(snap).get("namespace")), uid=str(meta(snap).get("uid")))
 
-    def _delete_secrets(self, target: Obj) -> None:
+    def _delete_secrets(self, target: Obj, *, target_side: str | None = None) -> None:
+        """Both halves of the clone's TLS material, each only if made for ``target``: the
+        target's beside PVC' (or in ``target_side``), the source's beside the source pod."""
         tname, sname = names.clone_secret_names(str(meta(target).get("uid")))
-        for ns, name in ((self.populator.prime_namespace(target), tname),
+        for ns, name in ((target_side or self.populator.prime_namespace(target), tname),
                          (self.populator.source_namespace(target), sname)):
             have = self.kube.get_or_none(SECRETS, name, ns)
             if have is not None and clone_pods.ours(have, target):
@@ -563,9 +556,5 @@ class CloneReconciler(Reconciler):
             self._delete_snapshot(target)
         if annots(target).get(api.CLONE_STRATEGY) != clone_strategy.COPY:
             return
-        source_pod = self._source_pod(target)
-        if source_pod is not None:
-            self.kube.delete(PODS, str(meta(source_pod).get("name")),
-                             str(meta(source_pod).get("namespace")),
-                             uid=str(meta(source_pod).get("uid")))
+        self._delete_source_pod(target)
         self._delete_secrets(target)

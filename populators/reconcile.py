@@ -113,15 +113,21 @@ class Reconciler:
         target = self.kube.get_or_none(PVCS, owner[1], owner[0])
         if target is not None and meta(target).get("uid") == owner[2]:
             return f"{owner[0]}/{owner[1]}"
+        self._remove_prime(prime, why="target gone")
+        return None
+
+    def _remove_prime(self, prime: Obj, *, why: str) -> None:
+        """Stop PVC''s pod (if PVC' owns it) and delete PVC' (unless it is going already),
+        each by its UID: never a namesake made since."""
+        namespace, prime_name = str(meta(prime).get("namespace")), str(meta(prime).get("name"))
         pod = self.kube.get_or_none(PODS, self.populator.pod_name(prime_name), namespace)
         if pod is not None and claims.owned_by(pod, prime):
-            logger.info("%s/%s: target gone; deleting pod %s", namespace, prime_name,
+            logger.info("%s/%s: %s; deleting pod %s", namespace, prime_name, why,
                         meta(pod).get("name"))
             self.kube.delete(PODS, str(meta(pod).get("name")), namespace,
                              uid=str(meta(pod).get("uid")))
         if not meta(prime).get("deletionTimestamp"):
             self.kube.delete(PVCS, prime_name, namespace, uid=str(meta(prime).get("uid")))
-        return None
 
     # -- observe ---------------------------------------------------------------------------
 
