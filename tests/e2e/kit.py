@@ -12,6 +12,7 @@ from typing import Any
 import kubeclient
 from kubeclient import Client, resources
 from localcluster.cluster import Cluster
+from tests.localcluster.clusterkit import events_for as events_for  # the e2e tests read it here
 from tests.localcluster.clusterkit import try_logs, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -142,11 +143,6 @@ def pod_resources(kube: Client, requirements: dict[str, Any] | None) -> None:
     wait_for(lambda: ((kube.get(CDICONFIGS, "config").get("status") or {}).get(
         "defaultPodResourceRequirements") == want), timeout=30,
         what="CDIConfig's status with the new pod resources")
-
-
-def events_for(kube: Client, ns: str, uid: str) -> list[dict[str, Any]]:
-    return [e for e in kube.list(resources.EVENTS, ns)
-            if (e.get("involvedObject") or {}).get("uid") == uid]
 
 
 def cluster_kube(cluster: Cluster) -> Client:

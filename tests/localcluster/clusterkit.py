@@ -65,10 +65,15 @@ def wait_for(fn: Callable[[], Any], *, timeout: float = 30, what: str = "conditi
     raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
 
 
-def event_reasons(kube: Client, ns: str, uid: str) -> list[str]:
-    """The reasons of the Events in ``ns`` about the object whose UID is ``uid``."""
-    return [str(e.get("reason")) for e in kube.list(resources.EVENTS, ns)
+def events_for(kube: Client, ns: str, uid: str) -> list[dict[str, Any]]:
+    """The Events in ``ns`` about the object whose UID is ``uid``."""
+    return [e for e in kube.list(resources.EVENTS, ns)
             if (e.get("involvedObject") or {}).get("uid") == uid]
+
+
+def event_reasons(kube: Client, ns: str, uid: str) -> list[str]:
+    """The reasons of :func:`events_for`."""
+    return [str(e.get("reason")) for e in events_for(kube, ns, uid)]
 
 
 def wait_reasons(kube: Client, ns: str, uid: str, *wanted: str,

@@ -19,6 +19,7 @@ import kubeclient
 from kubeclient import Client, resources
 from kubeclient.resources import CDICONFIGS, CRDS
 from kubeclient.resources import IMPORT_SOURCES as VIS
+from tests.localcluster.clusterkit import events_for as events_for  # its tests read it here
 from tests.localcluster.clusterkit import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -136,11 +137,6 @@ def operator(kubeconfig: str, **env: str) -> Iterator[KopfRunner]:
 def annotations(kube: Client, ns: str, name: str) -> dict[str, str]:
     obj = kube.get_or_none(resources.PVCS, name, ns) or {}
     return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def events_of(kube: Client, ns: str, uid: str) -> list[dict[str, Any]]:
-    items = kube.list(resources.EVENTS, ns)
-    return [e for e in items if (e.get("involvedObject") or {}).get("uid") == uid]
 
 
 def diagnosis(kube: Client, ns: str) -> str:

@@ -268,9 +268,9 @@ def test_https_with_ca_basic_auth_and_headers(
     assert authorized and all(r.status in (200, 206) for r in authorized)
     assert "s3cr3t-Pa55" not in json.dumps(kit.annotations(kube, ns, "disk"))
     # PVC''s and the pod's events are told on the target too.
-    copied = [e for e in kit.events_of(kube, ns, uid)
+    copied = [e for e in kit.events_for(kube, ns, uid)
               if e["message"].startswith(("[prime-", "[importer-prime-"))]
-    assert copied, kit.events_of(kube, ns, uid)
+    assert copied, kit.events_for(kube, ns, uid)
     _gone(kube, ns, uid)
 
 

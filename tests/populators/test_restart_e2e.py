@@ -77,7 +77,7 @@ def test_operator_restarts_mid_import_and_while_it_completes(
     # One import run, one PVC' event: nothing was done twice.
     whole = [r for r in http_server.requests_for("slow.raw", "GET") if r.range is None]
     assert len(whole) == 1, http_server.requests_for("slow.raw")
-    created = [e for e in kit.events_of(kube, ns, uid)
+    created = [e for e in kit.events_for(kube, ns, uid)
                if e["reason"] == "CreatedPVCPrimeSuccessfully"]
     assert len(created) == 1
 
@@ -100,7 +100,7 @@ def test_importer_waits_while_another_pod_uses_pvc_prime(
     kube.create(resources.PODS, squatter, ns)
     wait_phase(kube, resources.PODS, "squatter", "Running", ns=ns, timeout=60)
     with kit.operator(cluster.kubeconfig):
-        wait_for(lambda: [e for e in kit.events_of(kube, ns, uid)
+        wait_for(lambda: [e for e in kit.events_for(kube, ns, uid)
                           if e["reason"] == "ImportTargetInUse"], timeout=60,
                  what="ImportTargetInUse")
         assert kube.get_or_none(resources.PODS, f"importer-prime-{uid}", ns) is None
