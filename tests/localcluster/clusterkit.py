@@ -86,7 +86,10 @@ def wait_reasons(kube: Client, ns: str, uid: str, *wanted: str,
     def seen() -> bool:
         found[:] = event_reasons(kube, ns, uid)
         return set(wanted) <= set(found)
-    wait_for(seen, timeout=timeout, what=f"Events {', '.join(wanted)} (seen: {found})")
+    try:
+        wait_for(seen, timeout=timeout, what=f"Events {', '.join(wanted)}")
+    except AssertionError as err:  # which reasons there were, as of the last look
+        raise AssertionError(f"{err}; the reasons seen: {found}") from None
     return found
 
 
