@@ -72,7 +72,7 @@ class ReadAhead:
     ahead: int
 
 
-FEW_LARGE = ReadAhead(block=6 * MIB, keep=1, ahead=1)
+FEW_LARGE = ReadAhead(block=8 * MIB, keep=1, ahead=1)
 """For sources that cost CPU per request (S3 through boto3: milliseconds of the
 importer's own per GET, and of the server's): the block size is what counts. Measured on
 2 cores against SeaweedFS, a 512 MiB qcow2 (bench/import_s3.py and a harness around it),
@@ -81,8 +81,11 @@ in round 17: 2 x 2 MiB ahead took 2.58 s, 4 x 2 MiB 2.51 s, 1 x 4 MiB 2.49 s, 2 
 for reads in sequence (:mod:`importer.blockcache`), in alternating runs of CPU seconds
 (the importer's, nbdkit's, qemu-img's and the server's) and wall: 2 x 4 MiB 3.55 s, 1 x
 6 MiB 3.4 s, 1 x 8 MiB 3.1 s on a loaded machine; 1 x 6 MiB 2.72 s / 2.13 s, 1 x 8 MiB
-2.50 s / 2.05 s on a quieter one. 8 MiB blocks put the importer's peak RSS 4 MiB up and
-its process tree over 100 MiB; 6 MiB keeps the bound of 2 x 4 MiB: 12 MiB at most."""
+2.50 s / 2.05 s on a quieter one. 8 MiB blocks then put the process tree over 100 MiB,
+with nbdkit's 12 MiB in it; since the importer serves its NBD export itself (round 26,
+alternating runs, medians of 6 and 7, CPU / wall): 6 MiB 2.20 / 1.73 s and 2.35 / 1.87 s,
+8 MiB 1.92 / 1.52 s and 2.16 / 1.72 s, 12 MiB 2.13 / 1.67 s, 3 x 4 MiB ahead 2.11 /
+1.51 s; the tree's peak 88.7-92.9 MiB with 8 MiB (85.0 with 6). 16 MiB at most."""
 MANY_SMALL = ReadAhead(block=1 * MIB, keep=2, ahead=6)
 """For parallel ranges against a server that caps each connection: many connections at
 once, each holding little (a 1 MiB fetch at 31 MB/s is 34 ms). A 512 MiB qcow2 over a
