@@ -117,23 +117,6 @@ def parallel_ranges(*, one: float, two: float | None) -> bool:
     return one < PARALLEL_BELOW and two is not None and two >= 1.5 * one
 
 
-BUSY_MOST = 0.75
-"""Share of the time the upload server's receiving thread may be busy (on a CPU or
-waiting for one) while the body arrives for converting it on arrival to pay: reading the
-arriving file through NBD costs ~0.6 s of CPU per GiB more than reading it whole
-(bench/README.md, Round 18), which only a receiver that waits for the network can spare.
-Measured on 2 cores: 93 % when the body comes as fast as loopback goes (CPU-bound), 8 %
-paced to 1 Gbit/s with the server alone; through the cluster's proxy at 1 Gbit/s, where
-three TLS endpoints in Python share the two cores, in between."""
-
-
-def convert_on_arrival(*, busy: float | None) -> bool:
-    """Whether a spooled upload is converted while it arrives: ``busy`` is the share of
-    its first bytes' arrival the receiving thread spent on or waiting for a CPU (None: the
-    body is too small to tell, and converting it costs next to nothing either way)."""
-    return busy is None or busy < BUSY_MOST
-
-
 ARRIVAL_PIECES = 32
 """Most qemu-img runs an image converted as it arrives is split into."""
 

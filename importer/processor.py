@@ -394,18 +394,6 @@ class Processor:
         if planned.probe.spooled:  # the source keeps it whole already: read that file
             source = cast(Spooled, self.source)
             growing = source.growing_file()
-            if growing is not None:
-                busy = source.arrival_busy()
-                if busy is not None:
-                    logger.info("the upload's receiver was %.0f%% busy over its first bytes",
-                                busy * 100)
-                if not plan.convert_on_arrival(busy=busy):
-                    assert busy is not None
-                    growing = None
-                    self.result.why = (f"{planned.image.format} kept whole in scratch as it"
-                                       " arrives, then converted from that file (the"
-                                       f" receiver was {busy:.0%} busy: no CPU to spare)")
-                    logger.info("%s", self.result.why)
             with (self.watchdog.paused() if self.watchdog else contextlib.nullcontext()):
                 if growing is None or not self._convert_arriving(planned, source, growing):
                     self._convert(planned, str(source.spooled_file()),

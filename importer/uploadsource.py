@@ -34,32 +34,17 @@ import contextlib
 import os
 import queue
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES, sniff_compression, sniff_image
 from importer.sources.base import GrowingFile, Probe
-from sizes import MIB
 
 WAIT_SLICE = 1.0
 """Seconds between looks at an abort while a reader waits for bytes."""
 QUEUE_CHUNKS = 16
 """Chunks in flight on the piped route (the sender waits beyond that)."""
-GATE_BYTES = 32 * MIB
-"""Bytes of a spooled body over which the receiving thread's busyness is measured
-(``arrival_busy``); bodies under twice this are not measured."""
-
-
-def _thread_busy_ns() -> int | None:
-    """The calling thread's time on a CPU plus its time waiting for one, ns (None where
-    the kernel does not say)."""
-    try:
-        cpu, wait, _ = Path("/proc/thread-self/schedstat").read_text().split()
-        return int(cpu) + int(wait)
-    except (OSError, ValueError):
-        return None
 
 
 def spooled(*, head: bytes, size: int | None) -> bool:
@@ -95,9 +80,6 @@ class Upload:
         if scratch is not None:
             self._fd = os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
                                0o600)
-        self._gate = (time.monotonic(), _thread_busy_ns())
-        """When the feeding thread started, and its busy time then (``arrival_busy``)."""
-        self._busy: float | None = None
         self.feed(head)
 
     @property
@@ -130,21 +112,8 @@ class Upload:
         else:
             self._put(data)
         with self._cond:
-            before = self._received
             self._received += len(data)
-            if before < GATE_BYTES <= self._received and self._fd is not None:
-                self._busy = self._busy_since_start()
             self._cond.notify_all()
-
-    def _busy_since_start(self) -> float | None:
-        """The share of the time since the upload started the feeding thread (this one)
-        was on a CPU or waiting for one."""
-        started, busy_then = self._gate
-        busy_now = _thread_busy_ns()
-        wall = time.monotonic() - started
-        if busy_then is None or busy_now is None or wall <= 0:
-            return None
-        return (busy_now - busy_then) / 1e9 / wall
 
     def _put(self, data: bytes | None) -> None:
         while True:
@@ -220,16 +189,6 @@ class Upload:
             return None
         return GrowingFile(path=self.scratch, size=self.size, stopped=self._stopped,
                            timeout=self.read_timeout)
-
-    def arrival_busy(self) -> float | None:
-        """How busy the receiving thread was while the body's first ``GATE_BYTES``
-        arrived (waits for them, bounded as every read; see ``plan.convert_on_arrival``).
-        None for a body under twice that, or where the kernel does not say."""
-        if self.size is None or self.size < 2 * GATE_BYTES:
-            return None
-        self._wait_for(GATE_BYTES)
-        with self._cond:
-            return self._busy
 
     def _wait_for(self, end: int) -> None:
         waited = 0.0

@@ -147,11 +147,6 @@ class Spooled(Protocol):
         final size is not known)."""
         ...
 
-    def arrival_busy(self) -> float | None:
-        """The share of time the receiving side was busy while the first bytes arrived
-        (None: not measured); see ``plan.convert_on_arrival``."""
-        ...
-
 
 SourceFactory = Callable[[ImporterConfig], Source]
 

@@ -205,13 +205,6 @@ def test_parallel_ranges_only_where_connections_add_up(one: float, two: float | 
     assert plan.parallel_ranges(one=one, two=two) is parallel
 
 
-@pytest.mark.parametrize(("busy", "arriving"), [(None, True), (0.1, True), (0.5, True),
-                                                (0.74, True), (0.75, False), (0.93, False)])
-def test_a_spooled_upload_converts_on_arrival_only_with_cpu_to_spare(
-        busy: float | None, arriving: bool) -> None:
-    assert plan.convert_on_arrival(busy=busy) is arriving
-
-
 @pytest.mark.parametrize(("cluster", "virtual", "piece"), [
     (65536, 4 * 1024**3, 512 * 1024**2),  # one L2 table's 512 MiB a run
     (65536, 100 * 1024**3, 7 * 512 * 1024**2),  # 200 tables: 7 a run, 29 runs

@@ -31,7 +31,7 @@ import pytest
 from importer import qemu_img
 from importer.formats import ImageFormat
 from importer.nbd import START_TIMEOUT_VARIABLE
-from importer.uploadsource import GATE_BYTES
+from sizes import MIB
 from tests.fixtures.images import (
     ImageFactory,
     allocated_bytes,
@@ -258,14 +258,12 @@ def test_a_qcow2_that_fails_its_check_is_refused_with_the_checks_verdict(
 
 @pytest.fixture(scope="module")
 def large_qcow2(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A qcow2 file of more than twice GATE_BYTES (the receiver's busyness is measured),
-    and its raw disk."""
+    """A 160 MiB qcow2 file (80 MiB of data), and its raw disk."""
     d = tmp_path_factory.mktemp("large")
     raw, qcow2 = d / "disk.raw", d / "disk.qcow2"
-    build_patterned_raw(raw, size=5 * GATE_BYTES, data_ratio=0.5)
+    build_patterned_raw(raw, size=160 * MIB, data_ratio=0.5)
     subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2)],
                    check=True, timeout=120)
-    assert qcow2.stat().st_size > 2 * GATE_BYTES
     return qcow2, raw
 
 
@@ -289,8 +287,10 @@ class _Paced:
 
 
 @pytest.mark.parametrize("paced", [False, True])
-def test_a_large_upload_converts_on_arrival_only_when_the_receiver_waits_for_it(
+def test_a_large_upload_converts_on_arrival_whether_or_not_the_receiver_waits_for_it(
         tmp_path: Path, large_qcow2: tuple[Path, Path], paced: bool) -> None:
+    """As fast as loopback goes (the receiver busy all along) or paced: converted as it
+    arrives either way (no gate on the receiver's CPU since round 26: bench/README.md)."""
     qcow2, raw = large_qcow2
     server = Server(tmp_path, size="256Mi")
     try:
@@ -300,10 +300,7 @@ def test_a_large_upload_converts_on_arrival_only_when_the_receiver_waits_for_it(
         assert server.wait() == 0
         assert compare(raw, server.dest)
         why = str(server.termination_message()["why"])
-        if paced:  # the receiver mostly waits for the next bytes: converted as they come
-            assert why.endswith("converted from that file as it grows"), why
-        else:  # the receiver is busy all along (loopback at full speed): once whole
-            assert "busy: no CPU to spare" in why, why
+        assert why.endswith("converted from that file as it grows"), why
     finally:
         server.stop()
 
