@@ -188,10 +188,12 @@ class SocatRelay:
     def __enter__(self) -> SocatRelay:
         self.process = subprocess.Popen(self.argv)
         deadline = time.monotonic() + 30
+        trust = ssl.create_default_context(cafile=str(self.tls_dir / "ca.crt"))
         while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
+            try:  # a whole handshake: socat logs a bare connect as an error
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as raw, \
+                        trust.wrap_socket(raw, server_hostname="127.0.0.1"):
+                    return self
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.__exit__()
