@@ -103,6 +103,9 @@ def main() -> None:
                 argv += [server.endpoint, bucket, key, str(to), REGION]
                 return shlex.join(argv)
 
+            def boto3_case(label: str, key: str, to: Path) -> Case:
+                return Case(label, boto3_download(key, to), outputs=[to], memory=True, env=env)
+
             q_ours = ours(
                 "rootdisk import s3:// (qcow2)", server.url(bucket, images.qcow2.name), s3_flags
             )
@@ -120,23 +123,12 @@ def main() -> None:
                 memory=True,
                 env=env,
             )
-            q_download = Case(
-                "boto3 download_file (qcow2, no convert)",
-                boto3_download(images.qcow2.name, scratch),
-                outputs=[scratch],
-                memory=True,
-                env=env,
-            )
+            q_download = boto3_case("boto3 download_file (qcow2, no convert)",
+                                    images.qcow2.name, scratch)
             r_ours = ours(
                 "rootdisk import s3:// (raw)", server.url(bucket, images.raw.name), s3_flags
             )
-            r_boto = Case(
-                "boto3 download_file (raw)",
-                boto3_download(images.raw.name, dest),
-                outputs=[dest],
-                memory=True,
-                env=env,
-            )
+            r_boto = boto3_case("boto3 download_file (raw)", images.raw.name, dest)
             cases = [q_ours, q_boto, q_presigned, q_download, r_ours, r_boto]
             run_interleaved(cases, args.runs)
             print_cases(f"S3 (SeaweedFS on loopback): medians of {args.runs}", cases)
