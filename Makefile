@@ -1,6 +1,6 @@
 # The README's two commands: `make demo` and `make test`. Both install what they need.
 SHELL := /bin/bash
-APT_PACKAGES := qemu-utils qemu-system-x86 qemu-block-extra nbdkit nbdkit-plugin-python \
+APT_PACKAGES := qemu-utils qemu-system-x86 qemu-block-extra nbdkit \
 	libnbd-bin libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system \
 	libvirt-clients libnss-wrapper libvirt-dev pkg-config gcc bubblewrap xfsprogs curl util-linux \
 	libseccomp2 kubectl syslinux syslinux-common mtools dosfstools fdisk ovmf \

@@ -27,7 +27,6 @@ Either way the export is pinned to the object the probe saw:
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import os
@@ -50,7 +49,7 @@ from importer import beside, children, heaps, plan, qemu_img
 from importer.config import ImporterConfig
 from importer.errors import ImporterError, TransferError
 from importer.formats import HEAD_BYTES
-from importer.sources.base import USER_AGENT, GrowingFile, Probe, Source, Validators
+from importer.sources.base import USER_AGENT, Probe, Source, Validators
 from pki.bundle import dir_bundle
 from sizes import MIB
 from vocab import sources
@@ -157,12 +156,7 @@ class _StartFailed(Exception):
 
 
 class _StartTimedOut(TransferError):
-    """nbdkit runs but did not listen in time: for the URL importer, a transfer failure
-    (retried) as before; the arriving export falls back on it."""
-
-
-class ExportUnavailable(ImporterError):
-    """nbdkit could not serve an export (a plugin missing): another way must do."""
+    """nbdkit runs but did not listen in time: a transfer failure (retried)."""
 
 
 @contextmanager
@@ -209,29 +203,6 @@ def export(source: Source, config: ImporterConfig, *, probe: Probe, workdir: Pat
                 yield Export(proxy.uri, None, proxy, pinned=pinning.result())
         finally:
             close_sources()
-
-
-ARRIVING_PLUGIN = Path(__file__).with_name("arriving_plugin.py")
-
-
-@contextmanager
-def arriving_export(growing: GrowingFile, workdir: Path) -> Iterator[str]:
-    """An NBD export (its URI) of a file still arriving, at its final size: nbdkit's
-    Python plugin (``arriving_plugin``) answers a read once its bytes are in the file,
-    and fails it once the upload stopped or stalled. ``ExportUnavailable`` if nbdkit does
-    not come up serving it, whatever the cause (its Python plugin missing, nbdkit not
-    installed or exiting, not listening in time, not started at all): the upload is being
-    kept whole anyway, and its whole file can be converted instead. nbdkit is stopped
-    (and reaped) by then; ``workdir`` is the caller's to remove."""
-    argv = ["python", str(ARRIVING_PLUGIN), f"file={growing.path}", f"size={growing.size}",
-            f"stopped={growing.stopped}", f"timeout={growing.timeout:g}"]
-    with contextlib.ExitStack() as stack:
-        try:
-            uri, _, _ = stack.enter_context(_serve(argv, workdir, "arriving"))
-        except (_StartFailed, _StartTimedOut, OSError) as err:
-            raise ExportUnavailable(f"nbdkit could not serve the arriving upload: {err}",
-                                    ) from err
-        yield uri
 
 
 def _pin_head(head: bytes, size: int, workdir: Path) -> Path:

@@ -10,7 +10,7 @@ Routes, fastest first:
   over a convertible image (the hash needs every byte in order, qemu-img reads out of
   order and skips what it does not need); and for an upload, whose body the upload
   server keeps whole in scratch anyway as it arrives: qemu-img reads that file as it
-  grows (``importer/arriving_plugin.py``), or once whole where that cannot be;
+  grows (``importer/arrivingexport.py``), or once whole where that cannot be;
 - ``archive``: a tar is extracted into the Filesystem volume;
 - ``blank``: an empty disk.
 """

@@ -423,8 +423,8 @@ class Processor:
 
     def _convert_arriving(self, planned: Planned, source: Spooled,
                           growing: GrowingFile) -> bool:
-        """Convert the spooled file while it still arrives: qemu-img reads it through
-        nbdkit (``nbd.arriving_export``), each read waiting for its bytes.
+        """Convert the spooled file while it still arrives: qemu-img reads it through this
+        process's NBD export of it (``arrivingexport``), each read waiting for its bytes.
 
         ``qemu-img info`` (the header: backing file, data file, virtual size against the
         volume) comes first, as on every route. ``qemu-img check`` runs beside the
@@ -434,36 +434,31 @@ class Processor:
         verdict, on the whole file if it could not finish on the arriving one (a slow
         upload past its timeout), comes before the convert's own, and the upload's own
         failure before both. False (nothing written: the caller checks and converts the
-        whole file) when info fails on the arriving file or nbdkit cannot serve it."""
-        from importer import nbd  # only the converting routes need it
+        whole file) when info fails on the arriving file."""
+        from importer import arrivingexport, nbd  # only the converting routes need them
 
         assert planned.image is not None
         fmt = planned.image.format
-        try:
-            with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-",
-                                             dir=nbd.workdir_parent()) as workdir, \
-                    nbd.arriving_export(growing, Path(workdir)) as image:
+        with tempfile.TemporaryDirectory(prefix="rootdisk-nbd-",
+                                         dir=nbd.workdir_parent()) as workdir, \
+                arrivingexport.serve(growing, Path(workdir) / "arriving.sock") as image:
+            try:
+                info = self._inspect_header(planned, image)
+            except (InvalidImage, TransferError) as err:
+                source.spooled_file()  # the upload's own failure comes first
+                logger.info("qemu-img info of the %s image as it arrived failed (%s):"
+                            " reading the whole file", fmt, err)
+                self._converted_whole(fmt, "qemu-img info of it as it arrived failed")
+                return False
+            with beside.pool(1, "qemu-img-check") as side:
+                checked = side.submit(self.qemu.check, image, fmt)
+                converted: ImporterError | None = None
                 try:
-                    info = self._inspect_header(planned, image)
-                except (InvalidImage, TransferError) as err:
-                    source.spooled_file()  # the upload's own failure comes first
-                    logger.info("qemu-img info of the %s image as it arrived failed (%s):"
-                                " reading the whole file", fmt, err)
-                    self._converted_whole(fmt, "qemu-img info of it as it arrived failed")
-                    return False
-                with beside.pool(1, "qemu-img-check") as side:
-                    checked = side.submit(self.qemu.check, image, fmt)
-                    converted: ImporterError | None = None
-                    try:
-                        self._write(planned, image, info, progress_from=self._fetch_share(),
-                                    piece=plan.arrival_piece(info))
-                    except ImporterError as err:
-                        converted = err
-                    unchecked = checked.exception()
-        except nbd.ExportUnavailable as err:
-            logger.warning("%s; converting once the upload is whole", err)
-            self._converted_whole(fmt, "nbdkit could not serve it as it arrived")
-            return False
+                    self._write(planned, image, info, progress_from=self._fetch_share(),
+                                piece=plan.arrival_piece(info))
+                except ImporterError as err:
+                    converted = err
+                unchecked = checked.exception()
         whole = source.spooled_file()  # every byte arrived, and no more; else its failure
         if unchecked is not None:
             logger.info("qemu-img check of the %s image as it arrived failed (%s): checking"

@@ -11,13 +11,10 @@ parallel-ranges route's process tree at 70 MiB against its goal of 64 (bench/REA
 round 25). No second Python (an nbdkit Python plugin would load the whole client stack
 again) and no credentials on any command line.
 
-The protocol is NBD's fixed newstyle handshake (``NBD_OPT_GO``, ``NBD_OPT_INFO`` or
-``NBD_OPT_EXPORT_NAME``; every other option is answered ``NBD_REP_ERR_UNSUP``), then
-simple replies to reads, one at a time per connection, as nbdkit's curl plugin answered
-them (https://github.com/NetworkBlockDevice/nbd/blob/master/doc/proto.md). The export is
-read-only, with no other command offered: anything but a read ends the connection (a
-read past the end or of more than :data:`MAX_READ` is refused with EINVAL, a failed
-one with EIO).
+The protocol is :mod:`importer.nbdserver`'s (simple replies, one read at a time per
+connection, as nbdkit's curl plugin answered them); a read the source fails is answered
+EIO, and a read of more than ``MAX_READ`` is refused before anything is fetched, so no
+read holds more of the source in memory than the cache's bound and that.
 
 A source failure is kept (``failure``) so the importer reports the real reason
 (NotFound, Unauthorized, …) rather than qemu-img's "Input/output error".
@@ -28,39 +25,17 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from socketserver import BaseRequestHandler, ThreadingUnixStreamServer
 
 from importer import heaps
 from importer.blockcache import BlockCache
 from importer.errors import ImporterError
-from importer.serving import ServingThread
+from importer.nbdserver import Server, reply_header
 from sizes import MIB
 
 logger = logging.getLogger(__name__)
-
-NBDMAGIC = 0x4E42444D41474943
-IHAVEOPT = 0x49484156454F5054
-REPLY_MAGIC = 0x0003E889045565A9
-REQUEST_MAGIC = 0x25609513
-SIMPLE_REPLY_MAGIC = 0x67446698
-FLAG_FIXED_NEWSTYLE, FLAG_NO_ZEROES = 1 << 0, 1 << 1
-FLAG_HAS_FLAGS, FLAG_READ_ONLY = 1 << 0, 1 << 1
-OPT_EXPORT_NAME, OPT_ABORT, OPT_INFO, OPT_GO = 1, 2, 6, 7
-REP_ACK, REP_INFO, REP_ERR_UNSUP = 1, 3, (1 << 31) + 1
-INFO_EXPORT = 0
-CMD_READ = 0
-MAX_OPTION = 64 * 1024
-"""Bytes an option's data may have (an export name and its info requests)."""
-MAX_READ = 32 * MIB
-"""Bytes one read may ask for: qemu's NBD client asks for at most this much, and larger
-reads are refused (EINVAL) before anything is fetched, so no read holds more of the
-source in memory than the cache's bound and this."""
-_TRANSMISSION = FLAG_HAS_FLAGS | FLAG_READ_ONLY
-
 
 @dataclass(frozen=True)
 class ReadAhead:
@@ -105,21 +80,18 @@ class RangeProxy:
                                 capacity=shape.keep, prefetch=shape.ahead)
         self.failure: ImporterError | None = None
         self.socket_path = socket_path
-        self._server = ThreadingUnixStreamServer(str(socket_path), _handler(self))
-        self._server.daemon_threads = True
-        self._serving = ServingThread(self._server, "rangeproxy")
+        self._server = Server(socket_path, size, self._answer, name="rangeproxy")
 
     @property
     def uri(self) -> str:
-        return f"nbd+unix:///?socket={self.socket_path}"
+        return self._server.uri
 
     def __enter__(self) -> RangeProxy:
-        self._serving.start()
+        self._server.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._serving.stop()  # within tens of ms: it ends every import through here
-        self.socket_path.unlink(missing_ok=True)
+        self._server.__exit__()  # within tens of ms: it ends every import through here
         self.cache.close()
 
     def read_parts(self, start: int, length: int) -> list[memoryview] | None:
@@ -132,73 +104,12 @@ class RangeProxy:
             logger.warning("reading bytes %d-%d failed: %s", start, start + length - 1, err)
             return None
 
-
-def _handler(proxy: RangeProxy) -> type[BaseRequestHandler]:
-    class Handler(BaseRequestHandler):
-        def handle(self) -> None:
-            conn: socket.socket = self.request
-            try:
-                if _negotiate(conn, proxy.size):
-                    _transmit(conn, proxy)
-            except (EOFError, OSError) as err:  # the client went away: nothing to answer
-                logger.debug("rangeproxy: connection ended: %s", err)
-
-    return Handler
-
-
-def _negotiate(conn: socket.socket, size: int) -> bool:
-    """The fixed newstyle handshake; True once the client chose the export."""
-    conn.sendall(struct.pack(">QQH", NBDMAGIC, IHAVEOPT,
-                             FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))
-    (client_flags,) = struct.unpack(">I", _receive(conn, 4))
-    while True:
-        magic, option, length = struct.unpack(">QII", _receive(conn, 16))
-        if magic != IHAVEOPT or length > MAX_OPTION:
-            return False
-        _receive(conn, length)  # the export's name (any: there is one) and info requests
-        if option == OPT_EXPORT_NAME:
-            zeroes = b"" if client_flags & FLAG_NO_ZEROES else bytes(124)
-            conn.sendall(struct.pack(">QH", size, _TRANSMISSION) + zeroes)
-            return True
-        if option in (OPT_INFO, OPT_GO):
-            info = struct.pack(">HQH", INFO_EXPORT, size, _TRANSMISSION)
-            conn.sendall(struct.pack(">QIII", REPLY_MAGIC, option, REP_INFO, len(info)) + info
-                         + struct.pack(">QIII", REPLY_MAGIC, option, REP_ACK, 0))
-            if option == OPT_GO:
-                return True
-        elif option == OPT_ABORT:
-            conn.sendall(struct.pack(">QIII", REPLY_MAGIC, option, REP_ACK, 0))
-            return False
-        else:
-            conn.sendall(struct.pack(">QIII", REPLY_MAGIC, option, REP_ERR_UNSUP, 0))
-
-
-def _transmit(conn: socket.socket, proxy: RangeProxy) -> None:
-    """Reads answered in order, each from the cache's blocks without a joined copy."""
-    while True:
-        magic, _flags, command, cookie, offset, length = struct.unpack(
-            ">IHHQQI", _receive(conn, 28))
-        if magic != REQUEST_MAGIC or command != CMD_READ:
-            return  # a disconnect; or a command this read-only export never offered
-        if length > MAX_READ or offset + length > proxy.size:
-            conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, errno.EINVAL, cookie))
-            continue
-        parts = proxy.read_parts(offset, length)
+    def _answer(self, conn: socket.socket, cookie: int, offset: int, length: int) -> None:
+        """A read from the cache's blocks, sent block by block: no joined copy."""
+        parts = self.read_parts(offset, length)
         if parts is None:
-            conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, errno.EIO, cookie))
-            continue
-        conn.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie))
-        for part in parts:  # block by block: no joined copy
+            conn.sendall(reply_header(cookie, errno.EIO))
+            return
+        conn.sendall(reply_header(cookie))
+        for part in parts:
             conn.sendall(part)
-
-
-def _receive(conn: socket.socket, count: int) -> bytes:
-    data = bytearray(count)
-    view = memoryview(data)
-    got = 0
-    while got < count:
-        read = conn.recv_into(view[got:])
-        if not read:
-            raise EOFError("the client closed the connection")
-        got += read
-    return bytes(data)

@@ -11,17 +11,15 @@ from its first bytes (:func:`spooled`):
 - **spooled** (an uncompressed qcow2/vmdk/… with a known length): every byte is appended
   to a scratch file as it arrives (the header, and so the size check, came first), and
   qemu-img converts that file *while it grows* (``growing_file``): it reads it through
-  nbdkit's Python plugin (``importer/arriving_plugin.py``), whose reads wait until their
-  bytes are in the file, in another process, with no extra copy in this one. The
-  processor's checks are kept (``Processor._convert_arriving``), and the upload
-  succeeds only once the body is whole (``spooled_file``). Where nbdkit cannot serve
-  it, or ``qemu-img info`` fails on it as it arrives, the processor converts the whole
-  file once it arrived, as before. (Round 12's
-  try, through nbdkit's curl plugin and an HTTP range endpoint in this process, cost
-  more CPU than it saved: 2.25 s against 1.6 s for a 512 MiB qcow2.) The scratch file
-  holds the image as sent (qcow2 size, not virtual size) and is removed when the upload
-  ends; when the body will never be whole, a ``.stopped`` file beside it tells the
-  plugin's waiting reads to fail at once.
+  this process's NBD export of it (``importer/arrivingexport.py``), whose reads wait on
+  this upload (``wait_arrived``) until their bytes are in the file, then go from the
+  page cache with ``sendfile``. The processor's checks are kept
+  (``Processor._convert_arriving``), and the upload succeeds only once the body is whole
+  (``spooled_file``). Where the export cannot start, or ``qemu-img info`` fails on it as
+  it arrives, the processor converts the whole file once it arrived. (Round 12's try,
+  through nbdkit's curl plugin and an HTTP range endpoint in this process, cost more CPU
+  than it saved: 2.25 s against 1.6 s for a 512 MiB qcow2.) The scratch file holds the
+  image as sent (qcow2 size, not virtual size) and is removed when the upload ends.
 
 The feeding side (the HTTP handler) calls :meth:`Upload.feed`, then :meth:`Upload.finish`
 or :meth:`Upload.abort`; the processor's side calls the ``Source`` methods from other
@@ -74,9 +72,6 @@ class Upload:
         self._fd: int | None = None
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_CHUNKS)
         self._streamed = False
-        self._stopped = scratch.with_name(scratch.name + ".stopped") if scratch else None
-        """Created when the body will never be whole: a reader of the growing file
-        (``arriving_plugin``, another process) gives up on it."""
         if scratch is not None:
             self._fd = os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
                                0o600)
@@ -133,10 +128,7 @@ class Upload:
                 self._error = TransferError(f"upload ended after {self._received} of"
                                             f" {self.size} bytes")
             self._done = True
-            failed = self._error is not None
             self._cond.notify_all()
-        if failed:
-            self._mark_stopped()
         if self._fd is None:
             self._put(None)
 
@@ -147,7 +139,6 @@ class Upload:
                 self._error = error
             self._done = True
             self._cond.notify_all()
-        self._mark_stopped()
         if self._fd is None:
             # wake a reader waiting on an empty queue
             while True:
@@ -158,13 +149,6 @@ class Upload:
                     with contextlib.suppress(queue.Empty):
                         self._queue.get_nowait()
 
-    def _mark_stopped(self) -> None:
-        if self._stopped is not None:
-            # the scratch directory may be gone already (the upload closed): nothing reads
-            with contextlib.suppress(OSError):
-                os.close(os.open(self._stopped, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC,
-                                 0o600))
-
     # -- Source --------------------------------------------------------------------------
 
     def probe(self) -> Probe:
@@ -174,7 +158,7 @@ class Upload:
     def spooled_file(self) -> Path:
         """The scratch file once the whole body is in it (``Spooled``)."""
         assert self.scratch is not None and self.size is not None
-        self._wait_for(self.size)
+        self.wait_arrived(self.size)
         with self._cond:  # every byte is in: the feeding side's finish() is next
             if not self._cond.wait_for(lambda: self._done, timeout=self.read_timeout):
                 raise TransferError(f"the upload was not finished {self.read_timeout:.0f} s"
@@ -184,13 +168,14 @@ class Upload:
         return self.scratch
 
     def growing_file(self) -> GrowingFile | None:
-        """The scratch file as it arrives (``arriving_plugin`` reads it for qemu-img)."""
-        if self.scratch is None or self.size is None or self._stopped is None:
+        """The scratch file as it arrives (``arrivingexport`` serves it to qemu-img)."""
+        if self.scratch is None or self.size is None:
             return None
-        return GrowingFile(path=self.scratch, size=self.size, stopped=self._stopped,
-                           timeout=self.read_timeout)
+        return GrowingFile(path=self.scratch, size=self.size, wait=self.wait_arrived)
 
-    def _wait_for(self, end: int) -> None:
+    def wait_arrived(self, end: int) -> None:
+        """Until ``end`` bytes of the body have arrived; ``TransferError`` once they never
+        will (aborted, ended short) or nothing arrived for the read timeout."""
         waited = 0.0
         with self._cond:
             while self._received < end:
@@ -212,7 +197,7 @@ class Upload:
             raise TransferError("a piped upload has no random access beyond its head")
         if self.size is not None:
             length = max(0, min(length, self.size - start))
-        self._wait_for(start + length)
+        self.wait_arrived(start + length)
         return os.pread(self._fd, length, start)
 
     def stream(self, offset: int = 0) -> Iterator[bytes]:
@@ -243,7 +228,7 @@ class Upload:
             if offset >= available:
                 if done and self._error is None:
                     return
-                self._wait_for(offset + 1)
+                self.wait_arrived(offset + 1)
                 continue
             data = os.pread(self._fd, min(step, available - offset), offset)
             offset += len(data)
@@ -258,5 +243,3 @@ class Upload:
             self._fd = None
         if self.scratch is not None:
             self.scratch.unlink(missing_ok=True)
-        if self._stopped is not None:
-            self._stopped.unlink(missing_ok=True)

@@ -123,15 +123,14 @@ class OpenStreams:
 
 @dataclass(frozen=True)
 class GrowingFile:
-    """A spooled object's file while it arrives: appended in order, never rewritten, so
-    its length is how many bytes have arrived; ``stopped`` appears when the object will
-    never be whole (aborted, or ended short)."""
+    """A spooled object's file while it arrives: appended in order, never rewritten."""
     path: Path
     size: int
     """The object's final size (its file's length once whole)."""
-    stopped: Path
-    timeout: float
-    """Seconds a reader waits for the file to grow before it gives up."""
+    wait: Callable[[int], None]
+    """Returns once the file holds this many bytes; raises ``TransferError`` once it
+    never will (the object aborted or ended short) or did not grow for the source's
+    read timeout."""
 
 
 class Spooled(Protocol):

@@ -1,11 +1,8 @@
 """nbdkit that does not come up, in-process (``importer.nbd``, a fake nbdkit that never
 listens, the real setpriv): the URL routes' ``_serve`` fails with a ``TransferError`` as
-it always did (the importer retries it), the arriving upload's export is unavailable
-(``ExportUnavailable``: the processor converts the whole file instead), and either way
-the fake is killed and reaped. Without setpriv to start nbdkit at all, the arriving
-export is unavailable too. The upload server's fallback on these:
-tests/importer/test_uploadserver_arriving.py. And on the range endpoint's route (S3),
-its NBD server listens while the head's overlay is made, not after it."""
+it always did (the importer retries it), and the fake is killed and reaped. And on the
+range endpoint's route (S3), its NBD server listens while the head's overlay is made,
+not after it."""
 
 from __future__ import annotations
 
@@ -21,9 +18,8 @@ import pytest
 from importer import children, nbd
 from importer.config import ImporterConfig
 from importer.errors import TransferError
-from importer.sources.base import GrowingFile
 from tests.fakes import FakeSource
-from tests.importer.test_uploadserver_arriving import _fake, path_without
+from tests.importer.test_uploadserver_arriving import _fake
 
 
 @pytest.fixture
@@ -39,13 +35,6 @@ def hanging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return pid
 
 
-def _growing(tmp_path: Path) -> GrowingFile:
-    path = tmp_path / "upload"
-    path.write_bytes(b"")
-    return GrowingFile(path=path, size=1 << 20, stopped=tmp_path / "upload.stopped",
-                       timeout=60)
-
-
 def _gone(pid_file: Path) -> None:
     """The fake ran, and is neither running nor a zombie; no child is registered."""
     assert not Path(f"/proc/{int(pid_file.read_text())}").exists()
@@ -55,31 +44,10 @@ def _gone(pid_file: Path) -> None:
 @pytest.mark.parametrize("name", ["direct", "proxy"])
 def test_a_url_route_whose_nbdkit_does_not_listen_fails_as_a_transfer(
         tmp_path: Path, hanging: Path, name: str) -> None:
-    with pytest.raises(TransferError, match=r"^nbdkit did not start serving in 1 s$") as err, \
+    with pytest.raises(TransferError, match=r"^nbdkit did not start serving in 1 s$"), \
             nbd._serve(["null"], tmp_path, name):
         pytest.fail("served")
-    assert not isinstance(err.value, nbd.ExportUnavailable)
     _gone(hanging)
-
-
-def test_an_arriving_export_whose_nbdkit_does_not_listen_is_unavailable(
-        tmp_path: Path, hanging: Path) -> None:
-    with pytest.raises(nbd.ExportUnavailable, match=r"^nbdkit could not serve the arriving"
-                       r" upload: nbdkit did not start serving in 1 s$"), \
-            nbd.arriving_export(_growing(tmp_path), tmp_path):
-        pytest.fail("served")
-    _gone(hanging)
-
-
-def test_an_arriving_export_that_cannot_start_nbdkit_is_unavailable(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No setpriv on PATH: the child cannot be started at all (an OSError)."""
-    monkeypatch.setenv("PATH", path_without("setpriv", tmp_path / "shadow"))
-    with pytest.raises(nbd.ExportUnavailable, match=r"^nbdkit could not serve the arriving"
-                       r" upload: \[Errno 2\] No such file or directory: 'setpriv'$"), \
-            nbd.arriving_export(_growing(tmp_path), tmp_path):
-        pytest.fail("served")
-    assert children.live() == []
 
 
 @pytest.mark.parametrize("given", ["", "soon", "0", "-1", "nan", "inf"])

@@ -16,17 +16,8 @@ from pathlib import Path
 import pytest
 
 from importer.errors import NotFound
-from importer.rangeproxy import (
-    FEW_LARGE,
-    IHAVEOPT,
-    MANY_SMALL,
-    MAX_READ,
-    NBDMAGIC,
-    OPT_GO,
-    REQUEST_MAGIC,
-    RangeProxy,
-    ReadAhead,
-)
+from importer.nbdserver import IHAVEOPT, MAX_READ, NBDMAGIC, OPT_GO, REQUEST_MAGIC
+from importer.rangeproxy import FEW_LARGE, MANY_SMALL, RangeProxy, ReadAhead
 
 DATA = bytes(range(256)) * 40_000  # ~10 MiB: several cache blocks
 
