@@ -58,7 +58,6 @@ class Server:
 
     def __init__(self, socket_path: Path, size: int, answer: Answer, *, name: str) -> None:
         self.socket_path = socket_path
-        self.size = size
         self._server = ThreadingUnixStreamServer(str(socket_path), _handler(size, answer))
         self._server.daemon_threads = True
         self._serving = ServingThread(self._server, name)

@@ -37,6 +37,7 @@ from sizes import MIB
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class ReadAhead:
     """How the endpoint reads ahead of qemu-img: ``ahead`` blocks of ``block`` bytes
@@ -75,16 +76,19 @@ class RangeProxy:
     def __init__(self, fetch: Callable[[int, int], bytes], *, size: int, socket_path: Path,
                  shape: ReadAhead = FEW_LARGE) -> None:
         heaps.hand_back_large_frees()  # each block a mapping, unmapped when dropped
-        self.size = size
         self.cache = BlockCache(fetch, size=size, block_size=shape.block,
                                 capacity=shape.keep, prefetch=shape.ahead)
         self.failure: ImporterError | None = None
-        self.socket_path = socket_path
+        """The source's error that failed a read (answered EIO), kept for the report."""
         self._server = Server(socket_path, size, self._answer, name="rangeproxy")
 
     @property
     def uri(self) -> str:
         return self._server.uri
+
+    @property
+    def socket_path(self) -> Path:
+        return self._server.socket_path
 
     def __enter__(self) -> RangeProxy:
         self._server.__enter__()
@@ -94,20 +98,14 @@ class RangeProxy:
         self._server.__exit__()  # within tens of ms: it ends every import through here
         self.cache.close()
 
-    def read_parts(self, start: int, length: int) -> list[memoryview] | None:
-        """The bytes at ``[start, start+length)`` as views into the cache's blocks, or
-        None once the source failed (its error kept in ``failure``)."""
+    def _answer(self, conn: socket.socket, cookie: int, offset: int, length: int) -> None:
+        """A read from the cache's blocks, sent block by block: no joined copy. A source
+        failure is answered EIO and kept in ``failure``."""
         try:
-            return self.cache.read_parts(start, length)
+            parts = self.cache.read_parts(offset, length)
         except ImporterError as err:
             self.failure = err
-            logger.warning("reading bytes %d-%d failed: %s", start, start + length - 1, err)
-            return None
-
-    def _answer(self, conn: socket.socket, cookie: int, offset: int, length: int) -> None:
-        """A read from the cache's blocks, sent block by block: no joined copy."""
-        parts = self.read_parts(offset, length)
-        if parts is None:
+            logger.warning("reading bytes %d-%d failed: %s", offset, offset + length - 1, err)
             conn.sendall(reply_header(cookie, errno.EIO))
             return
         conn.sendall(reply_header(cookie))

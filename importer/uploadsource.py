@@ -15,8 +15,8 @@ from its first bytes (:func:`spooled`):
   this upload (``wait_arrived``) until their bytes are in the file, then go from the
   page cache with ``sendfile``. The processor's checks are kept
   (``Processor._convert_arriving``), and the upload succeeds only once the body is whole
-  (``spooled_file``). Where the export cannot start, or ``qemu-img info`` fails on it as
-  it arrives, the processor converts the whole file once it arrived. (Round 12's try,
+  (``spooled_file``). Where ``qemu-img info`` fails on it as it arrives, the processor
+  converts the whole file once it arrived. (Round 12's try,
   through nbdkit's curl plugin and an HTTP range endpoint in this process, cost more CPU
   than it saved: 2.25 s against 1.6 s for a 512 MiB qcow2.) The scratch file holds the
   image as sent (qcow2 size, not virtual size) and is removed when the upload ends.
