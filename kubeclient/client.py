@@ -102,7 +102,11 @@ class Client:
         return cls(load_configuration(kubeconfig, pool_size=pool_size))
 
     def close(self) -> None:
+        """Its thread pool and its pooled connections: ``ApiClient.close`` stops only the
+        former, and a pooled socket left to the garbage collector is an unraisable
+        ResourceWarning in whatever runs then (a connection its server closed first)."""
         self.api.close()
+        self.api.rest_client.pool_manager.clear()
 
     def request(self, method: str, path: str, *, body: Any = None,
                 query: Mapping[str, Any] | None = None, content_type: str | None = None,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +148,28 @@ def test_event_recorded_and_a_refused_one_only_logged(
                  "metadata": {"name": "x", "namespace": "no-such-namespace"}}
     kube.event(elsewhere, type_="Normal", reason="Lost", message="m", component="test")
     assert "event Lost on no-such-namespace/x not recorded" in caplog.text
+
+
+def _pooled_sockets(client: kubeclient.Client) -> list[socket.socket]:
+    manager = client.api.rest_client.pool_manager
+    found = []
+    for key in manager.pools.keys():  # noqa: SIM118 - urllib3's container refuses iteration
+        for conn in list(manager.pools[key].pool.queue):
+            if conn is not None and conn.sock is not None:
+                found.append(conn.sock)
+    return found
+
+
+def test_close_closes_the_pooled_connections(tmp_path: Path) -> None:
+    """A closed client leaves no socket for the garbage collector (an unraisable
+    ResourceWarning in whatever runs when it collects)."""
+    thread = ServerThread(tmp_path / "apiserver")
+    client = kube_for(thread.start())
+    try:
+        client.get_or_none(r.CONFIGMAPS, "absent", NS)
+        pooled = _pooled_sockets(client)
+        assert pooled and all(s.fileno() >= 0 for s in pooled)
+        client.close()
+        assert [s.fileno() for s in pooled] == [-1] * len(pooled)
+    finally:
+        thread.stop()
